@@ -1,0 +1,281 @@
+/**
+ * @file switchyard.h
+ * @brief Switchyard public API: communicators and NCCL-shaped collectives
+ *        with priorities, for distributed Mixture-of-Experts training.
+ *
+ * Counts and displacements are in elements, as in MPI. Passing
+ * `req == NULL` makes a collective blocking. All ranks of a communicator
+ * must post the same collectives in the same order (as with NCCL); a
+ * violation is detected and reported as SWY_ERR_MISMATCH on every rank.
+ *
+ * Thread safety: every call on a communicator may be made from any thread;
+ * calls on one communicator are serialized internally. A request may be
+ * tested or waited on by one thread at a time.
+ *
+ * Ownership: user buffers and count arrays are borrowed until the request
+ * completes (count arrays are copied at post time, so they may be reused at
+ * once). Requests are owned by the caller and released with
+ * swy_request_free().
+ */
+#ifndef SWITCHYARD_H
+#define SWITCHYARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SWY_VERSION_MAJOR 0
+#define SWY_VERSION_MINOR 1
+#define SWY_VERSION_PATCH 0
+#define SWY_VERSION_CODE                                                     \
+    (SWY_VERSION_MAJOR * 10000 + SWY_VERSION_MINOR * 100 + SWY_VERSION_PATCH)
+
+#if defined(__GNUC__)
+#define SWY_EXPORT __attribute__((visibility("default")))
+#else
+#define SWY_EXPORT
+#endif
+
+/** Status codes returned by every call. */
+typedef enum {
+    SWY_OK = 0,
+    SWY_INPROGRESS = 1,
+    SWY_ERR_INVALID_ARG = -1,
+    SWY_ERR_NO_MEMORY = -2,
+    SWY_ERR_UNSUPPORTED = -3,
+    SWY_ERR_TIMEOUT = -4,   /**< names the op and the silent peers          */
+    SWY_ERR_REMOTE = -5,    /**< a peer died or aborted                      */
+    SWY_ERR_MISMATCH = -6,  /**< ranks disagree on op order, counts or dtype */
+    SWY_ERR_TRANSPORT = -7,
+    SWY_ERR_SYSTEM = -8,
+    SWY_ERR_ABORTED = -9,
+    SWY_ERR_INTERNAL = -10,
+} swy_status_t;
+
+typedef struct swy_comm *swy_comm_t;
+typedef struct swy_request *swy_request_t;
+
+/** Opaque job rendezvous token: root address plus job secret. */
+typedef struct {
+    unsigned char bytes[128];
+} swy_unique_id_t;
+
+typedef enum {
+    SWY_INT8,
+    SWY_UINT8,
+    SWY_INT32,
+    SWY_INT64,
+    SWY_FLOAT16,
+    SWY_BFLOAT16,
+    SWY_FLOAT32,
+    SWY_FLOAT64
+} swy_dtype_t;
+
+typedef enum { SWY_SUM, SWY_PROD, SWY_MAX, SWY_MIN, SWY_AVG } swy_redop_t;
+
+enum { SWY_PRIO_LOW = 0, SWY_PRIO_DEFAULT = 50, SWY_PRIO_HIGH = 100 };
+
+/** Per-operation attributes; pass NULL for the defaults. */
+typedef struct {
+    int priority;  /**< higher first; default by op kind (a2a high,
+                        allreduce low). Range 0..1000. */
+    int64_t order; /**< tie-break within a priority, lower first
+                        (e.g. layer index) */
+    void *stream;  /**< cudaStream_t for device buffers, else NULL */
+    const char *name; /**< label for traces and error messages; copied */
+} swy_op_attr_t;
+
+/** Initializer giving every field its default. */
+#define SWY_OP_ATTR_INIT {-1, 0, NULL, NULL}
+
+/**
+ * @brief Human-readable name of a status code.
+ * @return A static string; never NULL (unknown codes give "unknown status").
+ */
+SWY_EXPORT const char *swy_status_string(swy_status_t status);
+
+/**
+ * @brief Detail of the last failure.
+ * @param comm The communicator, or NULL for the calling thread's last
+ *             failure (e.g. of swy_comm_init_rank()).
+ * @return A message naming the op, the peer and the values involved; an
+ *         empty string when nothing failed. Valid until the next call on
+ *         @p comm (or, for NULL, the next call from this thread).
+ */
+SWY_EXPORT const char *swy_last_error(swy_comm_t comm);
+
+/**
+ * @brief Create a job rendezvous token and start the root service in the
+ *        calling process. Distribute the token to every rank out of band
+ *        (e.g. MPI_Bcast) and call swy_comm_init_rank() on each.
+ *
+ * The root listens on the address from `SWY_ROOT` when set, otherwise on an
+ * ephemeral port of this host's first non-loopback address (or loopback).
+ * The job secret is `SWY_JOB_KEY` when set, otherwise 32 random bytes.
+ * @return SWY_OK, SWY_ERR_INVALID_ARG (id NULL), SWY_ERR_SYSTEM.
+ */
+SWY_EXPORT swy_status_t swy_get_unique_id(swy_unique_id_t *id);
+
+/**
+ * @brief Create a communicator of @p nranks ranks; collective over them.
+ * @param comm   Output handle, set only on success.
+ * @param nranks Number of ranks (1..65535).
+ * @param id     Token from swy_get_unique_id() on one of the ranks.
+ * @param rank   This rank, 0..nranks-1.
+ * @return SWY_OK, SWY_ERR_INVALID_ARG, SWY_ERR_MISMATCH (ranks disagree on
+ *         nranks, or two ranks claim the same rank), SWY_ERR_TIMEOUT,
+ *         SWY_ERR_REMOTE, SWY_ERR_TRANSPORT, SWY_ERR_UNSUPPORTED (no
+ *         transport reaches a peer), SWY_ERR_SYSTEM.
+ */
+SWY_EXPORT swy_status_t swy_comm_init_rank(swy_comm_t *comm, int nranks,
+                                           const swy_unique_id_t *id,
+                                           int rank);
+
+/**
+ * @brief Create a communicator from launcher variables: `SWY_RANK`,
+ *        `SWY_WORLD_SIZE`, `SWY_ROOT=host:port`, or torchrun (`RANK`,
+ *        `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`), Open MPI
+ *        (`OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`) and Slurm
+ *        (`SLURM_PROCID`, `SLURM_NTASKS`). Rank 0 listens on the root
+ *        address; the job secret is `SWY_JOB_KEY` when set.
+ * @return As swy_comm_init_rank(); SWY_ERR_INVALID_ARG when the variables
+ *         are missing or malformed (the message names the variable).
+ */
+SWY_EXPORT swy_status_t swy_comm_init_env(swy_comm_t *comm);
+
+/**
+ * @brief Destroy a communicator: waits (bounded by `SWY_TIMEOUT_S`) for
+ *        every rank to arrive, then releases everything. Collective.
+ *        Accepts NULL. Outstanding requests must be completed or freed.
+ */
+SWY_EXPORT swy_status_t swy_comm_destroy(swy_comm_t comm);
+
+/**
+ * @brief Abort a communicator: fail every in-flight op locally, tell every
+ *        other rank (they get SWY_ERR_REMOTE), and release it. Not
+ *        collective. Accepts NULL.
+ */
+SWY_EXPORT swy_status_t swy_comm_abort(swy_comm_t comm);
+
+/** @return This rank, or -1 when @p comm is NULL. */
+SWY_EXPORT int swy_comm_rank(swy_comm_t comm);
+/** @return The number of ranks, or -1 when @p comm is NULL. */
+SWY_EXPORT int swy_comm_size(swy_comm_t comm);
+
+/**
+ * @brief All-to-all with per-peer counts (MPI_Alltoallv semantics).
+ *
+ * Rank r sends sendcounts[j] elements from sendbuf + sdispls[j] to rank j,
+ * and receives recvcounts[j] elements from rank j into
+ * recvbuf + rdispls[j]. Zeros are allowed. Default priority: high.
+ * @return SWY_OK (or SWY_INPROGRESS never: non-blocking posts return
+ *         SWY_OK and set *req), SWY_ERR_INVALID_ARG (NULL arrays, NULL
+ *         buffer with a non-zero count, overflowing sizes, bad dtype,
+ *         overlapping receive regions), SWY_ERR_MISMATCH (a peer's count
+ *         disagrees; reported on every rank), SWY_ERR_TIMEOUT,
+ *         SWY_ERR_REMOTE.
+ */
+SWY_EXPORT swy_status_t swy_alltoallv(const void *sendbuf,
+                                      const size_t *sendcounts,
+                                      const size_t *sdispls, void *recvbuf,
+                                      const size_t *recvcounts,
+                                      const size_t *rdispls,
+                                      swy_dtype_t dtype, swy_comm_t comm,
+                                      const swy_op_attr_t *attr,
+                                      swy_request_t *req);
+
+/**
+ * @brief Reduce @p count elements over all ranks and leave the result on
+ *        every rank. In place when sendbuf == recvbuf. SWY_AVG divides
+ *        the sum by the number of ranks (integer division for integer
+ *        types). Default priority: low.
+ */
+SWY_EXPORT swy_status_t swy_allreduce(const void *sendbuf, void *recvbuf,
+                                      size_t count, swy_dtype_t dtype,
+                                      swy_redop_t op, swy_comm_t comm,
+                                      const swy_op_attr_t *attr,
+                                      swy_request_t *req);
+
+/**
+ * @brief Gather @p count elements from every rank into recvbuf, rank r's
+ *        block at recvbuf + r*count. In place when sendbuf equals rank r's
+ *        block. Default priority: default.
+ */
+SWY_EXPORT swy_status_t swy_allgather(const void *sendbuf, void *recvbuf,
+                                      size_t count, swy_dtype_t dtype,
+                                      swy_comm_t comm,
+                                      const swy_op_attr_t *attr,
+                                      swy_request_t *req);
+
+/** @brief Broadcast @p count elements from @p root to every rank. */
+SWY_EXPORT swy_status_t swy_broadcast(void *buf, size_t count,
+                                      swy_dtype_t dtype, int root,
+                                      swy_comm_t comm,
+                                      const swy_op_attr_t *attr,
+                                      swy_request_t *req);
+
+/** @brief Block until every rank has entered the barrier. */
+SWY_EXPORT swy_status_t swy_barrier(swy_comm_t comm);
+
+/**
+ * @brief Non-blocking completion check; drives progress.
+ * @param done Set to 1 when the request completed (successfully or not).
+ * @return SWY_OK, or the op's failure status once it completed with one.
+ */
+SWY_EXPORT swy_status_t swy_test(swy_request_t req, int *done);
+
+/** @brief Block until the request completes; returns its status. */
+SWY_EXPORT swy_status_t swy_wait(swy_request_t req);
+
+/**
+ * @brief Release a request. An incomplete request keeps running and is
+ *        released when it completes (as MPI_Request_free). Accepts NULL.
+ */
+SWY_EXPORT void swy_request_free(swy_request_t req);
+
+/** Phases for swy_phase_hint(). */
+enum {
+    SWY_PHASE_NONE = 0,        /**< no high-priority traffic expected   */
+    SWY_PHASE_A2A_IMMINENT = 1 /**< an all-to-all is about to be posted */
+};
+
+/**
+ * @brief Tell the scheduler what comes next (e.g. an all-to-all is
+ *        imminent, so hold low-priority traffic). Local; cheap.
+ */
+SWY_EXPORT swy_status_t swy_phase_hint(swy_comm_t comm, int phase);
+
+/** Per-communicator counters (swy_comm_stats()). */
+typedef struct {
+    size_t struct_size;         /**< set by the caller to sizeof */
+    uint64_t ops_posted;        /**< collectives posted              */
+    uint64_t ops_completed;     /**< collectives completed           */
+    uint64_t bytes_sent;        /**< payload bytes sent to peers     */
+    uint64_t bytes_received;    /**< payload bytes received          */
+    uint64_t micro_ops_sent;    /**< send micro-ops issued           */
+    uint64_t micro_ops_received;/**< receive micro-ops completed     */
+    uint64_t preemptions;       /**< times a higher-priority micro-op
+                                     was issued while lower priority
+                                     had ready micro-ops             */
+    double high_wait_s;         /**< time high-priority micro-ops were
+                                     ready but held behind lower
+                                     priority in flight              */
+} swy_comm_stats_t;
+
+/**
+ * @brief Read the communicator's counters.
+ * @param stats struct_size must be set to sizeof(swy_comm_stats_t).
+ */
+SWY_EXPORT swy_status_t swy_comm_stats(swy_comm_t comm,
+                                       swy_comm_stats_t *stats);
+
+/** @return The library version string, e.g. "0.1.0". */
+SWY_EXPORT const char *swy_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SWITCHYARD_H */

@@ -1,0 +1,86 @@
+/* lib/transport: the registry of transports for one communicator: the
+ * built-in `self`, plugins loaded with dlopen (swy_transport_v1), and the
+ * choice of a transport per (peer, memory type).
+ *
+ * Loader: for each name in SWY_TRANSPORT_PLUGINS it looks for
+ * `swy-transport-<name>.so` in SWY_PLUGIN_PATH, then the directory
+ * libswitchyard was loaded from + "/switchyard", then SWY_PLUGIN_INSTALL_DIR
+ * and SWY_PLUGIN_BUILD_DIRS (compile-time). In each file it tries the
+ * newest ABI symbol first (today only swy_transport_plugin_v1), checks
+ * abi_version and struct_size, and logs clearly what is missing or wrong
+ * (info for a plugin that is simply absent, warn for one that is broken);
+ * the built-ins always remain.
+ *
+ * Selection: per peer, the highest-scoring transport that serves the memory
+ * type and the link class (caps.score[class] > 0); SWY_TRANSPORT forces a
+ * name where that transport can serve. */
+#ifndef SWY_TRANSPORT_TRANSPORT_H
+#define SWY_TRANSPORT_TRANSPORT_H
+
+#include "boot/boot.h"
+#include "switchyard/swy_transport_v1.h"
+#include "topo/topo.h"
+
+#define SWY_TRANSPORT_MAX 8
+
+typedef struct {
+    const swy_transport_v1_t *ops;
+    void *ctx;
+    void *dl_handle;        /* NULL for a built-in */
+    char path[256];         /* file it came from, "built-in" otherwise */
+    swy_transport_caps_v1_t caps;
+} swy_transport_t;
+
+typedef struct swy_transport_set {
+    int rank, nranks;
+    int count;
+    swy_transport_t tps[SWY_TRANSPORT_MAX];
+    /* chosen transport index per memory type and peer; -1 unreachable */
+    int *peer_tp[SWY_MEM_NTYPES];
+    swy_transport_host_v1_t host;
+} swy_transport_set_t;
+
+/* The built-in transport serving a rank's messages to itself. */
+const swy_transport_v1_t *swy_transport_self_ops(void);
+
+/* Open one plugin file and validate its ABI. On failure *why is set to a
+ * message (not found / not a shared object / no symbol / wrong ABI
+ * version or struct size) and the status is SWY_ERR_UNSUPPORTED for
+ * "missing" or SWY_ERR_INVALID_ARG for "broken". */
+swy_status_t swy_transport_plugin_open(const char *path,
+                                       const swy_transport_v1_t **ops_p,
+                                       void **dl_handle_p, char *why,
+                                       size_t why_len);
+
+/* Find swy-transport-<name>.so along the search path; SWY_ERR_UNSUPPORTED
+ * with the directories tried in *why when absent. */
+swy_status_t swy_transport_plugin_find(const char *name, char *path,
+                                       size_t path_len, char *why,
+                                       size_t why_len);
+
+/* Create the set: self + every plugin that loads and initializes. */
+swy_status_t swy_transport_set_create(int rank, int nranks,
+                                      swy_transport_set_t **set_p);
+
+/* Exchange addresses over boot, choose per peer and memory type, connect.
+ * SWY_ERR_UNSUPPORTED (message names the peer and its link class) when no
+ * transport reaches some peer for host memory. */
+swy_status_t swy_transport_set_connect(swy_transport_set_t *set,
+                                       swy_boot_t *boot,
+                                       const swy_topo_t *topo,
+                                       double timeout_s);
+
+/* Chosen transport for (peer, mem); NULL when none. */
+swy_transport_t *swy_transport_for_peer(swy_transport_set_t *set, int peer,
+                                        swy_mem_type_t mem);
+
+/* Progress every transport; returns events handled. */
+int swy_transport_set_progress(swy_transport_set_t *set);
+/* Arm every transport and collect their event fds (up to max) for poll;
+ * returns the number of fds, or -1 if some transport has events pending
+ * or cannot sleep (the caller should keep polling). */
+int swy_transport_set_arm(swy_transport_set_t *set, int *fds, int max);
+
+void swy_transport_set_destroy(swy_transport_set_t *set);
+
+#endif

@@ -1,0 +1,279 @@
+/* Configuration: the single reader of the environment (see config.h). */
+#include "util/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/alloc.h"
+#include "util/config_table.h"
+#include "util/log.h"
+
+extern char **environ;
+
+typedef struct {
+    char *file_value; /* from SWY_CONFIG, NULL if absent */
+    char *env_value;  /* from the environment, NULL if absent */
+} swy_config_slot_t;
+
+/* Recursive: loading warns through the log, which reads the config. */
+static pthread_mutex_t config_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static swy_config_slot_t *config_slots;
+static size_t config_count;
+static int config_loaded;
+/* Old values are kept (never freed) so returned pointers stay valid. */
+
+static ssize_t config_index(const char *name)
+{
+    for (size_t i = 0; i < config_count; i++)
+        if (strcmp(swy_config_table[i].name, name) == 0)
+            return (ssize_t)i;
+    return -1;
+}
+
+static char *trim(char *text)
+{
+    while (isspace((unsigned char)*text))
+        text++;
+    char *end = text + strlen(text);
+    while (end > text && isspace((unsigned char)end[-1]))
+        *--end = '\0';
+    return text;
+}
+
+static void config_load_file(const char *path)
+{
+    FILE *file = fopen(path, "r");
+    if (file == NULL) {
+        swy_warn("util", "SWY_CONFIG=%s cannot be opened: %s", path,
+                 strerror(errno));
+        return;
+    }
+    char line[1024];
+    int lineno = 0;
+    while (fgets(line, sizeof(line), file) != NULL) {
+        lineno++;
+        char *text = trim(line);
+        if (*text == '\0' || *text == '#')
+            continue;
+        char *eq = strchr(text, '=');
+        if (eq == NULL) {
+            swy_warn("util", "%s:%d: expected NAME=value, got '%s'", path,
+                     lineno, text);
+            continue;
+        }
+        *eq = '\0';
+        char *name = trim(text), *value = trim(eq + 1);
+        ssize_t idx = config_index(name);
+        if (idx < 0) {
+            swy_warn("util", "%s:%d: unknown variable %s ignored", path,
+                     lineno, name);
+            continue;
+        }
+        if (strcmp(name, "SWY_CONFIG") == 0)
+            continue;
+        config_slots[idx].file_value = swy_strdup(value);
+    }
+    fclose(file);
+}
+
+static void config_load_locked(void)
+{
+    if (config_count == 0)
+        while (swy_config_table[config_count].name != NULL)
+            config_count++;
+    swy_config_slot_t *slots = calloc(config_count, sizeof(*slots));
+    if (slots == NULL)
+        return;
+    config_slots = slots; /* previous array leaks on purpose (see above) */
+    for (size_t i = 0; i < config_count; i++) {
+        const char *value = getenv(swy_config_table[i].name);
+        if (value != NULL)
+            slots[i].env_value = swy_strdup(value);
+    }
+    config_loaded = 1; /* before any warning: the log reads the table */
+    /* Unknown SWY_* names warn: a typo must not silently do nothing. */
+    for (char **env = environ; env != NULL && *env != NULL; env++) {
+        if (strncmp(*env, "SWY_", 4) != 0)
+            continue;
+        const char *eq = strchr(*env, '=');
+        size_t len = eq ? (size_t)(eq - *env) : strlen(*env);
+        char name[128];
+        if (len >= sizeof(name))
+            len = sizeof(name) - 1;
+        memcpy(name, *env, len);
+        name[len] = '\0';
+        if (config_index(name) < 0)
+            swy_warn("util", "unknown configuration variable %s ignored "
+                     "(swy-info -c lists them)", name);
+    }
+    ssize_t cfg = config_index("SWY_CONFIG");
+    if (cfg >= 0 && slots[cfg].env_value != NULL &&
+        slots[cfg].env_value[0] != '\0')
+        config_load_file(slots[cfg].env_value);
+}
+
+static void config_ensure(void)
+{
+    pthread_mutex_lock(&config_lock);
+    if (!config_loaded)
+        config_load_locked();
+    pthread_mutex_unlock(&config_lock);
+}
+
+void swy_config_reload(void)
+{
+    pthread_mutex_lock(&config_lock);
+    config_load_locked();
+    pthread_mutex_unlock(&config_lock);
+}
+
+const char *swy_config_get(const char *name)
+{
+    if (name == NULL)
+        return NULL;
+    config_ensure();
+    ssize_t idx = config_index(name);
+    if (idx < 0 || config_slots == NULL)
+        return NULL;
+    if (config_slots[idx].env_value != NULL)
+        return config_slots[idx].env_value;
+    if (config_slots[idx].file_value != NULL)
+        return config_slots[idx].file_value;
+    return swy_config_table[idx].default_value;
+}
+
+const char *swy_config_getenv_foreign(const char *name)
+{
+    return name ? getenv(name) : NULL;
+}
+
+int swy_config_parse_int(const char *text, int64_t *value_p)
+{
+    if (text == NULL || *text == '\0')
+        return -1;
+    char *end;
+    errno = 0;
+    long long value = strtoll(text, &end, 10);
+    if (errno != 0 || end == text)
+        return -1;
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end != '\0')
+        return -1;
+    *value_p = value;
+    return 0;
+}
+
+int swy_config_parse_size(const char *text, size_t *value_p)
+{
+    if (text == NULL)
+        return -1;
+    while (isspace((unsigned char)*text))
+        text++;
+    if (!isdigit((unsigned char)*text))
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno != 0)
+        return -1;
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': shift = 10; end++; break;
+    case 'M': shift = 20; end++; break;
+    case 'G': shift = 30; end++; break;
+    default: break;
+    }
+    if (shift != 0) {
+        if (*end == 'i' || *end == 'I')
+            end++;
+        if (*end == 'b' || *end == 'B')
+            end++;
+    } else if (*end == 'b' || *end == 'B') {
+        end++;
+    }
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end != '\0')
+        return -1;
+    if (shift != 0 && value > (SIZE_MAX >> shift))
+        return -1;
+    *value_p = (size_t)(value << shift);
+    return 0;
+}
+
+int64_t swy_config_get_int(const char *name, int64_t fallback)
+{
+    const char *text = swy_config_get(name);
+    int64_t value;
+    if (text == NULL)
+        return fallback;
+    if (swy_config_parse_int(text, &value) != 0) {
+        swy_warn("util", "%s='%s' is not an integer; using %" PRId64, name,
+                 text, fallback);
+        return fallback;
+    }
+    return value;
+}
+
+double swy_config_get_double(const char *name, double fallback)
+{
+    const char *text = swy_config_get(name);
+    if (text == NULL)
+        return fallback;
+    char *end;
+    double value = strtod(text, &end);
+    if (end == text || *trim(end) != '\0') {
+        swy_warn("util", "%s='%s' is not a number; using %g", name, text,
+                 fallback);
+        return fallback;
+    }
+    return value;
+}
+
+size_t swy_config_get_size(const char *name, size_t fallback)
+{
+    const char *text = swy_config_get(name);
+    size_t value;
+    if (text == NULL || strcmp(text, "auto") == 0)
+        return fallback;
+    if (swy_config_parse_size(text, &value) != 0) {
+        swy_warn("util", "%s='%s' is not a size (e.g. 4096, 64K, 2M); "
+                 "using %zu", name, text, fallback);
+        return fallback;
+    }
+    return value;
+}
+
+int swy_config_get_bool(const char *name, int fallback)
+{
+    const char *text = swy_config_get(name);
+    if (text == NULL)
+        return fallback;
+    if (!strcmp(text, "1") || !strcasecmp(text, "y") ||
+        !strcasecmp(text, "yes") || !strcasecmp(text, "true") ||
+        !strcasecmp(text, "on"))
+        return 1;
+    if (!strcmp(text, "0") || !strcasecmp(text, "n") ||
+        !strcasecmp(text, "no") || !strcasecmp(text, "false") ||
+        !strcasecmp(text, "off"))
+        return 0;
+    swy_warn("util", "%s='%s' is not a boolean; using %d", name, text,
+             fallback);
+    return fallback;
+}
+
+void swy_config_foreach(void (*cb)(const swy_config_entry_t *entry,
+                                   const char *value, void *arg),
+                        void *arg)
+{
+    config_ensure();
+    for (size_t i = 0; i < config_count; i++)
+        cb(&swy_config_table[i], swy_config_get(swy_config_table[i].name),
+           arg);
+}

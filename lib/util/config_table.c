@@ -1,0 +1,76 @@
+/* Every SWY_* variable, its default and its help. Keep sorted by subsystem;
+ * swy-info -c prints this table. */
+#include "util/config_table.h"
+
+const swy_config_entry_t swy_config_table[] = {
+    /* util */
+    {"SWY_LOG_LEVEL", "warn", "Log level: error, warn, info, debug, trace."},
+    {"SWY_LOG_SUBSYS", NULL,
+     "Comma-separated subsystems to log (boot,topo,transport,ucx,coll,sched,"
+     "api,run); a leading ^ excludes the listed ones instead."},
+    {"SWY_LOG_FILE", NULL,
+     "Write the log to this file instead of stderr; %h expands to the host "
+     "name, %p to the process id."},
+    {"SWY_CONFIG", NULL,
+     "File of NAME=value lines (as written by swy-tune) read after the "
+     "environment; the environment wins."},
+    /* boot */
+    {"SWY_RANK", NULL, "This process's rank (swy_comm_init_env)."},
+    {"SWY_WORLD_SIZE", NULL, "Number of ranks (swy_comm_init_env)."},
+    {"SWY_LOCAL_RANK", NULL,
+     "Rank among the ranks of this host (set by swy-run; informational)."},
+    {"SWY_ROOT", NULL,
+     "host:port where rank 0 listens for the job's control plane; "
+     "defaults to MASTER_ADDR:MASTER_PORT when those are set."},
+    {"SWY_JOB_KEY", NULL,
+     "Job secret every rank must prove to the root (swy-run sets a random "
+     "one). Unset: derived from the launcher's job id and the root address."},
+    {"SWY_TIMEOUT_S", "300",
+     "Seconds an operation (or init/destroy) may wait for peers before it "
+     "fails with SWY_ERR_TIMEOUT naming the silent peers."},
+    {"SWY_HEARTBEAT_S", "2",
+     "Seconds between control-plane heartbeats; a rank silent for 5 "
+     "heartbeats is declared dead."},
+    /* topo */
+    {"SWY_TOPO_XML", NULL,
+     "Load the host topology from this hwloc XML file instead of "
+     "discovering it."},
+    {"SWY_TOPO_SYNTHETIC", NULL,
+     "Use this hwloc synthetic description (e.g. \"pack:2 numa:1 core:4 "
+     "pu:1\") instead of discovering the host."},
+    {"SWY_TOPO_FILE", NULL,
+     "File overriding link bandwidths/latencies: lines \"CLASS GBps us\" "
+     "(CLASS = self, same_numa, same_node, cross_node) or \"i j GBps us\"."},
+    {"SWY_TOPO_PROBE", "0",
+     "1: measure each link's bandwidth at init instead of using defaults."},
+    /* transport */
+    {"SWY_TRANSPORT", NULL,
+     "Force this transport (by name) for every peer it can reach."},
+    {"SWY_TRANSPORT_PLUGINS", "ucx,nccl",
+     "Transport plugins to load (swy-transport-<name>.so), in order."},
+    {"SWY_PLUGIN_PATH", NULL,
+     "Colon-separated directories searched for plugins before the "
+     "install directory."},
+    /* coll / sched */
+    {"SWY_PARTITION_BYTES", "auto",
+     "Micro-op size in bytes (K/M/G suffixes). auto: about 2 ms of the "
+     "slowest link's time, between 64 KiB and 32 MiB."},
+    {"SWY_WINDOW_BYTES", "8M",
+     "Bytes of micro-ops in flight per peer link."},
+    {"SWY_CREDIT_BYTES", "auto",
+     "Bytes of lower-priority micro-ops allowed in flight per link while "
+     "higher priority waits (lina, credit). auto: one partition."},
+    {"SWY_POLICY", "lina",
+     "Scheduling policy: fifo, fair, lina, credit, or a plugin name."},
+    {"SWY_PROGRESS", "caller",
+     "Progress: caller (inside swy_test/swy_wait) or thread."},
+    {"SWY_SPIN_US", "200",
+     "Microseconds a waiting rank polls before it sleeps on the "
+     "transports' event file descriptors."},
+    {"SWY_TRACE", NULL,
+     "Write a Chrome trace JSON per rank to this path (%r: rank)."},
+    /* ucx plugin */
+    {"SWY_UCX_TLS", NULL,
+     "UCX transports for the ucx plugin (as UCX_TLS); unset: UCX's choice."},
+    {NULL, NULL, NULL},
+};

@@ -1,0 +1,133 @@
+/* Logging (see log.h). Configuration is read once, at first use. */
+#include "util/log.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/config.h"
+
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static swy_log_level_t log_level = SWY_LOG_WARN;
+static char log_subsys[256];
+static int log_subsys_exclude;
+static FILE *log_file;
+static char log_host[64];
+static volatile int log_rank = -1;
+
+static const char *level_names[] = {"", "ERROR", "WARN", "INFO", "DEBUG",
+                                    "TRACE"};
+
+static void log_open_file(const char *pattern)
+{
+    char path[1024];
+    size_t out = 0;
+    for (const char *p = pattern; *p != '\0' && out + 64 < sizeof(path); p++) {
+        if (p[0] == '%' && p[1] == 'h') {
+            out += (size_t)snprintf(path + out, sizeof(path) - out, "%s",
+                                    log_host);
+            p++;
+        } else if (p[0] == '%' && p[1] == 'p') {
+            out += (size_t)snprintf(path + out, sizeof(path) - out, "%d",
+                                    (int)getpid());
+            p++;
+        } else {
+            path[out++] = *p;
+        }
+    }
+    path[out] = '\0';
+    log_file = fopen(path, "a");
+    if (log_file == NULL) {
+        log_file = stderr;
+        fprintf(stderr, "SWY WARN util: SWY_LOG_FILE=%s cannot be opened; "
+                        "logging to stderr\n", path);
+    } else {
+        setvbuf(log_file, NULL, _IOLBF, 0);
+    }
+}
+
+static void log_init(void)
+{
+    gethostname(log_host, sizeof(log_host) - 1);
+    log_file = stderr;
+    const char *level = swy_config_get("SWY_LOG_LEVEL");
+    if (level != NULL) {
+        int found = 0;
+        for (int i = 1; i <= SWY_LOG_TRACE; i++)
+            if (strcasecmp(level, level_names[i]) == 0 ||
+                (i == SWY_LOG_WARN && strcasecmp(level, "warning") == 0)) {
+                log_level = (swy_log_level_t)i;
+                found = 1;
+            }
+        if (!found && level[0] >= '0' && level[0] <= '5' && level[1] == 0) {
+            log_level = (swy_log_level_t)(level[0] - '0');
+            found = 1;
+        }
+        if (!found)
+            fprintf(stderr, "SWY WARN util: SWY_LOG_LEVEL=%s unknown; use "
+                            "error, warn, info, debug or trace\n", level);
+    }
+    const char *subsys = swy_config_get("SWY_LOG_SUBSYS");
+    if (subsys != NULL) {
+        if (subsys[0] == '^') {
+            log_subsys_exclude = 1;
+            subsys++;
+        }
+        snprintf(log_subsys, sizeof(log_subsys), ",%s,", subsys);
+    }
+    const char *file = swy_config_get("SWY_LOG_FILE");
+    if (file != NULL && file[0] != '\0')
+        log_open_file(file);
+}
+
+int swy_log_enabled(swy_log_level_t level, const char *subsys)
+{
+    pthread_once(&log_once, log_init);
+    if (level > log_level)
+        return 0;
+    if (log_subsys[0] == '\0' || subsys == NULL)
+        return 1;
+    char key[64];
+    snprintf(key, sizeof(key), ",%s,", subsys);
+    int listed = strstr(log_subsys, key) != NULL;
+    return log_subsys_exclude ? !listed : listed;
+}
+
+void swy_log_set_rank(int rank)
+{
+    log_rank = rank;
+}
+
+void swy_vlog(swy_log_level_t level, const char *subsys, const char *fmt,
+              va_list ap)
+{
+    if (!swy_log_enabled(level, subsys))
+        return;
+    char message[2048];
+    vsnprintf(message, sizeof(message), fmt, ap);
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    char who[32] = "";
+    if (log_rank >= 0)
+        snprintf(who, sizeof(who), ":r%d", log_rank);
+    pthread_mutex_lock(&log_lock);
+    fprintf(log_file, "[%ld.%06ld %s:%d%s] SWY %s %s: %s\n", (long)now.tv_sec,
+            (long)now.tv_usec, log_host, (int)getpid(), who,
+            level_names[level < 1 || level > 5 ? 2 : level],
+            subsys ? subsys : "-", message);
+    pthread_mutex_unlock(&log_lock);
+}
+
+void swy_log(swy_log_level_t level, const char *subsys, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    swy_vlog(level, subsys, fmt, ap);
+    va_end(ap);
+}
