@@ -1,0 +1,49 @@
+/* swy-run: start the ranks of a Switchyard job. The command line decides
+ * the launcher: local ranks (launch_local.c) or, later, an emulated cluster
+ * of network namespaces. */
+#include "launch_local.h"
+#include "options.h"
+
+#include <stdio.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+/* Pipes and /dev/null created later must not land on 0, 1 or 2, or a rank
+ * would get its output pipe as stdin (and dup2 onto itself would keep
+ * close-on-exec). */
+static void std_fds_ensure_open(void)
+{
+    for (int fd = 0; fd < 3; ++fd) {
+        if (fcntl(fd, F_GETFD) < 0) {
+            int null_fd = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+
+            if (null_fd >= 0 && null_fd != fd) {
+                dup2(null_fd, fd);
+                close(null_fd);
+            }
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    swy_run_options_t opts;
+
+    std_fds_ensure_open();
+    switch (swy_run_options_parse(argc, argv, &opts)) {
+    case SWY_RUN_PARSE_EXIT_OK:
+        return 0;
+    case SWY_RUN_PARSE_EXIT_USAGE:
+        return 2;
+    case SWY_RUN_PARSE_RUN:
+        break;
+    }
+
+    if (opts.mode == SWY_RUN_MODE_CLUSTER) {
+        /* The namespace launcher (launch_cluster.c) is not written yet. */
+        fprintf(stderr, "swy-run: --nodes is not available in this build "
+                "yet\n");
+        return 2;
+    }
+    return swy_run_local_launch(&opts);
+}
