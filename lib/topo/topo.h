@@ -70,6 +70,8 @@ double swy_topo_bandwidth(const swy_topo_t *topo, int a, int b); /* B/s */
 double swy_topo_latency(const swy_topo_t *topo, int a, int b);   /* s */
 void swy_topo_set_link(swy_topo_t *topo, int a, int b, double bw, double lat);
 int swy_topo_nranks(const swy_topo_t *topo);
+/* The rank given to swy_topo_build (-1 for NULL). */
+int swy_topo_myrank(const swy_topo_t *topo);
 const swy_topo_local_t *swy_topo_rank_info(const swy_topo_t *topo, int rank);
 /* Ranks on the same host as rank r (host_id equal), count and index. */
 int swy_topo_node_of(const swy_topo_t *topo, int rank);
