@@ -222,7 +222,9 @@ static void topo_find_nics(hwloc_topology_t topology, swy_topo_local_t *local)
             osdev_type != HWLOC_OBJ_OSDEV_NETWORK)
             continue;
         if (local->n_nics >= SWY_TOPO_MAX_NICS) {
-            swy_warn(SWY_TOPO_SUBSYS, "more than %d NICs; ignoring %s",
+            /* Hosts with many virtual interfaces are common; not worth
+             * a warning on every rank. */
+            swy_info(SWY_TOPO_SUBSYS, "more than %d NICs; ignoring %s",
                      SWY_TOPO_MAX_NICS, obj->name);
             continue;
         }

@@ -44,6 +44,12 @@ typedef struct swy_topo swy_topo_t;
 /* Discover this rank's host: SWY_TOPO_XML, else SWY_TOPO_SYNTHETIC, else
  * the real machine (I/O devices kept: HWLOC_TYPE_FILTER_KEEP_ALL). The
  * host identity always comes from the running host (hostname, boot id).
+ * numa/package: from the process binding on the real host; with XML or a
+ * synthetic topology the real binding (sched_getaffinity) is used only when
+ * all its PUs exist in the loaded topology, else they are -1. GPUs: PCI
+ * class 0x0302, or 0x0300 from NVIDIA, or CUDA/NVML OS devices (one entry
+ * per PCI device). NICs: one entry per OpenFabrics or network OS device, so
+ * an InfiniBand adapter shows twice (mlx5_0 and ib0).
  * Errors: SWY_ERR_INVALID_ARG (bad XML path/content or synthetic string,
  * message names it), SWY_ERR_SYSTEM. */
 swy_status_t swy_topo_discover(swy_topo_local_t *local);
