@@ -270,10 +270,10 @@ static void test_real_host(void)
 
 int main(void)
 {
-    const char *fixtures = getenv("SWY_FIXTURES");
+    const char *fixtures = getenv("SWYTEST_FIXTURES");
 
     if (fixtures == NULL) {
-        fprintf(stderr, "SWY_FIXTURES is not set\n");
+        fprintf(stderr, "SWYTEST_FIXTURES is not set\n");
         return 1;
     }
     snprintf(fixture_xml, sizeof(fixture_xml),
