@@ -336,6 +336,32 @@ static void pipe_drain(int *fd, swy_run_output_t *output)
     }
 }
 
+/* When swy-run's own stdout or stderr is gone (`swy-run ... | head`), the
+ * ranks' pipes for that stream are closed too, so a rank writing there gets
+ * SIGPIPE or EPIPE exactly as if it wrote to the pipe itself, rather than
+ * running on with its output discarded. */
+static void broken_outputs_close(job_t *job)
+{
+    bool out_broken = swy_run_output_is_broken(STDOUT_FILENO);
+    bool err_broken = swy_run_output_is_broken(STDERR_FILENO);
+
+    if (!out_broken && !err_broken) {
+        return;
+    }
+    for (int r = 0; r < job->n_started; ++r) {
+        rank_t *rank = &job->ranks[r];
+
+        if (out_broken && rank->out_fd >= 0) {
+            close(rank->out_fd);
+            rank->out_fd = -1;
+        }
+        if (err_broken && rank->err_fd >= 0) {
+            close(rank->err_fd);
+            rank->err_fd = -1;
+        }
+    }
+}
+
 static int poll_timeout_ms(const job_t *job)
 {
     double deadline = 0;
@@ -434,6 +460,7 @@ static int job_loop(job_t *job)
                     pipe_drain(&rank->err_fd, &rank->err);
                 }
             }
+            broken_outputs_close(job);
             if (pfds[0].revents != 0) {
                 signals_handle(job);
             }

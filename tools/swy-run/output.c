@@ -10,8 +10,7 @@
 #include <unistd.h>
 
 /* Set once our stdout or stderr is gone (EPIPE and the like): output for
- * that descriptor is dropped from then on, but the ranks keep running and
- * are still drained so they never block on a full pipe. */
+ * that descriptor is dropped from then on. */
 static bool output_fd_broken[3];
 
 void swy_run_output_init(swy_run_output_t *output, int out_fd, int rank,
@@ -143,6 +142,11 @@ void swy_run_output_flush(swy_run_output_t *output)
                    true);
         output->pending_len = 0;
     }
+}
+
+bool swy_run_output_is_broken(int out_fd)
+{
+    return out_fd >= 0 && out_fd < 3 && output_fd_broken[out_fd];
 }
 
 void swy_run_output_finalize(swy_run_output_t *output)

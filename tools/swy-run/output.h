@@ -33,6 +33,10 @@ void swy_run_output_feed(swy_run_output_t *output, const char *data,
 /* At end of stream: writes a pending partial line, ending it with '\n'. */
 void swy_run_output_flush(swy_run_output_t *output);
 
+/* True once writing to out_fd failed for good (e.g. EPIPE: the reader of
+ * swy-run's stdout went away); its output is dropped from then on. */
+bool swy_run_output_is_broken(int out_fd);
+
 void swy_run_output_finalize(swy_run_output_t *output);
 
 #endif

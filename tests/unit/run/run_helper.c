@@ -160,6 +160,15 @@ int main(int argc, char **argv)
         sleep_s(60);
         return 0;
     }
+    if (strcmp(mode, "spam") == 0 && argc == 3) {
+        /* spam DIR: print lines until stdout breaks (SIGPIPE). */
+        pid_file_write();
+        all_ranks_ready_wait();
+        for (;;) {
+            printf("line from rank %d\n", my_rank);
+            fflush(stdout);
+        }
+    }
     if (strcmp(mode, "longline") == 0 && argc == 4) {
         /* longline DIR BYTES: one line of BYTES letters, no newline. */
         size_t bytes = strtoul(argv[3], NULL, 10);

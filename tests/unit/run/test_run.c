@@ -17,6 +17,8 @@
 static const char *swy_run_path;
 static const char *helper_path;
 static char        work_dir[4096];
+/* swy-run's stdout is a pipe whose reader has gone (`swy-run | head`). */
+static bool        stdout_reader_gone;
 
 typedef struct {
     int    status;   /* as from waitpid */
@@ -138,6 +140,15 @@ static pid_t swy_run_start(const char *const *argv, const char *const *env)
         dup2(fd, STDIN_FILENO);
         snprintf(path, sizeof(path), "%s/stdout", work_dir);
         fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (stdout_reader_gone) {
+            int fds[2];
+
+            if (pipe(fds) != 0) {
+                _exit(126);
+            }
+            close(fds[0]);
+            fd = fds[1];
+        }
         dup2(fd, STDOUT_FILENO);
         snprintf(path, sizeof(path), "%s/stderr", work_dir);
         fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -407,6 +418,23 @@ static void case_grace(void)
     ranks_gone_check(&res, 3);
 }
 
+/* When swy-run's stdout reader goes away, ranks writing to stdout get
+ * SIGPIPE as they would without swy-run, instead of running forever. */
+static void case_brokenpipe(void)
+{
+    const char *argv[] = {"swy-run", "-n", "2", helper_path, "spam",
+                          work_dir, NULL};
+    result_t    res;
+
+    stdout_reader_gone = true;
+    res = swy_run(argv, NULL, 20);
+    CHECK(&res, exit_code(&res) == 128 + SIGPIPE,
+          "exit status %d, expected %d", exit_code(&res), 128 + SIGPIPE);
+    CHECK(&res, strstr(res.err, "killed by signal 13") != NULL,
+          "no failure message");
+    ranks_gone_check(&res, 2);
+}
+
 /* (f) A program that does not exist. */
 static void case_noexec(void)
 {
@@ -522,7 +550,7 @@ int main(int argc, char **argv)
         {"sigkill", case_sigkill}, {"sigterm", case_sigterm},
         {"timeout", case_timeout}, {"grace", case_grace},
         {"noexec", case_noexec},   {"longline", case_longline},
-        {"usage", case_usage},
+        {"usage", case_usage},     {"brokenpipe", case_brokenpipe},
     };
     const char *tmp = getenv("TMPDIR");
 
