@@ -1,0 +1,176 @@
+/* Plugin loader: finds swy-transport-<name>.so along the search path and
+ * validates its ABI before anyone calls into it (the pattern of NCCL's
+ * plugin loaders: newest versioned symbol first). */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "transport/transport.h"
+#include "util/alloc.h"
+#include "util/config.h"
+#include "util/log.h"
+
+#ifndef SWY_PLUGIN_INSTALL_DIR
+#error "lib/meson.build passes SWY_PLUGIN_INSTALL_DIR"
+#endif
+#ifndef SWY_PLUGIN_BUILD_DIRS
+#error "lib/meson.build passes SWY_PLUGIN_BUILD_DIRS"
+#endif
+
+/* ABI versions this host understands, newest first. A v2 plugin that also
+ * exports v1 keeps working with an older host. */
+static const struct {
+    uint32_t abi_version;
+    const char *symbol;
+} known_versions[] = {
+    {SWY_TRANSPORT_ABI_V1, SWY_TRANSPORT_PLUGIN_SYMBOL_V1},
+};
+
+/* Optional entries: without event_fd/arm the host polls; without
+ * describe_peer it prints the transport's name. */
+static const char *loader_missing_function(const swy_transport_v1_t *ops)
+{
+    if (ops->name == NULL)
+        return "name";
+    if (ops->init == NULL)
+        return "init";
+    if (ops->query == NULL)
+        return "query";
+    if (ops->get_address == NULL)
+        return "get_address";
+    if (ops->connect == NULL)
+        return "connect";
+    if (ops->isend == NULL)
+        return "isend";
+    if (ops->irecv == NULL)
+        return "irecv";
+    if (ops->cancel == NULL)
+        return "cancel";
+    if (ops->progress == NULL)
+        return "progress";
+    if (ops->finalize == NULL)
+        return "finalize";
+    return NULL;
+}
+
+swy_status_t swy_transport_plugin_open(const char *path,
+                                       const swy_transport_v1_t **ops_p,
+                                       void **dl_handle_p, char *why,
+                                       size_t why_len)
+{
+    if (access(path, F_OK) != 0) {
+        snprintf(why, why_len, "plugin %s: not found (%s)", path,
+                 strerror(errno));
+        return SWY_ERR_UNSUPPORTED;
+    }
+    dlerror();
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (handle == NULL) {
+        const char *err = dlerror();
+        snprintf(why, why_len, "plugin %s: cannot load: %s", path,
+                 err != NULL ? err : "unknown dlopen error");
+        return SWY_ERR_INVALID_ARG;
+    }
+
+    const swy_transport_v1_t *ops = NULL;
+    size_t v;
+    for (v = 0; v < SWY_ARRAY_SIZE(known_versions); v++) {
+        ops = dlsym(handle, known_versions[v].symbol);
+        if (ops != NULL)
+            break;
+    }
+    if (ops == NULL) {
+        /* Name every symbol looked for, newest first. */
+        size_t out = (size_t)snprintf(why, why_len, "plugin %s: no symbol",
+                                      path);
+        for (v = 0; v < SWY_ARRAY_SIZE(known_versions) && out < why_len; v++)
+            out += (size_t)snprintf(why + out, why_len - out, "%s %s",
+                                    v == 0 ? "" : " or",
+                                    known_versions[v].symbol);
+        goto err_close;
+    }
+    if (ops->abi_version != known_versions[v].abi_version) {
+        snprintf(why, why_len, "plugin %s: wrong ABI version %u (expected %u)",
+                 path, ops->abi_version, known_versions[v].abi_version);
+        goto err_close;
+    }
+    if (ops->struct_size != sizeof(swy_transport_v1_t)) {
+        snprintf(why, why_len,
+                 "plugin %s: wrong struct size %u of %s (expected %zu)", path,
+                 ops->struct_size, known_versions[v].symbol,
+                 sizeof(swy_transport_v1_t));
+        goto err_close;
+    }
+    const char *missing = loader_missing_function(ops);
+    if (missing != NULL) {
+        snprintf(why, why_len, "plugin %s: %s is NULL in %s", path, missing,
+                 known_versions[v].symbol);
+        goto err_close;
+    }
+    *ops_p = ops;
+    *dl_handle_p = handle;
+    return SWY_OK;
+
+err_close:
+    dlclose(handle);
+    return SWY_ERR_INVALID_ARG;
+}
+
+/* "<dir of libswitchyard>/switchyard", or "" when unknown (e.g. linked
+ * statically into a test: then it is the executable's directory). */
+static void loader_lib_dir(char *dir, size_t len)
+{
+    Dl_info info;
+    dir[0] = '\0';
+    if (dladdr((void *)(uintptr_t)&swy_transport_plugin_find, &info) == 0 ||
+        info.dli_fname == NULL)
+        return;
+    const char *slash = strrchr(info.dli_fname, '/');
+    if (slash == NULL)
+        return;
+    snprintf(dir, len, "%.*s/switchyard", (int)(slash - info.dli_fname),
+             info.dli_fname);
+}
+
+swy_status_t swy_transport_plugin_find(const char *name, char *path,
+                                       size_t path_len, char *why,
+                                       size_t why_len)
+{
+    const char *user_path = swy_config_get("SWY_PLUGIN_PATH");
+    char lib_dir[1024];
+    loader_lib_dir(lib_dir, sizeof(lib_dir));
+    /* One colon list, in search order; empty entries are skipped. */
+    char search[8192];
+    snprintf(search, sizeof(search), "%s:%s:%s:%s",
+             user_path != NULL ? user_path : "", lib_dir,
+             SWY_PLUGIN_INSTALL_DIR, SWY_PLUGIN_BUILD_DIRS);
+
+    char tried[4096] = "";
+    size_t tried_len = 0;
+    for (char *save = NULL, *dir = strtok_r(search, ":", &save); dir != NULL;
+         dir = strtok_r(NULL, ":", &save)) {
+        char candidate[4096];
+        int n = snprintf(candidate, sizeof(candidate),
+                         "%s/swy-transport-%s.so", dir, name);
+        if (n < 0 || (size_t)n >= sizeof(candidate))
+            continue;
+        if (access(candidate, F_OK) == 0) {
+            if ((size_t)n >= path_len) {
+                snprintf(why, why_len, "plugin path %s is longer than %zu",
+                         candidate, path_len - 1);
+                return SWY_ERR_INVALID_ARG;
+            }
+            memcpy(path, candidate, (size_t)n + 1);
+            return SWY_OK;
+        }
+        if (tried_len < sizeof(tried))
+            tried_len += (size_t)snprintf(tried + tried_len,
+                                          sizeof(tried) - tried_len, "%s%s",
+                                          tried_len > 0 ? ", " : "", dir);
+    }
+    snprintf(why, why_len, "plugin swy-transport-%s.so not found in: %s",
+             name, tried_len > 0 ? tried : "(no directories)");
+    return SWY_ERR_UNSUPPORTED;
+}

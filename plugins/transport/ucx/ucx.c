@@ -1,0 +1,657 @@
+/* swy-transport-ucx: host memory over whatever UCX finds (shared memory,
+ * cma, tcp, verbs), as a swy_transport_v1 plugin.
+ *
+ * This is the only code that includes UCX headers, and it sees nothing of
+ * libswitchyard but the public ABI header: logging, configuration and
+ * allocation come through the host table.
+ *
+ * Every isend/irecv gets an operation record (ucx_op_t) passed to UCX as
+ * user_data. UCX's callbacks and immediate completions only move it to the
+ * plugin's completion queue; the user's callback runs from progress(), so
+ * the ABI's "never from isend/irecv" holds even when UCX finishes a small
+ * message at once. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ucp/api/ucp.h>
+
+#include "switchyard/swy_transport_v1.h"
+
+#define UCX_SUBSYS "ucx"
+/* Source rank rides in tag bits 48..63 (see the ABI's tag note). */
+#define UCX_MAX_RANKS (1 << (64 - SWY_TRANSPORT_TAG_BITS))
+/* Calls of ucp_worker_progress per progress(): enough to drain a burst,
+ * bounded so that one progress() call cannot starve the caller. */
+#define UCX_PROGRESS_SPINS 64
+
+#define ucx_log(ctx, level, ...)                                              \
+    (ctx)->host->log((level), UCX_SUBSYS, __VA_ARGS__)
+
+typedef struct ucx_link {
+    struct ucx_link *prev, *next;
+} ucx_link_t;
+
+typedef struct ucx_ctx ucx_ctx_t;
+
+typedef struct {
+    ucx_link_t link; /* first: in outstanding or completions */
+    ucx_ctx_t *ctx;
+    void *ucp_req; /* NULL once UCX is done with it */
+    int is_recv;
+    int peer;
+    uint64_t tag;
+    size_t len;
+    swy_transport_complete_cb_v1_t cb;
+    void *cb_arg;
+    swy_status_t status;
+    size_t bytes;
+    ucp_tag_recv_info_t info; /* filled on an immediate receive */
+} ucx_op_t;
+
+struct ucx_ctx {
+    const swy_transport_host_v1_t *host;
+    ucp_context_h context;
+    ucp_worker_h worker;
+    ucp_address_t *address;
+    size_t address_len;
+    ucp_ep_h *eps; /* per rank; NULL where not reachable */
+    ucx_link_t outstanding;
+    ucx_link_t completions;
+    int finalizing; /* completions from teardown are dropped silently */
+};
+
+static void ucx_list_init(ucx_link_t *head)
+{
+    head->prev = head->next = head;
+}
+
+static int ucx_list_empty(const ucx_link_t *head)
+{
+    return head->next == head;
+}
+
+static void ucx_list_push(ucx_link_t *head, ucx_link_t *item)
+{
+    item->prev = head->prev;
+    item->next = head;
+    head->prev->next = item;
+    head->prev = item;
+}
+
+static void ucx_list_del(ucx_link_t *item)
+{
+    item->prev->next = item->next;
+    item->next->prev = item->prev;
+    item->prev = item->next = item;
+}
+
+/* Move every item of src to the (empty) dst. */
+static void ucx_list_take(ucx_link_t *dst, ucx_link_t *src)
+{
+    ucx_list_init(dst);
+    if (ucx_list_empty(src))
+        return;
+    dst->next = src->next;
+    dst->prev = src->prev;
+    dst->next->prev = dst;
+    dst->prev->next = dst;
+    ucx_list_init(src);
+}
+
+static swy_status_t ucx_status_to_swy(ucs_status_t status)
+{
+    switch (status) {
+    case UCS_OK:
+        return SWY_OK;
+    case UCS_ERR_MESSAGE_TRUNCATED:
+        return SWY_ERR_MISMATCH;
+    case UCS_ERR_CANCELED:
+        return SWY_ERR_ABORTED;
+    case UCS_ERR_NO_MEMORY:
+        return SWY_ERR_NO_MEMORY;
+    default:
+        return SWY_ERR_TRANSPORT;
+    }
+}
+
+/* UCX finished with op (now or in a callback): queue its completion. */
+static void ucx_op_finish(ucx_op_t *op, ucs_status_t status, size_t bytes)
+{
+    ucx_ctx_t *ctx = op->ctx;
+    op->ucp_req = NULL;
+    op->status = ucx_status_to_swy(status);
+    op->bytes = bytes;
+    if (op->status == SWY_ERR_TRANSPORT && !ctx->finalizing)
+        ucx_log(ctx, SWY_LOG_WARN,
+                "%s of %zu bytes %s rank %d (tag %llu) failed: %s",
+                op->is_recv ? "receive" : "send", op->len,
+                op->is_recv ? "from" : "to", op->peer,
+                (unsigned long long)op->tag, ucs_status_string(status));
+    else if (op->status == SWY_ERR_MISMATCH)
+        ucx_log(ctx, SWY_LOG_DEBUG,
+                "receive of %zu bytes from rank %d (tag %llu): %s", op->len,
+                op->peer, (unsigned long long)op->tag,
+                ucs_status_string(status));
+    ucx_list_del(&op->link);
+    ucx_list_push(&ctx->completions, &op->link);
+}
+
+static void ucx_send_cb(void *request, ucs_status_t status, void *user_data)
+{
+    ucx_op_t *op = user_data;
+    ucx_op_finish(op, status, status == UCS_OK ? op->len : 0);
+    ucp_request_free(request);
+}
+
+static void ucx_recv_cb(void *request, ucs_status_t status,
+                        const ucp_tag_recv_info_t *info, void *user_data)
+{
+    ucx_op_t *op = user_data;
+    /* UCX defines info only for UCS_OK; a truncated message leaves the
+     * buffer's content unspecified, so no bytes are claimed. */
+    ucx_op_finish(op, status, status == UCS_OK ? info->length : 0);
+    ucp_request_free(request);
+}
+
+static swy_status_t ucx_fail(ucx_ctx_t *ctx, const char *what,
+                             ucs_status_t status)
+{
+    ucx_log(ctx, SWY_LOG_WARN, "%s failed: %s", what,
+            ucs_status_string(status));
+    return ucx_status_to_swy(status) == SWY_OK ? SWY_ERR_TRANSPORT
+                                               : ucx_status_to_swy(status);
+}
+
+static void ucx_destroy(ucx_ctx_t *ctx);
+
+static swy_status_t ucx_init(const swy_transport_host_v1_t *host,
+                             void **ctx_p)
+{
+    if (host->nranks > UCX_MAX_RANKS) {
+        host->log(SWY_LOG_WARN, UCX_SUBSYS,
+                  "%d ranks: the ucx plugin carries the source rank in %d "
+                  "tag bits and serves at most %d ranks",
+                  host->nranks, 64 - SWY_TRANSPORT_TAG_BITS, UCX_MAX_RANKS);
+        return SWY_ERR_UNSUPPORTED;
+    }
+    ucx_ctx_t *ctx = host->alloc(sizeof(*ctx));
+    if (ctx == NULL)
+        return SWY_ERR_NO_MEMORY;
+    memset(ctx, 0, sizeof(*ctx));
+    ctx->host = host;
+    ucx_list_init(&ctx->outstanding);
+    ucx_list_init(&ctx->completions);
+    swy_status_t status = SWY_ERR_NO_MEMORY;
+    ctx->eps = host->alloc(sizeof(*ctx->eps) * (size_t)host->nranks);
+    if (ctx->eps == NULL)
+        goto err;
+    memset(ctx->eps, 0, sizeof(*ctx->eps) * (size_t)host->nranks);
+
+    ucp_config_t *config;
+    ucs_status_t ucs = ucp_config_read(NULL, NULL, &config);
+    if (ucs != UCS_OK) {
+        status = ucx_fail(ctx, "ucp_config_read", ucs);
+        goto err;
+    }
+    const char *tls = host->config_get("SWY_UCX_TLS");
+    if (tls != NULL && tls[0] != '\0') {
+        ucs = ucp_config_modify(config, "TLS", tls);
+        if (ucs != UCS_OK) {
+            ucx_log(ctx, SWY_LOG_WARN, "SWY_UCX_TLS=%s rejected by UCX: %s",
+                    tls, ucs_status_string(ucs));
+            ucp_config_release(config);
+            status = SWY_ERR_INVALID_ARG;
+            goto err;
+        }
+    }
+    ucp_params_t params = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES |
+                      UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
+                      UCP_PARAM_FIELD_NAME,
+        .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
+        .estimated_num_eps = (size_t)host->nranks,
+        .name = "switchyard",
+    };
+    ucs = ucp_init(&params, config, &ctx->context);
+    ucp_config_release(config);
+    if (ucs != UCS_OK) {
+        status = ucx_fail(ctx, "ucp_init", ucs);
+        goto err;
+    }
+
+    /* The host serializes every call of one context (ABI threading rule). */
+    ucp_worker_params_t worker_params = {
+        .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+        .thread_mode = UCS_THREAD_MODE_SERIALIZED,
+    };
+    ucs = ucp_worker_create(ctx->context, &worker_params, &ctx->worker);
+    if (ucs != UCS_OK) {
+        status = ucx_fail(ctx, "ucp_worker_create", ucs);
+        goto err;
+    }
+    ucs = ucp_worker_get_address(ctx->worker, &ctx->address,
+                                 &ctx->address_len);
+    if (ucs != UCS_OK) {
+        status = ucx_fail(ctx, "ucp_worker_get_address", ucs);
+        goto err;
+    }
+    ucx_log(ctx, SWY_LOG_DEBUG, "rank %d: worker address of %zu bytes%s%s",
+            host->rank, ctx->address_len, tls != NULL ? ", TLS=" : "",
+            tls != NULL ? tls : "");
+    *ctx_p = ctx;
+    return SWY_OK;
+
+err:
+    ucx_destroy(ctx);
+    return status;
+}
+
+static swy_status_t ucx_query(void *vctx, swy_transport_caps_v1_t *caps)
+{
+    ucx_ctx_t *ctx = vctx;
+    memset(caps, 0, sizeof(*caps));
+    caps->mem_types = 1u << SWY_MEM_HOST;
+    /* Reaches every class; below self's memcpy for a rank's own messages. */
+    caps->score[SWY_LINK_SELF] = 10;
+    caps->score[SWY_LINK_SAME_NUMA] = 50;
+    caps->score[SWY_LINK_SAME_NODE] = 50;
+    caps->score[SWY_LINK_CROSS_NODE] = 50;
+    caps->max_address_len = ctx->address_len;
+    return SWY_OK;
+}
+
+static swy_status_t ucx_get_address(void *vctx, void *addr, size_t *len_p)
+{
+    ucx_ctx_t *ctx = vctx;
+    memcpy(addr, ctx->address, ctx->address_len);
+    *len_p = ctx->address_len;
+    return SWY_OK;
+}
+
+static swy_status_t ucx_connect(void *vctx, const void *const *addrs,
+                                const size_t *lens, const uint8_t *reachable)
+{
+    ucx_ctx_t *ctx = vctx;
+    for (int r = 0; r < ctx->host->nranks; r++) {
+        if (!reachable[r] || ctx->eps[r] != NULL)
+            continue;
+        if (addrs[r] == NULL || lens[r] == 0) {
+            ucx_log(ctx, SWY_LOG_WARN, "rank %d sent no UCX address", r);
+            return SWY_ERR_INVALID_ARG;
+        }
+        ucp_ep_params_t ep_params = {
+            .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
+            .address = addrs[r],
+        };
+        ucs_status_t ucs = ucp_ep_create(ctx->worker, &ep_params,
+                                         &ctx->eps[r]);
+        if (ucs != UCS_OK) {
+            ctx->eps[r] = NULL;
+            ucx_log(ctx, SWY_LOG_WARN,
+                    "ucp_ep_create to rank %d failed: %s", r,
+                    ucs_status_string(ucs));
+            return SWY_ERR_TRANSPORT;
+        }
+    }
+    return SWY_OK;
+}
+
+static ucx_op_t *ucx_op_new(ucx_ctx_t *ctx, int is_recv, int peer,
+                            uint64_t tag, size_t len,
+                            swy_transport_complete_cb_v1_t cb, void *cb_arg)
+{
+    ucx_op_t *op = ctx->host->alloc(sizeof(*op));
+    if (op == NULL)
+        return NULL;
+    memset(op, 0, sizeof(*op));
+    op->ctx = ctx;
+    op->is_recv = is_recv;
+    op->peer = peer;
+    op->tag = tag;
+    op->len = len;
+    op->cb = cb;
+    op->cb_arg = cb_arg;
+    ucx_list_push(&ctx->outstanding, &op->link);
+    return op;
+}
+
+static void ucx_op_free(ucx_op_t *op)
+{
+    ucx_list_del(&op->link);
+    op->ctx->host->free(op);
+}
+
+static swy_status_t ucx_check_post(ucx_ctx_t *ctx, const char *what, int peer,
+                                   swy_mem_type_t mem)
+{
+    if (peer < 0 || peer >= ctx->host->nranks || ctx->eps[peer] == NULL) {
+        ucx_log(ctx, SWY_LOG_WARN, "%s: rank %d is not connected", what,
+                peer);
+        return SWY_ERR_INVALID_ARG;
+    }
+    if (mem != SWY_MEM_HOST) {
+        ucx_log(ctx, SWY_LOG_WARN, "%s: memory type %d is not host memory",
+                what, (int)mem);
+        return SWY_ERR_UNSUPPORTED;
+    }
+    return SWY_OK;
+}
+
+/* UCX rejects no NULL buffer of 0 bytes, but a valid address costs
+ * nothing and keeps debug checks quiet. */
+static char ucx_empty_buffer[1];
+
+static swy_status_t ucx_isend(void *vctx, int peer, uint64_t tag,
+                              const void *buf, size_t len, swy_mem_type_t mem,
+                              swy_transport_complete_cb_v1_t cb, void *cb_arg,
+                              void **handle_p)
+{
+    ucx_ctx_t *ctx = vctx;
+    swy_status_t status = ucx_check_post(ctx, "send", peer, mem);
+    if (status != SWY_OK)
+        return status;
+    tag &= SWY_TRANSPORT_TAG_MASK;
+    ucx_op_t *op = ucx_op_new(ctx, 0, peer, tag, len, cb, cb_arg);
+    if (op == NULL)
+        return SWY_ERR_NO_MEMORY;
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                        UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+        .cb.send = ucx_send_cb,
+        .user_data = op,
+        .memory_type = UCS_MEMORY_TYPE_HOST,
+    };
+    ucp_tag_t ucp_tag = (uint64_t)ctx->host->rank << SWY_TRANSPORT_TAG_BITS |
+                        tag;
+    ucs_status_ptr_t req = ucp_tag_send_nbx(
+        ctx->eps[peer], (buf != NULL || len > 0) ? buf : ucx_empty_buffer,
+        len, ucp_tag, &param);
+    if (UCS_PTR_IS_ERR(req)) {
+        ucs_status_t ucs = UCS_PTR_STATUS(req);
+        ucx_log(ctx, SWY_LOG_WARN,
+                "send of %zu bytes to rank %d (tag %llu) failed: %s", len,
+                peer, (unsigned long long)tag, ucs_status_string(ucs));
+        ucx_op_free(op);
+        return SWY_ERR_TRANSPORT;
+    }
+    if (req == NULL)
+        ucx_op_finish(op, UCS_OK, len);
+    else
+        op->ucp_req = req;
+    if (handle_p != NULL)
+        *handle_p = op;
+    return SWY_OK;
+}
+
+static swy_status_t ucx_irecv(void *vctx, int peer, uint64_t tag, void *buf,
+                              size_t len, swy_mem_type_t mem,
+                              swy_transport_complete_cb_v1_t cb, void *cb_arg,
+                              void **handle_p)
+{
+    ucx_ctx_t *ctx = vctx;
+    swy_status_t status = ucx_check_post(ctx, "receive", peer, mem);
+    if (status != SWY_OK)
+        return status;
+    tag &= SWY_TRANSPORT_TAG_MASK;
+    ucx_op_t *op = ucx_op_new(ctx, 1, peer, tag, len, cb, cb_arg);
+    if (op == NULL)
+        return SWY_ERR_NO_MEMORY;
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                        UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_MEMORY_TYPE |
+                        UCP_OP_ATTR_FIELD_RECV_INFO |
+                        UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
+        .cb.recv = ucx_recv_cb,
+        .user_data = op,
+        .memory_type = UCS_MEMORY_TYPE_HOST,
+        .recv_info.tag_info = &op->info,
+    };
+    ucp_tag_t ucp_tag = (uint64_t)peer << SWY_TRANSPORT_TAG_BITS | tag;
+    ucs_status_ptr_t req = ucp_tag_recv_nbx(
+        ctx->worker, (buf != NULL || len > 0) ? buf : ucx_empty_buffer, len,
+        ucp_tag, UINT64_MAX, &param);
+    if (UCS_PTR_IS_ERR(req)) {
+        ucs_status_t ucs = UCS_PTR_STATUS(req);
+        if (ucs == UCS_ERR_MESSAGE_TRUNCATED) {
+            /* Matched an already arrived, longer message: that is the
+             * operation's outcome, not a failure to post it. */
+            ucx_op_finish(op, ucs, 0);
+        } else {
+            ucx_log(ctx, SWY_LOG_WARN,
+                    "receive of %zu bytes from rank %d (tag %llu) failed: %s",
+                    len, peer, (unsigned long long)tag,
+                    ucs_status_string(ucs));
+            ucx_op_free(op);
+            return SWY_ERR_TRANSPORT;
+        }
+    } else if (req == NULL) {
+        ucx_op_finish(op, UCS_OK, op->info.length);
+    } else {
+        op->ucp_req = req;
+    }
+    if (handle_p != NULL)
+        *handle_p = op;
+    return SWY_OK;
+}
+
+static void ucx_cancel(void *vctx, void *handle)
+{
+    ucx_ctx_t *ctx = vctx;
+    ucx_op_t *op = handle;
+    /* Its callback reports UCS_ERR_CANCELED from a later progress(); an
+     * operation UCX already finished completes normally. */
+    if (op != NULL && op->ucp_req != NULL)
+        ucp_request_cancel(ctx->worker, op->ucp_req);
+}
+
+static int ucx_progress(void *vctx)
+{
+    ucx_ctx_t *ctx = vctx;
+    int events = 0;
+    for (int i = 0; i < UCX_PROGRESS_SPINS; i++) {
+        unsigned n = ucp_worker_progress(ctx->worker);
+        if (n == 0)
+            break;
+        events += (int)n;
+    }
+    /* A snapshot: operations posted by the callbacks that complete at once
+     * wait for the next call. */
+    ucx_link_t batch;
+    ucx_list_take(&batch, &ctx->completions);
+    while (!ucx_list_empty(&batch)) {
+        ucx_op_t *op = (ucx_op_t *)batch.next;
+        ucx_list_del(&op->link);
+        if (op->cb != NULL)
+            op->cb(op->cb_arg, op->status, op->bytes);
+        ctx->host->free(op);
+        events++;
+    }
+    return events;
+}
+
+static int ucx_event_fd(void *vctx)
+{
+    ucx_ctx_t *ctx = vctx;
+    int fd = -1;
+    ucs_status_t ucs = ucp_worker_get_efd(ctx->worker, &fd);
+    if (ucs != UCS_OK) {
+        ucx_log(ctx, SWY_LOG_DEBUG, "ucp_worker_get_efd: %s",
+                ucs_status_string(ucs));
+        return -1;
+    }
+    return fd;
+}
+
+static swy_status_t ucx_arm(void *vctx)
+{
+    ucx_ctx_t *ctx = vctx;
+    /* Queued completions do not show on UCX's fd. */
+    if (!ucx_list_empty(&ctx->completions))
+        return SWY_INPROGRESS;
+    ucs_status_t ucs = ucp_worker_arm(ctx->worker);
+    if (ucs == UCS_OK)
+        return SWY_OK;
+    if (ucs == UCS_ERR_BUSY)
+        return SWY_INPROGRESS;
+    return ucx_fail(ctx, "ucp_worker_arm", ucs);
+}
+
+/* ucp_ep_print_info writes lines such as
+ *   "#                 lane[0]:  8:cma/memory.0 md[5] ..."
+ * Keep each distinct "tl/device" once, in lane order. */
+static void ucx_summarize_lanes(const char *info, char *buf, size_t len)
+{
+    if (len < 16) {
+        snprintf(buf, len, "ucx");
+        return;
+    }
+    size_t out = (size_t)snprintf(buf, len, "ucx:");
+    int found = 0;
+    for (const char *line = info; line != NULL && *line != '\0';) {
+        const char *eol = strchr(line, '\n');
+        size_t line_len = eol != NULL ? (size_t)(eol - line) : strlen(line);
+        const char *lane = strstr(line, "lane[");
+        if (lane != NULL && lane < line + line_len) {
+            /* "lane[N]:" then spaces, then "<rsc index>:<tl>/<dev>.<n>" */
+            const char *p = strchr(lane, ':');
+            if (p != NULL && p < line + line_len) {
+                p++;
+                while (*p == ' ')
+                    p++;
+                const char *colon = strchr(p, ':');
+                if (colon != NULL && colon < line + line_len) {
+                    const char *name = colon + 1;
+                    size_t name_len = strcspn(name, ". \n");
+                    char token[64];
+                    snprintf(token, sizeof(token), "%.*s", (int)name_len,
+                             name);
+                    /* Match whole entries only ("tcp/lo" vs "tcp/lo1"). */
+                    char entry[72];
+                    snprintf(entry, sizeof(entry), " %s,", token);
+                    char have[512];
+                    snprintf(have, sizeof(have), "%s,", buf + 4);
+                    if (name_len > 0 && strstr(have, entry) == NULL &&
+                        out < len) {
+                        out += (size_t)snprintf(buf + out, len - out, "%s %s",
+                                                found ? "," : "", token);
+                        found = 1;
+                    }
+                }
+            }
+        }
+        line = eol != NULL ? eol + 1 : NULL;
+    }
+    if (!found && out < len)
+        snprintf(buf + out, len - out, " (no lanes)");
+}
+
+static swy_status_t ucx_describe_peer(void *vctx, int peer, char *buf,
+                                      size_t len)
+{
+    ucx_ctx_t *ctx = vctx;
+    if (peer < 0 || peer >= ctx->host->nranks || ctx->eps[peer] == NULL) {
+        snprintf(buf, len, "ucx: not connected");
+        return SWY_ERR_INVALID_ARG;
+    }
+    char *info = NULL;
+    size_t info_len = 0;
+    FILE *stream = open_memstream(&info, &info_len);
+    if (stream == NULL) {
+        snprintf(buf, len, "ucx");
+        return SWY_ERR_SYSTEM;
+    }
+    ucp_ep_print_info(ctx->eps[peer], stream);
+    fclose(stream);
+    ucx_summarize_lanes(info, buf, len);
+    free(info); /* open_memstream's buffer comes from malloc */
+    return SWY_OK;
+}
+
+/* Wait (progressing) for a UCX request of our own, then release it. */
+static void ucx_wait_own_request(ucx_ctx_t *ctx, ucs_status_ptr_t req)
+{
+    if (req == NULL || UCS_PTR_IS_ERR(req))
+        return;
+    while (ucp_request_check_status(req) == UCS_INPROGRESS)
+        ucp_worker_progress(ctx->worker);
+    ucp_request_free(req);
+}
+
+static void ucx_free_list(ucx_ctx_t *ctx, ucx_link_t *head)
+{
+    while (!ucx_list_empty(head)) {
+        ucx_op_t *op = (ucx_op_t *)head->next;
+        ucx_list_del(&op->link);
+        ctx->host->free(op);
+    }
+}
+
+static void ucx_destroy(ucx_ctx_t *ctx)
+{
+    ctx->finalizing = 1;
+    if (ctx->worker != NULL) {
+        /* Receives can be cancelled; sends end when their endpoint is
+         * force-closed. Their callbacks then only queue, and the queue is
+         * dropped below (the ABI drops posted operations silently). */
+        /* Cancelling may complete (and move) the op at once: step first. */
+        for (ucx_link_t *l = ctx->outstanding.next, *next = l->next;
+             l != &ctx->outstanding; l = next, next = l->next) {
+            ucx_op_t *op = (ucx_op_t *)l;
+            if (op->ucp_req != NULL && op->is_recv)
+                ucp_request_cancel(ctx->worker, op->ucp_req);
+        }
+        for (int r = 0; ctx->eps != NULL && r < ctx->host->nranks; r++) {
+            if (ctx->eps[r] == NULL)
+                continue;
+            ucp_request_param_t param = {
+                .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                .flags = UCP_EP_CLOSE_FLAG_FORCE,
+            };
+            ucx_wait_own_request(ctx, ucp_ep_close_nbx(ctx->eps[r], &param));
+            ctx->eps[r] = NULL;
+        }
+        for (int i = 0; i < 1000 && !ucx_list_empty(&ctx->outstanding); i++)
+            ucp_worker_progress(ctx->worker);
+        if (!ucx_list_empty(&ctx->outstanding))
+            ucx_log(ctx, SWY_LOG_DEBUG,
+                    "operations still in UCX at finalize; dropped");
+        if (ctx->address != NULL)
+            ucp_worker_release_address(ctx->worker, ctx->address);
+        ucp_worker_destroy(ctx->worker);
+    }
+    if (ctx->context != NULL)
+        ucp_cleanup(ctx->context);
+    ucx_free_list(ctx, &ctx->outstanding);
+    ucx_free_list(ctx, &ctx->completions);
+    ctx->host->free(ctx->eps);
+    ctx->host->free(ctx);
+}
+
+static void ucx_finalize(void *vctx)
+{
+    if (vctx != NULL)
+        ucx_destroy(vctx);
+}
+
+__attribute__((visibility("default"))) const swy_transport_v1_t
+    swy_transport_plugin_v1 = {
+        .abi_version = SWY_TRANSPORT_ABI_V1,
+        .struct_size = sizeof(swy_transport_v1_t),
+        .name = "ucx",
+        .init = ucx_init,
+        .query = ucx_query,
+        .get_address = ucx_get_address,
+        .connect = ucx_connect,
+        .isend = ucx_isend,
+        .irecv = ucx_irecv,
+        .cancel = ucx_cancel,
+        .progress = ucx_progress,
+        .event_fd = ucx_event_fd,
+        .arm = ucx_arm,
+        .describe_peer = ucx_describe_peer,
+        .finalize = ucx_finalize,
+};
