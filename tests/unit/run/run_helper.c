@@ -97,6 +97,36 @@ static void on_sigterm(int sig)
     _exit(0);
 }
 
+static volatile sig_atomic_t sigint_count, sigusr1_count;
+
+static void on_counted(int sig)
+{
+    if (sig == SIGINT) {
+        sigint_count++;
+    } else {
+        sigusr1_count++;
+    }
+}
+
+/* Writes DIR/count.<rank> = "int=I usr1=U" and exits. */
+static void on_sigterm_count(int sig)
+{
+    char text[64];
+    int  fd, len;
+
+    (void)sig;
+    len = snprintf(text, sizeof(text), "int=%d usr1=%d\n", (int)sigint_count,
+                   (int)sigusr1_count);
+    fd = open(term_marker_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+        if (write(fd, text, (size_t)len) != len) {
+            _exit(95);
+        }
+        close(fd);
+    }
+    _exit(0);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -137,6 +167,20 @@ int main(int argc, char **argv)
         snprintf(term_marker_path, sizeof(term_marker_path), "%s/term.%d",
                  work_dir, my_rank);
         signal(SIGTERM, on_sigterm);
+        pid_file_write();
+        for (;;) {
+            pause();
+        }
+    }
+    if (strcmp(mode, "count") == 0 && argc == 3) {
+        /* count DIR: count SIGINT and SIGUSR1; report them on SIGTERM. */
+        struct sigaction count = {.sa_handler = on_counted};
+
+        snprintf(term_marker_path, sizeof(term_marker_path), "%s/count.%d",
+                 work_dir, my_rank);
+        sigaction(SIGINT, &count, NULL);
+        sigaction(SIGUSR1, &count, NULL);
+        signal(SIGTERM, on_sigterm_count);
         pid_file_write();
         for (;;) {
             pause();

@@ -19,6 +19,8 @@ static const char *helper_path;
 static char        work_dir[4096];
 /* swy-run's stdout is a pipe whose reader has gone (`swy-run | head`). */
 static bool        stdout_reader_gone;
+/* swy-run leads its own process group, as a terminal's foreground job. */
+static bool        own_process_group;
 
 typedef struct {
     int    status;   /* as from waitpid */
@@ -129,10 +131,16 @@ static pid_t swy_run_start(const char *const *argv, const char *const *env)
     if (pid < 0) {
         fail(NULL, "fork: %s", strerror(errno));
     }
+    if (own_process_group) {
+        setpgid(pid, pid);
+    }
     if (pid == 0) {
         char path[8192];
         int  fd;
 
+        if (own_process_group) {
+            setpgid(0, 0);
+        }
         for (; env != NULL && *env != NULL; ++env) {
             putenv((char *)*env);
         }
@@ -352,26 +360,70 @@ static void case_sigkill(void)
     ranks_gone_check(&res, 3);
 }
 
-/* (d) SIGTERM to swy-run reaches every rank. */
-static void case_sigterm(void)
+/* Waits until ranks 0..world_size-1 wrote their pid files. */
+static void ranks_ready_wait(pid_t swy_run_pid, int world_size)
 {
-    const char *argv[] = {"swy-run", "-n", "3", helper_path, "term",
-                          work_dir, NULL};
-    double      start = now_s();
-    pid_t       pid = swy_run_start(argv, NULL);
-    result_t    res;
-    int         r = 0;
+    double start = now_s();
+    int    r = 0;
 
-    while (r < 3) {
+    while (r < world_size) {
         if (rank_pid_read(r) > 0) {
             ++r;
         } else if (now_s() - start > 10) {
-            kill(pid, SIGKILL);
+            kill(swy_run_pid, SIGKILL);
             fail(NULL, "rank %d never got ready", r);
         } else {
             sleep_s(0.01);
         }
     }
+}
+
+/* A Ctrl-C goes to the terminal's whole foreground process group; each
+ * rank must see it once (forwarded), not twice. SIGUSR1 is forwarded too. */
+static void case_sigint(void)
+{
+    const char *argv[] = {"swy-run", "-n", "3", helper_path, "count",
+                          work_dir, NULL};
+    pid_t       pid;
+    result_t    res;
+
+    own_process_group = true;
+    pid = swy_run_start(argv, NULL);
+    ranks_ready_wait(pid, 3);
+    kill(-pid, SIGINT);
+    sleep_s(0.2);
+    kill(pid, SIGUSR1);
+    sleep_s(0.2);
+    kill(pid, SIGUSR1);
+    sleep_s(0.2);
+    kill(pid, SIGTERM);
+    res = swy_run_wait(pid, now_s(), 5);
+    CHECK(&res, exit_code(&res) == 0, "exit status %d, expected 0",
+          exit_code(&res));
+    for (int r = 0; r < 3; ++r) {
+        char  path[8192];
+        char *counts;
+
+        snprintf(path, sizeof(path), "%s/count.%d", work_dir, r);
+        counts = file_read(path, NULL);
+        CHECK(&res, counts != NULL, "rank %d got no SIGTERM", r);
+        CHECK(&res, strcmp(counts, "int=1 usr1=2\n") == 0,
+              "rank %d counted %s (expected int=1 usr1=2)", r, counts);
+        free(counts);
+    }
+    ranks_gone_check(&res, 3);
+}
+
+/* (d) SIGTERM to swy-run reaches every rank. */
+static void case_sigterm(void)
+{
+    const char *argv[] = {"swy-run", "-n", "3", helper_path, "term",
+                          work_dir, NULL};
+    pid_t       pid = swy_run_start(argv, NULL);
+    result_t    res;
+    int         r;
+
+    ranks_ready_wait(pid, 3);
     kill(pid, SIGTERM);
     res = swy_run_wait(pid, now_s(), 5);
     CHECK(&res, WIFEXITED(res.status), "swy-run died from signal %d",
@@ -551,6 +603,7 @@ int main(int argc, char **argv)
         {"timeout", case_timeout}, {"grace", case_grace},
         {"noexec", case_noexec},   {"longline", case_longline},
         {"usage", case_usage},     {"brokenpipe", case_brokenpipe},
+        {"sigint", case_sigint},
     };
     const char *tmp = getenv("TMPDIR");
 
