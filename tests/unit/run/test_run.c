@@ -204,6 +204,14 @@ static result_t swy_run(const char *const *argv, const char *const *env,
     return swy_run_wait(swy_run_start(argv, env), start, limit_s);
 }
 
+static void result_free(result_t *res)
+{
+    free(res->out);
+    free(res->err);
+    res->out = NULL;
+    res->err = NULL;
+}
+
 static int exit_code(const result_t *res)
 {
     return WIFEXITED(res->status) ? WEXITSTATUS(res->status) : -1;
@@ -308,6 +316,7 @@ static void case_env(void)
 
         CHECK(&again, strstr(again.out, key) == NULL,
               "two jobs got the same SWY_JOB_KEY");
+        result_free(&again);
     }
 
     /* The caller's SWY_ROOT and SWY_JOB_KEY are kept; --no-prefix. */
@@ -327,7 +336,9 @@ static void case_env(void)
               "caller's SWY_ROOT/SWY_JOB_KEY not kept");
         CHECK(&kept, strchr(kept.out, '[') == NULL,
               "--no-prefix still prefixed");
+        result_free(&kept);
     }
+    result_free(&res);
 }
 
 /* (b) One rank exits 3 while the others sleep 60 s. */
@@ -344,6 +355,7 @@ static void case_fail(void)
                        "stopping the other ranks\n") != NULL,
           "no failure message");
     ranks_gone_check(&res, 4);
+    result_free(&res);
 }
 
 /* (c) One rank is killed by SIGKILL. */
@@ -358,6 +370,7 @@ static void case_sigkill(void)
     CHECK(&res, strstr(res.err, "swy-run: rank 1 killed by signal 9 "
                        "(Killed)") != NULL, "no failure message");
     ranks_gone_check(&res, 3);
+    result_free(&res);
 }
 
 /* Waits until ranks 0..world_size-1 wrote their pid files. */
@@ -412,6 +425,7 @@ static void case_sigint(void)
         free(counts);
     }
     ranks_gone_check(&res, 3);
+    result_free(&res);
 }
 
 /* (d) SIGTERM to swy-run reaches every rank. */
@@ -438,6 +452,7 @@ static void case_sigterm(void)
     CHECK(&res, exit_code(&res) == 0, "exit status %d, expected 0",
           exit_code(&res));
     ranks_gone_check(&res, 3);
+    result_free(&res);
 }
 
 /* (e) --timeout with sleeping ranks. */
@@ -454,6 +469,7 @@ static void case_timeout(void)
     CHECK(&res, strstr(res.err, "swy-run: timeout after 1 s") != NULL,
           "no timeout message");
     ranks_gone_check(&res, 2);
+    result_free(&res);
 }
 
 /* A rank that ignores SIGTERM is killed after --grace. */
@@ -468,6 +484,7 @@ static void case_grace(void)
     CHECK(&res, res.elapsed_s >= 0.5 && res.elapsed_s < 4,
           "took %.2f s with --grace 0.5", res.elapsed_s);
     ranks_gone_check(&res, 3);
+    result_free(&res);
 }
 
 /* When swy-run's stdout reader goes away, ranks writing to stdout get
@@ -485,6 +502,7 @@ static void case_brokenpipe(void)
     CHECK(&res, strstr(res.err, "killed by signal 13") != NULL,
           "no failure message");
     ranks_gone_check(&res, 2);
+    result_free(&res);
 }
 
 /* (f) A program that does not exist. */
@@ -501,6 +519,7 @@ static void case_noexec(void)
     snprintf(expected, sizeof(expected),
              "rank 0: cannot run '%s': No such file or directory", prog);
     CHECK(&res, strstr(res.err, expected) != NULL, "no '%s'", expected);
+    result_free(&res);
 }
 
 /* (g) 100 KB without a newline from each of 2 ranks: each arrives whole,
@@ -531,6 +550,7 @@ static void case_longline(void)
         }
         CHECK(&res, line[4 + LINE_BYTES] == '\n', "line %d not ended", i);
     }
+    result_free(&res);
 }
 
 /* (h) Bad usage exits 2 with a message; --help and --version exit 0. */
@@ -562,12 +582,14 @@ static void case_usage(void)
               "expected 2", i, exit_code(&res));
         CHECK(&res, strncmp(res.err, "swy-run: ", 9) == 0,
               "case %zu: no message", i);
+        result_free(&res);
     }
     res = swy_run(nodes, NULL, 10);
     CHECK(&res, exit_code(&res) == 2, "--nodes: exit status %d",
           exit_code(&res));
     CHECK(&res, strcmp(res.err, "swy-run: --nodes is not available in this "
                        "build yet\n") == 0, "--nodes: wrong message");
+    result_free(&res);
 
     res = swy_run(help, NULL, 10);
     CHECK(&res, exit_code(&res) == 0, "--help: exit status %d",
@@ -583,13 +605,16 @@ static void case_usage(void)
                   "--help does not mention %s", words[i]);
         }
     }
+    result_free(&res);
     res = swy_run(version, NULL, 10);
     CHECK(&res, exit_code(&res) == 0 && strncmp(res.out, "swy-run ", 8) == 0,
           "--version failed");
+    result_free(&res);
     res = swy_run(dashdash, NULL, 10);
     CHECK(&res, exit_code(&res) == 0 &&
                 strncmp(res.out, "[0] rank=0 size=1 ", 18) == 0,
           "'--' before the program not accepted");
+    result_free(&res);
 }
 
 int main(int argc, char **argv)
