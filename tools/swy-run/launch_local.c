@@ -379,6 +379,9 @@ static int poll_timeout_ms(const job_t *job)
         return -1;
     }
     left = deadline - now_s();
+    if (left > 3600) {
+        return 3600 * 1000; /* a long --timeout must not overflow an int */
+    }
     return left <= 0 ? 0 : (int)(left * 1000) + 1;
 }
 

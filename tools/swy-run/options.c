@@ -64,7 +64,8 @@ void swy_run_options_print_usage(FILE *out)
         "\n"
         "Exit status: 0 when every rank exits 0; otherwise the first failing\n"
         "rank's status (128+signal if it was killed), 124 on --timeout,\n"
-        "127 if prog cannot be run, 2 on bad usage.\n",
+        "127 if prog cannot be run, 125 if swy-run itself fails, 2 on bad\n"
+        "usage.\n",
         SWY_RUN_MAX_RANKS, SWY_RUN_DEFAULT_GRACE_S);
 }
 
