@@ -149,8 +149,19 @@ swy_status_t swy_transport_plugin_find(const char *name, char *path,
 
     char tried[4096] = "";
     size_t tried_len = 0;
+    const char *seen[64];
+    size_t n_seen = 0;
     for (char *save = NULL, *dir = strtok_r(search, ":", &save); dir != NULL;
          dir = strtok_r(NULL, ":", &save)) {
+        /* The build directories may repeat SWY_PLUGIN_PATH's (tests). */
+        int repeated = 0;
+        for (size_t i = 0; i < n_seen; i++)
+            if (strcmp(seen[i], dir) == 0)
+                repeated = 1;
+        if (repeated)
+            continue;
+        if (n_seen < SWY_ARRAY_SIZE(seen))
+            seen[n_seen++] = dir;
         char candidate[4096];
         int n = snprintf(candidate, sizeof(candidate),
                          "%s/swy-transport-%s.so", dir, name);

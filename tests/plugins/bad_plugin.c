@@ -1,0 +1,43 @@
+/* Deliberately broken transport plugins for the loader's tests; one
+ * source, one defect per build (BAD_ABI, BAD_SIZE, NULL_FN, NO_SYMBOL).
+ * Nothing here is ever called: the loader must reject each before. */
+#include <stddef.h>
+
+#include "switchyard/swy_transport_v1.h"
+
+__attribute__((unused)) static swy_status_t bad_init(const swy_transport_host_v1_t *host,
+                             void **ctx_p)
+{
+    (void)host;
+    *ctx_p = NULL;
+    return SWY_ERR_INTERNAL;
+}
+
+#ifdef NO_SYMBOL
+/* The right structure under a wrong name. */
+#define PLUGIN_SYMBOL swy_transport_plugin
+#else
+#define PLUGIN_SYMBOL swy_transport_plugin_v1
+#endif
+
+#ifdef BAD_ABI
+#define PLUGIN_ABI 99u
+#else
+#define PLUGIN_ABI SWY_TRANSPORT_ABI_V1
+#endif
+
+#ifdef BAD_SIZE
+#define PLUGIN_SIZE (sizeof(swy_transport_v1_t) - sizeof(void *))
+#else
+#define PLUGIN_SIZE sizeof(swy_transport_v1_t)
+#endif
+
+__attribute__((visibility("default"))) const swy_transport_v1_t
+    PLUGIN_SYMBOL = {
+        .abi_version = PLUGIN_ABI,
+        .struct_size = (uint32_t)PLUGIN_SIZE,
+        .name = "bad",
+#ifndef NULL_FN
+        .init = bad_init,
+#endif
+};

@@ -1,0 +1,128 @@
+/* The plugin loader: broken plugins are rejected with a message that says
+ * what is wrong, a missing one names the directories searched, and the
+ * real ucx plugin loads through SWY_PLUGIN_PATH.
+ * argv: <dir of the broken test plugins> <install dir> <ucx plugin path> */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "transport/transport.h"
+
+static int failures;
+
+#define CHECK(cond)                                                           \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__,  \
+                    #cond);                                                   \
+            failures++;                                                       \
+        }                                                                     \
+    } while (0)
+
+static const char *test_dir;
+
+/* Open <test_dir>/swy-transport-<name>.so; expect status and a message
+ * containing text. */
+static void expect_rejected(const char *name, swy_status_t expected,
+                            const char *text)
+{
+    char path[4096], why[2048] = "";
+    snprintf(path, sizeof(path), "%s/swy-transport-%s.so", test_dir, name);
+    const swy_transport_v1_t *ops = NULL;
+    void *handle = NULL;
+    swy_status_t status = swy_transport_plugin_open(path, &ops, &handle, why,
+                                                    sizeof(why));
+    printf("%-8s -> %s: %s\n", name, swy_status_string(status), why);
+    CHECK(status == expected);
+    CHECK(strstr(why, text) != NULL);
+    CHECK(strstr(why, path) != NULL); /* names the file */
+    CHECK(ops == NULL && handle == NULL); /* outputs only on success */
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s TEST_PLUGIN_DIR INSTALL_DIR UCX_PLUGIN\n",
+                argv[0]);
+        return 2;
+    }
+    test_dir = argv[1];
+    const char *install_dir = argv[2];
+
+    expect_rejected("badabi", SWY_ERR_INVALID_ARG,
+                    "wrong ABI version 99 (expected 1)");
+    expect_rejected("nosym", SWY_ERR_INVALID_ARG,
+                    "no symbol swy_transport_plugin_v1");
+    expect_rejected("badsize", SWY_ERR_INVALID_ARG, "wrong struct size");
+    expect_rejected("nullfn", SWY_ERR_INVALID_ARG, "init is NULL");
+    expect_rejected("absent", SWY_ERR_UNSUPPORTED, "not found");
+
+    /* A file that is no shared object. */
+    char junk[] = "/tmp/swy-transport-junkXXXXXX";
+    int fd = mkstemp(junk);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        CHECK(write(fd, "not ELF\n", 8) == 8);
+        close(fd);
+        char why[2048] = "";
+        const swy_transport_v1_t *ops = NULL;
+        void *handle = NULL;
+        CHECK(swy_transport_plugin_open(junk, &ops, &handle, why,
+                                        sizeof(why)) == SWY_ERR_INVALID_ARG);
+        printf("junk     -> %s\n", why);
+        CHECK(strstr(why, "cannot load") != NULL);
+        unlink(junk);
+    }
+
+    /* A name found nowhere: the message lists every directory tried, the
+     * SWY_PLUGIN_PATH ones first. */
+    char path[4096], why[8192] = "";
+    swy_status_t status = swy_transport_plugin_find("nosuchplugin", path,
+                                                    sizeof(path), why,
+                                                    sizeof(why));
+    printf("find nosuchplugin -> %s: %s\n", swy_status_string(status), why);
+    CHECK(status == SWY_ERR_UNSUPPORTED);
+    CHECK(strstr(why, "swy-transport-nosuchplugin.so not found in: ") !=
+          NULL);
+    const char *test_dir_at = strstr(why, test_dir);
+    const char *install_at = strstr(why, install_dir);
+    CHECK(test_dir_at != NULL && install_at != NULL &&
+          test_dir_at < install_at);
+
+    /* SWY_PLUGIN_PATH finds the test plugins, and opening still checks. */
+    CHECK(swy_transport_plugin_find("badabi", path, sizeof(path), why,
+                                    sizeof(why)) == SWY_OK);
+    CHECK(strncmp(path, test_dir, strlen(test_dir)) == 0);
+
+    /* The real plugin: found through SWY_PLUGIN_PATH, opens, is ucx. */
+    status = swy_transport_plugin_find("ucx", path, sizeof(path), why,
+                                       sizeof(why));
+    printf("find ucx -> %s: %s\n", swy_status_string(status),
+           status == SWY_OK ? path : why);
+    CHECK(status == SWY_OK);
+    if (status == SWY_OK) {
+        char *want = realpath(argv[3], NULL), *got = realpath(path, NULL);
+        CHECK(want != NULL && got != NULL && strcmp(want, got) == 0);
+        free(want);
+        free(got);
+        const swy_transport_v1_t *ops = NULL;
+        void *handle = NULL;
+        CHECK(swy_transport_plugin_open(path, &ops, &handle, why,
+                                        sizeof(why)) == SWY_OK);
+        CHECK(ops != NULL && strcmp(ops->name, "ucx") == 0);
+        CHECK(ops != NULL && ops->abi_version == SWY_TRANSPORT_ABI_V1);
+        /* Only the ABI symbol is exported. */
+        CHECK(handle != NULL && dlsym(handle, "ucx_init") == NULL);
+        if (handle != NULL)
+            dlclose(handle);
+    }
+
+    if (failures != 0) {
+        fprintf(stderr, "%d checks failed\n", failures);
+        return 1;
+    }
+    printf("plugin loader: all checks passed\n");
+    return 0;
+}
