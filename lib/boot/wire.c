@@ -1,0 +1,139 @@
+/* Frame writing, message names and socket-address helpers shared by the
+ * root and the client (see wire.h for the format). */
+#include "boot/wire.h"
+
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/thread.h>
+
+#include "util/status.h"
+
+const char *swy_boot_msg_name(uint32_t type)
+{
+    switch (type) {
+    case SWY_BOOT_MSG_CHALLENGE: return "CHALLENGE";
+    case SWY_BOOT_MSG_PROOF: return "PROOF";
+    case SWY_BOOT_MSG_HELLO: return "HELLO";
+    case SWY_BOOT_MSG_READY: return "READY";
+    case SWY_BOOT_MSG_REJECT: return "REJECT";
+    case SWY_BOOT_MSG_FAILED: return "FAILED";
+    case SWY_BOOT_MSG_GOODBYE: return "GOODBYE";
+    case SWY_BOOT_MSG_HEARTBEAT: return "HEARTBEAT";
+    case SWY_BOOT_MSG_COLL: return "COLL";
+    case SWY_BOOT_MSG_COLL_RESULT: return "COLL_RESULT";
+    case SWY_BOOT_MSG_MISSING_REQ: return "MISSING_REQ";
+    case SWY_BOOT_MSG_MISSING: return "MISSING";
+    }
+    return "unknown";
+}
+
+swy_status_t swy_boot_status_from_wire(int32_t value)
+{
+    if (value <= SWY_ERR_INVALID_ARG && value >= SWY_ERR_INTERNAL)
+        return (swy_status_t)value;
+    return SWY_ERR_REMOTE;
+}
+
+int swy_boot_frame_write2(struct bufferevent *bev, uint32_t type,
+                          const void *part1, size_t len1, const void *part2,
+                          size_t len2)
+{
+    uint8_t header[SWY_BOOT_HEADER_LEN];
+    swy_boot_put_u32(header, type);
+    swy_boot_put_u32(header + 4, (uint32_t)(len1 + len2));
+    /* One evbuffer_add per piece; the caller holds the bufferevent lock
+     * when other threads may write, so the pieces stay together. */
+    struct evbuffer *out = bufferevent_get_output(bev);
+    if (evbuffer_add(out, header, sizeof(header)) != 0)
+        return -1;
+    if (len1 > 0 && evbuffer_add(out, part1, len1) != 0)
+        return -1;
+    if (len2 > 0 && evbuffer_add(out, part2, len2) != 0)
+        return -1;
+    return 0;
+}
+
+int swy_boot_frame_write(struct bufferevent *bev, uint32_t type,
+                         const void *payload, size_t len)
+{
+    return swy_boot_frame_write2(bev, type, payload, len, NULL, 0);
+}
+
+static pthread_once_t libevent_once = PTHREAD_ONCE_INIT;
+static int libevent_init_rc;
+
+static void libevent_init_once(void)
+{
+    libevent_init_rc = evthread_use_pthreads();
+}
+
+swy_status_t swy_boot_libevent_init(void)
+{
+    pthread_once(&libevent_once, libevent_init_once);
+    if (libevent_init_rc != 0)
+        return swy_err_set(SWY_ERR_SYSTEM, "boot",
+                           "evthread_use_pthreads failed: libevent cannot "
+                           "be used from several threads");
+    return SWY_OK;
+}
+
+void swy_boot_hostport_text(const char *host, uint16_t port, char *text,
+                            size_t text_len)
+{
+    if (strchr(host, ':') != NULL)
+        snprintf(text, text_len, "[%s]:%u", host, (unsigned)port);
+    else
+        snprintf(text, text_len, "%s:%u", host, (unsigned)port);
+}
+
+void swy_boot_sockaddr_text(const struct sockaddr *sa, socklen_t sa_len,
+                            char *text, size_t text_len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    uint16_t port = 0;
+    if (sa->sa_family == AF_INET && sa_len >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *in4 = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in4->sin_addr, host, sizeof(host));
+        port = ntohs(in4->sin_port);
+    } else if (sa->sa_family == AF_INET6 &&
+               sa_len >= sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+        port = ntohs(in6->sin6_port);
+    }
+    swy_boot_hostport_text(host, port, text, text_len);
+}
+
+int swy_boot_sockaddr_fill(const char *host, uint16_t port,
+                           struct sockaddr_storage *ss, socklen_t *len_p)
+{
+    memset(ss, 0, sizeof(*ss));
+    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons(port);
+        *len_p = sizeof(*in4);
+        return 0;
+    }
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+    /* A scope suffix ("fe80::1%eth0") is not understood by inet_pton. */
+    char plain[64];
+    snprintf(plain, sizeof(plain), "%s", host);
+    char *percent = strchr(plain, '%');
+    if (percent != NULL) {
+        *percent = '\0';
+        in6->sin6_scope_id = if_nametoindex(percent + 1);
+    }
+    if (inet_pton(AF_INET6, plain, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(port);
+        *len_p = sizeof(*in6);
+        return 0;
+    }
+    return -1;
+}

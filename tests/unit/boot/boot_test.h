@@ -1,0 +1,99 @@
+/* Helpers shared by the lib/boot unit tests. */
+#ifndef SWY_TEST_BOOT_TEST_H
+#define SWY_TEST_BOOT_TEST_H
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "boot/boot.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/status.h"
+
+#define CHECK(cond)                                                           \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n",     \
+                    __FILE__, __LINE__, #cond, swy_err_last());               \
+            exit(1);                                                          \
+        }                                                                     \
+    } while (0)
+
+#define CHECK_OK(expr)                                                        \
+    do {                                                                      \
+        swy_status_t check_ok_status_ = (expr);                               \
+        if (check_ok_status_ != SWY_OK) {                                     \
+            fprintf(stderr, "%s:%d: %s returned %d (%s): %s\n", __FILE__,     \
+                    __LINE__, #expr, (int)check_ok_status_,                   \
+                    swy_status_string(check_ok_status_), swy_err_last());     \
+            exit(1);                                                          \
+        }                                                                     \
+    } while (0)
+
+/* A fixed, known secret (tests only). */
+static inline void test_secret(uint8_t secret[SWY_BOOT_SECRET_LEN],
+                               const char *text)
+{
+    swy_boot_secret_from_text(text, secret);
+}
+
+/* Run fn(rank, arg) in n threads and join them. */
+typedef void (*test_rank_fn_t)(int rank, void *arg);
+
+typedef struct {
+    test_rank_fn_t fn;
+    int rank;
+    void *arg;
+} test_thread_t;
+
+static inline void *test_thread_main(void *p)
+{
+    test_thread_t *t = p;
+    t->fn(t->rank, t->arg);
+    return NULL;
+}
+
+static inline void test_run_ranks(int n, const int *ranks, test_rank_fn_t fn,
+                                  void *arg)
+{
+    pthread_t threads[64];
+    test_thread_t args[64];
+    CHECK(n <= 64);
+    for (int i = 0; i < n; i++) {
+        args[i].fn = fn;
+        args[i].rank = ranks != NULL ? ranks[i] : i;
+        args[i].arg = arg;
+        CHECK(pthread_create(&threads[i], NULL, test_thread_main,
+                             &args[i]) == 0);
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(threads[i], NULL);
+}
+
+/* Write/read a whole buffer over a pipe (addresses to forked children). */
+static inline void test_write_all(int fd, const void *buf, size_t len)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = write(fd, (const char *)buf + done, len - done);
+        CHECK(n > 0);
+        done += (size_t)n;
+    }
+}
+
+static inline int test_read_all(int fd, void *buf, size_t len)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = read(fd, (char *)buf + done, len - done);
+        if (n <= 0)
+            return -1;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+#endif
