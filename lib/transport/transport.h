@@ -70,6 +70,19 @@ swy_status_t swy_transport_set_connect(swy_transport_set_t *set,
                                        const swy_topo_t *topo,
                                        double timeout_s);
 
+/* The parts of swy_transport_set_connect, for callers (and tests) that
+ * gather addresses themselves. set_address: this rank's blob (every
+ * transport's name and address; swy_free it). set_connect_all: given every
+ * rank's blob concatenated in rank order (all, rank_lens[r] bytes each),
+ * choose per peer and memory type and connect. topo NULL: own rank is
+ * SWY_LINK_SELF, every other SWY_LINK_CROSS_NODE. Connect only once. */
+swy_status_t swy_transport_set_address(swy_transport_set_t *set,
+                                       void **blob_p, size_t *len_p);
+swy_status_t swy_transport_set_connect_all(swy_transport_set_t *set,
+                                           const void *all,
+                                           const size_t *rank_lens,
+                                           const swy_topo_t *topo);
+
 /* Chosen transport for (peer, mem); NULL when none. */
 swy_transport_t *swy_transport_for_peer(swy_transport_set_t *set, int peer,
                                         swy_mem_type_t mem);
