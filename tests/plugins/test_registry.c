@@ -24,16 +24,6 @@ static int failures;
         }                                                                     \
     } while (0)
 
-static void configure(const char *plugins, const char *forced)
-{
-    setenv("SWY_TRANSPORT_PLUGINS", plugins, 1);
-    if (forced != NULL)
-        setenv("SWY_TRANSPORT", forced, 1);
-    else
-        unsetenv("SWY_TRANSPORT");
-    swy_config_reload();
-}
-
 /* Create ranks 0 and 1 and connect them as boot would. Returns the status
  * of the first connect that fails. */
 static swy_status_t make_pair(swy_transport_set_t *sets[2])
@@ -109,7 +99,6 @@ static void test_loading(void)
 {
     /* Missing (info) and broken (warn) plugins are dropped; self stays;
      * a repeated name loads once. */
-    configure("nosuch, badabi,ucx,nullfn,ucx", NULL);
     swy_transport_set_t *set = NULL;
     CHECK(swy_transport_set_create(0, 1, &set) == SWY_OK);
     if (set == NULL)
@@ -121,17 +110,11 @@ static void test_loading(void)
     CHECK(set->count < 2 || strcmp(set->tps[1].ops->name, "ucx") == 0);
     CHECK(set->count < 2 || set->tps[1].dl_handle != NULL);
     swy_transport_set_destroy(set);
-
-    configure("", NULL);
-    CHECK(swy_transport_set_create(0, 1, &set) == SWY_OK);
-    CHECK(set != NULL && set->count == 1);
-    swy_transport_set_destroy(set);
     swy_transport_set_destroy(NULL);
 }
 
 static void test_selection(void)
 {
-    configure("ucx", NULL);
     swy_transport_set_t *sets[2];
     CHECK(make_pair(sets) == SWY_OK);
     for (int r = 0; r < 2; r++) {
@@ -173,9 +156,8 @@ static void test_selection(void)
         swy_transport_set_destroy(sets[r]);
 }
 
-static void test_forced(void)
+static void test_forced_ucx(void)
 {
-    configure("ucx", "ucx");
     swy_transport_set_t *sets[2];
     CHECK(make_pair(sets) == SWY_OK);
     swy_transport_t *own = swy_transport_for_peer(sets[0], 0, SWY_MEM_HOST);
@@ -184,9 +166,12 @@ static void test_forced(void)
     exchange(sets, 1, 0);
     for (int r = 0; r < 2; r++)
         swy_transport_set_destroy(sets[r]);
+}
 
-    /* Forcing self cannot reach another rank: ucx still serves it. */
-    configure("ucx", "self");
+/* Forcing self cannot reach another rank: ucx still serves it. */
+static void test_forced_self(void)
+{
+    swy_transport_set_t *sets[2];
     CHECK(make_pair(sets) == SWY_OK);
     CHECK(strcmp(swy_transport_for_peer(sets[0], 1, SWY_MEM_HOST)->ops->name,
                  "ucx") == 0);
@@ -194,10 +179,13 @@ static void test_forced(void)
         swy_transport_set_destroy(sets[r]);
 }
 
+/* Only self loaded: another rank is unreachable. */
 static void test_unreachable(void)
 {
-    configure("", NULL);
     swy_transport_set_t *sets[2];
+    CHECK(swy_transport_set_create(0, 1, &sets[0]) == SWY_OK);
+    CHECK(sets[0] != NULL && sets[0]->count == 1);
+    swy_transport_set_destroy(sets[0]);
     CHECK(make_pair(sets) == SWY_ERR_UNSUPPORTED);
     const char *msg = swy_err_last();
     printf("  unreachable: %s\n", msg);
@@ -207,17 +195,38 @@ static void test_unreachable(void)
         swy_transport_set_destroy(sets[r]);
 }
 
-int main(void)
+/* One scenario per run: each needs its own SWY_TRANSPORT_PLUGINS and
+ * SWY_TRANSPORT (set by meson.build), read once per process. */
+int main(int argc, char **argv)
 {
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } scenarios[] = {
+        {"loading", test_loading},
+        {"selection", test_selection},
+        {"forced_ucx", test_forced_ucx},
+        {"forced_self", test_forced_self},
+        {"unreachable", test_unreachable},
+    };
     setvbuf(stdout, NULL, _IOLBF, 0);
-    test_loading();
-    test_selection();
-    test_forced();
-    test_unreachable();
-    if (failures != 0) {
-        fprintf(stderr, "%d checks failed\n", failures);
-        return 1;
+    for (size_t i = 0; argc == 2 && i < sizeof(scenarios) /
+                                            sizeof(scenarios[0]); i++) {
+        if (strcmp(argv[1], scenarios[i].name) != 0)
+            continue;
+        printf("SWY_TRANSPORT_PLUGINS=%s SWY_TRANSPORT=%s\n",
+               swy_config_get("SWY_TRANSPORT_PLUGINS"),
+               swy_config_get("SWY_TRANSPORT") ? swy_config_get("SWY_TRANSPORT")
+                                               : "(unset)");
+        scenarios[i].fn();
+        if (failures != 0) {
+            fprintf(stderr, "%d checks failed\n", failures);
+            return 1;
+        }
+        printf("transport registry %s: all checks passed\n", argv[1]);
+        return 0;
     }
-    printf("transport registry: all checks passed\n");
-    return 0;
+    fprintf(stderr, "usage: %s loading|selection|forced_ucx|forced_self|"
+                    "unreachable\n", argv[0]);
+    return 2;
 }
