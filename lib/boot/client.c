@@ -492,15 +492,18 @@ static void *client_thread_main(void *arg)
 static int wait_fd(int fd, short events, double deadline_s)
 {
     for (;;) {
+        /* Past the deadline, still look once: a connect that already
+         * failed reports its real error rather than a timeout. */
         double remaining = deadline_s - swy_time_s();
-        if (remaining <= 0)
-            return 0;
         struct pollfd pfd = {.fd = fd, .events = events};
-        int rc = poll(&pfd, 1, (int)(remaining * 1000) + 1);
+        int rc = poll(&pfd, 1, remaining > 0 ? (int)(remaining * 1000) + 1
+                                             : 0);
         if (rc > 0)
             return 1;
         if (rc < 0 && errno != EINTR)
             return -1;
+        if (rc == 0 && remaining <= 0)
+            return 0;
     }
 }
 

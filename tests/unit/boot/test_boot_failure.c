@@ -1,1 +1,337 @@
-int main(void){return 77;}
+/* Failure notification:
+ * (e) a rank process SIGKILLed after joining: the others learn within 3 s
+ *     (swy_boot_failure, the eventfd, the callback, a pending barrier);
+ * (f) report_failure reaches every other rank with the same message;
+ * (i) the root's process dies: the ranks learn they lost it;
+ * and a stopped (silent) rank is declared dead after 5 heartbeats.
+ * Forks happen while this process has no threads, so the children start
+ * from a clean state. */
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+
+#include "boot_test.h"
+#include "util/config.h"
+
+#define NOTIFY_LIMIT_S 3.0
+
+static swy_boot_addr_t g_addr;
+static atomic_int g_joined;
+static double g_kill_time;
+static atomic_int g_killed;
+static atomic_int g_callbacks[4];
+static int g_child_pid;
+
+static void on_failure(void *arg)
+{
+    atomic_fetch_add(&g_callbacks[(intptr_t)arg], 1);
+}
+
+static void wait_for(atomic_int *counter, int value)
+{
+    double deadline = swy_time_s() + 15.0;
+    while (atomic_load(counter) < value) {
+        CHECK(swy_time_s() < deadline);
+        swy_sleep_us(1000);
+    }
+}
+
+/* Block on the failure eventfd; returns the time it became readable. */
+static double wait_failure_fd(swy_boot_t *boot)
+{
+    struct pollfd pfd = {.fd = swy_boot_failure_fd(boot), .events = POLLIN};
+    int rc = poll(&pfd, 1, 20000);
+    CHECK(rc == 1);
+    return swy_time_s();
+}
+
+/* Child: join as `rank` of `nranks`, tell the parent, then wait to die. */
+static pid_t fork_rank(int rank, int nranks, int *to_child_p,
+                       int *from_child_p)
+{
+    int to_child[2], from_child[2];
+    CHECK(pipe(to_child) == 0 && pipe(from_child) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(to_child[1]);
+        close(from_child[0]);
+        swy_boot_addr_t addr;
+        if (test_read_all(to_child[0], &addr, sizeof(addr)) != 0)
+            _exit(2);
+        swy_boot_t *boot = NULL;
+        if (swy_boot_connect(&addr, rank, nranks, 10.0, &boot) != SWY_OK)
+            _exit(3);
+        char joined = 'j';
+        test_write_all(from_child[1], &joined, 1);
+        for (;;)
+            pause();
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    *to_child_p = to_child[1];
+    *from_child_p = from_child[0];
+    return pid;
+}
+
+/* ---- (e) a rank is SIGKILLed ---- */
+
+static void killed_peer_rank(int rank, void *arg)
+{
+    (void)arg;
+    swy_boot_t *boot = NULL;
+    CHECK_OK(swy_boot_connect(&g_addr, rank, 3, 10.0, &boot));
+    swy_boot_set_failure_callback(boot, on_failure, (void *)(intptr_t)rank);
+    atomic_fetch_add(&g_joined, 1);
+
+    double noticed;
+    if (rank == 0) {
+        /* Pending barrier: rank 1 never enters it. */
+        CHECK(swy_boot_barrier(boot, 20.0) == SWY_ERR_REMOTE);
+        noticed = swy_time_s();
+    } else {
+        noticed = wait_failure_fd(boot);
+    }
+    CHECK(atomic_load(&g_killed));
+    CHECK(noticed - g_kill_time < NOTIFY_LIMIT_S);
+
+    char msg[512];
+    CHECK(swy_boot_failure(boot, msg, sizeof(msg)) == SWY_ERR_REMOTE);
+    char expected[128];
+    snprintf(expected, sizeof(expected), "rank 1 (pid %d on ", g_child_pid);
+    CHECK(strstr(msg, expected) != NULL);
+    CHECK(strstr(msg, "died: control connection closed without goodbye") !=
+          NULL);
+    /* Later collectives fail at once with the recorded failure. */
+    double t0 = swy_time_s();
+    CHECK(swy_boot_barrier(boot, 20.0) == SWY_ERR_REMOTE);
+    CHECK(swy_time_s() - t0 < 0.5);
+    CHECK(strstr(swy_err_last(), "died") != NULL);
+    swy_sleep_us(100000);
+    CHECK(atomic_load(&g_callbacks[rank]) == 1);
+    swy_boot_finalize(boot);
+}
+
+static void test_rank_killed(void)
+{
+    int to_child, from_child;
+    g_child_pid = fork_rank(1, 3, &to_child, &from_child);
+
+    uint8_t secret[SWY_BOOT_SECRET_LEN];
+    CHECK_OK(swy_boot_secret_random(secret));
+    swy_boot_root_t *root = NULL;
+    CHECK_OK(swy_boot_root_start("127.0.0.1", 0, secret, &root, &g_addr));
+    test_write_all(to_child, &g_addr, sizeof(g_addr));
+
+    atomic_store(&g_joined, 0);
+    atomic_store(&g_killed, 0);
+    for (int i = 0; i < 4; i++)
+        atomic_store(&g_callbacks[i], 0);
+
+    pthread_t threads[2];
+    test_thread_t args[2] = {{killed_peer_rank, 0, NULL},
+                             {killed_peer_rank, 2, NULL}};
+    for (int i = 0; i < 2; i++)
+        CHECK(pthread_create(&threads[i], NULL, test_thread_main,
+                             &args[i]) == 0);
+    char joined;
+    CHECK(test_read_all(from_child, &joined, 1) == 0);
+    wait_for(&g_joined, 2);
+    swy_sleep_us(300000); /* rank 0 is now inside its barrier */
+
+    g_kill_time = swy_time_s();
+    atomic_store(&g_killed, 1);
+    kill(g_child_pid, SIGKILL);
+    int wstatus;
+    CHECK(waitpid(g_child_pid, &wstatus, 0) == g_child_pid);
+    for (int i = 0; i < 2; i++)
+        pthread_join(threads[i], NULL);
+    close(to_child);
+    close(from_child);
+
+    double t0 = swy_time_s();
+    swy_boot_root_release(root);
+    CHECK(swy_time_s() - t0 < 2.0);
+}
+
+/* ---- (f) report_failure ---- */
+
+static const char *g_report =
+    "alltoallv #7: rank 1 expected 4096 bytes from rank 2, rank 2 sent 1024";
+
+static void reporting_rank(int rank, void *arg)
+{
+    (void)arg;
+    swy_boot_t *boot = NULL;
+    CHECK_OK(swy_boot_connect(&g_addr, rank, 3, 10.0, &boot));
+    swy_boot_set_failure_callback(boot, on_failure, (void *)(intptr_t)rank);
+    CHECK_OK(swy_boot_barrier(boot, 10.0));
+
+    char msg[512];
+    if (rank == 1) {
+        swy_sleep_us(200000);
+        swy_boot_report_failure(boot, SWY_ERR_MISMATCH, g_report);
+    } else if (rank == 0) {
+        double t0 = swy_time_s();
+        CHECK(swy_boot_barrier(boot, 20.0) == SWY_ERR_MISMATCH);
+        CHECK(swy_time_s() - t0 < NOTIFY_LIMIT_S);
+        CHECK(strcmp(swy_err_last(), g_report) == 0);
+    } else {
+        wait_failure_fd(boot);
+    }
+    CHECK(swy_boot_failure(boot, msg, sizeof(msg)) == SWY_ERR_MISMATCH);
+    CHECK(strcmp(msg, g_report) == 0);
+    /* A second report does not replace the first failure. */
+    swy_boot_report_failure(boot, SWY_ERR_REMOTE, "a later failure");
+    CHECK(swy_boot_failure(boot, msg, sizeof(msg)) == SWY_ERR_MISMATCH);
+    CHECK(strcmp(msg, g_report) == 0);
+    atomic_fetch_add(&g_joined, 1);
+    wait_for(&g_joined, 3); /* the later reports are all out */
+    swy_sleep_us(100000);
+    CHECK(atomic_load(&g_callbacks[rank]) == 1);
+    swy_boot_finalize(boot);
+}
+
+static void test_report_failure(void)
+{
+    uint8_t secret[SWY_BOOT_SECRET_LEN];
+    CHECK_OK(swy_boot_secret_random(secret));
+    swy_boot_root_t *root = NULL;
+    CHECK_OK(swy_boot_root_start("127.0.0.1", 0, secret, &root, &g_addr));
+    atomic_store(&g_joined, 0);
+    for (int i = 0; i < 4; i++)
+        atomic_store(&g_callbacks[i], 0);
+    test_run_ranks(3, NULL, reporting_rank, NULL);
+    swy_boot_root_release(root);
+}
+
+/* ---- (i) the root's process dies ---- */
+
+static void orphan_rank(int rank, void *arg)
+{
+    (void)arg;
+    swy_boot_t *boot = NULL;
+    CHECK_OK(swy_boot_connect(&g_addr, rank, 2, 10.0, &boot));
+    swy_boot_set_failure_callback(boot, on_failure, (void *)(intptr_t)rank);
+    CHECK_OK(swy_boot_barrier(boot, 10.0));
+    atomic_fetch_add(&g_joined, 1);
+    double noticed;
+    if (rank == 0) {
+        CHECK(swy_boot_barrier(boot, 20.0) == SWY_ERR_REMOTE);
+        noticed = swy_time_s();
+    } else {
+        noticed = wait_failure_fd(boot);
+    }
+    CHECK(atomic_load(&g_killed));
+    CHECK(noticed - g_kill_time < NOTIFY_LIMIT_S);
+    char msg[512], expected[160];
+    CHECK(swy_boot_failure(boot, msg, sizeof(msg)) == SWY_ERR_REMOTE);
+    snprintf(expected, sizeof(expected),
+             "lost the control connection to the root at %s:%u",
+             g_addr.host, g_addr.port);
+    CHECK(strstr(msg, expected) == msg);
+    CHECK(atomic_load(&g_callbacks[rank]) == 1);
+    /* GOODBYE to a dead root must neither hang nor crash. */
+    double t0 = swy_time_s();
+    swy_boot_finalize(boot);
+    CHECK(swy_time_s() - t0 < 1.0);
+}
+
+static void test_root_killed(void)
+{
+    int from_child[2];
+    CHECK(pipe(from_child) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(from_child[0]);
+        uint8_t secret[SWY_BOOT_SECRET_LEN];
+        test_secret(secret, "root dies");
+        swy_boot_root_t *root = NULL;
+        swy_boot_addr_t addr;
+        if (swy_boot_root_start("127.0.0.1", 0, secret, &root, &addr) !=
+            SWY_OK)
+            _exit(2);
+        test_write_all(from_child[1], &addr, sizeof(addr));
+        for (;;)
+            pause();
+    }
+    close(from_child[1]);
+    CHECK(test_read_all(from_child[0], &g_addr, sizeof(g_addr)) == 0);
+    close(from_child[0]);
+
+    atomic_store(&g_joined, 0);
+    atomic_store(&g_killed, 0);
+    for (int i = 0; i < 4; i++)
+        atomic_store(&g_callbacks[i], 0);
+    pthread_t threads[2];
+    test_thread_t args[2] = {{orphan_rank, 0, NULL}, {orphan_rank, 1, NULL}};
+    for (int i = 0; i < 2; i++)
+        CHECK(pthread_create(&threads[i], NULL, test_thread_main,
+                             &args[i]) == 0);
+    wait_for(&g_joined, 2);
+    swy_sleep_us(300000);
+    g_kill_time = swy_time_s();
+    atomic_store(&g_killed, 1);
+    kill(pid, SIGKILL);
+    int wstatus;
+    CHECK(waitpid(pid, &wstatus, 0) == pid);
+    for (int i = 0; i < 2; i++)
+        pthread_join(threads[i], NULL);
+}
+
+/* ---- a silent (stopped) rank: heartbeats ---- */
+
+static void test_heartbeat(void)
+{
+    /* 5 heartbeats of 0.2 s: a stopped rank is dead after about 1 s. */
+    setenv("SWY_HEARTBEAT_S", "0.2", 1);
+    swy_config_reload();
+    int to_child, from_child;
+    pid_t pid = fork_rank(1, 2, &to_child, &from_child);
+
+    uint8_t secret[SWY_BOOT_SECRET_LEN];
+    CHECK_OK(swy_boot_secret_random(secret));
+    swy_boot_root_t *root = NULL;
+    CHECK_OK(swy_boot_root_start("127.0.0.1", 0, secret, &root, &g_addr));
+    test_write_all(to_child, &g_addr, sizeof(g_addr));
+    swy_boot_t *boot = NULL;
+    CHECK_OK(swy_boot_connect(&g_addr, 0, 2, 10.0, &boot));
+    char joined;
+    CHECK(test_read_all(from_child, &joined, 1) == 0);
+
+    /* Idle for longer than 5 heartbeats: heartbeats keep both alive. */
+    swy_sleep_us(1500000);
+    CHECK(swy_boot_failure(boot, NULL, 0) == SWY_OK);
+
+    double stopped = swy_time_s();
+    kill(pid, SIGSTOP);
+    double noticed = wait_failure_fd(boot);
+    CHECK(noticed - stopped > 0.8);
+    CHECK(noticed - stopped < 3.0);
+    char msg[512];
+    CHECK(swy_boot_failure(boot, msg, sizeof(msg)) == SWY_ERR_REMOTE);
+    CHECK(strstr(msg, "rank 1 (pid ") != NULL);
+    CHECK(strstr(msg, "silent for") != NULL);
+
+    kill(pid, SIGKILL);
+    int wstatus;
+    CHECK(waitpid(pid, &wstatus, 0) == pid);
+    close(to_child);
+    close(from_child);
+    swy_boot_finalize(boot);
+    swy_boot_root_release(root);
+    unsetenv("SWY_HEARTBEAT_S");
+    swy_config_reload();
+}
+
+int main(void)
+{
+    test_rank_killed();
+    test_report_failure();
+    test_root_killed();
+    test_heartbeat();
+    printf("boot failure: ok\n");
+    return 0;
+}
