@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# bench-coll.sh: the coll benchmark (MEASURE.md) — Switchyard beside its
+# peers on the same machine, in one run:
+#   1. swy-bench coll on NRANKS local ranks (swy-run),
+#   2. swy-bench-mpi (MPI_Alltoallv / MPI_Allreduce) under mpirun, same sizes,
+#   3. ucx_perftest tag_bw, 16 MiB, between two local processes (the limit),
+# then a comparison for sizes >= 1 MiB: median times, their ratio
+# (openmpi / switchyard: > 1 means Switchyard is faster) and allreduce bus
+# bandwidth as a share of ucx_perftest's bandwidth.
+#
+#   tools/bench-coll.sh [NRANKS=4] [swy-bench coll options...]
+#
+# Builds nothing. Environment: BUILD_DIR (default build), OUT_DIR (keep the
+# raw outputs there; default a temporary folder, removed). SWY_* and UCX_*
+# variables reach every program.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD_DIR:-$here/build}
+[[ $build == /* ]] || build=$PWD/$build
+nranks=4
+if [[ $# -gt 0 && $1 =~ ^[0-9]+$ ]]; then
+    nranks=$1
+    shift
+fi
+extra=("$@")
+python=/usr/bin/python3
+
+swy_run=$build/tools/swy-run/swy-run
+swy_bench=$build/tools/swy-bench/swy-bench
+swy_bench_mpi=$build/tools/swy-bench-mpi/swy-bench-mpi
+for exe in "$swy_run" "$swy_bench"; do
+    if [[ ! -x $exe ]]; then
+        echo "bench-coll: $exe not found; build first (ninja -C $build)" >&2
+        exit 2
+    fi
+done
+
+if [[ -n ${OUT_DIR:-} ]]; then
+    out=$OUT_DIR
+    mkdir -p "$out"
+else
+    out=$(mktemp -d)
+    trap 'rm -rf "$out"' EXIT
+fi
+
+say() { printf '\n== %s\n' "$*"; }
+
+say "switchyard: swy-run -n $nranks swy-bench coll --json ${extra[*]}"
+"$swy_run" -n "$nranks" --no-prefix "$swy_bench" coll --json "${extra[@]}" \
+    | tee "$out/switchyard.txt"
+
+if [[ -x $swy_bench_mpi ]] && command -v mpirun >/dev/null; then
+    say "openmpi: mpirun -np $nranks swy-bench-mpi --json ${extra[*]}"
+    mpirun --allow-run-as-root --oversubscribe -np "$nranks" \
+        "$swy_bench_mpi" --json "${extra[@]}" | tee "$out/openmpi.txt"
+else
+    say "openmpi: skipped (swy-bench-mpi not built or no mpirun)"
+    : >"$out/openmpi.txt"
+fi
+
+# ucx_perftest: the server serves one run and exits. A port of our own so
+# two benchmarks on one machine do not meet.
+if command -v ucx_perftest >/dev/null; then
+    port=$((20000 + RANDOM % 20000))
+    perf_args=(-t tag_bw -s 16777216 -n 100 -w 10 -p "$port")
+    say "ucx_perftest ${perf_args[*]} (server and client, 127.0.0.1)"
+    ucx_perftest "${perf_args[@]}" >"$out/perftest-server.txt" 2>&1 &
+    server=$!
+    ok=0
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        sleep 0.5
+        if ucx_perftest 127.0.0.1 "${perf_args[@]}" -f \
+            >"$out/perftest.txt" 2>&1; then
+            ok=1
+            break
+        fi
+    done
+    if ((ok)); then
+        wait "$server" || true
+    else
+        kill "$server" 2>/dev/null || true
+        wait "$server" 2>/dev/null || true
+    fi
+    cat "$out/perftest.txt"
+else
+    say "ucx_perftest: not installed (ucx-utils)"
+    : >"$out/perftest.txt"
+fi
+
+say "comparison (sizes >= 1 MiB, $nranks ranks)"
+"$python" - "$out" <<'EOF'
+import json, re, sys
+
+out = sys.argv[1]
+
+def results(name):
+    table = {}
+    with open(f"{out}/{name}.txt") as f:
+        for line in f:
+            start = line.find('{"bench":"coll"')
+            if start >= 0:
+                r = json.loads(line[start:])
+                table[(r["op"], r["bytes"])] = r
+    return table
+
+swy = results("switchyard")
+mpi = results("openmpi")
+
+# ucx_perftest's result line (with -f, without the "Final:" word): iters,
+# overhead p50 / average / overall, bandwidth average / overall (MB/s, MB
+# = 2^20 bytes), message rate average / overall.
+perf_GBps = None
+with open(f"{out}/perftest.txt") as f:
+    for line in f:
+        fields = line.replace("Final:", "").split()
+        if len(fields) == 8 and all(re.fullmatch(r"[0-9.]+", x)
+                                    for x in fields):
+            perf_GBps = float(fields[5]) * 2**20 / 1e9
+if perf_GBps is None:
+    print("ucx_perftest: no bandwidth line (see its output above)")
+else:
+    print(f"ucx_perftest tag_bw 16 MiB: {perf_GBps:.3f} GB/s")
+
+def size_name(n):
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+hdr = (f"{'op':<10} {'size':>6} {'swy med(us)':>12} {'mpi med(us)':>12} "
+       f"{'mpi/swy':>8} {'swy busbw':>10} {'mpi busbw':>10} {'swy %perf':>10}")
+print(hdr)
+for key in sorted(swy, key=lambda k: (k[0] != "alltoallv", k[1])):
+    op, nbytes = key
+    if nbytes < 1 << 20:
+        continue
+    s = swy[key]
+    m = mpi.get(key)
+    ratio = m["time_us_median"] / s["time_us_median"] if m else None
+    pct = ""
+    if op == "allreduce" and perf_GBps:
+        pct = f"{100.0 * s['busbw_GBps'] / perf_GBps:.0f}%"
+    print(f"{op:<10} {size_name(nbytes):>6} {s['time_us_median']:>12.1f} "
+          + (f"{m['time_us_median']:>12.1f} {ratio:>7.2f}x " if m
+             else f"{'-':>12} {'-':>8} ")
+          + f"{s['busbw_GBps']:>10.3f} "
+          + (f"{m['busbw_GBps']:>10.3f} " if m else f"{'-':>10} ")
+          + f"{pct:>10}")
+wrong = [k for k, r in list(swy.items()) + list(mpi.items())
+         if r.get("check", "ok") != "ok"]
+if wrong:
+    print("WRONG results:", wrong)
+    sys.exit(1)
+EOF

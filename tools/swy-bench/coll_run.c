@@ -1,0 +1,466 @@
+/* The coll benchmark's options, data, check and timing loop; see
+ * coll_run.h. */
+#include "coll_run.h"
+
+#include "common.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Without --iters, each size runs for about this long (and at least
+ * SWYB_MIN_ITERS times), as nccl-tests and OSU scale iterations by size. */
+#define SWYB_TARGET_S 0.2
+#define SWYB_MIN_ITERS 5
+#define SWYB_MAX_ITERS 100000
+#define SWYB_MAX_POINTS 128
+
+static void coll_usage_print(FILE *out, const char *prog)
+{
+    fprintf(out,
+        "Usage: %s [options]\n"
+        "Time alltoallv (size = bytes each rank sends in total, split evenly\n"
+        "over all ranks including itself) and allreduce (size = bytes of the\n"
+        "buffer, float32 sum) over a range of sizes. Each iteration is timed\n"
+        "on every rank after a barrier; the slowest rank's time counts.\n"
+        "\n"
+        "  --op OP           alltoallv, allreduce or all (default all)\n"
+        "  --min-size SIZE   smallest size (default 4K)\n"
+        "  --max-size SIZE   largest size (default 64M)\n"
+        "  --factor N        size step factor (default 4)\n"
+        "  --iters N         timed iterations per size (default: about\n"
+        "                    0.2 s per size, at least 5)\n"
+        "  --warmup N        untimed iterations per size (default 2)\n"
+        "  --json            also print one JSON line per (op, size)\n"
+        "  -h, --help        show this text\n"
+        "SIZE takes K, M, G suffixes (binary).\n",
+        prog);
+}
+
+static int positive_int_parse(const char *text, int min, int *value_p)
+{
+    char *end;
+    long value = strtol(text, &end, 10);
+
+    if (*text == '\0' || *end != '\0' || value < min || value > INT32_MAX) {
+        return -1;
+    }
+    *value_p = (int)value;
+    return 0;
+}
+
+swyb_coll_parse_t swyb_coll_options_parse(int argc, char **argv, int first,
+                                          const char *prog, int rank,
+                                          swyb_coll_options_t *opts_p)
+{
+    enum { OPT_OP = 256, OPT_MIN, OPT_MAX, OPT_FACTOR, OPT_ITERS, OPT_WARMUP,
+           OPT_JSON };
+    static const struct option long_options[] = {
+        {"op", required_argument, NULL, OPT_OP},
+        {"min-size", required_argument, NULL, OPT_MIN},
+        {"max-size", required_argument, NULL, OPT_MAX},
+        {"factor", required_argument, NULL, OPT_FACTOR},
+        {"iters", required_argument, NULL, OPT_ITERS},
+        {"warmup", required_argument, NULL, OPT_WARMUP},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    swyb_coll_options_t opts = {
+        .ops = SWYB_COLL_OP_ALLTOALLV | SWYB_COLL_OP_ALLREDUCE,
+        .min_bytes = 4 << 10,
+        .max_bytes = 64 << 20,
+        .factor = 4,
+        .iters = 0,
+        .warmup = 2,
+        .json = 0,
+    };
+    FILE *err = rank == 0 ? stderr : NULL;
+    int factor;
+    int c;
+
+    /* getopt treats its argv[0] as the program name. */
+    optind = 1;
+    opterr = rank == 0;
+    while ((c = getopt_long(argc - first + 1, argv + first - 1, "h",
+                            long_options, NULL)) != -1) {
+        switch (c) {
+        case OPT_OP:
+            if (strcmp(optarg, "alltoallv") == 0) {
+                opts.ops = SWYB_COLL_OP_ALLTOALLV;
+            } else if (strcmp(optarg, "allreduce") == 0) {
+                opts.ops = SWYB_COLL_OP_ALLREDUCE;
+            } else if (strcmp(optarg, "all") == 0) {
+                opts.ops = SWYB_COLL_OP_ALLTOALLV | SWYB_COLL_OP_ALLREDUCE;
+            } else {
+                if (err) fprintf(err, "%s: unknown --op '%s'\n", prog, optarg);
+                return SWYB_COLL_PARSE_EXIT_USAGE;
+            }
+            break;
+        case OPT_MIN:
+        case OPT_MAX:
+            if (swyb_size_parse(optarg, c == OPT_MIN ? &opts.min_bytes
+                                                     : &opts.max_bytes) != 0) {
+                if (err) fprintf(err, "%s: bad size '%s'\n", prog, optarg);
+                return SWYB_COLL_PARSE_EXIT_USAGE;
+            }
+            break;
+        case OPT_FACTOR:
+            if (positive_int_parse(optarg, 2, &factor) != 0) {
+                if (err) fprintf(err, "%s: --factor needs an integer >= 2, "
+                                 "not '%s'\n", prog, optarg);
+                return SWYB_COLL_PARSE_EXIT_USAGE;
+            }
+            opts.factor = (size_t)factor;
+            break;
+        case OPT_ITERS:
+            if (positive_int_parse(optarg, 1, &opts.iters) != 0 ||
+                opts.iters > SWYB_MAX_ITERS) {
+                if (err) fprintf(err, "%s: --iters needs 1..%d, not '%s'\n",
+                                 prog, SWYB_MAX_ITERS, optarg);
+                return SWYB_COLL_PARSE_EXIT_USAGE;
+            }
+            break;
+        case OPT_WARMUP:
+            if (positive_int_parse(optarg, 0, &opts.warmup) != 0) {
+                if (err) fprintf(err, "%s: --warmup needs an integer >= 0, "
+                                 "not '%s'\n", prog, optarg);
+                return SWYB_COLL_PARSE_EXIT_USAGE;
+            }
+            break;
+        case OPT_JSON:
+            opts.json = 1;
+            break;
+        case 'h':
+            if (rank == 0) coll_usage_print(stdout, prog);
+            return SWYB_COLL_PARSE_EXIT_OK;
+        default:
+            if (err) coll_usage_print(err, prog);
+            return SWYB_COLL_PARSE_EXIT_USAGE;
+        }
+    }
+    if (optind != argc - first + 1) {
+        if (err) fprintf(err, "%s: unexpected argument '%s'\n", prog,
+                         argv[first - 1 + optind]);
+        return SWYB_COLL_PARSE_EXIT_USAGE;
+    }
+    if (opts.min_bytes == 0 || opts.min_bytes > opts.max_bytes) {
+        if (err) fprintf(err, "%s: need 0 < --min-size <= --max-size\n", prog);
+        return SWYB_COLL_PARSE_EXIT_USAGE;
+    }
+    *opts_p = opts;
+    return SWYB_COLL_PARSE_RUN;
+}
+
+/* Data. Every value is a small integer, so float32 holds it exactly and a
+ * sum over ranks is exact in any order: the check can demand equality. */
+
+/* What rank `src` sends to rank `dst` at element k of their block; a block
+ * delivered to the wrong place or shifted by an element reads differently. */
+static float a2a_value(int src, int dst, size_t k)
+{
+    return (float)(((size_t)src * 31 + (size_t)dst * 7 + k) % 8191);
+}
+
+/* Rank r's allreduce input at element i; the sum over 4096 ranks stays
+ * below 2^24. */
+static float allreduce_value(int rank, size_t i)
+{
+    return (float)((i * 7 + (size_t)rank * 3) % 4093);
+}
+
+static void a2a_fill(float *sendbuf, size_t count_per_peer, int rank,
+                     int nranks)
+{
+    for (int dst = 0; dst < nranks; ++dst) {
+        float *block = sendbuf + (size_t)dst * count_per_peer;
+
+        for (size_t k = 0; k < count_per_peer; ++k) {
+            block[k] = a2a_value(rank, dst, k);
+        }
+    }
+}
+
+static size_t a2a_check(const float *recvbuf, size_t count_per_peer,
+                        int rank, int nranks)
+{
+    size_t wrong = 0;
+
+    for (int src = 0; src < nranks; ++src) {
+        const float *block = recvbuf + (size_t)src * count_per_peer;
+
+        for (size_t k = 0; k < count_per_peer; ++k) {
+            wrong += block[k] != a2a_value(src, rank, k);
+        }
+    }
+    return wrong;
+}
+
+static void allreduce_fill(float *sendbuf, size_t count, int rank)
+{
+    for (size_t i = 0; i < count; ++i) {
+        sendbuf[i] = allreduce_value(rank, i);
+    }
+}
+
+static size_t allreduce_check(const float *recvbuf, size_t count, int nranks)
+{
+    size_t wrong = 0;
+
+    for (size_t i = 0; i < count; ++i) {
+        double expected = 0.0;
+
+        for (int r = 0; r < nranks; ++r) {
+            expected += allreduce_value(r, i);
+        }
+        wrong += recvbuf[i] != (float)expected;
+    }
+    return wrong;
+}
+
+/* One (op, size) point. Buffers live for the point only, so a 64 MiB
+ * alltoallv does not keep its memory while allreduce runs. */
+typedef struct {
+    const swyb_coll_impl_t *impl;
+    unsigned op;
+    size_t count;          /* floats per peer (alltoallv) or in total */
+    size_t *counts;        /* alltoallv, one per rank */
+    size_t *displs;
+    float *sendbuf;
+    float *recvbuf;
+    size_t buf_floats;
+} coll_point_t;
+
+static int coll_point_once(coll_point_t *point)
+{
+    const swyb_coll_impl_t *impl = point->impl;
+
+    if (point->op == SWYB_COLL_OP_ALLTOALLV) {
+        return impl->alltoallv(impl->ctx, point->sendbuf, point->counts,
+                               point->displs, point->recvbuf);
+    }
+    return impl->allreduce_sum(impl->ctx, point->sendbuf, point->recvbuf,
+                               point->count);
+}
+
+/* Barrier, then time one call on this rank. */
+static int coll_point_timed(coll_point_t *point, double *elapsed_p)
+{
+    double start;
+
+    if (point->impl->barrier(point->impl->ctx) != 0) {
+        return -1;
+    }
+    start = swyb_now_s();
+    if (coll_point_once(point) != 0) {
+        return -1;
+    }
+    *elapsed_p = swyb_now_s() - start;
+    return 0;
+}
+
+static void *buffer_alloc(size_t floats)
+{
+    size_t bytes = floats * sizeof(float);
+    void *buf;
+
+    /* Page alignment, as a framework's tensors would have; round up so
+     * aligned_alloc's size rule holds. */
+    bytes = (bytes + 4095) & ~(size_t)4095;
+    buf = aligned_alloc(4096, bytes > 0 ? bytes : 4096);
+    return buf;
+}
+
+static int coll_point_measure(coll_point_t *point,
+                              const swyb_coll_options_t *opts,
+                              swyb_coll_result_t *result_p)
+{
+    const swyb_coll_impl_t *impl = point->impl;
+    double *times = NULL;
+    double elapsed = 0.0;
+    int iters = opts->iters;
+    size_t wrong;
+    int rc = -1;
+
+    for (int w = 0; w < opts->warmup; ++w) {
+        if (coll_point_timed(point, &elapsed) != 0) {
+            goto out;
+        }
+    }
+    if (iters == 0) {
+        /* Every rank must run the same number of iterations: plan from the
+         * slowest rank's time of the last warm-up (or of a probe). */
+        if (opts->warmup == 0 && coll_point_timed(point, &elapsed) != 0) {
+            goto out;
+        }
+        if (impl->max_doubles(impl->ctx, &elapsed, 1) != 0) {
+            goto out;
+        }
+        iters = SWYB_MIN_ITERS;
+        if (elapsed > 0.0 && SWYB_TARGET_S / elapsed > SWYB_MIN_ITERS) {
+            double planned = ceil(SWYB_TARGET_S / elapsed);
+
+            iters = planned < SWYB_MAX_ITERS ? (int)planned : SWYB_MAX_ITERS;
+        }
+    }
+
+    /* One extra slot carries the check result through the same max. */
+    times = calloc((size_t)iters + 1, sizeof(*times));
+    if (times == NULL) {
+        fprintf(stderr, "rank %d: out of memory for %d timings\n", impl->rank,
+                iters);
+        goto out;
+    }
+    for (int i = 0; i < iters; ++i) {
+        if (i == iters - 1) {
+            /* NaN everywhere: the last iteration must write every element. */
+            memset(point->recvbuf, 0xff, point->buf_floats * sizeof(float));
+        }
+        if (coll_point_timed(point, &times[i]) != 0) {
+            goto out;
+        }
+    }
+    if (point->op == SWYB_COLL_OP_ALLTOALLV) {
+        wrong = a2a_check(point->recvbuf, point->count, impl->rank,
+                          impl->nranks);
+    } else {
+        wrong = allreduce_check(point->recvbuf, point->count, impl->nranks);
+    }
+    if (wrong > 0) {
+        fprintf(stderr, "rank %d: %s of %zu floats: %zu elements wrong\n",
+                impl->rank,
+                point->op == SWYB_COLL_OP_ALLTOALLV ? "alltoallv"
+                                                    : "allreduce",
+                point->buf_floats, wrong);
+    }
+    times[iters] = wrong > 0 ? 1.0 : 0.0;
+    if (impl->max_doubles(impl->ctx, times, (size_t)iters + 1) != 0) {
+        goto out;
+    }
+
+    result_p->iters = iters;
+    result_p->correct = times[iters] == 0.0;
+    swyb_stats_compute(times, (size_t)iters, &result_p->time_s);
+    swyb_coll_result_finish(result_p);
+    rc = 0;
+out:
+    free(times);
+    return rc;
+}
+
+static int coll_point_run(const swyb_coll_impl_t *impl, unsigned op,
+                          size_t bytes, const swyb_coll_options_t *opts,
+                          swyb_coll_result_t *result_p)
+{
+    int n = impl->nranks;
+    coll_point_t point = {.impl = impl, .op = op};
+    swyb_coll_result_t result = {
+        .impl = impl->name,
+        .op = op == SWYB_COLL_OP_ALLTOALLV ? "alltoallv" : "allreduce",
+        .ranks = n,
+    };
+    int rc = -1;
+
+    if (op == SWYB_COLL_OP_ALLTOALLV) {
+        point.count = bytes / sizeof(float) / (size_t)n;
+        point.buf_floats = point.count * (size_t)n;
+    } else {
+        point.count = bytes / sizeof(float);
+        point.buf_floats = point.count;
+    }
+    if (point.count == 0) {
+        return 1; /* too small to split over the ranks: skipped */
+    }
+    result.bytes = point.buf_floats * sizeof(float);
+
+    point.counts = calloc((size_t)n, sizeof(size_t));
+    point.displs = calloc((size_t)n, sizeof(size_t));
+    point.sendbuf = buffer_alloc(point.buf_floats);
+    point.recvbuf = buffer_alloc(point.buf_floats);
+    if (point.counts == NULL || point.displs == NULL ||
+        point.sendbuf == NULL || point.recvbuf == NULL) {
+        fprintf(stderr, "rank %d: out of memory for %s of %zu bytes\n",
+                impl->rank, result.op, result.bytes);
+        goto out;
+    }
+    for (int r = 0; r < n; ++r) {
+        point.counts[r] = point.count;
+        point.displs[r] = (size_t)r * point.count;
+    }
+    if (op == SWYB_COLL_OP_ALLTOALLV) {
+        a2a_fill(point.sendbuf, point.count, impl->rank, n);
+    } else {
+        allreduce_fill(point.sendbuf, point.count, impl->rank);
+    }
+    /* Touch the receive buffer too, so no iteration pays first faults. */
+    memset(point.recvbuf, 0, point.buf_floats * sizeof(float));
+
+    if (coll_point_measure(&point, opts, &result) != 0) {
+        goto out;
+    }
+    *result_p = result;
+    rc = 0;
+out:
+    free(point.recvbuf);
+    free(point.sendbuf);
+    free(point.displs);
+    free(point.counts);
+    return rc;
+}
+
+int swyb_coll_run(const swyb_coll_impl_t *impl,
+                  const swyb_coll_options_t *opts, int argc, char **argv)
+{
+    static const unsigned op_order[] = {SWYB_COLL_OP_ALLTOALLV,
+                                        SWYB_COLL_OP_ALLREDUCE};
+    swyb_coll_result_t results[SWYB_MAX_POINTS];
+    size_t nresults = 0;
+    int all_correct = 1;
+
+    if (impl->rank == 0) {
+        swyb_header_print(stdout, "coll", impl->name, argc, argv,
+                          impl->nranks);
+        swyb_coll_table_header_print(stdout);
+        fflush(stdout);
+    }
+    for (size_t o = 0; o < sizeof(op_order) / sizeof(op_order[0]); ++o) {
+        if (!(opts->ops & op_order[o])) {
+            continue;
+        }
+        for (size_t bytes = opts->min_bytes; bytes <= opts->max_bytes;) {
+            swyb_coll_result_t result;
+            int rc = coll_point_run(impl, op_order[o], bytes, opts, &result);
+
+            if (rc < 0) {
+                return -1;
+            }
+            if (rc == 0 && impl->rank == 0) {
+                swyb_coll_table_row_print(stdout, &result);
+                fflush(stdout);
+                if (nresults < SWYB_MAX_POINTS) {
+                    results[nresults++] = result;
+                }
+            }
+            if (rc == 0 && !result.correct) {
+                all_correct = 0;
+            }
+            if (bytes > SIZE_MAX / opts->factor) {
+                break;
+            }
+            bytes *= opts->factor;
+        }
+    }
+    if (impl->rank == 0 && opts->json) {
+        for (size_t i = 0; i < nresults; ++i) {
+            swyb_coll_json_print(stdout, &results[i]);
+        }
+        fflush(stdout);
+    }
+    if (impl->rank == 0 && !all_correct) {
+        fprintf(stderr, "coll: some results were WRONG\n");
+    }
+    return all_correct ? 0 : 1;
+}
