@@ -3,6 +3,7 @@
 #define SWY_TEST_BOOT_TEST_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,35 @@ static inline int test_read_all(int fd, void *buf, size_t len)
         done += (size_t)n;
     }
     return 0;
+}
+
+/* Child: join as `rank` of `nranks`, tell the parent, then wait to die. */
+static inline pid_t test_fork_rank(int rank, int nranks, int *to_child_p,
+                       int *from_child_p)
+{
+    int to_child[2], from_child[2];
+    CHECK(pipe(to_child) == 0 && pipe(from_child) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(to_child[1]);
+        close(from_child[0]);
+        swy_boot_addr_t addr;
+        if (test_read_all(to_child[0], &addr, sizeof(addr)) != 0)
+            _exit(2);
+        swy_boot_t *boot = NULL;
+        if (swy_boot_connect(&addr, rank, nranks, 10.0, &boot) != SWY_OK)
+            _exit(3);
+        char joined = 'j';
+        test_write_all(from_child[1], &joined, 1);
+        for (;;)
+            pause();
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    *to_child_p = to_child[1];
+    *from_child_p = from_child[0];
+    return pid;
 }
 
 #endif

@@ -1,0 +1,130 @@
+/* Heartbeats (SWY_HEARTBEAT_S = 0.2 s, set before the configuration is
+ * first read): idle peers stay alive; a stopped rank is declared dead by
+ * the root after 5 silent heartbeats; a stopped root is declared lost by
+ * its ranks. */
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "boot_test.h"
+
+#define HEARTBEAT_S 0.2
+
+static double wait_failure_fd(swy_boot_t *boot)
+{
+    struct pollfd pfd = {.fd = swy_boot_failure_fd(boot), .events = POLLIN};
+    CHECK(poll(&pfd, 1, 20000) == 1);
+    return swy_time_s();
+}
+
+static void test_silent_rank(void)
+{
+    int to_child, from_child;
+    pid_t pid = test_fork_rank(1, 2, &to_child, &from_child);
+
+    uint8_t secret[SWY_BOOT_SECRET_LEN];
+    CHECK_OK(swy_boot_secret_random(secret));
+    swy_boot_root_t *root = NULL;
+    swy_boot_addr_t addr;
+    CHECK_OK(swy_boot_root_start("127.0.0.1", 0, secret, &root, &addr));
+    test_write_all(to_child, &addr, sizeof(addr));
+    swy_boot_t *boot = NULL;
+    CHECK_OK(swy_boot_connect(&addr, 0, 2, 10.0, &boot));
+    char joined;
+    CHECK(test_read_all(from_child, &joined, 1) == 0);
+
+    /* Idle for well over 5 heartbeats: heartbeats keep everyone alive. */
+    swy_sleep_us(1500000);
+    CHECK(swy_boot_failure(boot, NULL, 0) == SWY_OK);
+
+    double stopped = swy_time_s();
+    kill(pid, SIGSTOP);
+    double noticed = wait_failure_fd(boot);
+    CHECK(noticed - stopped > 4 * HEARTBEAT_S);
+    CHECK(noticed - stopped < 3.0);
+    char msg[512];
+    CHECK(swy_boot_failure(boot, msg, sizeof(msg)) == SWY_ERR_REMOTE);
+    char expected[64];
+    snprintf(expected, sizeof(expected), "rank 1 (pid %d on ", (int)pid);
+    CHECK(strstr(msg, expected) != NULL);
+    CHECK(strstr(msg, "silent for") != NULL);
+
+    kill(pid, SIGKILL);
+    int wstatus;
+    CHECK(waitpid(pid, &wstatus, 0) == pid);
+    close(to_child);
+    close(from_child);
+    swy_boot_finalize(boot);
+    swy_boot_root_release(root);
+}
+
+static void test_silent_root(void)
+{
+    int from_child[2];
+    CHECK(pipe(from_child) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(from_child[0]);
+        uint8_t secret[SWY_BOOT_SECRET_LEN];
+        test_secret(secret, "silent root");
+        swy_boot_root_t *root = NULL;
+        swy_boot_addr_t addr;
+        if (swy_boot_root_start("127.0.0.1", 0, secret, &root, &addr) !=
+            SWY_OK)
+            _exit(2);
+        test_write_all(from_child[1], &addr, sizeof(addr));
+        for (;;)
+            pause();
+    }
+    close(from_child[1]);
+    swy_boot_addr_t addr;
+    CHECK(test_read_all(from_child[0], &addr, sizeof(addr)) == 0);
+    close(from_child[0]);
+
+    swy_boot_t *boot = NULL;
+    CHECK_OK(swy_boot_connect(&addr, 0, 1, 10.0, &boot));
+    swy_sleep_us(1500000);
+    CHECK(swy_boot_failure(boot, NULL, 0) == SWY_OK);
+
+    double stopped = swy_time_s();
+    kill(pid, SIGSTOP);
+    /* A pending barrier learns of it too. */
+    int value = 1;
+    void *all = NULL;
+    size_t len;
+    swy_status_t status = swy_boot_allgather(boot, &value, sizeof(value),
+                                             20.0, &all, &len);
+    if (status == SWY_OK) {
+        /* The root answered before it stopped; wait on the barrier. */
+        swy_free(all);
+        status = swy_boot_barrier(boot, 20.0);
+    }
+    double noticed = swy_time_s();
+    CHECK(status == SWY_ERR_REMOTE);
+    CHECK(noticed - stopped < 3.0);
+    char msg[512], expected[160];
+    CHECK(swy_boot_failure(boot, msg, sizeof(msg)) == SWY_ERR_REMOTE);
+    snprintf(expected, sizeof(expected),
+             "lost the control connection to the root at %s:%u",
+             addr.host, addr.port);
+    CHECK(strstr(msg, expected) == msg);
+    CHECK(strstr(msg, "silent for") != NULL);
+
+    kill(pid, SIGKILL);
+    int wstatus;
+    CHECK(waitpid(pid, &wstatus, 0) == pid);
+    double t0 = swy_time_s();
+    swy_boot_finalize(boot);
+    CHECK(swy_time_s() - t0 < 3.0);
+}
+
+int main(void)
+{
+    /* Before anything reads the configuration. */
+    setenv("SWY_HEARTBEAT_S", "0.2", 1);
+    test_silent_rank();
+    test_silent_root();
+    printf("boot heartbeat: ok\n");
+    return 0;
+}
