@@ -2,6 +2,7 @@
 #include "util/log.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,10 @@
 
 #include "util/config.h"
 
-static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+/* 0: not read yet, 1: being read, 2: ready. Reading the config may warn
+ * (unknown SWY_* names): such messages are printed with the defaults
+ * instead of waiting for an initialization that is waiting for them. */
+static atomic_int log_state;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static swy_log_level_t log_level = SWY_LOG_WARN;
 static char log_subsys[256];
@@ -55,7 +59,6 @@ static void log_open_file(const char *pattern)
 static void log_init(void)
 {
     gethostname(log_host, sizeof(log_host) - 1);
-    log_file = stderr;
     const char *level = swy_config_get("SWY_LOG_LEVEL");
     if (level != NULL) {
         int found = 0;
@@ -86,9 +89,20 @@ static void log_init(void)
         log_open_file(file);
 }
 
+static void log_ensure(void)
+{
+    int expected = 0;
+    if (atomic_load(&log_state) == 2)
+        return;
+    if (atomic_compare_exchange_strong(&log_state, &expected, 1)) {
+        log_init();
+        atomic_store(&log_state, 2);
+    }
+}
+
 int swy_log_enabled(swy_log_level_t level, const char *subsys)
 {
-    pthread_once(&log_once, log_init);
+    log_ensure();
     if (level > log_level)
         return 0;
     if (log_subsys[0] == '\0' || subsys == NULL)
@@ -117,7 +131,8 @@ void swy_vlog(swy_log_level_t level, const char *subsys, const char *fmt,
     if (log_rank >= 0)
         snprintf(who, sizeof(who), ":r%d", log_rank);
     pthread_mutex_lock(&log_lock);
-    fprintf(log_file, "[%ld.%06ld %s:%d%s] SWY %s %s: %s\n", (long)now.tv_sec,
+    fprintf(log_file ? log_file : stderr,
+            "[%ld.%06ld %s:%d%s] SWY %s %s: %s\n", (long)now.tv_sec,
             (long)now.tv_usec, log_host, (int)getpid(), who,
             level_names[level < 1 || level > 5 ? 2 : level],
             subsys ? subsys : "-", message);
