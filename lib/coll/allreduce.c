@@ -1,0 +1,176 @@
+/* Allreduce as a ring: reduce-scatter (W-1 steps) then allgather (W-1
+ * steps), each segment cut into chunks. Dependencies are per chunk, so
+ * chunk c of step s+1 leaves as soon as chunk c of step s landed and was
+ * reduced: the steps pipeline. Each segment's final value is computed on
+ * one rank and copied to the others, so every rank ends with identical
+ * bits whatever the order in which micro-ops ran.
+ *
+ * Segment j (j = 0..W-1) is the j-th of W near-equal slices of the
+ * buffer. At reduce-scatter step s rank r sends segment r-s and receives
+ * segment r-s-1 (mod W) into a scratch slot, then reduces it into recvbuf;
+ * after W-1 steps it owns the full reduction of segment r+1. Allgather
+ * step t sends segment r+1-t and receives segment r-t straight into
+ * recvbuf. */
+#include <string.h>
+
+#include "coll/coll.h"
+#include "util/alloc.h"
+
+enum { PHASE_RS = 0, PHASE_AG = 1 };
+
+struct swy_coll_state {
+    swy_coll_args_t args;
+    int rank, nranks;
+    size_t dsize, chunk_elems, max_chunks, max_seg;
+    char *scratch; /* (W-1) slots of max_seg elements */
+};
+
+static size_t seg_count(const swy_coll_state_t *st, int seg)
+{
+    size_t base = st->args.count / (size_t)st->nranks;
+    return base + ((size_t)seg < st->args.count % (size_t)st->nranks);
+}
+
+static size_t seg_offset(const swy_coll_state_t *st, int seg)
+{
+    size_t base = st->args.count / (size_t)st->nranks;
+    size_t extra = st->args.count % (size_t)st->nranks;
+    return base * (size_t)seg + SWY_MIN((size_t)seg, extra);
+}
+
+static int mod(int a, int n)
+{
+    return ((a % n) + n) % n;
+}
+
+static uint64_t cookie(int phase, int step, size_t chunk)
+{
+    return ((uint64_t)phase << 62) | ((uint64_t)step << 40) | chunk;
+}
+
+static uint32_t tag_of(const swy_coll_state_t *st, int phase, int step,
+                       size_t chunk)
+{
+    size_t global_step = (size_t)(phase == PHASE_AG ? st->nranks - 1 : 0) +
+                         (size_t)step;
+    return (uint32_t)(global_step * st->max_chunks + chunk);
+}
+
+static swy_status_t ar_create(const swy_coll_args_t *args, int rank,
+                              int nranks, size_t partition_bytes,
+                              swy_coll_state_t **state_p)
+{
+    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
+    if (st == NULL)
+        return SWY_ERR_NO_MEMORY;
+    st->args = *args;
+    st->rank = rank;
+    st->nranks = nranks;
+    st->dsize = swy_dtype_size(args->dtype);
+    st->max_seg = seg_count(st, 0);
+    size_t steps = 2 * (size_t)(nranks - 1);
+    st->chunk_elems = swy_coll_chunk_elems(
+        partition_bytes, st->dsize, st->max_seg,
+        steps ? SWY_COLL_TAG_MAX / steps : SWY_COLL_TAG_MAX);
+    st->max_chunks = (st->max_seg + st->chunk_elems - 1) / st->chunk_elems;
+    if (nranks > 1 && st->max_seg > 0) {
+        size_t bytes;
+        if (swy_mul_overflow(st->max_seg * st->dsize, (size_t)(nranks - 1),
+                             &bytes) != 0 ||
+            (st->scratch = swy_malloc(bytes)) == NULL) {
+            swy_free(st);
+            return SWY_ERR_NO_MEMORY;
+        }
+    }
+    *state_p = st;
+    return SWY_OK;
+}
+
+static void emit_segment(swy_coll_state_t *st, const swy_coll_emit_t *emit,
+                         int phase, int step, int seg, size_t chunk,
+                         int is_send)
+{
+    int peer = is_send ? mod(st->rank + 1, st->nranks)
+                       : mod(st->rank - 1, st->nranks);
+    size_t count = seg_count(st, seg), off = chunk * st->chunk_elems;
+    size_t n = SWY_MIN(st->chunk_elems, count - off);
+    char *buf;
+    if (phase == PHASE_RS && !is_send)
+        buf = st->scratch + ((size_t)step * st->max_seg + off) * st->dsize;
+    else
+        buf = (char *)st->args.recvbuf + (seg_offset(st, seg) + off) * st->dsize;
+    swy_coll_xfer_t x = {.peer = peer, .is_send = (uint8_t)is_send,
+                         .tag = tag_of(st, phase, step, chunk), .buf = buf,
+                         .bytes = n * st->dsize,
+                         .cookie = cookie(phase, step, chunk)};
+    emit->post(emit->ctx, &x);
+}
+
+static size_t seg_chunks(const swy_coll_state_t *st, int seg)
+{
+    return (seg_count(st, seg) + st->chunk_elems - 1) / st->chunk_elems;
+}
+
+static swy_status_t ar_start(swy_coll_state_t *st, const swy_coll_emit_t *emit)
+{
+    const swy_coll_args_t *a = &st->args;
+    int r = st->rank, w = st->nranks;
+    if (a->sendbuf != a->recvbuf && a->count > 0)
+        memcpy(a->recvbuf, a->sendbuf, a->count * st->dsize);
+    if (w == 1) {
+        if (a->redop == SWY_AVG)
+            swy_coll_scale_avg(a->recvbuf, a->count, a->dtype, 1);
+        return SWY_OK;
+    }
+    for (int s = 0; s < w - 1; s++) {
+        int seg = mod(r - s - 1, w);
+        for (size_t c = 0; c < seg_chunks(st, seg); c++)
+            emit_segment(st, emit, PHASE_RS, s, seg, c, 0);
+    }
+    for (int t = 0; t < w - 1; t++) {
+        int seg = mod(r - t, w);
+        for (size_t c = 0; c < seg_chunks(st, seg); c++)
+            emit_segment(st, emit, PHASE_AG, t, seg, c, 0);
+    }
+    for (size_t c = 0; c < seg_chunks(st, r); c++)
+        emit_segment(st, emit, PHASE_RS, 0, r, c, 1);
+    return SWY_OK;
+}
+
+static swy_status_t ar_recv_done(swy_coll_state_t *st,
+                                 const swy_coll_xfer_t *xfer,
+                                 const swy_coll_emit_t *emit)
+{
+    const swy_coll_args_t *a = &st->args;
+    int r = st->rank, w = st->nranks;
+    int phase = (int)(xfer->cookie >> 62);
+    int step = (int)((xfer->cookie >> 40) & 0x3fffff);
+    size_t chunk = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));
+    if (phase == PHASE_RS) {
+        int seg = mod(r - step - 1, w);
+        size_t off = seg_offset(st, seg) + chunk * st->chunk_elems;
+        size_t n = xfer->bytes / st->dsize;
+        char *dst = (char *)a->recvbuf + off * st->dsize;
+        swy_coll_reduce(dst, xfer->buf, n, a->dtype, a->redop);
+        if (step + 1 < w - 1) {
+            emit_segment(st, emit, PHASE_RS, step + 1, seg, chunk, 1);
+        } else { /* seg == r+1 is now fully reduced for this chunk */
+            if (a->redop == SWY_AVG)
+                swy_coll_scale_avg(dst, n, a->dtype, w);
+            emit_segment(st, emit, PHASE_AG, 0, seg, chunk, 1);
+        }
+    } else if (step + 1 < w - 1) {
+        emit_segment(st, emit, PHASE_AG, step + 1, mod(r - step, w), chunk, 1);
+    }
+    return SWY_OK;
+}
+
+static void ar_destroy(swy_coll_state_t *st)
+{
+    if (st != NULL)
+        swy_free(st->scratch);
+    swy_free(st);
+}
+
+const swy_coll_algo_t swy_coll_allreduce_ring = {
+    "allreduce/ring", ar_create, ar_start, ar_recv_done, ar_destroy};

@@ -1,0 +1,62 @@
+/* Barrier by dissemination (Hensgen, Finkel, Manber 1988): in round k each
+ * rank signals rank+2^k and waits for rank-2^k; after ceil(log2 W) rounds
+ * every rank has transitively heard from every other. Zero-byte messages. */
+#include "coll/coll.h"
+#include "util/alloc.h"
+
+struct swy_coll_state {
+    int rank, nranks, rounds;
+};
+
+static swy_status_t br_create(const swy_coll_args_t *args, int rank,
+                              int nranks, size_t partition_bytes,
+                              swy_coll_state_t **state_p)
+{
+    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
+    if (st == NULL)
+        return SWY_ERR_NO_MEMORY;
+    st->rank = rank;
+    st->nranks = nranks;
+    while ((1 << st->rounds) < nranks)
+        st->rounds++;
+    *state_p = st;
+    return SWY_OK;
+}
+
+static void br_emit(swy_coll_state_t *st, const swy_coll_emit_t *emit,
+                    int round, int is_send)
+{
+    int dist = 1 << round, w = st->nranks;
+    swy_coll_xfer_t x = {
+        .peer = is_send ? (st->rank + dist) % w : ((st->rank - dist) % w + w) % w,
+        .is_send = (uint8_t)is_send, .tag = (uint32_t)round, .buf = NULL,
+        .bytes = 0, .cookie = (uint64_t)round};
+    emit->post(emit->ctx, &x);
+}
+
+static swy_status_t br_start(swy_coll_state_t *st, const swy_coll_emit_t *emit)
+{
+    for (int k = 0; k < st->rounds; k++)
+        br_emit(st, emit, k, 0);
+    if (st->rounds > 0)
+        br_emit(st, emit, 0, 1);
+    return SWY_OK;
+}
+
+static swy_status_t br_recv_done(swy_coll_state_t *st,
+                                 const swy_coll_xfer_t *xfer,
+                                 const swy_coll_emit_t *emit)
+{
+    int round = (int)xfer->cookie;
+    if (round + 1 < st->rounds)
+        br_emit(st, emit, round + 1, 1);
+    return SWY_OK;
+}
+
+static void br_destroy(swy_coll_state_t *st)
+{
+    swy_free(st);
+}
+
+const swy_coll_algo_t swy_coll_barrier_dissemination = {
+    "barrier/dissemination", br_create, br_start, br_recv_done, br_destroy};

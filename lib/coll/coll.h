@@ -1,0 +1,134 @@
+/* lib/coll: collective algorithms as programs of chunked point-to-point
+ * steps. An algorithm knows nothing of transports or scheduling: it emits
+ * transfers (sends and receives of at most the partition size, each with a
+ * 24-bit tag unique within the op for its (source, destination) pair) and
+ * reacts to completed receives (reduce, forward) by emitting the sends
+ * that became ready. lib/sched turns transfers into micro-ops, orders them
+ * and posts them to transports.
+ *
+ * Before any data, every op exchanges a header with each of its header
+ * peers (at least the ring neighbours, so any disagreement between any two
+ * ranks is seen by some adjacent pair); check_header() compares the peer's
+ * view with ours and names both sides on a mismatch. */
+#ifndef SWY_COLL_COLL_H
+#define SWY_COLL_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "switchyard/switchyard.h"
+
+#define SWY_COLL_TAG_BITS 24
+#define SWY_COLL_TAG_HEADER 0xFFFFFFu             /* reserved for headers */
+#define SWY_COLL_TAG_MAX (SWY_COLL_TAG_HEADER - 1) /* largest data tag */
+
+typedef enum {
+    SWY_COLL_ALLTOALLV,
+    SWY_COLL_ALLREDUCE,
+    SWY_COLL_ALLGATHER,
+    SWY_COLL_BROADCAST,
+    SWY_COLL_BARRIER,
+    SWY_COLL_NKINDS
+} swy_coll_kind_t;
+
+typedef struct {
+    swy_coll_kind_t kind;
+    swy_dtype_t dtype;
+    swy_redop_t redop;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count; /* allreduce, allgather (per rank), broadcast */
+    int root;     /* broadcast */
+    /* alltoallv: arrays of nranks elements, owned by the op (copies) */
+    size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
+} swy_coll_args_t;
+
+/* What a rank tells a peer about an op, on the wire (host byte order:
+ * ranks of one job share an architecture). */
+typedef struct {
+    uint32_t magic;
+    uint32_t seq;
+    uint8_t kind, dtype, redop, pad;
+    int32_t root;
+    uint64_t count;         /* op-wide count (allreduce/allgather/bcast) */
+    uint64_t send_to_peer;  /* alltoallv: elements I send to the reader */
+    uint64_t recv_from_peer;/* alltoallv: elements I expect from it */
+} swy_coll_header_t;
+
+#define SWY_COLL_HEADER_MAGIC 0x53575948u /* "SWYH" */
+
+typedef struct {
+    int peer;
+    uint8_t is_send;
+    uint32_t tag; /* < SWY_COLL_TAG_HEADER */
+    void *buf;
+    size_t bytes;
+    uint64_t cookie; /* the algorithm's own label, given back on completion */
+} swy_coll_xfer_t;
+
+/* How an algorithm hands transfers to the scheduler. post() never fails
+ * synchronously: errors surface on the op. */
+typedef struct {
+    void (*post)(void *ctx, const swy_coll_xfer_t *xfer);
+    void *ctx;
+} swy_coll_emit_t;
+
+typedef struct swy_coll_state swy_coll_state_t;
+
+typedef struct {
+    const char *name;
+    /* Validate sizes against tag space etc. and allocate state. */
+    swy_status_t (*create)(const swy_coll_args_t *args, int rank, int nranks,
+                           size_t partition_bytes,
+                           swy_coll_state_t **state_p);
+    /* Post every receive and the sends that are ready at once. */
+    swy_status_t (*start)(swy_coll_state_t *state, const swy_coll_emit_t *emit);
+    /* A receive completed with `bytes` (== xfer->bytes, checked by the
+     * caller): reduce or forward, emit sends that became ready. */
+    swy_status_t (*recv_done)(swy_coll_state_t *state,
+                              const swy_coll_xfer_t *xfer,
+                              const swy_coll_emit_t *emit);
+    void (*destroy)(swy_coll_state_t *state);
+} swy_coll_algo_t;
+
+const swy_coll_algo_t *swy_coll_algo(swy_coll_kind_t kind);
+const char *swy_coll_kind_name(swy_coll_kind_t kind);
+
+/* Header peers of an op: fills peers (capacity nranks), returns count. */
+int swy_coll_header_peers(const swy_coll_args_t *args, int rank, int nranks,
+                          int *peers);
+void swy_coll_header_make(const swy_coll_args_t *args, uint32_t seq, int peer,
+                          swy_coll_header_t *hdr);
+/* SWY_OK or SWY_ERR_MISMATCH with msg naming the op, the peer and both
+ * values. */
+swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
+                                   const char *op_name, int rank, int peer,
+                                   const swy_coll_header_t *hdr, char *msg,
+                                   size_t msg_len);
+
+/* Element size of a dtype; 0 if invalid. */
+size_t swy_dtype_size(swy_dtype_t dtype);
+const char *swy_dtype_name(swy_dtype_t dtype);
+const char *swy_redop_name(swy_redop_t op);
+int swy_dtype_valid(int dtype);
+int swy_redop_valid(int op);
+
+/* dst[i] = dst[i] op src[i] for count elements (AVG accumulates a sum). */
+void swy_coll_reduce(void *dst, const void *src, size_t count,
+                     swy_dtype_t dtype, swy_redop_t op);
+/* dst[i] /= divisor (the last step of AVG; integer division for ints). */
+void swy_coll_scale_avg(void *dst, size_t count, swy_dtype_t dtype,
+                        int divisor);
+
+/* Elements per chunk for a partition, at least 1, and large enough that
+ * max_elems fits in max_chunks chunks. */
+size_t swy_coll_chunk_elems(size_t partition_bytes, size_t dsize,
+                            size_t max_elems, size_t max_chunks);
+
+/* fp16/bf16 <-> float (round to nearest even), shared with tests. */
+float swy_half_to_float(uint16_t h);
+uint16_t swy_float_to_half(float f);
+float swy_bf16_to_float(uint16_t b);
+uint16_t swy_float_to_bf16(float f);
+
+#endif

@@ -1,0 +1,225 @@
+/* Element types and reduction kernels. Integer sums wrap (computed in
+ * unsigned arithmetic, as two's complement hardware does, without C's
+ * undefined signed overflow); fp16/bf16 are reduced in float and rounded
+ * back to nearest even, as NCCL does for half types on the host side. */
+#include <math.h>
+#include <string.h>
+
+#include "coll/coll.h"
+
+size_t swy_dtype_size(swy_dtype_t dtype)
+{
+    switch (dtype) {
+    case SWY_INT8: case SWY_UINT8: return 1;
+    case SWY_FLOAT16: case SWY_BFLOAT16: return 2;
+    case SWY_INT32: case SWY_FLOAT32: return 4;
+    case SWY_INT64: case SWY_FLOAT64: return 8;
+    }
+    return 0;
+}
+
+int swy_dtype_valid(int dtype)
+{
+    return dtype >= SWY_INT8 && dtype <= SWY_FLOAT64;
+}
+
+int swy_redop_valid(int op)
+{
+    return op >= SWY_SUM && op <= SWY_AVG;
+}
+
+const char *swy_dtype_name(swy_dtype_t dtype)
+{
+    static const char *names[] = {"int8",    "uint8",    "int32",  "int64",
+                                  "float16", "bfloat16", "float32", "float64"};
+    return swy_dtype_valid(dtype) ? names[dtype] : "invalid-dtype";
+}
+
+const char *swy_redop_name(swy_redop_t op)
+{
+    static const char *names[] = {"sum", "prod", "max", "min", "avg"};
+    return swy_redop_valid(op) ? names[op] : "invalid-op";
+}
+
+float swy_half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
+    if (exp == 0) {
+        if (mant == 0) {
+            bits = sign;
+        } else { /* subnormal: normalize */
+            int e = -1;
+            do {
+                e++;
+                mant <<= 1;
+            } while ((mant & 0x400u) == 0);
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) |
+                   ((mant & 0x3ffu) << 13);
+        }
+    } else if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (mant << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+uint16_t swy_float_to_half(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof(bits));
+    uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
+    uint32_t exp = (bits >> 23) & 0xffu, mant = bits & 0x7fffffu;
+    if (exp == 0xff) /* inf or nan */
+        return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+    int32_t e = (int32_t)exp - 127 + 15;
+    if (e >= 0x1f)
+        return (uint16_t)(sign | 0x7c00u);
+    if (e <= 0) {
+        if (e < -10)
+            return sign;
+        mant |= 0x800000u;
+        uint32_t shift = (uint32_t)(14 - e);
+        uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1);
+        uint32_t halfway = 1u << (shift - 1);
+        if (rem > halfway || (rem == halfway && (half & 1u)))
+            half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = ((uint32_t)e << 10) | (mant >> 13);
+    uint32_t rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (half & 1u)))
+        half++; /* may carry into the exponent: still correct */
+    return (uint16_t)(sign | half);
+}
+
+float swy_bf16_to_float(uint16_t b)
+{
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+uint16_t swy_float_to_bf16(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof(bits));
+    if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x7fffffu))
+        return (uint16_t)((bits >> 16) | 0x40u); /* quiet nan */
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return (uint16_t)(bits >> 16);
+}
+
+#define REDUCE_LOOP(T, EXPR)                                                  \
+    do {                                                                      \
+        T *d = (T *)dst;                                                      \
+        const T *s = (const T *)src;                                          \
+        for (size_t i = 0; i < count; i++) {                                  \
+            T a = d[i], b = s[i];                                             \
+            d[i] = (EXPR);                                                    \
+        }                                                                     \
+    } while (0)
+
+#define REDUCE_INT(T, UT)                                                     \
+    do {                                                                      \
+        switch (op) {                                                         \
+        case SWY_SUM: case SWY_AVG:                                           \
+            REDUCE_LOOP(T, (T)((UT)a + (UT)b)); break;                        \
+        case SWY_PROD: REDUCE_LOOP(T, (T)((UT)a * (UT)b)); break;             \
+        case SWY_MAX: REDUCE_LOOP(T, a > b ? a : b); break;                   \
+        case SWY_MIN: REDUCE_LOOP(T, a < b ? a : b); break;                   \
+        }                                                                     \
+    } while (0)
+
+#define REDUCE_FLOAT(T)                                                       \
+    do {                                                                      \
+        switch (op) {                                                         \
+        case SWY_SUM: case SWY_AVG: REDUCE_LOOP(T, a + b); break;             \
+        case SWY_PROD: REDUCE_LOOP(T, a * b); break;                          \
+        case SWY_MAX: REDUCE_LOOP(T, a > b ? a : b); break;                   \
+        case SWY_MIN: REDUCE_LOOP(T, a < b ? a : b); break;                   \
+        }                                                                     \
+    } while (0)
+
+static float apply_float(float a, float b, swy_redop_t op)
+{
+    switch (op) {
+    case SWY_SUM: case SWY_AVG: return a + b;
+    case SWY_PROD: return a * b;
+    case SWY_MAX: return a > b ? a : b;
+    case SWY_MIN: return a < b ? a : b;
+    }
+    return a;
+}
+
+void swy_coll_reduce(void *dst, const void *src, size_t count,
+                     swy_dtype_t dtype, swy_redop_t op)
+{
+    switch (dtype) {
+    case SWY_INT8: REDUCE_INT(int8_t, uint8_t); break;
+    case SWY_UINT8: REDUCE_INT(uint8_t, uint8_t); break;
+    case SWY_INT32: REDUCE_INT(int32_t, uint32_t); break;
+    case SWY_INT64: REDUCE_INT(int64_t, uint64_t); break;
+    case SWY_FLOAT32: REDUCE_FLOAT(float); break;
+    case SWY_FLOAT64: REDUCE_FLOAT(double); break;
+    case SWY_FLOAT16: {
+        uint16_t *d = dst;
+        const uint16_t *s = src;
+        for (size_t i = 0; i < count; i++)
+            d[i] = swy_float_to_half(apply_float(swy_half_to_float(d[i]),
+                                                 swy_half_to_float(s[i]), op));
+        break;
+    }
+    case SWY_BFLOAT16: {
+        uint16_t *d = dst;
+        const uint16_t *s = src;
+        for (size_t i = 0; i < count; i++)
+            d[i] = swy_float_to_bf16(apply_float(swy_bf16_to_float(d[i]),
+                                                 swy_bf16_to_float(s[i]), op));
+        break;
+    }
+    }
+}
+
+void swy_coll_scale_avg(void *dst, size_t count, swy_dtype_t dtype,
+                        int divisor)
+{
+    if (divisor == 1)
+        return;
+    for (size_t i = 0; i < count; i++) {
+        switch (dtype) {
+        case SWY_INT8: ((int8_t *)dst)[i] /= divisor; break;
+        case SWY_UINT8: ((uint8_t *)dst)[i] /= divisor; break;
+        case SWY_INT32: ((int32_t *)dst)[i] /= divisor; break;
+        case SWY_INT64: ((int64_t *)dst)[i] /= divisor; break;
+        case SWY_FLOAT32: ((float *)dst)[i] /= (float)divisor; break;
+        case SWY_FLOAT64: ((double *)dst)[i] /= (double)divisor; break;
+        case SWY_FLOAT16: {
+            uint16_t *d = dst;
+            d[i] = swy_float_to_half(swy_half_to_float(d[i]) / (float)divisor);
+            break;
+        }
+        case SWY_BFLOAT16: {
+            uint16_t *d = dst;
+            d[i] = swy_float_to_bf16(swy_bf16_to_float(d[i]) / (float)divisor);
+            break;
+        }
+        }
+    }
+}
+
+size_t swy_coll_chunk_elems(size_t partition_bytes, size_t dsize,
+                            size_t max_elems, size_t max_chunks)
+{
+    size_t elems = partition_bytes / dsize;
+    if (elems == 0)
+        elems = 1;
+    /* Too many chunks would overflow the tag space: grow them. */
+    if (max_chunks > 0 && max_elems / elems >= max_chunks)
+        elems = max_elems / max_chunks + 1;
+    return elems;
+}

@@ -1,0 +1,133 @@
+/* Op headers: what each rank tells its header peers, and the comparison
+ * that turns a disagreement into SWY_ERR_MISMATCH naming both sides. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "coll/coll.h"
+
+static const char *kind_names[SWY_COLL_NKINDS] = {
+    "alltoallv", "allreduce", "allgather", "broadcast", "barrier"};
+
+const char *swy_coll_kind_name(swy_coll_kind_t kind)
+{
+    return (unsigned)kind < SWY_COLL_NKINDS ? kind_names[kind] : "unknown-op";
+}
+
+int swy_coll_header_peers(const swy_coll_args_t *args, int rank, int nranks,
+                          int *peers)
+{
+    int n = 0;
+    if (nranks == 1)
+        return 0;
+    if (args->kind == SWY_COLL_ALLTOALLV) {
+        for (int s = 1; s < nranks; s++)
+            peers[n++] = (rank + s) % nranks;
+        return n;
+    }
+    /* Ring neighbours: every pair of ranks is linked through a chain of
+     * adjacent pairs, so any disagreement shows at some adjacent pair. */
+    peers[n++] = (rank + 1) % nranks;
+    int left = (rank - 1 + nranks) % nranks;
+    if (left != peers[0])
+        peers[n++] = left;
+    return n;
+}
+
+void swy_coll_header_make(const swy_coll_args_t *args, uint32_t seq, int peer,
+                          swy_coll_header_t *hdr)
+{
+    memset(hdr, 0, sizeof(*hdr));
+    hdr->magic = SWY_COLL_HEADER_MAGIC;
+    hdr->seq = seq;
+    hdr->kind = (uint8_t)args->kind;
+    hdr->dtype = (uint8_t)args->dtype;
+    hdr->redop = (uint8_t)args->redop;
+    hdr->root = args->root;
+    hdr->count = args->count;
+    if (args->kind == SWY_COLL_ALLTOALLV) {
+        hdr->send_to_peer = args->sendcounts[peer];
+        hdr->recv_from_peer = args->recvcounts[peer];
+    }
+}
+
+static void describe(const swy_coll_header_t *h, char *buf, size_t len)
+{
+    swy_coll_kind_t kind = (swy_coll_kind_t)h->kind;
+    switch (kind) {
+    case SWY_COLL_ALLREDUCE:
+        snprintf(buf, len, "allreduce(%s, %s, count %" PRIu64 ")",
+                 swy_dtype_name((swy_dtype_t)h->dtype),
+                 swy_redop_name((swy_redop_t)h->redop), h->count);
+        break;
+    case SWY_COLL_ALLGATHER:
+        snprintf(buf, len, "allgather(%s, count %" PRIu64 ")",
+                 swy_dtype_name((swy_dtype_t)h->dtype), h->count);
+        break;
+    case SWY_COLL_BROADCAST:
+        snprintf(buf, len, "broadcast(%s, count %" PRIu64 ", root %d)",
+                 swy_dtype_name((swy_dtype_t)h->dtype), h->count, h->root);
+        break;
+    case SWY_COLL_ALLTOALLV:
+        snprintf(buf, len, "alltoallv(%s)",
+                 swy_dtype_name((swy_dtype_t)h->dtype));
+        break;
+    default:
+        snprintf(buf, len, "%s", swy_coll_kind_name(kind));
+    }
+}
+
+swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
+                                   const char *op_name, int rank, int peer,
+                                   const swy_coll_header_t *hdr, char *msg,
+                                   size_t msg_len)
+{
+    swy_coll_header_t mine;
+    char my_desc[128], peer_desc[128];
+    swy_coll_header_make(args, seq, peer, &mine);
+    if (hdr->magic != SWY_COLL_HEADER_MAGIC || hdr->seq != seq) {
+        snprintf(msg, msg_len,
+                 "op #%u '%s': rank %d received a malformed header from "
+                 "rank %d (magic %#x, op #%u)", seq, op_name, rank, peer,
+                 hdr->magic, hdr->seq);
+        return SWY_ERR_MISMATCH;
+    }
+    int same = hdr->kind == mine.kind && hdr->dtype == mine.dtype;
+    if (same && mine.kind == SWY_COLL_ALLREDUCE)
+        same = hdr->redop == mine.redop && hdr->count == mine.count;
+    if (same && (mine.kind == SWY_COLL_ALLGATHER ||
+                 mine.kind == SWY_COLL_BROADCAST))
+        same = hdr->count == mine.count;
+    if (same && mine.kind == SWY_COLL_BROADCAST)
+        same = hdr->root == mine.root;
+    if (!same) {
+        describe(&mine, my_desc, sizeof(my_desc));
+        describe(hdr, peer_desc, sizeof(peer_desc));
+        snprintf(msg, msg_len,
+                 "op #%u '%s': ranks disagree on the collective: rank %d "
+                 "posted %s, rank %d posted %s", seq, op_name, rank, my_desc,
+                 peer, peer_desc);
+        return SWY_ERR_MISMATCH;
+    }
+    if (mine.kind == SWY_COLL_ALLTOALLV) {
+        if (hdr->send_to_peer != mine.recv_from_peer) {
+            snprintf(msg, msg_len,
+                     "op #%u alltoallv '%s': rank %d sends %" PRIu64
+                     " elements to rank %d, which expects %" PRIu64
+                     " (recvcounts[%d] on rank %d)", seq, op_name, peer,
+                     hdr->send_to_peer, rank, mine.recv_from_peer, peer,
+                     rank);
+            return SWY_ERR_MISMATCH;
+        }
+        if (hdr->recv_from_peer != mine.send_to_peer) {
+            snprintf(msg, msg_len,
+                     "op #%u alltoallv '%s': rank %d sends %" PRIu64
+                     " elements to rank %d, which expects %" PRIu64
+                     " (recvcounts[%d] on rank %d)", seq, op_name, rank,
+                     mine.send_to_peer, peer, hdr->recv_from_peer, rank,
+                     peer);
+            return SWY_ERR_MISMATCH;
+        }
+    }
+    return SWY_OK;
+}

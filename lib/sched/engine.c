@@ -1,0 +1,766 @@
+/* The progress engine: micro-op life cycle, per-link issue, completions,
+ * headers, failure and timeout handling (see sched.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sched/sched.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/list.h"
+#include "util/log.h"
+#include "util/status.h"
+
+enum { UOP_READY, UOP_POSTED, UOP_DONE };
+
+typedef struct swy_uop {
+    swy_list_t op_link; /* op->uops, or sched->detached */
+    swy_list_t q_link;  /* a link's ready queue, or sched->completed */
+    struct swy_request *op; /* NULL once detached from a failed op */
+    swy_sched_t *sched;
+    swy_coll_xfer_t x;
+    uint64_t emit_index; /* submission order within the scheduler */
+    uint8_t is_header, state;
+    swy_transport_t *tp;
+    void *handle;
+    swy_status_t status;
+    size_t bytes_done;
+} swy_uop_t;
+
+struct swy_request {
+    swy_list_t link; /* sched->ops */
+    swy_sched_t *sched;
+    uint32_t seq;
+    int priority;
+    int64_t order;
+    char name[64];
+    swy_coll_args_t args;
+    const swy_coll_algo_t *algo;
+    swy_coll_state_t *state;
+    swy_list_t uops;
+    int n_live;
+    swy_coll_header_t *hdr_out, *hdr_in; /* indexed by peer rank */
+    uint8_t *hdr_seen;                   /* by peer rank */
+    int deferred_peer; /* peer whose data disagreed before its header */
+    int completed, released;
+    swy_status_t status;
+    char errmsg[SWY_ERRMSG_MAX];
+    double deadline;
+};
+
+typedef struct {
+    swy_list_t ready;
+    size_t inflight_bytes;
+} swy_link_t;
+
+struct swy_sched {
+    pthread_mutex_t lock;
+    swy_sched_params_t p;
+    swy_link_t *links;
+    swy_list_t ops, completed, detached;
+    uint32_t next_seq;
+    uint64_t next_emit;
+    swy_status_t failed;
+    char failmsg[SWY_ERRMSG_MAX];
+    double next_deadline_check;
+    int phase;
+    swy_comm_stats_t stats;
+};
+
+static void uop_complete_cb(void *arg, swy_status_t status, size_t bytes)
+{
+    swy_uop_t *uop = arg;
+    uop->status = status;
+    uop->bytes_done = bytes;
+    uop->state = UOP_DONE;
+    swy_list_push_back(&uop->sched->completed, &uop->q_link);
+}
+
+static uint64_t wire_tag(uint32_t seq, uint32_t tag)
+{
+    return ((uint64_t)(seq & 0xFFFFFFu) << SWY_COLL_TAG_BITS) | tag;
+}
+
+static const char *op_label(const struct swy_request *op)
+{
+    return op->name[0] ? op->name : swy_coll_kind_name(op->args.kind);
+}
+
+/* ---- op completion and failure ---------------------------------------- */
+
+static void op_free(struct swy_request *op)
+{
+    if (op->state != NULL)
+        op->algo->destroy(op->state);
+    swy_free(op->args.sendcounts);
+    swy_free(op->hdr_out);
+    swy_free(op->hdr_in);
+    swy_free(op->hdr_seen);
+    swy_free(op);
+}
+
+static void op_complete(struct swy_request *op)
+{
+    swy_sched_t *s = op->sched;
+    op->completed = 1;
+    swy_list_del(&op->link);
+    s->stats.ops_completed++;
+    if (op->status != SWY_OK)
+        swy_debug("sched", "op #%u '%s' failed: %s", op->seq, op_label(op),
+                  op->errmsg);
+    if (op->released)
+        op_free(op);
+}
+
+static void op_fail(struct swy_request *op, swy_status_t status,
+                    const char *msg)
+{
+    swy_sched_t *s = op->sched;
+    swy_list_t *pos, *tmp;
+    if (op->completed)
+        return;
+    op->status = status;
+    snprintf(op->errmsg, sizeof(op->errmsg), "%s", msg);
+    swy_list_for_each_safe(pos, tmp, &op->uops) {
+        swy_uop_t *uop = swy_container_of(pos, swy_uop_t, op_link);
+        swy_list_del(&uop->op_link);
+        if (uop->state == UOP_READY) {
+            swy_list_del(&uop->q_link);
+            swy_free(uop);
+            continue;
+        }
+        /* Posted: the transport still owns it; detach, cancel, and free
+         * it when its callback arrives. The user's buffer is no longer
+         * a target once a receive is cancelled. */
+        uop->op = NULL;
+        swy_list_push_back(&s->detached, &uop->op_link);
+        if (uop->state == UOP_POSTED)
+            uop->tp->ops->cancel(uop->tp->ctx, uop->handle);
+    }
+    op->n_live = 0;
+    op_complete(op);
+}
+
+void swy_sched_fail_comm(swy_sched_t *s, swy_status_t status,
+                         const char *msg, int report)
+{
+    swy_list_t *pos, *tmp;
+    if (s->failed == SWY_OK) {
+        s->failed = status;
+        snprintf(s->failmsg, sizeof(s->failmsg), "%s", msg);
+        /* Only a failure that hits ops in flight is news to the user. */
+        SWY_LOG_AT(swy_list_empty(&s->ops) ? SWY_LOG_DEBUG : SWY_LOG_WARN,
+                   "sched", "communicator failed (%s): %s",
+                   swy_status_string(status), msg);
+        if (report && s->p.boot != NULL)
+            swy_boot_report_failure(s->p.boot, status, msg);
+    }
+    swy_list_for_each_safe(pos, tmp, &s->ops) {
+        struct swy_request *op = swy_container_of(pos, struct swy_request,
+                                                  link);
+        op_fail(op, s->failed, s->failmsg);
+    }
+}
+
+/* ---- emitting micro-ops ----------------------------------------------- */
+
+static void ready_insert(swy_sched_t *s, swy_uop_t *uop)
+{
+    swy_list_t *head = &s->links[uop->x.peer].ready, *pos = head->prev;
+    const struct swy_request *op = uop->op;
+    /* Usually appended at the tail: scan backwards past lower priority. */
+    while (pos != head) {
+        swy_uop_t *other = swy_container_of(pos, swy_uop_t, q_link);
+        const struct swy_request *o = other->op;
+        int before = o->priority < op->priority ||
+                     (o->priority == op->priority &&
+                      (o->order > op->order ||
+                       (o->order == op->order && o->seq > op->seq &&
+                        o->seq - op->seq < 0x800000u)));
+        if (!before)
+            break;
+        pos = pos->prev;
+    }
+    swy_list_insert_before(pos->next, &uop->q_link);
+}
+
+static swy_uop_t *uop_new(struct swy_request *op, const swy_coll_xfer_t *x,
+                          int is_header)
+{
+    swy_sched_t *s = op->sched;
+    swy_uop_t *uop = swy_calloc(1, sizeof(*uop));
+    if (uop == NULL)
+        return NULL;
+    uop->op = op;
+    uop->sched = s;
+    uop->x = *x;
+    uop->is_header = (uint8_t)is_header;
+    uop->emit_index = s->next_emit++;
+    uop->tp = swy_transport_for_peer(s->p.transports, x->peer, SWY_MEM_HOST);
+    swy_list_init(&uop->q_link);
+    swy_list_push_back(&op->uops, &uop->op_link);
+    op->n_live++;
+    return uop;
+}
+
+static swy_status_t uop_post_recv(swy_uop_t *uop)
+{
+    swy_transport_t *tp = uop->tp;
+    uop->state = UOP_POSTED;
+    return tp->ops->irecv(tp->ctx, uop->x.peer,
+                          wire_tag(uop->op->seq, uop->x.tag), uop->x.buf,
+                          uop->x.bytes, SWY_MEM_HOST, uop_complete_cb, uop,
+                          &uop->handle);
+}
+
+static void op_error(struct swy_request *op, swy_status_t status,
+                     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void op_error(struct swy_request *op, swy_status_t status,
+                     const char *fmt, ...)
+{
+    char msg[SWY_ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    swy_warn("sched", "%s", msg);
+    op_fail(op, status, msg);
+}
+
+static void emit_post(void *ctx, const swy_coll_xfer_t *x)
+{
+    struct swy_request *op = ctx;
+    if (op->completed)
+        return;
+    swy_uop_t *uop = uop_new(op, x, 0);
+    if (uop == NULL) {
+        op_error(op, SWY_ERR_NO_MEMORY, "op #%u '%s': out of memory for a "
+                 "micro-op", op->seq, op_label(op));
+        return;
+    }
+    if (uop->tp == NULL) {
+        op_error(op, SWY_ERR_UNSUPPORTED, "op #%u '%s': no transport reaches "
+                 "rank %d", op->seq, op_label(op), x->peer);
+        return;
+    }
+    if (x->is_send) {
+        uop->state = UOP_READY;
+        ready_insert(op->sched, uop);
+        return;
+    }
+    swy_status_t status = uop_post_recv(uop);
+    if (status != SWY_OK)
+        op_error(op, status, "op #%u '%s': posting a receive of %zu bytes "
+                 "from rank %d failed", op->seq, op_label(op), x->bytes,
+                 x->peer);
+}
+
+/* ---- issuing sends ----------------------------------------------------- */
+
+static int issue_link(swy_sched_t *s, int peer)
+{
+    swy_link_t *link = &s->links[peer];
+    int issued = 0;
+    while (!swy_list_empty(&link->ready)) {
+        swy_uop_t *uop = swy_container_of(link->ready.next, swy_uop_t, q_link);
+        if (link->inflight_bytes > 0 &&
+            link->inflight_bytes + uop->x.bytes > s->p.window_bytes)
+            break;
+        swy_list_del(&uop->q_link);
+        uop->state = UOP_POSTED;
+        link->inflight_bytes += uop->x.bytes;
+        swy_transport_t *tp = uop->tp;
+        swy_status_t status = tp->ops->isend(
+            tp->ctx, peer, wire_tag(uop->op->seq, uop->x.tag), uop->x.buf,
+            uop->x.bytes, SWY_MEM_HOST, uop_complete_cb, uop, &uop->handle);
+        if (status != SWY_OK) {
+            link->inflight_bytes -= uop->x.bytes;
+            uop->state = UOP_DONE; /* never reached the transport */
+            op_error(uop->op, status, "op #%u '%s': sending %zu bytes to "
+                     "rank %d failed", uop->op->seq, op_label(uop->op),
+                     uop->x.bytes, peer);
+            continue;
+        }
+        s->stats.micro_ops_sent++;
+        issued++;
+    }
+    return issued;
+}
+
+static int issue_all(swy_sched_t *s)
+{
+    int issued = 0;
+    for (int i = 1; i <= s->p.nranks; i++)
+        issued += issue_link(s, (s->p.rank + i) % s->p.nranks);
+    return issued;
+}
+
+/* ---- completions ------------------------------------------------------- */
+
+static void handle_header(struct swy_request *op, swy_uop_t *uop)
+{
+    swy_sched_t *s = op->sched;
+    int peer = uop->x.peer;
+    char msg[SWY_ERRMSG_MAX];
+    if (uop->bytes_done != sizeof(swy_coll_header_t)) {
+        snprintf(msg, sizeof(msg), "op #%u '%s': rank %d sent a header of "
+                 "%zu bytes (expected %zu)", op->seq, op_label(op), peer,
+                 uop->bytes_done, sizeof(swy_coll_header_t));
+        swy_sched_fail_comm(s, SWY_ERR_MISMATCH, msg, 1);
+        return;
+    }
+    op->hdr_seen[peer] = 1;
+    swy_status_t status = swy_coll_header_check(
+        &op->args, op->seq, op_label(op), s->p.rank, peer, &op->hdr_in[peer],
+        msg, sizeof(msg));
+    if (status == SWY_OK && op->deferred_peer == peer) {
+        snprintf(msg, sizeof(msg), "op #%u '%s': rank %d sent a message of "
+                 "unexpected size although its header agreed", op->seq,
+                 op_label(op), peer);
+        status = SWY_ERR_MISMATCH;
+    }
+    if (status != SWY_OK)
+        swy_sched_fail_comm(s, status, msg, 1);
+}
+
+static void handle_data_size_mismatch(struct swy_request *op, swy_uop_t *uop)
+{
+    /* The peer's header went out before its data on the same link, so its
+     * check (which names both counts) normally ran already; if not, wait
+     * for it rather than report a vaguer message. */
+    int peer = uop->x.peer;
+    if (!op->hdr_seen[peer] && op->hdr_in != NULL) {
+        op->deferred_peer = peer;
+        return;
+    }
+    char msg[SWY_ERRMSG_MAX];
+    snprintf(msg, sizeof(msg), "op #%u '%s': rank %d sent a chunk that does "
+             "not fit the %zu bytes rank %d expected (tag %u)", op->seq,
+             op_label(op), peer, uop->x.bytes, op->sched->p.rank, uop->x.tag);
+    swy_sched_fail_comm(op->sched, SWY_ERR_MISMATCH, msg, 1);
+}
+
+static void handle_completion(swy_sched_t *s, swy_uop_t *uop)
+{
+    struct swy_request *op = uop->op;
+    if (uop->x.is_send && uop->x.peer >= 0)
+        s->links[uop->x.peer].inflight_bytes -= uop->x.bytes;
+    swy_list_del(&uop->op_link);
+    if (op == NULL) { /* detached from a failed op */
+        swy_free(uop);
+        return;
+    }
+    op->n_live--;
+    if (uop->status == SWY_ERR_MISMATCH && !uop->x.is_send) {
+        handle_data_size_mismatch(op, uop);
+    } else if (uop->status != SWY_OK) {
+        op_error(op, uop->status == SWY_ERR_ABORTED ? SWY_ERR_ABORTED
+                                                    : SWY_ERR_TRANSPORT,
+                 "op #%u '%s': %s %zu bytes %s rank %d failed: %s", op->seq,
+                 op_label(op), uop->x.is_send ? "sending" : "receiving",
+                 uop->x.bytes, uop->x.is_send ? "to" : "from", uop->x.peer,
+                 swy_status_string(uop->status));
+    } else if (uop->x.is_send) {
+        if (!uop->is_header)
+            s->stats.bytes_sent += uop->x.bytes;
+    } else if (uop->is_header) {
+        handle_header(op, uop);
+    } else if (uop->bytes_done != uop->x.bytes) {
+        handle_data_size_mismatch(op, uop);
+    } else {
+        s->stats.bytes_received += uop->x.bytes;
+        s->stats.micro_ops_received++;
+        swy_coll_emit_t emit = {emit_post, op};
+        swy_status_t status = op->algo->recv_done(op->state, &uop->x, &emit);
+        if (status != SWY_OK)
+            op_error(op, status, "op #%u '%s': processing a chunk from rank "
+                     "%d failed", op->seq, op_label(op), uop->x.peer);
+    }
+    swy_free(uop);
+    if (!op->completed && op->n_live == 0)
+        op_complete(op);
+}
+
+/* ---- deadlines --------------------------------------------------------- */
+
+static void check_deadlines(swy_sched_t *s, double now)
+{
+    swy_list_t *pos, *tmp, *upos;
+    swy_list_for_each_safe(pos, tmp, &s->ops) {
+        struct swy_request *op = swy_container_of(pos, struct swy_request,
+                                                  link);
+        if (now < op->deadline)
+            continue;
+        /* Name the peers we still wait for. */
+        char peers[256] = "";
+        size_t len = 0;
+        int nsilent = 0, last = -1;
+        uint8_t *listed = swy_calloc((size_t)s->p.nranks, 1);
+        for (upos = op->uops.next; upos != &op->uops; upos = upos->next) {
+            swy_uop_t *uop = swy_container_of(upos, swy_uop_t, op_link);
+            int peer = uop->x.peer;
+            if (uop->x.is_send || listed == NULL || listed[peer])
+                continue;
+            listed[peer] = 1;
+            nsilent++;
+            last = peer;
+            if (len + 16 < sizeof(peers))
+                len += (size_t)snprintf(peers + len, sizeof(peers) - len,
+                                        "%s%d", len ? ", " : "", peer);
+        }
+        swy_free(listed);
+        char msg[SWY_ERRMSG_MAX];
+        snprintf(msg, sizeof(msg),
+                 "op #%u %s '%s' timed out after %.0f s on rank %d: %s%s "
+                 "(SWY_TIMEOUT_S)", op->seq, swy_coll_kind_name(op->args.kind),
+                 op_label(op), s->p.timeout_s, s->p.rank,
+                 nsilent ? (nsilent == 1 ? "no data from rank "
+                                         : "no data from ranks ")
+                         : "sends not completed",
+                 peers);
+        (void)last;
+        swy_sched_fail_comm(s, SWY_ERR_TIMEOUT, msg, 1);
+        return; /* the list changed */
+    }
+}
+
+/* ---- progress ---------------------------------------------------------- */
+
+static int progress_locked(swy_sched_t *s)
+{
+    int events = swy_transport_set_progress(s->p.transports);
+    while (!swy_list_empty(&s->completed)) {
+        swy_uop_t *uop = swy_container_of(s->completed.next, swy_uop_t,
+                                          q_link);
+        swy_list_del(&uop->q_link);
+        handle_completion(s, uop);
+        events++;
+    }
+    if (s->failed == SWY_OK && s->p.boot != NULL) {
+        char msg[SWY_ERRMSG_MAX];
+        swy_status_t status = swy_boot_failure(s->p.boot, msg, sizeof(msg));
+        if (status != SWY_OK)
+            swy_sched_fail_comm(s, status, msg, 0);
+    }
+    if (s->failed == SWY_OK)
+        events += issue_all(s);
+    double now = swy_time_s();
+    if (now >= s->next_deadline_check) {
+        s->next_deadline_check = now + 0.05;
+        if (!swy_list_empty(&s->ops))
+            check_deadlines(s, now);
+    }
+    return events;
+}
+
+/* ---- public entry points ------------------------------------------------ */
+
+swy_status_t swy_sched_create(const swy_sched_params_t *params,
+                              swy_sched_t **sched_p)
+{
+    swy_sched_t *s = swy_calloc(1, sizeof(*s));
+    if (s == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
+    s->p = *params;
+    s->links = swy_calloc((size_t)params->nranks, sizeof(*s->links));
+    if (s->links == NULL) {
+        swy_free(s);
+        return swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
+    }
+    for (int i = 0; i < params->nranks; i++)
+        swy_list_init(&s->links[i].ready);
+    swy_list_init(&s->ops);
+    swy_list_init(&s->completed);
+    swy_list_init(&s->detached);
+    pthread_mutex_init(&s->lock, NULL);
+    s->stats.struct_size = sizeof(s->stats);
+    *sched_p = s;
+    return SWY_OK;
+}
+
+swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
+                            int priority, int64_t order, const char *name,
+                            struct swy_request **req_p)
+{
+    int w = s->p.nranks;
+    struct swy_request *op = swy_calloc(1, sizeof(*op));
+    if (op == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
+    op->sched = s;
+    op->priority = priority;
+    op->order = order;
+    op->deferred_peer = -1;
+    snprintf(op->name, sizeof(op->name), "%s", name ? name : "");
+    op->args = *args;
+    op->algo = swy_coll_algo(args->kind);
+    swy_list_init(&op->uops);
+    swy_list_init(&op->link);
+    if (args->kind == SWY_COLL_ALLTOALLV) {
+        size_t *copy = swy_malloc(4 * (size_t)w * sizeof(size_t));
+        if (copy == NULL) {
+            swy_free(op);
+            return swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
+        }
+        memcpy(copy, args->sendcounts, (size_t)w * sizeof(size_t));
+        memcpy(copy + w, args->sdispls, (size_t)w * sizeof(size_t));
+        memcpy(copy + 2 * w, args->recvcounts, (size_t)w * sizeof(size_t));
+        memcpy(copy + 3 * w, args->rdispls, (size_t)w * sizeof(size_t));
+        op->args.sendcounts = copy;
+        op->args.sdispls = copy + w;
+        op->args.recvcounts = copy + 2 * w;
+        op->args.rdispls = copy + 3 * w;
+    } else {
+        op->args.sendcounts = op->args.sdispls = NULL;
+        op->args.recvcounts = op->args.rdispls = NULL;
+    }
+
+    pthread_mutex_lock(&s->lock);
+    if (s->failed != SWY_OK) {
+        swy_status_t status = s->failed;
+        swy_err_store(s->failmsg);
+        pthread_mutex_unlock(&s->lock);
+        op_free(op);
+        return status;
+    }
+    op->seq = s->next_seq++ & 0xFFFFFFu;
+    op->deadline = swy_time_s() + s->p.timeout_s;
+    swy_status_t status = op->algo->create(&op->args, s->p.rank, w,
+                                           s->p.partition_bytes, &op->state);
+    if (status != SWY_OK) {
+        pthread_mutex_unlock(&s->lock);
+        op_free(op);
+        return swy_err_set(status, "sched", "cannot set up %s of this size",
+                           swy_coll_kind_name(args->kind));
+    }
+    s->stats.ops_posted++;
+    swy_list_push_back(&s->ops, &op->link);
+
+    /* Headers first: they leave before any data on the same link. */
+    int *peers = swy_malloc((size_t)w * sizeof(int));
+    op->hdr_out = swy_calloc((size_t)w, sizeof(*op->hdr_out));
+    op->hdr_in = swy_calloc((size_t)w, sizeof(*op->hdr_in));
+    op->hdr_seen = swy_calloc((size_t)w, 1);
+    if (peers == NULL || op->hdr_out == NULL || op->hdr_in == NULL ||
+        op->hdr_seen == NULL) {
+        swy_free(peers);
+        op_error(op, SWY_ERR_NO_MEMORY, "op #%u: out of memory", op->seq);
+        goto posted;
+    }
+    int npeers = swy_coll_header_peers(&op->args, s->p.rank, w, peers);
+    for (int i = 0; i < npeers && !op->completed; i++) {
+        int peer = peers[i];
+        swy_coll_header_make(&op->args, op->seq, peer, &op->hdr_out[peer]);
+        swy_coll_xfer_t rx = {.peer = peer, .is_send = 0,
+                              .tag = SWY_COLL_TAG_HEADER,
+                              .buf = &op->hdr_in[peer],
+                              .bytes = sizeof(swy_coll_header_t)};
+        swy_uop_t *ruop = uop_new(op, &rx, 1);
+        swy_coll_xfer_t sx = rx;
+        sx.is_send = 1;
+        sx.buf = &op->hdr_out[peer];
+        swy_uop_t *suop = uop_new(op, &sx, 1);
+        if (ruop == NULL || suop == NULL || ruop->tp == NULL) {
+            op_error(op, SWY_ERR_NO_MEMORY, "op #%u: cannot set up the "
+                     "header exchange with rank %d", op->seq, peer);
+            break;
+        }
+        if (uop_post_recv(ruop) != SWY_OK) {
+            op_error(op, SWY_ERR_TRANSPORT, "op #%u: cannot post the header "
+                     "receive from rank %d", op->seq, peer);
+            break;
+        }
+        /* Headers jump the queue: they are tiny and gate nothing. */
+        suop->state = UOP_READY;
+        swy_list_insert_before(s->links[peer].ready.next, &suop->q_link);
+    }
+    swy_free(peers);
+    if (!op->completed) {
+        swy_coll_emit_t emit = {emit_post, op};
+        status = op->algo->start(op->state, &emit);
+        if (status != SWY_OK && !op->completed)
+            op_error(op, status, "op #%u '%s': start failed", op->seq,
+                     op_label(op));
+    }
+    if (!op->completed && op->n_live == 0)
+        op_complete(op);
+posted:
+    progress_locked(s);
+    pthread_mutex_unlock(&s->lock);
+    *req_p = op;
+    return SWY_OK;
+}
+
+swy_status_t swy_sched_test(struct swy_request *op, int *done_p)
+{
+    swy_sched_t *s = op->sched;
+    pthread_mutex_lock(&s->lock);
+    if (!op->completed)
+        progress_locked(s);
+    int done = op->completed;
+    swy_status_t status = done ? op->status : SWY_OK;
+    if (done && status != SWY_OK)
+        swy_err_store(op->errmsg);
+    pthread_mutex_unlock(&s->lock);
+    *done_p = done;
+    return status;
+}
+
+/* Sleep until a transport or the control plane has something, or at most
+ * max_ms. Returns at once if some transport cannot sleep right now. */
+static void sleep_on_events(swy_sched_t *s, int max_ms)
+{
+    int fds[SWY_TRANSPORT_MAX + 1];
+    pthread_mutex_lock(&s->lock);
+    int n = swy_transport_set_arm(s->p.transports, fds, SWY_TRANSPORT_MAX);
+    pthread_mutex_unlock(&s->lock);
+    if (n < 0) {
+        sched_yield();
+        return;
+    }
+    struct pollfd pfds[SWY_TRANSPORT_MAX + 1];
+    for (int i = 0; i < n; i++)
+        pfds[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    if (s->p.boot != NULL)
+        pfds[n++] = (struct pollfd){.fd = swy_boot_failure_fd(s->p.boot),
+                                    .events = POLLIN};
+    poll(pfds, (nfds_t)n, max_ms);
+}
+
+static void wait_until(swy_sched_t *s, int (*done)(void *), void *arg,
+                       double give_up)
+{
+    double spin_until = swy_time_s() + s->p.spin_s;
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        int events = progress_locked(s);
+        int finished = done(arg);
+        pthread_mutex_unlock(&s->lock);
+        if (finished)
+            return;
+        double now = swy_time_s();
+        if (now >= give_up)
+            return;
+        if (events > 0) {
+            spin_until = now + s->p.spin_s;
+            continue;
+        }
+        if (now < spin_until) {
+            sched_yield();
+            continue;
+        }
+        sleep_on_events(s, 50);
+        spin_until = swy_time_s() + s->p.spin_s / 4;
+    }
+}
+
+static int request_done(void *arg)
+{
+    return ((struct swy_request *)arg)->completed;
+}
+
+swy_status_t swy_sched_wait(struct swy_request *op)
+{
+    swy_sched_t *s = op->sched;
+    wait_until(s, request_done, op, 1e300);
+    pthread_mutex_lock(&s->lock);
+    swy_status_t status = op->status;
+    if (status != SWY_OK)
+        swy_err_store(op->errmsg);
+    pthread_mutex_unlock(&s->lock);
+    return status;
+}
+
+void swy_sched_release(struct swy_request *op)
+{
+    swy_sched_t *s = op->sched;
+    pthread_mutex_lock(&s->lock);
+    if (op->completed)
+        op_free(op);
+    else
+        op->released = 1;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static int sched_idle(void *arg)
+{
+    swy_sched_t *s = arg;
+    return swy_list_empty(&s->ops) || s->failed != SWY_OK;
+}
+
+swy_status_t swy_sched_drain(swy_sched_t *s, double timeout_s)
+{
+    wait_until(s, sched_idle, s, swy_time_s() + timeout_s);
+    pthread_mutex_lock(&s->lock);
+    swy_status_t status = s->failed;
+    if (status == SWY_OK && !swy_list_empty(&s->ops))
+        status = swy_err_set(SWY_ERR_TIMEOUT, "sched", "operations still in "
+                             "flight after %.0f s", timeout_s);
+    pthread_mutex_unlock(&s->lock);
+    return status;
+}
+
+void swy_sched_fail_all(swy_sched_t *s, swy_status_t status, const char *msg)
+{
+    pthread_mutex_lock(&s->lock);
+    swy_sched_fail_comm(s, status, msg, 0);
+    pthread_mutex_unlock(&s->lock);
+}
+
+swy_status_t swy_sched_failure(swy_sched_t *s, char *msg, size_t len)
+{
+    pthread_mutex_lock(&s->lock);
+    swy_status_t status = s->failed;
+    if (status == SWY_OK && s->p.boot != NULL) {
+        char bootmsg[SWY_ERRMSG_MAX];
+        status = swy_boot_failure(s->p.boot, bootmsg, sizeof(bootmsg));
+        if (status != SWY_OK)
+            swy_sched_fail_comm(s, status, bootmsg, 0);
+    }
+    if (msg != NULL && len > 0)
+        snprintf(msg, len, "%s", s->failmsg);
+    pthread_mutex_unlock(&s->lock);
+    return status;
+}
+
+void swy_sched_destroy(swy_sched_t *s)
+{
+    swy_list_t *pos, *tmp;
+    if (s == NULL)
+        return;
+    swy_sched_fail_comm(s, SWY_ERR_ABORTED, "communicator destroyed", 0);
+    swy_list_for_each_safe(pos, tmp, &s->detached) {
+        swy_uop_t *uop = swy_container_of(pos, swy_uop_t, op_link);
+        swy_free(uop);
+    }
+    pthread_mutex_destroy(&s->lock);
+    swy_free(s->links);
+    swy_free(s);
+}
+
+void swy_sched_phase_hint(swy_sched_t *s, int phase)
+{
+    pthread_mutex_lock(&s->lock);
+    s->phase = phase;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void swy_sched_stats(swy_sched_t *s, swy_comm_stats_t *stats)
+{
+    pthread_mutex_lock(&s->lock);
+    *stats = s->stats;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void *swy_sched_owner(const struct swy_request *op)
+{
+    return op->sched->p.owner;
+}
+
+size_t swy_sched_partition_bytes(const swy_sched_t *s)
+{
+    return s->p.partition_bytes;
+}

@@ -1,0 +1,69 @@
+/* lib/sched: micro-ops, per-link ready queues ordered by priority, the
+ * progress engine, and failure/timeout handling for in-flight ops.
+ *
+ * A posted collective becomes a request (struct swy_request): its
+ * algorithm (lib/coll) emits transfers, each a micro-op. Receives are
+ * posted to the transport at once (receives early); sends wait in the
+ * ready queue of their peer link, ordered by (priority desc, order asc,
+ * op sequence, emission), and leave while the link has room
+ * (SWY_WINDOW_BYTES in flight). Tags carry (op sequence, step, chunk), so
+ * different ops may interleave differently on different ranks.
+ *
+ * Locking: one mutex per scheduler; every entry point takes it. */
+#ifndef SWY_SCHED_SCHED_H
+#define SWY_SCHED_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "boot/boot.h"
+#include "coll/coll.h"
+#include "transport/transport.h"
+
+typedef struct swy_sched swy_sched_t;
+
+typedef struct {
+    int rank, nranks;
+    swy_transport_set_t *transports; /* borrowed */
+    swy_boot_t *boot;                /* borrowed */
+    size_t partition_bytes;
+    size_t window_bytes;
+    double timeout_s;
+    double spin_s; /* poll this long before sleeping on event fds */
+    void *owner;   /* the communicator, for swy_sched_owner() */
+} swy_sched_params_t;
+
+swy_status_t swy_sched_create(const swy_sched_params_t *params,
+                              swy_sched_t **sched_p);
+/* Fail every in-flight op with status/msg (local only). */
+void swy_sched_fail_all(swy_sched_t *sched, swy_status_t status,
+                        const char *msg);
+/* Progress until every op (freed-but-running ones included) completed,
+ * or the comm failed, or timeout_s passed (SWY_ERR_TIMEOUT). */
+swy_status_t swy_sched_drain(swy_sched_t *sched, double timeout_s);
+/* Free everything; call after the transports were finalized. NULL ok. */
+void swy_sched_destroy(swy_sched_t *sched);
+
+/* Post a collective. args' count arrays are copied. On failure *req_p is
+ * untouched and the per-thread error message says why. */
+swy_status_t swy_sched_post(swy_sched_t *sched, const swy_coll_args_t *args,
+                            int priority, int64_t order, const char *name,
+                            struct swy_request **req_p);
+
+swy_status_t swy_sched_test(struct swy_request *req, int *done_p);
+swy_status_t swy_sched_wait(struct swy_request *req);
+void swy_sched_release(struct swy_request *req);
+/* The owner given in the params of the request's scheduler. */
+void *swy_sched_owner(const struct swy_request *req);
+
+/* The comm-wide failure, if any (SWY_OK otherwise); msg may be NULL. */
+swy_status_t swy_sched_failure(swy_sched_t *sched, char *msg, size_t len);
+/* Fail the comm (and tell the other ranks through boot if report). */
+void swy_sched_fail_comm(swy_sched_t *sched, swy_status_t status,
+                         const char *msg, int report);
+
+void swy_sched_phase_hint(swy_sched_t *sched, int phase);
+void swy_sched_stats(swy_sched_t *sched, swy_comm_stats_t *stats);
+size_t swy_sched_partition_bytes(const swy_sched_t *sched);
+
+#endif
