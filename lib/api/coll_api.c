@@ -1,0 +1,290 @@
+/* Public collectives: argument checks, default priorities, blocking
+ * variants, and requests. Every check names the argument and its value. */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/comm_impl.h"
+#include "coll/coll.h"
+#include "util/alloc.h"
+
+#define SWY_PRIO_MAX 1000
+
+static const char *attr_name(const swy_op_attr_t *attr)
+{
+    return attr != NULL && attr->name != NULL ? attr->name : "";
+}
+
+/* Common checks; fills the priority and order. */
+static swy_status_t check_common(const char *fn, swy_comm_t comm,
+                                 swy_coll_kind_t kind, int dtype,
+                                 const swy_op_attr_t *attr, int *prio_p,
+                                 int64_t *order_p)
+{
+    swy_err_clear();
+    if (comm == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: comm is NULL", fn);
+    if (!swy_dtype_valid(dtype))
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                           "%s: dtype %d is not a swy_dtype_t", fn, dtype);
+    int prio = kind == SWY_COLL_ALLTOALLV   ? SWY_PRIO_HIGH
+               : kind == SWY_COLL_ALLREDUCE ? SWY_PRIO_LOW
+                                            : SWY_PRIO_DEFAULT;
+    int64_t order = 0;
+    if (attr != NULL) {
+        if (attr->priority > SWY_PRIO_MAX || attr->priority < -1)
+            return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                               "%s: priority %d out of range 0..%d (or -1 "
+                               "for the default)", fn, attr->priority,
+                               SWY_PRIO_MAX);
+        if (attr->priority >= 0)
+            prio = attr->priority;
+        order = attr->order;
+        if (attr->stream != NULL)
+            return swy_err_set(SWY_ERR_UNSUPPORTED, "api",
+                               "%s '%s': a CUDA stream was given, but device "
+                               "buffers need a transport that moves device "
+                               "memory (NCCL), which this communicator has "
+                               "not", fn, attr_name(attr));
+    }
+    *prio_p = prio;
+    *order_p = order;
+    return SWY_OK;
+}
+
+/* count elements of dtype must be addressable: count*size fits, below
+ * PTRDIFF_MAX (a negative int passed as size_t lands here too). */
+static swy_status_t check_bytes(const char *fn, const char *what, size_t count,
+                                size_t dsize, size_t *bytes_p)
+{
+    size_t bytes;
+    if (swy_mul_overflow(count, dsize, &bytes) != 0 || bytes > PTRDIFF_MAX)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                           "%s: %s %zu is too large (a negative value "
+                           "converted to size_t?)", fn, what, count);
+    if (bytes_p != NULL)
+        *bytes_p = bytes;
+    return SWY_OK;
+}
+
+static swy_status_t post_or_run(swy_comm_t comm, const swy_coll_args_t *args,
+                                int prio, int64_t order,
+                                const swy_op_attr_t *attr,
+                                swy_request_t *req)
+{
+    struct swy_request *op;
+    swy_status_t status = swy_sched_post(comm->sched, args, prio, order,
+                                         attr_name(attr), &op);
+    if (status != SWY_OK)
+        return swy_api_fail(comm, status);
+    if (req != NULL) {
+        *req = op;
+        return SWY_OK;
+    }
+    status = swy_sched_wait(op);
+    swy_sched_release(op);
+    return swy_api_fail(comm, status);
+}
+
+typedef struct {
+    size_t start, end;
+    int peer;
+} region_t;
+
+static int region_cmp(const void *a, const void *b)
+{
+    const region_t *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+swy_status_t swy_alltoallv(const void *sendbuf, const size_t *sendcounts,
+                           const size_t *sdispls, void *recvbuf,
+                           const size_t *recvcounts, const size_t *rdispls,
+                           swy_dtype_t dtype, swy_comm_t comm,
+                           const swy_op_attr_t *attr, swy_request_t *req)
+{
+    static const char fn[] = "swy_alltoallv";
+    int prio;
+    int64_t order;
+    swy_status_t status = check_common(fn, comm, SWY_COLL_ALLTOALLV, dtype,
+                                       attr, &prio, &order);
+    if (status != SWY_OK)
+        return swy_api_fail(comm, status);
+    if (sendcounts == NULL || sdispls == NULL || recvcounts == NULL ||
+        rdispls == NULL)
+        return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                            "%s: %s is NULL", fn,
+                            !sendcounts ? "sendcounts"
+                            : !sdispls  ? "sdispls"
+                            : !recvcounts ? "recvcounts" : "rdispls"));
+    size_t dsize = swy_dtype_size(dtype);
+    int w = comm->nranks;
+    size_t send_total = 0, recv_total = 0, end;
+    region_t *regions = swy_malloc((size_t)w * sizeof(region_t));
+    if (regions == NULL)
+        return swy_api_fail(comm, swy_err_set(SWY_ERR_NO_MEMORY, "api",
+                                              "out of memory"));
+    int nregions = 0;
+    for (int p = 0; p < w; p++) {
+        if (swy_add_overflow(sdispls[p], sendcounts[p], &end) != 0 ||
+            check_bytes(fn, "sdispls+sendcounts", end, dsize, NULL) != 0 ||
+            swy_add_overflow(rdispls[p], recvcounts[p], &end) != 0 ||
+            check_bytes(fn, "rdispls+recvcounts", end, dsize, NULL) != 0) {
+            swy_free(regions);
+            return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                "%s: counts/displacements for rank %d overflow (send %zu at "
+                "%zu, recv %zu at %zu)", fn, p, sendcounts[p], sdispls[p],
+                recvcounts[p], rdispls[p]));
+        }
+        send_total |= sendcounts[p];
+        recv_total |= recvcounts[p];
+        if (recvcounts[p] > 0)
+            regions[nregions++] = (region_t){rdispls[p],
+                                             rdispls[p] + recvcounts[p], p};
+    }
+    if ((send_total && sendbuf == NULL) || (recv_total && recvbuf == NULL)) {
+        swy_free(regions);
+        return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                            "%s: %s is NULL but counts are not all zero", fn,
+                            send_total && sendbuf == NULL ? "sendbuf"
+                                                          : "recvbuf"));
+    }
+    qsort(regions, (size_t)nregions, sizeof(region_t), region_cmp);
+    for (int i = 1; i < nregions; i++)
+        if (regions[i].start < regions[i - 1].end) {
+            status = swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                "%s: receive regions of ranks %d [%zu,%zu) and %d [%zu,%zu) "
+                "overlap", fn, regions[i - 1].peer, regions[i - 1].start,
+                regions[i - 1].end, regions[i].peer, regions[i].start,
+                regions[i].end);
+            swy_free(regions);
+            return swy_api_fail(comm, status);
+        }
+    swy_free(regions);
+    swy_coll_args_t args = {
+        .kind = SWY_COLL_ALLTOALLV, .dtype = dtype, .sendbuf = sendbuf,
+        .recvbuf = recvbuf, .root = -1,
+        .sendcounts = (size_t *)sendcounts, .sdispls = (size_t *)sdispls,
+        .recvcounts = (size_t *)recvcounts, .rdispls = (size_t *)rdispls};
+    return post_or_run(comm, &args, prio, order, attr, req);
+}
+
+swy_status_t swy_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                           swy_dtype_t dtype, swy_redop_t op, swy_comm_t comm,
+                           const swy_op_attr_t *attr, swy_request_t *req)
+{
+    static const char fn[] = "swy_allreduce";
+    int prio;
+    int64_t order;
+    swy_status_t status = check_common(fn, comm, SWY_COLL_ALLREDUCE, dtype,
+                                       attr, &prio, &order);
+    if (status == SWY_OK && !swy_redop_valid(op))
+        status = swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                             "%s: op %d is not a swy_redop_t", fn, (int)op);
+    if (status == SWY_OK)
+        status = check_bytes(fn, "count", count, swy_dtype_size(dtype), NULL);
+    if (status == SWY_OK && count > 0 && (sendbuf == NULL || recvbuf == NULL))
+        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: %s is NULL "
+                             "with count %zu", fn,
+                             sendbuf == NULL ? "sendbuf" : "recvbuf", count);
+    if (status != SWY_OK)
+        return swy_api_fail(comm, status);
+    swy_coll_args_t args = {.kind = SWY_COLL_ALLREDUCE, .dtype = dtype,
+                            .redop = op, .sendbuf = sendbuf,
+                            .recvbuf = recvbuf, .count = count, .root = -1};
+    return post_or_run(comm, &args, prio, order, attr, req);
+}
+
+swy_status_t swy_allgather(const void *sendbuf, void *recvbuf, size_t count,
+                           swy_dtype_t dtype, swy_comm_t comm,
+                           const swy_op_attr_t *attr, swy_request_t *req)
+{
+    static const char fn[] = "swy_allgather";
+    int prio;
+    int64_t order;
+    size_t total;
+    swy_status_t status = check_common(fn, comm, SWY_COLL_ALLGATHER, dtype,
+                                       attr, &prio, &order);
+    if (status == SWY_OK &&
+        swy_mul_overflow(count, (size_t)comm->nranks, &total) != 0)
+        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: count %zu "
+                             "times %d ranks overflows", fn, count,
+                             comm->nranks);
+    if (status == SWY_OK)
+        status = check_bytes(fn, "count*nranks", total, swy_dtype_size(dtype),
+                             NULL);
+    if (status == SWY_OK && count > 0 && (sendbuf == NULL || recvbuf == NULL))
+        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: %s is NULL "
+                             "with count %zu", fn,
+                             sendbuf == NULL ? "sendbuf" : "recvbuf", count);
+    if (status != SWY_OK)
+        return swy_api_fail(comm, status);
+    swy_coll_args_t args = {.kind = SWY_COLL_ALLGATHER, .dtype = dtype,
+                            .sendbuf = sendbuf, .recvbuf = recvbuf,
+                            .count = count, .root = -1};
+    return post_or_run(comm, &args, prio, order, attr, req);
+}
+
+swy_status_t swy_broadcast(void *buf, size_t count, swy_dtype_t dtype,
+                           int root, swy_comm_t comm,
+                           const swy_op_attr_t *attr, swy_request_t *req)
+{
+    static const char fn[] = "swy_broadcast";
+    int prio;
+    int64_t order;
+    swy_status_t status = check_common(fn, comm, SWY_COLL_BROADCAST, dtype,
+                                       attr, &prio, &order);
+    if (status == SWY_OK && (root < 0 || root >= comm->nranks))
+        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: root %d out of "
+                             "range 0..%d", fn, root, comm->nranks - 1);
+    if (status == SWY_OK)
+        status = check_bytes(fn, "count", count, swy_dtype_size(dtype), NULL);
+    if (status == SWY_OK && count > 0 && buf == NULL)
+        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: buf is NULL "
+                             "with count %zu", fn, count);
+    if (status != SWY_OK)
+        return swy_api_fail(comm, status);
+    swy_coll_args_t args = {.kind = SWY_COLL_BROADCAST, .dtype = dtype,
+                            .sendbuf = buf, .recvbuf = buf, .count = count,
+                            .root = root};
+    return post_or_run(comm, &args, prio, order, attr, req);
+}
+
+swy_status_t swy_barrier(swy_comm_t comm)
+{
+    int prio;
+    int64_t order;
+    swy_status_t status = check_common("swy_barrier", comm, SWY_COLL_BARRIER,
+                                       SWY_UINT8, NULL, &prio, &order);
+    if (status != SWY_OK)
+        return swy_api_fail(comm, status);
+    swy_coll_args_t args = {.kind = SWY_COLL_BARRIER, .dtype = SWY_UINT8,
+                            .root = -1};
+    return post_or_run(comm, &args, prio, order, NULL, NULL);
+}
+
+swy_status_t swy_test(swy_request_t req, int *done)
+{
+    swy_err_clear();
+    if (req == NULL || done == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api", "swy_test: %s is NULL",
+                           req == NULL ? "req" : "done");
+    swy_status_t status = swy_sched_test(req, done);
+    return swy_api_fail(swy_sched_owner(req), status);
+}
+
+swy_status_t swy_wait(swy_request_t req)
+{
+    swy_err_clear();
+    if (req == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api", "swy_wait: req is NULL");
+    swy_status_t status = swy_sched_wait(req);
+    return swy_api_fail(swy_sched_owner(req), status);
+}
+
+void swy_request_free(swy_request_t req)
+{
+    if (req != NULL)
+        swy_sched_release(req);
+}

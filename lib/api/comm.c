@@ -1,0 +1,459 @@
+/* Communicator life cycle: unique id, init (rank or from launcher
+ * variables), destroy, abort, queries, and the last-error message. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/comm_impl.h"
+#include "util/alloc.h"
+#include "util/config.h"
+#include "util/log.h"
+
+#define SWY_MAX_RANKS 65535
+
+/* Root services started by swy_get_unique_id in this process, so that the
+ * comm created from the same id can take ownership and release it. */
+typedef struct {
+    swy_boot_addr_t addr;
+    swy_boot_root_t *root;
+} root_slot_t;
+static pthread_mutex_t roots_lock = PTHREAD_MUTEX_INITIALIZER;
+static root_slot_t roots[16];
+
+static void roots_add(const swy_boot_addr_t *addr, swy_boot_root_t *root)
+{
+    pthread_mutex_lock(&roots_lock);
+    for (size_t i = 0; i < SWY_ARRAY_SIZE(roots); i++)
+        if (roots[i].root == NULL) {
+            roots[i].addr = *addr;
+            roots[i].root = root;
+            break;
+        }
+    pthread_mutex_unlock(&roots_lock);
+}
+
+static swy_boot_root_t *roots_take(const swy_boot_addr_t *addr)
+{
+    swy_boot_root_t *root = NULL;
+    pthread_mutex_lock(&roots_lock);
+    for (size_t i = 0; i < SWY_ARRAY_SIZE(roots); i++)
+        if (roots[i].root != NULL && roots[i].addr.port == addr->port &&
+            strcmp(roots[i].addr.host, addr->host) == 0 &&
+            memcmp(roots[i].addr.secret, addr->secret,
+                   SWY_BOOT_SECRET_LEN) == 0) {
+            root = roots[i].root;
+            roots[i].root = NULL;
+            break;
+        }
+    pthread_mutex_unlock(&roots_lock);
+    return root;
+}
+
+const char *swy_version(void)
+{
+    return SWY_VERSION_STRING;
+}
+
+swy_status_t swy_api_fail(swy_comm_t comm, swy_status_t status)
+{
+    if (comm != NULL && status < 0)
+        snprintf(comm->last_error, sizeof(comm->last_error), "%s",
+                 swy_err_last());
+    return status;
+}
+
+const char *swy_last_error(swy_comm_t comm)
+{
+    return comm != NULL ? comm->last_error : swy_err_last();
+}
+
+static swy_status_t root_secret(uint8_t secret[SWY_BOOT_SECRET_LEN])
+{
+    const char *key = swy_config_get("SWY_JOB_KEY");
+    if (key != NULL && key[0] != '\0') {
+        swy_boot_secret_from_text(key, secret);
+        return SWY_OK;
+    }
+    return swy_boot_secret_random(secret);
+}
+
+swy_status_t swy_get_unique_id(swy_unique_id_t *id)
+{
+    swy_boot_addr_t addr;
+    swy_boot_root_t *root;
+    char host[64] = "";
+    uint16_t port = 0;
+    uint8_t secret[SWY_BOOT_SECRET_LEN];
+    swy_err_clear();
+    if (id == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                           "swy_get_unique_id: id is NULL");
+    const char *bind = swy_config_get("SWY_ROOT");
+    if (bind != NULL)
+        SWY_CHECK(swy_boot_parse_hostport(bind, host, sizeof(host), &port));
+    SWY_CHECK(root_secret(secret));
+    SWY_CHECK(swy_boot_root_start(host[0] ? host : NULL, port, secret, &root,
+                                  &addr));
+    swy_status_t status = swy_boot_id_encode(&addr, id);
+    if (status != SWY_OK) {
+        swy_boot_root_release(root);
+        return status;
+    }
+    roots_add(&addr, root);
+    return SWY_OK;
+}
+
+/* About 2 ms of the slowest link's time (Lina's 30 MB on 100 Gb/s is
+ * 2.4 ms), so a low-priority micro-op delays a high-priority one by at
+ * most that much. */
+static size_t auto_partition_bytes(const swy_topo_t *topo, int rank)
+{
+    int n = swy_topo_nranks(topo);
+    double slowest = 0;
+    for (int p = 0; p < n; p++) {
+        if (p == rank && n > 1)
+            continue;
+        double bw = swy_topo_bandwidth(topo, rank, p);
+        if (slowest == 0 || bw < slowest)
+            slowest = bw;
+    }
+    double bytes = slowest * 0.002;
+    if (bytes < 64.0 * 1024)
+        bytes = 64.0 * 1024;
+    if (bytes > 32.0 * 1024 * 1024)
+        bytes = 32.0 * 1024 * 1024;
+    return ((size_t)bytes) & ~(size_t)4095;
+}
+
+static swy_status_t comm_setup_topo(swy_comm_t comm)
+{
+    swy_topo_local_t local;
+    void *all = NULL;
+    size_t *lens = swy_calloc((size_t)comm->nranks, sizeof(size_t));
+    swy_status_t status;
+    if (lens == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+    SWY_CHECK_GOTO(swy_topo_discover(&local), status, out);
+    SWY_CHECK_GOTO(swy_boot_allgather(comm->boot, &local, sizeof(local),
+                                      comm->timeout_s, &all, lens),
+                   status, out);
+    for (int r = 0; r < comm->nranks; r++)
+        if (lens[r] != sizeof(local)) {
+            status = swy_err_set(SWY_ERR_MISMATCH, "api", "rank %d sent a "
+                                 "topology record of %zu bytes (expected "
+                                 "%zu): mixed Switchyard versions?", r,
+                                 lens[r], sizeof(local));
+            goto out;
+        }
+    status = swy_topo_build(all, comm->nranks, comm->rank, &comm->topo);
+out:
+    swy_free(all);
+    swy_free(lens);
+    return status;
+}
+
+static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
+                                const swy_boot_addr_t *addr, int rank,
+                                swy_boot_root_t *root)
+{
+    swy_status_t status;
+    swy_comm_t comm = swy_calloc(1, sizeof(*comm));
+    if (comm == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+    comm->rank = rank;
+    comm->nranks = nranks;
+    comm->timeout_s = swy_config_get_double("SWY_TIMEOUT_S", 300);
+    if (comm->timeout_s <= 0)
+        comm->timeout_s = 300;
+    swy_log_set_rank(rank);
+    SWY_CHECK_GOTO(swy_boot_connect(addr, rank, nranks, comm->timeout_s,
+                                    &comm->boot),
+                   status, err_free);
+    SWY_CHECK_GOTO(comm_setup_topo(comm), status, err_boot);
+    SWY_CHECK_GOTO(swy_transport_set_create(rank, nranks, &comm->transports),
+                   status, err_topo);
+    SWY_CHECK_GOTO(swy_transport_set_connect(comm->transports, comm->boot,
+                                             comm->topo, comm->timeout_s),
+                   status, err_transports);
+    swy_sched_params_t params = {
+        .rank = rank,
+        .nranks = nranks,
+        .transports = comm->transports,
+        .boot = comm->boot,
+        .partition_bytes = swy_config_get_size(
+            "SWY_PARTITION_BYTES", auto_partition_bytes(comm->topo, rank)),
+        .window_bytes = swy_config_get_size("SWY_WINDOW_BYTES", 8u << 20),
+        .timeout_s = comm->timeout_s,
+        .spin_s = (double)swy_config_get_int("SWY_SPIN_US", 200) * 1e-6,
+        .owner = comm,
+    };
+    if (params.partition_bytes == 0)
+        params.partition_bytes = 1;
+    if (params.window_bytes == 0)
+        params.window_bytes = 1;
+    SWY_CHECK_GOTO(swy_sched_create(&params, &comm->sched), status,
+                   err_transports);
+    comm->root = root;
+    swy_info("api", "rank %d of %d ready: partition %zu bytes, window %zu "
+             "bytes", rank, nranks, params.partition_bytes,
+             params.window_bytes);
+    *comm_p = comm;
+    return SWY_OK;
+
+err_transports:
+    swy_transport_set_destroy(comm->transports);
+err_topo:
+    swy_topo_destroy(comm->topo);
+err_boot:
+    swy_boot_abort(comm->boot, swy_err_last());
+err_free:
+    swy_free(comm);
+    return status;
+}
+
+swy_status_t swy_comm_init_rank(swy_comm_t *comm_p, int nranks,
+                                const swy_unique_id_t *id, int rank)
+{
+    swy_boot_addr_t addr;
+    swy_err_clear();
+    if (comm_p == NULL || id == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                           "swy_comm_init_rank: %s is NULL",
+                           comm_p == NULL ? "comm" : "id");
+    if (nranks < 1 || nranks > SWY_MAX_RANKS)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                           "swy_comm_init_rank: nranks %d out of range "
+                           "1..%d", nranks, SWY_MAX_RANKS);
+    if (rank < 0 || rank >= nranks)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                           "swy_comm_init_rank: rank %d out of range 0..%d",
+                           rank, nranks - 1);
+    SWY_CHECK(swy_boot_id_decode(id, &addr));
+    swy_boot_root_t *root = roots_take(&addr);
+    swy_status_t status = comm_create(comm_p, nranks, &addr, rank, root);
+    if (status != SWY_OK && root != NULL)
+        roots_add(&addr, root); /* still serving the other ranks */
+    return status;
+}
+
+static const char *first_env(const char *const *names, const char **which_p)
+{
+    for (; *names != NULL; names++) {
+        const char *value = strncmp(*names, "SWY_", 4) == 0
+                                ? swy_config_get(*names)
+                                : swy_config_getenv_foreign(*names);
+        if (value != NULL && value[0] != '\0') {
+            *which_p = *names;
+            return value;
+        }
+    }
+    return NULL;
+}
+
+static swy_status_t env_int(const char *const *names, const char *what,
+                            int *value_p)
+{
+    const char *which = NULL;
+    const char *text = first_env(names, &which);
+    int64_t value;
+    if (text == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                           "swy_comm_init_env: no %s: set SWY_%s (or a "
+                           "launcher's: %s, %s, %s)", what,
+                           strcmp(what, "rank") == 0 ? "RANK" : "WORLD_SIZE",
+                           names[1], names[2], names[3]);
+    if (swy_config_parse_int(text, &value) != 0 || value < 0 ||
+        value > SWY_MAX_RANKS)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                           "swy_comm_init_env: %s='%s' is not a valid %s",
+                           which, text, what);
+    *value_p = (int)value;
+    return SWY_OK;
+}
+
+/* The root address: SWY_ROOT, else torchrun's MASTER_ADDR:MASTER_PORT
+ * (+1 under torchrun itself, whose agent holds MASTER_PORT for its own
+ * store), else loopback when every rank is on this host (Open MPI tells)
+ * on a port derived from the launcher's job id. */
+static swy_status_t env_root(int nranks, char *host, size_t host_len,
+                             uint16_t *port_p, char *jobid, size_t jobid_len)
+{
+    const char *which = NULL;
+    static const char *const jobids[] = {
+        "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid", "TORCHELASTIC_RUN_ID",
+        "PMIX_NAMESPACE", NULL};
+    const char *id = first_env(jobids, &which);
+    snprintf(jobid, jobid_len, "%s", id ? id : "");
+    const char *root = swy_config_get("SWY_ROOT");
+    if (root != NULL && root[0] != '\0')
+        return swy_boot_parse_hostport(root, host, host_len, port_p);
+    const char *maddr = swy_config_getenv_foreign("MASTER_ADDR");
+    const char *mport = swy_config_getenv_foreign("MASTER_PORT");
+    if (maddr != NULL && mport != NULL) {
+        char text[128];
+        int64_t port;
+        if (swy_config_parse_int(mport, &port) != 0 || port <= 0 ||
+            port > 65534)
+            return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                               "MASTER_PORT='%s' is not a port", mport);
+        if (swy_config_getenv_foreign("TORCHELASTIC_RUN_ID") != NULL)
+            port++;
+        snprintf(text, sizeof(text), "%s:%d", maddr, (int)port);
+        return swy_boot_parse_hostport(text, host, host_len, port_p);
+    }
+    const char *local = swy_config_getenv_foreign("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int64_t local_size = -1;
+    if (nranks == 1 ||
+        (local != NULL && swy_config_parse_int(local, &local_size) == 0 &&
+         local_size == nranks && id != NULL)) {
+        uint32_t hash = 2166136261u;
+        for (const char *c = jobid; *c; c++)
+            hash = (hash ^ (uint8_t)*c) * 16777619u;
+        snprintf(host, host_len, "127.0.0.1");
+        *port_p = (uint16_t)(20000 + hash % 20000);
+        swy_info("api", "SWY_ROOT not set: all ranks are local, using %s:%u",
+                 host, *port_p);
+        return SWY_OK;
+    }
+    return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                       "swy_comm_init_env: no root address: set "
+                       "SWY_ROOT=host:port (rank 0's host) or MASTER_ADDR "
+                       "and MASTER_PORT");
+}
+
+swy_status_t swy_comm_init_env(swy_comm_t *comm_p)
+{
+    static const char *const rank_names[] = {
+        "SWY_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID",
+        "PMI_RANK", NULL};
+    static const char *const size_names[] = {
+        "SWY_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
+        "SLURM_NTASKS", "PMI_SIZE", NULL};
+    swy_boot_addr_t addr;
+    swy_boot_root_t *root = NULL;
+    char jobid[128];
+    int rank, nranks;
+    swy_err_clear();
+    if (comm_p == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                           "swy_comm_init_env: comm is NULL");
+    SWY_CHECK(env_int(rank_names, "rank", &rank));
+    SWY_CHECK(env_int(size_names, "world size", &nranks));
+    if (nranks < 1 || rank >= nranks)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                           "swy_comm_init_env: rank %d is not below the "
+                           "world size %d", rank, nranks);
+    memset(&addr, 0, sizeof(addr));
+    SWY_CHECK(env_root(nranks, addr.host, sizeof(addr.host), &addr.port,
+                       jobid, sizeof(jobid)));
+    const char *key = swy_config_get("SWY_JOB_KEY");
+    if (key != NULL && key[0] != '\0') {
+        swy_boot_secret_from_text(key, addr.secret);
+    } else {
+        char text[256];
+        snprintf(text, sizeof(text), "%s|%s:%u", jobid, addr.host,
+                 addr.port);
+        swy_boot_secret_from_text(text, addr.secret);
+        swy_info("api", "SWY_JOB_KEY not set: job secret derived from the "
+                 "launcher's job id and the root address");
+    }
+    if (rank == 0) {
+        swy_boot_addr_t bound;
+        swy_status_t status = swy_boot_root_start(addr.host, addr.port,
+                                                  addr.secret, &root, &bound);
+        if (status != SWY_OK) /* a name of this host that isn't bindable */
+            status = swy_boot_root_start("0.0.0.0", addr.port, addr.secret,
+                                         &root, &bound);
+        SWY_CHECK(status);
+    }
+    swy_status_t status = comm_create(comm_p, nranks, &addr, rank, root);
+    if (status != SWY_OK && root != NULL)
+        swy_boot_root_release(root);
+    return status;
+}
+
+static void comm_free(swy_comm_t comm)
+{
+    swy_transport_set_destroy(comm->transports);
+    swy_sched_destroy(comm->sched);
+    swy_topo_destroy(comm->topo);
+}
+
+swy_status_t swy_comm_destroy(swy_comm_t comm)
+{
+    if (comm == NULL)
+        return SWY_OK;
+    swy_err_clear();
+    /* A comm that already failed is released without waiting for peers
+     * (they failed too); that is not a failure of destroy itself. */
+    int failed_before = swy_sched_failure(comm->sched, NULL, 0) != SWY_OK;
+    swy_status_t status = SWY_OK;
+    if (!failed_before)
+        status = swy_sched_drain(comm->sched, comm->timeout_s);
+    /* Every rank finished every op before anyone closes its endpoints. */
+    if (!failed_before && status == SWY_OK)
+        status = swy_boot_barrier(comm->boot, comm->timeout_s);
+    swy_sched_fail_all(comm->sched, SWY_ERR_ABORTED, "communicator destroyed");
+    comm_free(comm);
+    if (status == SWY_OK || failed_before)
+        swy_boot_finalize(comm->boot);
+    else
+        swy_boot_abort(comm->boot, swy_err_last());
+    swy_boot_root_release(comm->root);
+    swy_free(comm);
+    return status;
+}
+
+swy_status_t swy_comm_abort(swy_comm_t comm)
+{
+    char why[128];
+    if (comm == NULL)
+        return SWY_OK;
+    snprintf(why, sizeof(why), "rank %d aborted the communicator",
+             comm->rank);
+    swy_sched_fail_all(comm->sched, SWY_ERR_ABORTED, why);
+    swy_boot_abort(comm->boot, why);
+    comm_free(comm);
+    swy_boot_root_release(comm->root);
+    swy_free(comm);
+    return SWY_OK;
+}
+
+int swy_comm_rank(swy_comm_t comm)
+{
+    return comm ? comm->rank : -1;
+}
+
+int swy_comm_size(swy_comm_t comm)
+{
+    return comm ? comm->nranks : -1;
+}
+
+swy_status_t swy_comm_stats(swy_comm_t comm, swy_comm_stats_t *stats)
+{
+    swy_err_clear();
+    if (comm == NULL || stats == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api", "swy_comm_stats: %s "
+                           "is NULL", comm == NULL ? "comm" : "stats");
+    if (stats->struct_size != sizeof(*stats))
+        return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                            "swy_comm_stats: struct_size %zu, expected %zu "
+                            "(set it to sizeof(swy_comm_stats_t))",
+                            stats->struct_size, sizeof(*stats)));
+    swy_sched_stats(comm->sched, stats);
+    return SWY_OK;
+}
+
+swy_status_t swy_phase_hint(swy_comm_t comm, int phase)
+{
+    if (comm == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                           "swy_phase_hint: comm is NULL");
+    if (phase != SWY_PHASE_NONE && phase != SWY_PHASE_A2A_IMMINENT)
+        return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                            "swy_phase_hint: unknown phase %d", phase));
+    swy_sched_phase_hint(comm->sched, phase);
+    return SWY_OK;
+}
