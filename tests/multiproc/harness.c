@@ -1,0 +1,118 @@
+#include "harness.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int child_main(int fd, int rank, int nranks, swy_test_rank_fn fn,
+                      void *arg)
+{
+    swy_unique_id_t id;
+    size_t got = 0;
+    while (got < sizeof(id)) {
+        ssize_t n = read(fd, (char *)&id + got, sizeof(id) - got);
+        if (n <= 0)
+            return 90;
+        got += (size_t)n;
+    }
+    close(fd);
+    swy_comm_t comm;
+    swy_status_t status = swy_comm_init_rank(&comm, nranks, &id, rank);
+    if (status != SWY_OK) {
+        fprintf(stderr, "rank %d: init failed: %s: %s\n", rank,
+                swy_status_string(status), swy_last_error(NULL));
+        return 91;
+    }
+    int code = fn(comm, rank, nranks, arg);
+    if (code >= 200)
+        return code - 200;
+    status = swy_comm_destroy(comm);
+    if (status != SWY_OK) {
+        fprintf(stderr, "rank %d: destroy failed: %s: %s\n", rank,
+                swy_status_string(status), swy_last_error(NULL));
+        return code ? code : 92;
+    }
+    return code;
+}
+
+int swy_test_spawn(int nranks, swy_test_rank_fn fn, void *arg,
+                   double timeout_s, swy_test_result_t *result)
+{
+    pid_t pids[256];
+    int fds[256];
+    swy_test_result_t local;
+    if (result == NULL)
+        result = &local;
+    fflush(stdout);
+    fflush(stderr);
+    for (int r = 0; r < nranks; r++) {
+        int p[2];
+        if (pipe(p) != 0)
+            return -1;
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(p[1]);
+            for (int q = 0; q < r; q++)
+                close(fds[q]);
+            _exit(child_main(p[0], r, nranks, fn, arg));
+        }
+        close(p[0]);
+        pids[r] = pid;
+        fds[r] = p[1];
+    }
+    swy_unique_id_t id;
+    swy_status_t status = swy_get_unique_id(&id);
+    for (int r = 0; r < nranks; r++) {
+        if (status == SWY_OK && write(fds[r], &id, sizeof(id)) != sizeof(id))
+            status = SWY_ERR_SYSTEM;
+        close(fds[r]);
+    }
+    if (status != SWY_OK)
+        fprintf(stderr, "harness: swy_get_unique_id failed: %s\n",
+                swy_last_error(NULL));
+    double deadline = now_s() + timeout_s;
+    int remaining = nranks, killed = 0;
+    for (int r = 0; r < nranks; r++)
+        result->code[r] = -1000;
+    while (remaining > 0) {
+        int wstatus;
+        pid_t pid = waitpid(-1, &wstatus, WNOHANG);
+        if (pid > 0) {
+            for (int r = 0; r < nranks; r++)
+                if (pids[r] == pid) {
+                    result->code[r] = WIFEXITED(wstatus)
+                                          ? WEXITSTATUS(wstatus)
+                                          : -WTERMSIG(wstatus);
+                    remaining--;
+                }
+            continue;
+        }
+        if (!killed && now_s() > deadline) {
+            fprintf(stderr, "harness: timeout after %.0f s; killing ranks\n",
+                    timeout_s);
+            for (int r = 0; r < nranks; r++)
+                if (result->code[r] == -1000)
+                    kill(pids[r], SIGKILL);
+            killed = 1;
+        }
+        usleep(2000);
+    }
+    int failed = 0;
+    for (int r = 0; r < nranks; r++)
+        if (result->code[r] != 0) {
+            fprintf(stderr, "harness: rank %d ended with %d\n", r,
+                    result->code[r]);
+            failed = 1;
+        }
+    return failed || killed;
+}

@@ -1,0 +1,61 @@
+/* A minimal launcher for multi-process tests: forks the ranks first, then
+ * creates the unique id in the parent and hands it to each child through a
+ * pipe (so no child inherits a running root thread), and collects exit
+ * codes. Independent of swy-run, so launcher bugs cannot mask library
+ * bugs. */
+#ifndef SWY_TEST_HARNESS_H
+#define SWY_TEST_HARNESS_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "switchyard/switchyard.h"
+
+typedef int (*swy_test_rank_fn)(swy_comm_t comm, int rank, int nranks,
+                                 void *arg);
+
+/* Exit codes of each child (index = rank); -signal when killed. */
+typedef struct {
+    int code[256];
+} swy_test_result_t;
+
+/* Run fn on nranks processes; each child inits its comm, runs fn, and
+ * destroys the comm unless fn returned 200 + n (then it exits n without
+ * destroy: the comm is already unusable on purpose). Kills everything
+ * after timeout_s. Returns 0 if every rank exited 0. */
+int swy_test_spawn(int nranks, swy_test_rank_fn fn, void *arg,
+                   double timeout_s, swy_test_result_t *result);
+
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__,  \
+                    #cond);                                                   \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fprintf(stderr, "\n");                                            \
+            return 1;                                                         \
+        }                                                                     \
+    } while (0)
+
+#define CHECK_OK(expr, comm)                                                  \
+    do {                                                                      \
+        swy_status_t check_status_ = (expr);                                  \
+        if (check_status_ != SWY_OK) {                                        \
+            fprintf(stderr, "%s:%d: %s failed: %s: %s\n", __FILE__, __LINE__, \
+                    #expr, swy_status_string(check_status_),                  \
+                    swy_last_error(comm));                                    \
+            return 1;                                                         \
+        }                                                                     \
+    } while (0)
+
+/* Deterministic generator (splitmix64) shared by all ranks. */
+static inline uint64_t swy_test_rand(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+#endif

@@ -1,0 +1,355 @@
+/* Every collective against a serial reference computed independently on
+ * each rank from the same seeded inputs: random data, random uneven counts
+ * with zeros, every dtype and reduction op, several ops in flight at once.
+ * Usage: test_coll NRANKS [SEED] */
+#include <math.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define NDTYPES 8
+static const swy_dtype_t dtypes[NDTYPES] = {
+    SWY_INT8, SWY_UINT8, SWY_INT32, SWY_INT64,
+    SWY_FLOAT16, SWY_BFLOAT16, SWY_FLOAT32, SWY_FLOAT64};
+static const size_t dsizes[NDTYPES] = {1, 1, 4, 8, 2, 2, 4, 8};
+static uint64_t base_seed = 12345;
+
+/* Reference conversions written independently of the library's: exact
+ * for every half/bfloat value (they are subsets of float). */
+static double half_to_double(uint16_t h)
+{
+    int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    double v = exp == 0 ? ldexp(mant, -24) : ldexp(mant | 0x400, exp - 25);
+    return sign ? -v : v;
+}
+static uint16_t double_to_half(double v) /* exact normal values only */
+{
+    if (v == 0)
+        return 0;
+    int e;
+    double m = frexp(fabs(v), &e); /* v = m * 2^e, m in [0.5, 1) */
+    uint16_t bits = (uint16_t)(((e - 1 + 15) << 10) |
+                               (uint16_t)((m * 2 - 1) * 1024));
+    return (uint16_t)(bits | (v < 0 ? 0x8000 : 0));
+}
+static double bf16_to_double(uint16_t b)
+{
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* Value of element i of rank r's input for op number `iter`. Chosen so
+ * that sums are exact in every float type (small integers / 4) and
+ * products stay near 1. */
+static void gen_value(int di, int iter, int r, size_t i, int for_prod,
+                      void *out)
+{
+    uint64_t st = base_seed ^ ((uint64_t)iter << 40) ^ ((uint64_t)r << 20) ^ i;
+    uint64_t x = swy_test_rand(&st);
+    int small = (int)(x % 17) - 8; /* -8..8 */
+    double fv = for_prod ? (x % 2 ? 1.0 : (x % 4 == 0 ? 0.5 : 2.0))
+                         : small / 4.0;
+    switch (dtypes[di]) {
+    case SWY_INT8: *(int8_t *)out = (int8_t)(for_prod ? (int)(x % 3) - 1 : small * 5); break;
+    case SWY_UINT8: *(uint8_t *)out = (uint8_t)(x % 256); break;
+    case SWY_INT32: *(int32_t *)out = (int32_t)(x % 2000001) - 1000000; break;
+    case SWY_INT64: *(int64_t *)out = (int64_t)(x >> 3) - (INT64_C(1) << 59); break;
+    case SWY_FLOAT16: *(uint16_t *)out = double_to_half(fv); break;
+    case SWY_BFLOAT16: {
+        float f = (float)fv;
+        uint32_t bits;
+        memcpy(&bits, &f, 4);
+        *(uint16_t *)out = (uint16_t)(bits >> 16);
+        break;
+    }
+    case SWY_FLOAT32: *(float *)out = (float)fv; break;
+    case SWY_FLOAT64: *(double *)out = fv; break;
+    }
+}
+
+static double as_double(int di, const void *p)
+{
+    switch (dtypes[di]) {
+    case SWY_FLOAT16: return half_to_double(*(const uint16_t *)p);
+    case SWY_BFLOAT16: return bf16_to_double(*(const uint16_t *)p);
+    case SWY_FLOAT32: return *(const float *)p;
+    case SWY_FLOAT64: return *(const double *)p;
+    default: return 0;
+    }
+}
+
+/* Serial reference of element i: reduce rank 0..W-1 inputs. Integer ops
+ * wrap in the element type; AVG divides the wrapped sum. */
+static int check_allreduce_elem(int di, swy_redop_t op, int iter, int w,
+                                size_t i, const void *got)
+{
+    unsigned char v[8];
+    if (dtypes[di] >= SWY_FLOAT16) {
+        double acc = 0;
+        for (int r = 0; r < w; r++) {
+            gen_value(di, iter, r, i, op == SWY_PROD, v);
+            double x = as_double(di, v);
+            if (r == 0) acc = x;
+            else if (op == SWY_SUM || op == SWY_AVG) acc += x;
+            else if (op == SWY_PROD) acc *= x;
+            else if (op == SWY_MAX) acc = x > acc ? x : acc;
+            else acc = x < acc ? x : acc;
+        }
+        if (op == SWY_AVG)
+            acc /= w;
+        double g = as_double(di, got);
+        double tol = dtypes[di] == SWY_FLOAT16 ? 2e-3 : dtypes[di] == SWY_BFLOAT16 ? 1e-2 : 1e-6;
+        return fabs(g - acc) <= tol * (1 + fabs(acc));
+    }
+#define INT_REF(T, UT)                                                        \
+    do {                                                                      \
+        T acc = 0;                                                            \
+        for (int r = 0; r < w; r++) {                                         \
+            gen_value(di, iter, r, i, op == SWY_PROD, v);                     \
+            T x;                                                              \
+            memcpy(&x, v, sizeof(T));                                         \
+            if (r == 0) acc = x;                                              \
+            else if (op == SWY_SUM || op == SWY_AVG) acc = (T)((UT)acc + (UT)x); \
+            else if (op == SWY_PROD) acc = (T)((UT)acc * (UT)x);              \
+            else if (op == SWY_MAX) acc = x > acc ? x : acc;                  \
+            else acc = x < acc ? x : acc;                                     \
+        }                                                                     \
+        if (op == SWY_AVG) acc = (T)(acc / w);                                \
+        T g;                                                                  \
+        memcpy(&g, got, sizeof(T));                                           \
+        return g == acc;                                                      \
+    } while (0)
+    switch (dtypes[di]) {
+    case SWY_INT8: INT_REF(int8_t, uint8_t);
+    case SWY_UINT8: INT_REF(uint8_t, uint8_t);
+    case SWY_INT32: INT_REF(int32_t, uint32_t);
+    case SWY_INT64: INT_REF(int64_t, uint64_t);
+    default: return 0;
+    }
+}
+
+static int test_allreduce(swy_comm_t comm, int rank, int w, size_t count,
+                          int iter0, int in_place)
+{
+    for (int di = 0; di < NDTYPES; di++)
+        for (int op = SWY_SUM; op <= SWY_AVG; op++) {
+            int iter = iter0 + di * 8 + op;
+            size_t ds = dsizes[di];
+            unsigned char *in = malloc(count * ds + 1);
+            unsigned char *out = malloc(count * ds + 1);
+            for (size_t i = 0; i < count; i++)
+                gen_value(di, iter, rank, i, op == SWY_PROD, in + i * ds);
+            void *dst = in_place ? in : out;
+            CHECK_OK(swy_allreduce(in, dst, count, dtypes[di], op, comm, NULL,
+                                   NULL), comm);
+            for (size_t i = 0; i < count; i++)
+                CHECK(check_allreduce_elem(di, op, iter, w, i,
+                                           (unsigned char *)dst + i * ds),
+                      "allreduce dtype %d op %d count %zu elem %zu", di, op,
+                      count, i);
+            free(in);
+            free(out);
+        }
+    return 0;
+}
+
+/* counts[i*w+j] = elements rank i sends to rank j, from a shared seed. */
+static void a2a_counts(int w, int iter, size_t max, size_t *counts)
+{
+    uint64_t st = base_seed * 31 + (uint64_t)iter;
+    for (int k = 0; k < w * w; k++) {
+        uint64_t x = swy_test_rand(&st);
+        counts[k] = x % 4 == 0 ? 0 : (size_t)(x >> 8) % (max + 1);
+    }
+}
+
+static uint32_t a2a_value(int src, int dst, size_t i, int iter)
+{
+    return (uint32_t)(src * 1000003u + dst * 7919u + i * 31u + (uint32_t)iter);
+}
+
+typedef struct {
+    size_t *sc, *sd, *rc, *rd;
+    uint32_t *sbuf, *rbuf;
+    size_t rlen;
+    int iter;
+} a2a_case_t;
+
+static void a2a_setup(a2a_case_t *c, int rank, int w, int iter, size_t max)
+{
+    size_t *counts = malloc((size_t)w * w * sizeof(size_t));
+    a2a_counts(w, iter, max, counts);
+    c->iter = iter;
+    c->sc = calloc((size_t)w, sizeof(size_t));
+    c->sd = calloc((size_t)w, sizeof(size_t));
+    c->rc = calloc((size_t)w, sizeof(size_t));
+    c->rd = calloc((size_t)w, sizeof(size_t));
+    size_t soff = 0, roff = 0;
+    for (int j = 0; j < w; j++) { /* gaps of 3 between blocks */
+        c->sc[j] = counts[rank * w + j];
+        c->sd[j] = soff;
+        soff += c->sc[j] + 3;
+        c->rc[j] = counts[j * w + rank];
+        c->rd[j] = roff;
+        roff += c->rc[j] + 3;
+    }
+    c->sbuf = malloc((soff + 1) * 4);
+    c->rbuf = malloc((roff + 1) * 4);
+    c->rlen = roff;
+    for (int j = 0; j < w; j++)
+        for (size_t i = 0; i < c->sc[j]; i++)
+            c->sbuf[c->sd[j] + i] = a2a_value(rank, j, i, iter);
+    for (size_t i = 0; i < roff; i++)
+        c->rbuf[i] = 0xDEADBEEFu;
+    free(counts);
+}
+
+static int a2a_verify(a2a_case_t *c, int rank, int w)
+{
+    size_t pos = 0;
+    for (int j = 0; j < w; j++) {
+        for (size_t i = 0; i < c->rc[j]; i++)
+            CHECK(c->rbuf[c->rd[j] + i] == a2a_value(j, rank, i, c->iter),
+                  "alltoallv iter %d from %d elem %zu", c->iter, j, i);
+        pos = c->rd[j] + c->rc[j];
+        for (size_t g = 0; g < 3 && pos + g < c->rlen; g++) /* no overrun */
+            CHECK(c->rbuf[pos + g] == 0xDEADBEEFu, "gap after block %d "
+                  "written (iter %d)", j, c->iter);
+    }
+    free(c->sc); free(c->sd); free(c->rc); free(c->rd);
+    free(c->sbuf); free(c->rbuf);
+    return 0;
+}
+
+static int test_alltoallv(swy_comm_t comm, int rank, int w, int iter,
+                          size_t max)
+{
+    a2a_case_t c;
+    a2a_setup(&c, rank, w, iter, max);
+    CHECK_OK(swy_alltoallv(c.sbuf, c.sc, c.sd, c.rbuf, c.rc, c.rd, SWY_INT32,
+                           comm, NULL, NULL), comm);
+    return a2a_verify(&c, rank, w);
+}
+
+static int test_allgather(swy_comm_t comm, int rank, int w, size_t count,
+                          int in_place)
+{
+    int64_t *buf = malloc((count * (size_t)w + 1) * 8);
+    int64_t *mine = malloc((count + 1) * 8);
+    for (size_t i = 0; i < count * (size_t)w; i++)
+        buf[i] = -1;
+    for (size_t i = 0; i < count; i++)
+        mine[i] = rank * 1000000 + (int64_t)i;
+    if (in_place)
+        memcpy(buf + (size_t)rank * count, mine, count * 8);
+    CHECK_OK(swy_allgather(in_place ? buf + (size_t)rank * count : mine, buf,
+                           count, SWY_INT64, comm, NULL, NULL), comm);
+    for (int r = 0; r < w; r++)
+        for (size_t i = 0; i < count; i++)
+            CHECK(buf[(size_t)r * count + i] == r * 1000000 + (int64_t)i,
+                  "allgather block %d elem %zu", r, i);
+    free(buf);
+    free(mine);
+    return 0;
+}
+
+static int test_broadcast(swy_comm_t comm, int rank, int w, size_t count)
+{
+    for (int root = 0; root < w; root++) {
+        double *buf = malloc((count + 1) * 8);
+        for (size_t i = 0; i < count; i++)
+            buf[i] = rank == root ? root + i * 0.5 : -1;
+        CHECK_OK(swy_broadcast(buf, count, SWY_FLOAT64, root, comm, NULL,
+                               NULL), comm);
+        for (size_t i = 0; i < count; i++)
+            CHECK(buf[i] == root + i * 0.5, "broadcast root %d elem %zu",
+                  root, i);
+        free(buf);
+    }
+    return 0;
+}
+
+/* Several ops in flight at once, of different kinds and priorities,
+ * waited for in reverse order. */
+static int test_in_flight(swy_comm_t comm, int rank, int w)
+{
+    enum { NA2A = 4 };
+    a2a_case_t cases[NA2A];
+    swy_request_t reqs[NA2A + 2];
+    size_t count = 50000;
+    float *ar_in = malloc(count * 4), *ar_out = malloc(count * 4);
+    for (size_t i = 0; i < count; i++)
+        ar_in[i] = (float)(rank + 1) * (float)(i % 7);
+    int64_t *bc = malloc(count * 8);
+    for (size_t i = 0; i < count; i++)
+        bc[i] = rank == 0 ? (int64_t)i * 3 : 0;
+    CHECK_OK(swy_allreduce(ar_in, ar_out, count, SWY_FLOAT32, SWY_SUM, comm,
+                           NULL, &reqs[0]), comm);
+    for (int k = 0; k < NA2A; k++) {
+        a2a_setup(&cases[k], rank, w, 1000 + k, 30000);
+        swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+        attr.priority = k % 2 ? SWY_PRIO_HIGH : SWY_PRIO_LOW;
+        attr.order = NA2A - k;
+        attr.name = "inflight";
+        CHECK_OK(swy_alltoallv(cases[k].sbuf, cases[k].sc, cases[k].sd,
+                               cases[k].rbuf, cases[k].rc, cases[k].rd,
+                               SWY_INT32, comm, &attr, &reqs[1 + k]), comm);
+    }
+    CHECK_OK(swy_broadcast(bc, count, SWY_INT64, 0, comm, NULL,
+                           &reqs[NA2A + 1]), comm);
+    for (int k = NA2A + 1; k >= 0; k--) {
+        CHECK_OK(swy_wait(reqs[k]), comm);
+        swy_request_free(reqs[k]);
+    }
+    float expect_scale = (float)w * (float)(w + 1) / 2;
+    for (size_t i = 0; i < count; i++) {
+        CHECK(ar_out[i] == expect_scale * (float)(i % 7), "inflight allreduce %zu", i);
+        CHECK(bc[i] == (int64_t)i * 3, "inflight broadcast %zu", i);
+    }
+    for (int k = 0; k < NA2A; k++)
+        if (a2a_verify(&cases[k], rank, w))
+            return 1;
+    free(ar_in); free(ar_out); free(bc);
+    return 0;
+}
+
+static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
+{
+    size_t big = *(size_t *)arg;
+    CHECK(swy_comm_rank(comm) == rank && swy_comm_size(comm) == w, "rank/size");
+    CHECK_OK(swy_barrier(comm), comm);
+    size_t sizes[] = {0, 1, 7, 1000, big};
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        if (test_allreduce(comm, rank, w, sizes[k], (int)k * 100, k % 2))
+            return 1;
+        if (test_allgather(comm, rank, w, sizes[k], k % 2))
+            return 1;
+        if (test_broadcast(comm, rank, w, sizes[k]))
+            return 1;
+    }
+    for (int iter = 0; iter < 6; iter++)
+        if (test_alltoallv(comm, rank, w, iter, iter < 3 ? 100 : big / 4))
+            return 1;
+    if (test_in_flight(comm, rank, w))
+        return 1;
+    CHECK_OK(swy_barrier(comm), comm);
+    swy_comm_stats_t stats = {.struct_size = sizeof(stats)};
+    CHECK_OK(swy_comm_stats(comm, &stats), comm);
+    CHECK(stats.ops_posted == stats.ops_completed, "stats %llu posted, %llu "
+          "completed", (unsigned long long)stats.ops_posted,
+          (unsigned long long)stats.ops_completed);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int nranks = argc > 1 ? atoi(argv[1]) : 2;
+    size_t big = argc > 2 ? (size_t)atol(argv[2]) : 300000;
+    if (argc > 3)
+        base_seed = (uint64_t)atoll(argv[3]);
+    int rc = swy_test_spawn(nranks, rank_main, &big, 240, NULL);
+    printf("%s: %d ranks, big count %zu\n", rc ? "FAIL" : "PASS", nranks, big);
+    return rc;
+}

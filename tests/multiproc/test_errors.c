@@ -1,0 +1,295 @@
+/* Bad input and failing peers: each case gets its documented status on
+ * every rank, with a message naming what went wrong, and no rank hangs.
+ * Usage: test_errors CASE NRANKS
+ *   args      local argument checks (comm stays usable afterwards)
+ *   counts    alltoallv counts disagree between two ranks
+ *   kinds     different collectives on different ranks
+ *   allreduce allreduce counts disagree
+ *   kill      a rank is SIGKILLed mid-collective
+ *   abort     a rank calls swy_comm_abort
+ *   timeout   a rank never posts (SWY_TIMEOUT_S=2)
+ *   id        a unique id from another job / a corrupted id */
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+#define EXPECT_STATUS(expr, want, comm, needle)                               \
+    do {                                                                      \
+        swy_status_t got_ = (expr);                                           \
+        CHECK(got_ == (want), "%s returned %s, expected %s (%s)", #expr,      \
+              swy_status_string(got_), swy_status_string(want),               \
+              swy_last_error(comm));                                          \
+        CHECK(strstr(swy_last_error(comm), (needle)) != NULL,                 \
+              "message '%s' lacks '%s'", swy_last_error(comm), (needle));     \
+    } while (0)
+
+static int case_args(swy_comm_t comm, int rank, int w, void *arg)
+{
+    size_t counts[64] = {0}, displs[64] = {0}, huge[64];
+    float buf[64];
+    swy_request_t req;
+    for (int i = 0; i < 64; i++)
+        huge[i] = (size_t)-1 / 2;
+    EXPECT_STATUS(swy_allreduce(NULL, buf, 4, SWY_FLOAT32, SWY_SUM, comm,
+                                NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "sendbuf is NULL");
+    EXPECT_STATUS(swy_allreduce(buf, buf, (size_t)-5, SWY_FLOAT32, SWY_SUM,
+                                comm, NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "too large");
+    EXPECT_STATUS(swy_allreduce(buf, buf, 4, (swy_dtype_t)42, SWY_SUM, comm,
+                                NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "dtype 42");
+    EXPECT_STATUS(swy_allreduce(buf, buf, 4, SWY_FLOAT32, (swy_redop_t)9,
+                                comm, NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "op 9");
+    EXPECT_STATUS(swy_allreduce(buf, buf, 4, SWY_FLOAT32, SWY_SUM, NULL,
+                                NULL, NULL), SWY_ERR_INVALID_ARG, NULL,
+                  "comm is NULL");
+    EXPECT_STATUS(swy_broadcast(buf, 4, SWY_FLOAT32, w, comm, NULL, NULL),
+                  SWY_ERR_INVALID_ARG, comm, "root");
+    EXPECT_STATUS(swy_broadcast(buf, 4, SWY_FLOAT32, -1, comm, NULL, NULL),
+                  SWY_ERR_INVALID_ARG, comm, "root -1");
+    EXPECT_STATUS(swy_alltoallv(buf, NULL, displs, buf, counts, displs,
+                                SWY_FLOAT32, comm, NULL, NULL),
+                  SWY_ERR_INVALID_ARG, comm, "sendcounts is NULL");
+    EXPECT_STATUS(swy_alltoallv(buf, huge, displs, buf, counts, displs,
+                                SWY_FLOAT32, comm, NULL, NULL),
+                  SWY_ERR_INVALID_ARG, comm, "overflow");
+    size_t ones[64], overlap_displs[64];
+    for (int i = 0; i < 64; i++) {
+        ones[i] = 2;
+        overlap_displs[i] = (size_t)i; /* regions [i, i+2) overlap */
+    }
+    if (w > 1)
+        EXPECT_STATUS(swy_alltoallv(buf, ones, displs, buf, ones,
+                                    overlap_displs, SWY_FLOAT32, comm, NULL,
+                                    NULL), SWY_ERR_INVALID_ARG, comm,
+                      "overlap");
+    EXPECT_STATUS(swy_alltoallv(NULL, ones, displs, buf, counts, displs,
+                                SWY_FLOAT32, comm, NULL, NULL),
+                  SWY_ERR_INVALID_ARG, comm, "sendbuf is NULL");
+    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+    attr.priority = 5000;
+    EXPECT_STATUS(swy_allreduce(buf, buf, 4, SWY_FLOAT32, SWY_SUM, comm,
+                                &attr, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "priority 5000");
+    attr.priority = -1;
+    attr.stream = (void *)0x1;
+    EXPECT_STATUS(swy_allreduce(buf, buf, 4, SWY_FLOAT32, SWY_SUM, comm,
+                                &attr, NULL), SWY_ERR_UNSUPPORTED, comm,
+                  "device");
+    EXPECT_STATUS(swy_test(NULL, NULL), SWY_ERR_INVALID_ARG, NULL, "req");
+    EXPECT_STATUS(swy_wait(NULL), SWY_ERR_INVALID_ARG, NULL, "req");
+    swy_comm_stats_t stats = {.struct_size = 3};
+    EXPECT_STATUS(swy_comm_stats(comm, &stats), SWY_ERR_INVALID_ARG, comm,
+                  "struct_size");
+    EXPECT_STATUS(swy_phase_hint(comm, 77), SWY_ERR_INVALID_ARG, comm,
+                  "phase 77");
+    swy_request_free(NULL);
+    /* The comm is still usable after rejected calls. */
+    for (int i = 0; i < 4; i++)
+        buf[i] = (float)rank;
+    CHECK_OK(swy_allreduce(buf, buf, 4, SWY_FLOAT32, SWY_SUM, comm, NULL,
+                           &req), comm);
+    CHECK_OK(swy_wait(req), comm);
+    swy_request_free(req);
+    CHECK(buf[3] == (float)(w * (w - 1) / 2), "sum after bad calls");
+    return 0;
+}
+
+/* Wait for a status on every rank within limit_s; the comm is then dead,
+ * so exit without destroy (code 200). */
+static int expect_failure(swy_comm_t comm, swy_request_t req,
+                          swy_status_t want, const char *needle,
+                          double limit_s)
+{
+    double t0 = now_s();
+    swy_status_t got = swy_wait(req);
+    swy_request_free(req);
+    if (got == SWY_OK && want == SWY_ERR_MISMATCH) {
+        /* A rank not involved in the disagreement may finish its part of
+         * the op; the comm is poisoned all the same: its next call fails. */
+        got = swy_barrier(comm);
+    }
+    double took = now_s() - t0;
+    const char *msg = swy_last_error(comm);
+    fprintf(stderr, "rank %d: %s after %.2f s: %s\n", swy_comm_rank(comm),
+            swy_status_string(got), took, msg);
+    CHECK(got == want, "got %s, expected %s", swy_status_string(got),
+          swy_status_string(want));
+    CHECK(strstr(msg, needle) != NULL, "message lacks '%s'", needle);
+    CHECK(took < limit_s, "took %.1f s (limit %.1f)", took, limit_s);
+    /* Later calls fail at once with the same status. */
+    float x = 0;
+    CHECK(swy_allreduce(&x, &x, 1, SWY_FLOAT32, SWY_SUM, comm, NULL, NULL) ==
+              want, "later call did not fail");
+    CHECK(swy_comm_destroy(comm) == SWY_OK, "destroy of a failed comm");
+    return 200;
+}
+
+static int case_counts(swy_comm_t comm, int rank, int w, void *arg)
+{
+    size_t sc[64], sd[64], rc[64], rd[64];
+    static int32_t sbuf[64 * 100], rbuf[64 * 200];
+    swy_request_t req;
+    for (int j = 0; j < w; j++) {
+        sc[j] = rc[j] = 10;
+        sd[j] = rd[j] = (size_t)j * 100;
+    }
+    if (rank == 1)
+        rc[0] = 7; /* rank 0 sends 10 */
+    CHECK_OK(swy_alltoallv(sbuf, sc, sd, rbuf, rc, rd, SWY_INT32, comm, NULL,
+                           &req), comm);
+    return expect_failure(comm, req, SWY_ERR_MISMATCH, "alltoallv", 10);
+}
+
+static int case_kinds(swy_comm_t comm, int rank, int w, void *arg)
+{
+    size_t c[64], d[64];
+    static float buf[64 * 8], out[64 * 8];
+    swy_request_t req;
+    for (int j = 0; j < w; j++) {
+        c[j] = 4;
+        d[j] = (size_t)j * 4;
+    }
+    if (rank == w - 1)
+        CHECK_OK(swy_allreduce(buf, out, 16, SWY_FLOAT32, SWY_SUM, comm,
+                               NULL, &req), comm);
+    else
+        CHECK_OK(swy_alltoallv(buf, c, d, out, c, d, SWY_FLOAT32, comm, NULL,
+                               &req), comm);
+    return expect_failure(comm, req, SWY_ERR_MISMATCH, "disagree", 10);
+}
+
+static int case_allreduce(swy_comm_t comm, int rank, int w, void *arg)
+{
+    static double buf[100];
+    swy_request_t req;
+    CHECK_OK(swy_allreduce(buf, buf, rank == 0 ? 100 : 99, SWY_FLOAT64,
+                           SWY_SUM, comm, NULL, &req), comm);
+    return expect_failure(comm, req, SWY_ERR_MISMATCH, "count", 10);
+}
+
+static int case_kill(swy_comm_t comm, int rank, int w, void *arg)
+{
+    size_t count = 4 << 20;
+    float *buf = calloc(count, sizeof(float));
+    swy_request_t req;
+    CHECK_OK(swy_barrier(comm), comm);
+    if (rank == w - 1) {
+        usleep(200000); /* the others are inside the allreduce */
+        raise(SIGKILL);
+    }
+    CHECK_OK(swy_allreduce(buf, buf, count, SWY_FLOAT32, SWY_SUM, comm, NULL,
+                           &req), comm);
+    return expect_failure(comm, req, SWY_ERR_REMOTE, "died", 5);
+}
+
+static int case_abort(swy_comm_t comm, int rank, int w, void *arg)
+{
+    float buf[16] = {0};
+    swy_request_t req;
+    CHECK_OK(swy_barrier(comm), comm);
+    if (rank == 0) {
+        usleep(100000);
+        CHECK_OK(swy_comm_abort(comm), NULL);
+        return 200;
+    }
+    CHECK_OK(swy_allreduce(buf, buf, 16, SWY_FLOAT32, SWY_SUM, comm, NULL,
+                           &req), comm);
+    return expect_failure(comm, req, SWY_ERR_REMOTE, "abort", 5);
+}
+
+static int case_timeout(swy_comm_t comm, int rank, int w, void *arg)
+{
+    float buf[16] = {0};
+    swy_request_t req;
+    CHECK_OK(swy_barrier(comm), comm);
+    if (rank == w - 1) { /* silent but alive */
+        sleep(6);
+        return 200;
+    }
+    CHECK_OK(swy_allreduce(buf, buf, 16, SWY_FLOAT32, SWY_SUM, comm, NULL,
+                           &req), comm);
+    swy_status_t got = swy_wait(req);
+    const char *msg = swy_last_error(comm);
+    fprintf(stderr, "rank %d: %s: %s\n", rank, swy_status_string(got), msg);
+    CHECK(got == SWY_ERR_TIMEOUT, "got %s", swy_status_string(got));
+    CHECK(strstr(msg, "timed out") != NULL, "message names the timeout");
+    char silent[32];
+    snprintf(silent, sizeof(silent), "%d", w - 1);
+    if (rank == 0 || rank == w - 2) /* the silent rank's ring neighbours */
+        CHECK(strstr(msg, silent) != NULL, "message names rank %d", w - 1);
+    swy_request_free(req);
+    swy_comm_destroy(comm);
+    return 200;
+}
+
+static int run_id_case(void)
+{
+    swy_comm_t comm;
+    swy_unique_id_t id;
+    memset(&id, 0x5a, sizeof(id));
+    EXPECT_STATUS(swy_comm_init_rank(&comm, 1, &id, 0), SWY_ERR_INVALID_ARG,
+                  NULL, "");
+    EXPECT_STATUS(swy_comm_init_rank(&comm, 0, &id, 0), SWY_ERR_INVALID_ARG,
+                  NULL, "nranks");
+    EXPECT_STATUS(swy_comm_init_rank(&comm, 2, &id, 2), SWY_ERR_INVALID_ARG,
+                  NULL, "rank 2");
+    EXPECT_STATUS(swy_comm_init_rank(NULL, 2, &id, 0), SWY_ERR_INVALID_ARG,
+                  NULL, "comm");
+    EXPECT_STATUS(swy_get_unique_id(NULL), SWY_ERR_INVALID_ARG, NULL, "id");
+    /* A valid id whose secret we do not know: the job of another user. */
+    swy_unique_id_t other;
+    CHECK_OK(swy_get_unique_id(&other), NULL);
+    unsigned char *b = other.bytes;
+    for (size_t i = sizeof(other.bytes) - 40; i < sizeof(other.bytes); i++)
+        b[i] ^= 0xff; /* flip the tail, where the secret lives */
+    setenv("SWY_TIMEOUT_S", "3", 1);
+    swy_status_t st = swy_comm_init_rank(&comm, 1, &other, 0);
+    fprintf(stderr, "foreign id: %s: %s\n", swy_status_string(st),
+            swy_last_error(NULL));
+    CHECK(st != SWY_OK, "a foreign id was accepted");
+    printf("PASS: id\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *which = argc > 1 ? argv[1] : "args";
+    int w = argc > 2 ? atoi(argv[2]) : 3;
+    swy_test_rank_fn fn = NULL;
+    if (strcmp(which, "id") == 0)
+        return run_id_case();
+    if (!strcmp(which, "args")) fn = case_args;
+    else if (!strcmp(which, "counts")) fn = case_counts;
+    else if (!strcmp(which, "kinds")) fn = case_kinds;
+    else if (!strcmp(which, "allreduce")) fn = case_allreduce;
+    else if (!strcmp(which, "kill")) fn = case_kill;
+    else if (!strcmp(which, "abort")) fn = case_abort;
+    else if (!strcmp(which, "timeout")) fn = case_timeout;
+    if (fn == NULL) {
+        fprintf(stderr, "unknown case %s\n", which);
+        return 2;
+    }
+    swy_test_result_t result;
+    int rc = swy_test_spawn(w, fn, NULL, 60, &result);
+    if (!strcmp(which, "kill")) { /* the victim dies by SIGKILL by design */
+        rc = 0;
+        for (int r = 0; r < w; r++)
+            if (result.code[r] != (r == w - 1 ? -SIGKILL : 0))
+                rc = 1;
+    }
+    printf("%s: %s on %d ranks\n", rc ? "FAIL" : "PASS", which, w);
+    return rc;
+}
