@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Switchyard quickstart: install what is missing (as root on Debian/Ubuntu),
+# configure and build, then run the main job or the test suite.
+#
+#   tools/quickstart.sh          build and run the main job on 4 local ranks
+#   tools/quickstart.sh test     build and run the whole test suite
+#
+# Idempotent: a second run installs nothing and rebuilds only what changed.
+# Environment: BUILD_DIR (default build), SWY_QS_NO_INSTALL=1 skips apt.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+build=${BUILD_DIR:-build}
+mode=${1:-run}
+
+say() { printf '\n== %s\n' "$*"; }
+
+packages=(meson ninja-build pkg-config gcc libc6-dev
+          libucx-dev ucx-utils libhwloc-dev hwloc libevent-dev
+          openmpi-bin libopenmpi-dev iproute2 libopenblas-dev)
+
+install_missing() {
+    [[ ${SWY_QS_NO_INSTALL:-0} == 1 ]] && return 0
+    local missing=()
+    for p in "${packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+            missing+=("$p")
+    done
+    ((${#missing[@]} == 0)) && return 0
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "quickstart: missing packages: ${missing[*]}" >&2
+        echo "quickstart: run as root, or: sudo apt-get install ${missing[*]}" >&2
+        exit 1
+    fi
+    say "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+configure_and_build() {
+    # nvcc lives outside PATH on a stock CUDA install.
+    if [[ -x /usr/local/cuda/bin/nvcc ]] && ! command -v nvcc >/dev/null; then
+        export PATH=/usr/local/cuda/bin:$PATH
+    fi
+    if [[ ! -f $build/build.ninja ]]; then
+        say "configuring $build"
+        meson setup "$build" --buildtype=release
+    fi
+    say "building"
+    ninja -C "$build"
+}
+
+install_missing
+configure_and_build
+
+case $mode in
+test)
+    say "running the test suite"
+    # Open MPI refuses root without these (peer benchmarks and MPI tests).
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    meson test -C "$build" --print-errorlogs --num-processes 1 \
+        "${@:2}"
+    ;;
+run)
+    say "main job: swy-bench coll on 4 local ranks"
+    "$build/tools/swy-run/swy-run" -n 4 "$build/tools/swy-bench/swy-bench" coll \
+        --max-size 16M
+    ;;
+*)
+    echo "usage: tools/quickstart.sh [test]" >&2
+    exit 2
+    ;;
+esac
