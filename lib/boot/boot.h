@@ -60,17 +60,19 @@ void swy_boot_secret_from_text(const char *text,
 swy_status_t swy_boot_secret_random(uint8_t secret[SWY_BOOT_SECRET_LEN]);
 
 /* Start the root service. bind_host NULL: this host's first non-loopback
- * IPv4 address, else 127.0.0.1; port 0: ephemeral. On success fills
- * *addr_p with the address ranks must connect to and the secret. The root
- * lives until every rank that joined has said goodbye or died and
- * swy_boot_root_release() was called (it then frees itself), or the
- * process exits. */
+ * IPv4 address, else 127.0.0.1; otherwise a numeric IPv4/IPv6 address or
+ * a name (resolved); port 0: ephemeral. On success fills *addr_p with the
+ * address ranks must connect to and the secret. The root serves until
+ * swy_boot_root_release() (or the process exits). Errors:
+ * SWY_ERR_INVALID_ARG, SWY_ERR_SYSTEM (e.g. the port is taken). */
 swy_status_t swy_boot_root_start(const char *bind_host, uint16_t port,
                                  const uint8_t secret[SWY_BOOT_SECRET_LEN],
                                  swy_boot_root_t **root_p,
                                  swy_boot_addr_t *addr_p);
-/* The owner drops its reference; the root thread exits once no rank is
- * connected any more (or at once if none ever joined and none will). */
+/* The owner drops its reference and waits (at most 30 s) until every
+ * joined rank has said goodbye or died, then stops the root thread and
+ * frees everything; at once if no rank is connected. A process that is
+ * also a rank finalizes its own swy_boot_t first. Accepts NULL. */
 void swy_boot_root_release(swy_boot_root_t *root);
 
 /* Join the job: connect (retrying until timeout_s, since the root may not
@@ -87,10 +89,15 @@ int swy_boot_rank(const swy_boot_t *boot);
 int swy_boot_nranks(const swy_boot_t *boot);
 
 /* Allgather a blob of len bytes per rank (len may differ between ranks):
- * *all_p is one allocation (swy_free) of the blobs in rank order,
- * lens_p[r] each blob's length (caller supplies nranks slots), offsets in
- * rank order. Fails with the recorded failure status if the job failed,
- * SWY_ERR_TIMEOUT after timeout_s. */
+ * *all_p is one allocation (swy_free; at least 1 byte even when every
+ * blob is empty) of the blobs in rank order, lens_p[r] each blob's length
+ * (caller supplies nranks slots), offsets in rank order. The total must
+ * fit SWY_BOOT_MAX_MSG. Every allgather/barrier carries a sequence number;
+ * ranks that call them a different number of times fail with
+ * SWY_ERR_MISMATCH on every rank. Fails with the recorded failure status
+ * (promptly) if the job failed, SWY_ERR_TIMEOUT after timeout_s naming
+ * the ranks that have not entered the call. A barrier is an allgather of
+ * empty blobs. */
 swy_status_t swy_boot_allgather(swy_boot_t *boot, const void *mine,
                                 size_t len, double timeout_s, void **all_p,
                                 size_t *lens_p);
@@ -108,8 +115,9 @@ void swy_boot_report_failure(swy_boot_t *boot, swy_status_t status,
 swy_status_t swy_boot_failure(swy_boot_t *boot, char *msg, size_t len);
 
 /* Called once from the boot thread when the first failure is recorded
- * (to wake a sleeping progress loop). Set before any failure can occur,
- * i.e. right after swy_boot_connect. */
+ * (to wake a sleeping progress loop); it must not block. Set it right
+ * after swy_boot_connect; if a failure was recorded before, cb is called
+ * at once from the setting thread (still only once). */
 void swy_boot_set_failure_callback(swy_boot_t *boot,
                                    void (*cb)(void *arg), void *arg);
 /* A file descriptor readable once a failure was recorded (eventfd), for

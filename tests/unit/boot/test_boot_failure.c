@@ -175,6 +175,42 @@ static void test_report_failure(void)
     swy_boot_root_release(root);
 }
 
+/* ---- abort: FAILED with the reason, then a clean close ---- */
+
+static void aborting_rank(int rank, void *arg)
+{
+    (void)arg;
+    swy_boot_t *boot = NULL;
+    CHECK_OK(swy_boot_connect(&g_addr, rank, 2, 10.0, &boot));
+    CHECK_OK(swy_boot_barrier(boot, 10.0));
+    if (rank == 1) {
+        swy_sleep_us(200000);
+        swy_boot_abort(boot, "out of patience");
+        return;
+    }
+    CHECK(swy_boot_barrier(boot, 20.0) == SWY_ERR_REMOTE);
+    CHECK(strcmp(swy_err_last(), "rank 1 aborted: out of patience") == 0);
+    /* The abort's GOODBYE keeps the root from reporting a second death;
+     * either way the first failure stays. */
+    swy_sleep_us(200000);
+    char msg[512];
+    CHECK(swy_boot_failure(boot, msg, sizeof(msg)) == SWY_ERR_REMOTE);
+    CHECK(strcmp(msg, "rank 1 aborted: out of patience") == 0);
+    swy_boot_finalize(boot);
+}
+
+static void test_abort(void)
+{
+    uint8_t secret[SWY_BOOT_SECRET_LEN];
+    CHECK_OK(swy_boot_secret_random(secret));
+    swy_boot_root_t *root = NULL;
+    CHECK_OK(swy_boot_root_start("127.0.0.1", 0, secret, &root, &g_addr));
+    test_run_ranks(2, NULL, aborting_rank, NULL);
+    double t0 = swy_time_s();
+    swy_boot_root_release(root);
+    CHECK(swy_time_s() - t0 < 2.0);
+}
+
 /* ---- (i) the root's process dies ---- */
 
 static void orphan_rank(int rank, void *arg)
@@ -257,6 +293,7 @@ int main(void)
 {
     test_rank_killed();
     test_report_failure();
+    test_abort();
     test_root_killed();
     printf("boot failure: ok\n");
     return 0;

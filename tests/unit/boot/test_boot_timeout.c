@@ -103,6 +103,13 @@ static void test_late_root(void)
     CHECK(pthread_create(&late, NULL, late_root_main, &root) == 0);
     test_run_ranks(2, NULL, early_rank, NULL);
     pthread_join(late, NULL);
+    /* The port is taken now: a second root cannot bind it. */
+    swy_boot_root_t *second = NULL;
+    swy_boot_addr_t second_addr;
+    CHECK(swy_boot_root_start("127.0.0.1", g_addr.port, secret, &second,
+                              &second_addr) == SWY_ERR_SYSTEM);
+    CHECK(strstr(swy_err_last(), "cannot bind 127.0.0.1:") != NULL);
+    CHECK(second == NULL);
     swy_boot_root_release(root);
 
     /* Nobody listening: the error names the root and the cause. */
