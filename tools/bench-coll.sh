@@ -10,9 +10,13 @@
 #
 #   tools/bench-coll.sh [NRANKS=4] [swy-bench coll options...]
 #
-# Builds nothing. Environment: BUILD_DIR (default build), OUT_DIR (keep the
-# raw outputs there; default a temporary folder, removed). SWY_* and UCX_*
-# variables reach every program.
+# Builds nothing. Environment: BUILD_DIR (default build), REPEAT (default 1:
+# run Switchyard and Open MPI alternately this many times; the comparison
+# then takes, per size, the median over the runs of each run's median, and
+# shows the range of the per-run ratios — on a shared, noisy machine the
+# alternation keeps slow phases from landing on one side only), OUT_DIR
+# (keep the raw outputs there; default a temporary folder, removed).
+# SWY_* and UCX_* variables reach every program.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,18 +50,26 @@ fi
 
 say() { printf '\n== %s\n' "$*"; }
 
-say "switchyard: swy-run -n $nranks swy-bench coll --json ${extra[*]}"
-"$swy_run" -n "$nranks" --no-prefix "$swy_bench" coll --json "${extra[@]}" \
-    | tee "$out/switchyard.txt"
+repeat=${REPEAT:-1}
+have_mpi=0
+[[ -x $swy_bench_mpi ]] && command -v mpirun >/dev/null && have_mpi=1
+for ((run = 1; run <= repeat; run++)); do
+    say "run $run/$repeat switchyard: swy-run -n $nranks swy-bench coll" \
+        "--json ${extra[*]}"
+    "$swy_run" -n "$nranks" --no-prefix "$swy_bench" coll --json \
+        "${extra[@]}" | tee "$out/switchyard-$run.txt"
 
-if [[ -x $swy_bench_mpi ]] && command -v mpirun >/dev/null; then
-    say "openmpi: mpirun -np $nranks swy-bench-mpi --json ${extra[*]}"
-    mpirun --allow-run-as-root --oversubscribe -np "$nranks" \
-        "$swy_bench_mpi" --json "${extra[@]}" | tee "$out/openmpi.txt"
-else
-    say "openmpi: skipped (swy-bench-mpi not built or no mpirun)"
-    : >"$out/openmpi.txt"
-fi
+    if ((have_mpi)); then
+        say "run $run/$repeat openmpi: mpirun -np $nranks swy-bench-mpi" \
+            "--json ${extra[*]}"
+        mpirun --allow-run-as-root --oversubscribe -np "$nranks" \
+            "$swy_bench_mpi" --json "${extra[@]}" \
+            | tee "$out/openmpi-$run.txt"
+    else
+        say "openmpi: skipped (swy-bench-mpi not built or no mpirun)"
+        : >"$out/openmpi-$run.txt"
+    fi
+done
 
 # ucx_perftest: the server serves one run and exits. A port of our own so
 # two benchmarks on one machine do not meet.
@@ -89,14 +101,14 @@ else
 fi
 
 say "comparison (sizes >= 1 MiB, $nranks ranks)"
-"$python" - "$out" <<'EOF'
-import json, re, sys
+"$python" - "$out" "$repeat" <<'EOF'
+import json, re, statistics, sys
 
-out = sys.argv[1]
+out, repeat = sys.argv[1], int(sys.argv[2])
 
-def results(name):
+def results(name, run):
     table = {}
-    with open(f"{out}/{name}.txt") as f:
+    with open(f"{out}/{name}-{run}.txt") as f:
         for line in f:
             start = line.find('{"bench":"coll"')
             if start >= 0:
@@ -104,8 +116,8 @@ def results(name):
                 table[(r["op"], r["bytes"])] = r
     return table
 
-swy = results("switchyard")
-mpi = results("openmpi")
+swy_runs = [results("switchyard", k) for k in range(1, repeat + 1)]
+mpi_runs = [results("openmpi", k) for k in range(1, repeat + 1)]
 
 # ucx_perftest's result line (with -f, without the "Final:" word): iters,
 # overhead p50 / average / overall, bandwidth average / overall (MB/s, MB
@@ -121,6 +133,9 @@ if perf_GBps is None:
     print("ucx_perftest: no bandwidth line (see its output above)")
 else:
     print(f"ucx_perftest tag_bw 16 MiB: {perf_GBps:.3f} GB/s")
+if repeat > 1:
+    print(f"times: median over {repeat} alternating runs of each run's "
+          "median; range: the per-run ratios")
 
 def size_name(n):
     for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
@@ -128,27 +143,38 @@ def size_name(n):
             return f"{n >> shift}{unit}"
     return str(n)
 
-hdr = (f"{'op':<10} {'size':>6} {'swy med(us)':>12} {'mpi med(us)':>12} "
-       f"{'mpi/swy':>8} {'swy busbw':>10} {'mpi busbw':>10} {'swy %perf':>10}")
-print(hdr)
-for key in sorted(swy, key=lambda k: (k[0] != "alltoallv", k[1])):
+def median_of(runs, key, field):
+    values = [run[key][field] for run in runs if key in run]
+    return statistics.median(values) if values else None
+
+print(f"{'op':<10} {'size':>6} {'swy med(us)':>12} {'mpi med(us)':>12} "
+      f"{'mpi/swy':>8} {'range':>11} {'swy busbw':>10} {'mpi busbw':>10} "
+      f"{'swy %perf':>10}")
+keys = sorted({k for run in swy_runs for k in run},
+              key=lambda k: (k[0] != "alltoallv", k[1]))
+for key in keys:
     op, nbytes = key
     if nbytes < 1 << 20:
         continue
-    s = swy[key]
-    m = mpi.get(key)
-    ratio = m["time_us_median"] / s["time_us_median"] if m else None
-    pct = ""
+    swy_t = median_of(swy_runs, key, "time_us_median")
+    mpi_t = median_of(mpi_runs, key, "time_us_median")
+    swy_bw = median_of(swy_runs, key, "busbw_GBps")
+    mpi_bw = median_of(mpi_runs, key, "busbw_GBps")
+    ratios = [m[key]["time_us_median"] / s[key]["time_us_median"]
+              for s, m in zip(swy_runs, mpi_runs) if key in s and key in m]
+    line = f"{op:<10} {size_name(nbytes):>6} {swy_t:>12.1f} "
+    if mpi_t is not None:
+        line += (f"{mpi_t:>12.1f} {mpi_t / swy_t:>7.2f}x "
+                 f"{min(ratios):>5.2f}-{max(ratios):<5.2f}")
+    else:
+        line += f"{'-':>12} {'-':>8} {'-':>11}"
+    line += f" {swy_bw:>10.3f} "
+    line += f"{mpi_bw:>10.3f} " if mpi_bw is not None else f"{'-':>10} "
     if op == "allreduce" and perf_GBps:
-        pct = f"{100.0 * s['busbw_GBps'] / perf_GBps:.0f}%"
-    print(f"{op:<10} {size_name(nbytes):>6} {s['time_us_median']:>12.1f} "
-          + (f"{m['time_us_median']:>12.1f} {ratio:>7.2f}x " if m
-             else f"{'-':>12} {'-':>8} ")
-          + f"{s['busbw_GBps']:>10.3f} "
-          + (f"{m['busbw_GBps']:>10.3f} " if m else f"{'-':>10} ")
-          + f"{pct:>10}")
-wrong = [k for k, r in list(swy.items()) + list(mpi.items())
-         if r.get("check", "ok") != "ok"]
+        line += f"{100.0 * swy_bw / perf_GBps:>9.0f}%"
+    print(line)
+wrong = [(k, r["impl"]) for run in swy_runs + mpi_runs
+         for k, r in run.items() if r.get("check", "ok") != "ok"]
 if wrong:
     print("WRONG results:", wrong)
     sys.exit(1)
