@@ -1067,8 +1067,13 @@ void swy_boot_abort(swy_boot_t *boot, const char *why)
     if (boot == NULL)
         return;
     char msg[CLIENT_MSG_MAX];
-    snprintf(msg, sizeof(msg), "rank %d aborted%s%s", boot->rank,
-             why != NULL && why[0] ? ": " : "", why != NULL ? why : "");
+    char own_prefix[32];
+    snprintf(own_prefix, sizeof(own_prefix), "rank %d ", boot->rank);
+    if (why != NULL && strncmp(why, own_prefix, strlen(own_prefix)) == 0)
+        snprintf(msg, sizeof(msg), "%s", why); /* already names the rank */
+    else
+        snprintf(msg, sizeof(msg), "rank %d aborted%s%s", boot->rank,
+                 why != NULL && why[0] ? ": " : "", why != NULL ? why : "");
     swy_boot_report_failure(boot, SWY_ERR_REMOTE, msg);
     /* FAILED went first; GOODBYE then keeps the root from announcing a
      * second, less precise failure for the closed connection. */
