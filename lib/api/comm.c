@@ -188,7 +188,17 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
         .timeout_s = comm->timeout_s,
         .spin_s = (double)swy_config_get_int("SWY_SPIN_US", 200) * 1e-6,
         .owner = comm,
+        .policy = swy_config_get("SWY_POLICY"),
+        .credit_bytes = swy_config_get_size("SWY_CREDIT_BYTES", 0),
     };
+    const char *progress = swy_config_get("SWY_PROGRESS");
+    if (progress != NULL && strcmp(progress, "thread") != 0 &&
+        strcmp(progress, "caller") != 0) {
+        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "SWY_PROGRESS=%s: "
+                             "use thread or caller", progress);
+        goto err_transports;
+    }
+    params.progress_thread = progress == NULL || strcmp(progress, "thread") == 0;
     if (params.partition_bytes == 0)
         params.partition_bytes = 1;
     if (params.window_bytes == 0)
@@ -196,9 +206,11 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
     SWY_CHECK_GOTO(swy_sched_create(&params, &comm->sched), status,
                    err_transports);
     comm->root = root;
-    swy_info("api", "rank %d of %d ready: partition %zu bytes, window %zu "
-             "bytes", rank, nranks, params.partition_bytes,
-             params.window_bytes);
+    swy_info("api", "rank %d of %d ready: policy %s, partition %zu bytes, "
+             "window %zu bytes, progress %s", rank, nranks,
+             swy_sched_policy_name(comm->sched), params.partition_bytes,
+             params.window_bytes, params.progress_thread ? "thread"
+                                                          : "caller");
     *comm_p = comm;
     return SWY_OK;
 
@@ -376,6 +388,7 @@ swy_status_t swy_comm_init_env(swy_comm_t *comm_p)
 
 static void comm_free(swy_comm_t comm)
 {
+    swy_sched_stop(comm->sched); /* no progress while transports go */
     swy_transport_set_destroy(comm->transports);
     swy_sched_destroy(comm->sched);
     swy_topo_destroy(comm->topo);

@@ -5,10 +5,16 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "sched/policy.h"
 #include "sched/sched.h"
+#include "sched/trace.h"
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/list.h"
@@ -24,7 +30,10 @@ typedef struct swy_uop {
     swy_sched_t *sched;
     swy_coll_xfer_t x;
     uint64_t emit_index; /* submission order within the scheduler */
-    uint8_t is_header, state;
+    uint64_t ready_ns, posted_ns;
+    int prio;            /* its op's, kept for accounting once detached */
+    uint32_t seq;
+    uint8_t is_header, state, waited_behind_lower;
     swy_transport_t *tp;
     void *handle;
     swy_status_t status;
@@ -45,6 +54,8 @@ struct swy_request {
     int n_live;
     swy_coll_header_t *hdr_out, *hdr_in; /* indexed by peer rank */
     uint8_t *hdr_seen;                   /* by peer rank */
+    size_t *inflight_by_peer;            /* send bytes in flight per link */
+    uint64_t post_ns;
     int deferred_peer; /* peer whose data disagreed before its header */
     int completed, released;
     swy_status_t status;
@@ -52,9 +63,21 @@ struct swy_request {
     double deadline;
 };
 
+#define PRIO_SLOTS 8
+
+/* Bytes (or ops) per priority value; a handful of distinct priorities is
+ * the norm, so a tiny array beats a map. When full, a new priority shares
+ * the slot of the nearest one (accounting stays conservative). */
+typedef struct {
+    int prio[PRIO_SLOTS];
+    size_t amount[PRIO_SLOTS];
+} prio_tally_t;
+
 typedef struct {
     swy_list_t ready;
     size_t inflight_bytes;
+    prio_tally_t inflight_by_prio;
+    int last_prio; /* of the last data micro-op issued, -1 before any */
 } swy_link_t;
 
 struct swy_sched {
@@ -69,7 +92,68 @@ struct swy_sched {
     double next_deadline_check;
     int phase;
     swy_comm_stats_t stats;
+    swy_policy_t policy;
+    size_t credit_bytes;
+    prio_tally_t pending_ops; /* incomplete ops per priority */
+    swy_trace_t *trace;
+    /* progress thread (SWY_PROGRESS=thread) */
+    int threaded, stop;
+    pthread_t thread;
+    pthread_cond_t cond;
+    int wake_fd;
 };
+
+static void tally_add(prio_tally_t *t, int prio, size_t amount)
+{
+    int free_slot = -1, nearest = 0;
+    for (int i = 0; i < PRIO_SLOTS; i++) {
+        if (t->amount[i] > 0 && t->prio[i] == prio) {
+            t->amount[i] += amount;
+            return;
+        }
+        if (t->amount[i] == 0 && free_slot < 0)
+            free_slot = i;
+        if (abs(t->prio[i] - prio) < abs(t->prio[nearest] - prio))
+            nearest = i;
+    }
+    int slot = free_slot >= 0 ? free_slot : nearest;
+    if (free_slot >= 0)
+        t->prio[slot] = prio;
+    t->amount[slot] += amount;
+}
+
+static void tally_sub(prio_tally_t *t, int prio, size_t amount)
+{
+    int nearest = 0;
+    for (int i = 0; i < PRIO_SLOTS; i++) {
+        if (t->amount[i] > 0 && t->prio[i] == prio) {
+            nearest = i;
+            break;
+        }
+        if (t->amount[i] > 0 &&
+            (t->amount[nearest] == 0 ||
+             abs(t->prio[i] - prio) < abs(t->prio[nearest] - prio)))
+            nearest = i;
+    }
+    t->amount[nearest] -= SWY_MIN(amount, t->amount[nearest]);
+}
+
+/* Sum of amounts with priority <= prio (le) or > prio (!le). */
+static size_t tally_sum(const prio_tally_t *t, int prio, int le)
+{
+    size_t sum = 0;
+    for (int i = 0; i < PRIO_SLOTS; i++)
+        if ((t->prio[i] <= prio) == le)
+            sum += t->amount[i];
+    return sum;
+}
+
+static void wake_progress(swy_sched_t *s)
+{
+    uint64_t one = 1;
+    if (s->wake_fd >= 0 && write(s->wake_fd, &one, sizeof(one)) < 0)
+        (void)0; /* the counter is full: the thread is awake anyway */
+}
 
 static void uop_complete_cb(void *arg, swy_status_t status, size_t bytes)
 {
@@ -100,6 +184,7 @@ static void op_free(struct swy_request *op)
     swy_free(op->hdr_out);
     swy_free(op->hdr_in);
     swy_free(op->hdr_seen);
+    swy_free(op->inflight_by_peer);
     swy_free(op);
 }
 
@@ -108,7 +193,16 @@ static void op_complete(struct swy_request *op)
     swy_sched_t *s = op->sched;
     op->completed = 1;
     swy_list_del(&op->link);
+    tally_sub(&s->pending_ops, op->priority, 1);
     s->stats.ops_completed++;
+    if (s->trace != NULL) {
+        char name[40];
+        snprintf(name, sizeof(name), "%.28s #%u", op_label(op), op->seq);
+        swy_trace_event(s->trace, 0, name, swy_coll_kind_name(op->args.kind),
+                        op->post_ns, swy_time_ns(), op->priority, 0, -1,
+                        op->seq);
+    }
+    pthread_cond_broadcast(&s->cond);
     if (op->status != SWY_OK)
         swy_debug("sched", "op #%u '%s' failed: %s", op->seq, op_label(op),
                   op->errmsg);
@@ -168,20 +262,31 @@ void swy_sched_fail_comm(swy_sched_t *s, swy_status_t status,
 
 /* ---- emitting micro-ops ----------------------------------------------- */
 
+static void policy_view(const swy_uop_t *uop, swy_policy_uop_v1_t *view)
+{
+    const struct swy_request *op = uop->op;
+    *view = (swy_policy_uop_v1_t){
+        .priority = uop->prio, .order = op->order, .op_seq = uop->seq,
+        .ready_index = uop->emit_index, .ready_ns = uop->ready_ns,
+        .bytes = uop->x.bytes, .peer = uop->x.peer,
+        .op_inflight_bytes = op->inflight_by_peer[uop->x.peer]};
+}
+
 static void ready_insert(swy_sched_t *s, swy_uop_t *uop)
 {
-    swy_list_t *head = &s->links[uop->x.peer].ready, *pos = head->prev;
-    const struct swy_request *op = uop->op;
-    /* Usually appended at the tail: scan backwards past lower priority. */
+    swy_link_t *link = &s->links[uop->x.peer];
+    swy_list_t *head = &link->ready, *pos = head->prev;
+    swy_policy_uop_v1_t mine, other_view;
+    uop->ready_ns = swy_time_ns();
+    /* Held behind lower priority already on the wire? (stats) */
+    uop->waited_behind_lower =
+        tally_sum(&link->inflight_by_prio, uop->prio - 1, 1) > 0;
+    policy_view(uop, &mine);
+    /* Usually appended at the tail: scan backwards past later ones. */
     while (pos != head) {
         swy_uop_t *other = swy_container_of(pos, swy_uop_t, q_link);
-        const struct swy_request *o = other->op;
-        int before = o->priority < op->priority ||
-                     (o->priority == op->priority &&
-                      (o->order > op->order ||
-                       (o->order == op->order && o->seq > op->seq &&
-                        o->seq - op->seq < 0x800000u)));
-        if (!before)
+        policy_view(other, &other_view);
+        if (s->policy.ops->compare(s->policy.ctx, &other_view, &mine) <= 0)
             break;
         pos = pos->prev;
     }
@@ -200,6 +305,8 @@ static swy_uop_t *uop_new(struct swy_request *op, const swy_coll_xfer_t *x,
     uop->x = *x;
     uop->is_header = (uint8_t)is_header;
     uop->emit_index = s->next_emit++;
+    uop->prio = op->priority;
+    uop->seq = op->seq;
     uop->tp = swy_transport_for_peer(s->p.transports, x->peer, SWY_MEM_HOST);
     swy_list_init(&uop->q_link);
     swy_list_push_back(&op->uops, &uop->op_link);
@@ -211,6 +318,7 @@ static swy_status_t uop_post_recv(swy_uop_t *uop)
 {
     swy_transport_t *tp = uop->tp;
     uop->state = UOP_POSTED;
+    uop->posted_ns = swy_time_ns();
     return tp->ops->irecv(tp->ctx, uop->x.peer,
                           wire_tag(uop->op->seq, uop->x.tag), uop->x.buf,
                           uop->x.bytes, SWY_MEM_HOST, uop_complete_cb, uop,
@@ -261,28 +369,80 @@ static void emit_post(void *ctx, const swy_coll_xfer_t *x)
 
 /* ---- issuing sends ----------------------------------------------------- */
 
+static void link_account(swy_sched_t *s, swy_uop_t *uop, int sign)
+{
+    swy_link_t *link = &s->links[uop->x.peer];
+    if (sign > 0) {
+        link->inflight_bytes += uop->x.bytes;
+        tally_add(&link->inflight_by_prio, uop->prio, uop->x.bytes);
+        if (uop->op != NULL)
+            uop->op->inflight_by_peer[uop->x.peer] += uop->x.bytes;
+    } else {
+        link->inflight_bytes -= uop->x.bytes;
+        tally_sub(&link->inflight_by_prio, uop->prio, uop->x.bytes);
+        if (uop->op != NULL)
+            uop->op->inflight_by_peer[uop->x.peer] -= uop->x.bytes;
+    }
+}
+
+/* Give the link's queue to the policy: issue what it admits. A skipped
+ * micro-op stays; scanning stops after a bounded number of skips so the
+ * cost per call stays small. */
 static int issue_link(swy_sched_t *s, int peer)
 {
     swy_link_t *link = &s->links[peer];
-    int issued = 0;
-    while (!swy_list_empty(&link->ready)) {
-        swy_uop_t *uop = swy_container_of(link->ready.next, swy_uop_t, q_link);
-        if (link->inflight_bytes > 0 &&
-            link->inflight_bytes + uop->x.bytes > s->p.window_bytes)
+    int issued = 0, skips = 0;
+    swy_list_t *pos = link->ready.next;
+    const swy_policy_v1_t *policy = s->policy.ops;
+    uint32_t oldest = swy_list_empty(&s->ops)
+                          ? 0
+                          : swy_container_of(s->ops.next, struct swy_request,
+                                             link)->seq;
+    uint64_t now = swy_time_ns();
+    while (pos != &link->ready && skips < 64) {
+        swy_uop_t *uop = swy_container_of(pos, swy_uop_t, q_link);
+        swy_policy_uop_v1_t view;
+        policy_view(uop, &view);
+        swy_policy_link_v1_t lv = {
+            .peer = peer, .inflight_bytes = link->inflight_bytes,
+            .inflight_le_bytes = tally_sum(&link->inflight_by_prio,
+                                           uop->prio, 1),
+            .higher_pending = tally_sum(&s->pending_ops, uop->prio, 0) > 0,
+            .phase = s->phase, .oldest_op_seq = oldest,
+            .window_bytes = s->p.window_bytes, .credit_bytes = s->credit_bytes,
+            .partition_bytes = s->p.partition_bytes, .now_ns = now};
+        int verdict = uop->is_header ? SWY_POLICY_ISSUE
+                                     : policy->admit(s->policy.ctx, &lv, &view);
+        if (verdict == SWY_POLICY_STOP)
             break;
+        pos = pos->next;
+        if (verdict != SWY_POLICY_ISSUE) {
+            skips++;
+            continue;
+        }
         swy_list_del(&uop->q_link);
         uop->state = UOP_POSTED;
-        link->inflight_bytes += uop->x.bytes;
+        uop->posted_ns = now;
+        link_account(s, uop, +1);
+        if (uop->waited_behind_lower && !uop->is_header)
+            s->stats.high_wait_s += (double)(now - uop->ready_ns) * 1e-9;
+        /* The link switches to a higher priority: lower waits. */
+        if (!uop->is_header && link->last_prio >= 0 &&
+            uop->prio > link->last_prio)
+            s->stats.preemptions++;
+        if (!uop->is_header)
+            link->last_prio = uop->prio;
         swy_transport_t *tp = uop->tp;
         swy_status_t status = tp->ops->isend(
-            tp->ctx, peer, wire_tag(uop->op->seq, uop->x.tag), uop->x.buf,
+            tp->ctx, peer, wire_tag(uop->seq, uop->x.tag), uop->x.buf,
             uop->x.bytes, SWY_MEM_HOST, uop_complete_cb, uop, &uop->handle);
         if (status != SWY_OK) {
-            link->inflight_bytes -= uop->x.bytes;
+            link_account(s, uop, -1);
             uop->state = UOP_DONE; /* never reached the transport */
             op_error(uop->op, status, "op #%u '%s': sending %zu bytes to "
-                     "rank %d failed", uop->op->seq, op_label(uop->op),
+                     "rank %d failed", uop->seq, op_label(uop->op),
                      uop->x.bytes, peer);
+            pos = link->ready.next; /* the queue changed */
             continue;
         }
         s->stats.micro_ops_sent++;
@@ -347,8 +507,18 @@ static void handle_data_size_mismatch(struct swy_request *op, swy_uop_t *uop)
 static void handle_completion(swy_sched_t *s, swy_uop_t *uop)
 {
     struct swy_request *op = uop->op;
-    if (uop->x.is_send && uop->x.peer >= 0)
-        s->links[uop->x.peer].inflight_bytes -= uop->x.bytes;
+    if (uop->x.is_send && uop->posted_ns != 0)
+        link_account(s, uop, -1);
+    if (s->trace != NULL && uop->posted_ns != 0 && !uop->is_header) {
+        char name[40];
+        snprintf(name, sizeof(name), "%.20s #%u/%u",
+                 op ? op_label(op) : "detached", uop->seq, uop->x.tag);
+        swy_trace_event(s->trace, uop->x.is_send ? 1 + uop->x.peer
+                                                 : 100000 + uop->x.peer,
+                        name, uop->x.is_send ? "send" : "recv",
+                        uop->posted_ns, swy_time_ns(), uop->prio,
+                        uop->x.bytes, uop->x.peer, uop->seq);
+    }
     swy_list_del(&uop->op_link);
     if (op == NULL) { /* detached from a failed op */
         swy_free(uop);
@@ -459,27 +629,64 @@ static int progress_locked(swy_sched_t *s)
 
 /* ---- public entry points ------------------------------------------------ */
 
+static void *progress_thread_main(void *arg);
+
 swy_status_t swy_sched_create(const swy_sched_params_t *params,
                               swy_sched_t **sched_p)
 {
+    swy_status_t status;
     swy_sched_t *s = swy_calloc(1, sizeof(*s));
     if (s == NULL)
         return swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
     s->p = *params;
+    s->wake_fd = -1;
     s->links = swy_calloc((size_t)params->nranks, sizeof(*s->links));
     if (s->links == NULL) {
-        swy_free(s);
-        return swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
+        status = swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
+        goto err_free;
     }
-    for (int i = 0; i < params->nranks; i++)
+    for (int i = 0; i < params->nranks; i++) {
         swy_list_init(&s->links[i].ready);
+        s->links[i].last_prio = -1;
+    }
     swy_list_init(&s->ops);
     swy_list_init(&s->completed);
     swy_list_init(&s->detached);
-    pthread_mutex_init(&s->lock, NULL);
     s->stats.struct_size = sizeof(s->stats);
+    s->credit_bytes = params->credit_bytes ? params->credit_bytes
+                                           : params->partition_bytes;
+    status = swy_policy_load(params->policy ? params->policy : "lina",
+                             params->rank, params->nranks, &s->policy);
+    if (status != SWY_OK)
+        goto err_links;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    s->trace = swy_trace_create(params->rank, params->nranks);
+    if (params->progress_thread) {
+        s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (s->wake_fd < 0 ||
+            pthread_create(&s->thread, NULL, progress_thread_main, s) != 0) {
+            status = swy_err_set(SWY_ERR_SYSTEM, "sched", "cannot start the "
+                                 "progress thread");
+            goto err_policy;
+        }
+        s->threaded = 1;
+    }
     *sched_p = s;
     return SWY_OK;
+
+err_policy:
+    if (s->wake_fd >= 0)
+        close(s->wake_fd);
+    swy_trace_finish(s->trace);
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->lock);
+    swy_policy_unload(&s->policy);
+err_links:
+    swy_free(s->links);
+err_free:
+    swy_free(s);
+    return status;
 }
 
 swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
@@ -537,15 +744,21 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
                            swy_coll_kind_name(args->kind));
     }
     s->stats.ops_posted++;
+    op->post_ns = swy_time_ns();
     swy_list_push_back(&s->ops, &op->link);
+    tally_add(&s->pending_ops, op->priority, 1);
+    /* The announced high-priority op is here: the hint has served. */
+    if (s->phase == SWY_PHASE_A2A_IMMINENT && op->priority >= SWY_PRIO_HIGH)
+        s->phase = SWY_PHASE_NONE;
 
     /* Headers first: they leave before any data on the same link. */
     int *peers = swy_malloc((size_t)w * sizeof(int));
     op->hdr_out = swy_calloc((size_t)w, sizeof(*op->hdr_out));
     op->hdr_in = swy_calloc((size_t)w, sizeof(*op->hdr_in));
     op->hdr_seen = swy_calloc((size_t)w, 1);
+    op->inflight_by_peer = swy_calloc((size_t)w, sizeof(size_t));
     if (peers == NULL || op->hdr_out == NULL || op->hdr_in == NULL ||
-        op->hdr_seen == NULL) {
+        op->hdr_seen == NULL || op->inflight_by_peer == NULL) {
         swy_free(peers);
         op_error(op, SWY_ERR_NO_MEMORY, "op #%u: out of memory", op->seq);
         goto posted;
@@ -590,6 +803,7 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
 posted:
     progress_locked(s);
     pthread_mutex_unlock(&s->lock);
+    wake_progress(s);
     *req_p = op;
     return SWY_OK;
 }
@@ -598,7 +812,7 @@ swy_status_t swy_sched_test(struct swy_request *op, int *done_p)
 {
     swy_sched_t *s = op->sched;
     pthread_mutex_lock(&s->lock);
-    if (!op->completed)
+    if (!op->completed && !s->threaded)
         progress_locked(s);
     int done = op->completed;
     swy_status_t status = done ? op->status : SWY_OK;
@@ -627,12 +841,83 @@ static void sleep_on_events(swy_sched_t *s, int max_ms)
     if (s->p.boot != NULL)
         pfds[n++] = (struct pollfd){.fd = swy_boot_failure_fd(s->p.boot),
                                     .events = POLLIN};
+    if (s->wake_fd >= 0)
+        pfds[n++] = (struct pollfd){.fd = s->wake_fd, .events = POLLIN};
     poll(pfds, (nfds_t)n, max_ms);
+    uint64_t count;
+    if (s->wake_fd >= 0 && read(s->wake_fd, &count, sizeof(count)) < 0)
+        (void)0; /* nothing to drain */
+}
+
+/* The progress thread: drives progress while ops are in flight (polling
+ * briefly, as a stream would, then sleeping on the transports' event fds)
+ * and sleeps on those fds, the control plane and the wake fd when idle, so
+ * an idle rank burns no CPU. */
+static void *progress_thread_main(void *arg)
+{
+    swy_sched_t *s = arg;
+    double spin_until = 0;
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        if (s->stop) {
+            pthread_mutex_unlock(&s->lock);
+            return NULL;
+        }
+        int events = progress_locked(s);
+        int busy = !swy_list_empty(&s->ops);
+        pthread_mutex_unlock(&s->lock);
+        double now = swy_time_s();
+        if (events > 0) {
+            spin_until = now + s->p.spin_s;
+            continue;
+        }
+        if (busy && now < spin_until) {
+            sched_yield();
+            continue;
+        }
+        sleep_on_events(s, busy ? 20 : 500);
+        spin_until = swy_time_s() + s->p.spin_s / 4;
+    }
+}
+
+void swy_sched_stop(swy_sched_t *s)
+{
+    if (s == NULL || !s->threaded)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->stop = 1;
+    pthread_mutex_unlock(&s->lock);
+    wake_progress(s);
+    pthread_join(s->thread, NULL);
+    s->threaded = 0;
+}
+
+/* With a progress thread, callers sleep on the condition variable that
+ * op completion signals; otherwise they drive progress themselves. */
+static void wait_threaded(swy_sched_t *s, int (*done)(void *), void *arg,
+                          double give_up)
+{
+    pthread_mutex_lock(&s->lock);
+    while (!done(arg) && swy_time_s() < give_up) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&s->cond, &s->lock, &until);
+    }
+    pthread_mutex_unlock(&s->lock);
 }
 
 static void wait_until(swy_sched_t *s, int (*done)(void *), void *arg,
                        double give_up)
 {
+    if (s->threaded) {
+        wait_threaded(s, done, arg, give_up);
+        return;
+    }
     double spin_until = swy_time_s() + s->p.spin_s;
     for (;;) {
         pthread_mutex_lock(&s->lock);
@@ -731,11 +1016,17 @@ void swy_sched_destroy(swy_sched_t *s)
     swy_list_t *pos, *tmp;
     if (s == NULL)
         return;
+    swy_sched_stop(s);
     swy_sched_fail_comm(s, SWY_ERR_ABORTED, "communicator destroyed", 0);
     swy_list_for_each_safe(pos, tmp, &s->detached) {
         swy_uop_t *uop = swy_container_of(pos, swy_uop_t, op_link);
         swy_free(uop);
     }
+    swy_trace_finish(s->trace);
+    swy_policy_unload(&s->policy);
+    if (s->wake_fd >= 0)
+        close(s->wake_fd);
+    pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     swy_free(s->links);
     swy_free(s);
@@ -758,6 +1049,11 @@ void swy_sched_stats(swy_sched_t *s, swy_comm_stats_t *stats)
 void *swy_sched_owner(const struct swy_request *op)
 {
     return op->sched->p.owner;
+}
+
+const char *swy_sched_policy_name(const swy_sched_t *s)
+{
+    return s->policy.ops->name;
 }
 
 size_t swy_sched_partition_bytes(const swy_sched_t *s)

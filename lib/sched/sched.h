@@ -31,6 +31,9 @@ typedef struct {
     double timeout_s;
     double spin_s; /* poll this long before sleeping on event fds */
     void *owner;   /* the communicator, for swy_sched_owner() */
+    const char *policy;     /* SWY_POLICY: built-in or plugin name */
+    size_t credit_bytes;    /* SWY_CREDIT_BYTES (0: one partition) */
+    int progress_thread;    /* SWY_PROGRESS=thread */
 } swy_sched_params_t;
 
 swy_status_t swy_sched_create(const swy_sched_params_t *params,
@@ -41,6 +44,11 @@ void swy_sched_fail_all(swy_sched_t *sched, swy_status_t status,
 /* Progress until every op (freed-but-running ones included) completed,
  * or the comm failed, or timeout_s passed (SWY_ERR_TIMEOUT). */
 swy_status_t swy_sched_drain(swy_sched_t *sched, double timeout_s);
+/* Stop the progress thread (if any); call before the transports are
+ * finalized. NULL ok. */
+void swy_sched_stop(swy_sched_t *sched);
+/* Name of the policy in use. */
+const char *swy_sched_policy_name(const swy_sched_t *sched);
 /* Free everything; call after the transports were finalized. NULL ok. */
 void swy_sched_destroy(swy_sched_t *sched);
 

@@ -124,7 +124,7 @@ static void loader_lib_dir(char *dir, size_t len)
 {
     Dl_info info;
     dir[0] = '\0';
-    if (dladdr((void *)(uintptr_t)&swy_transport_plugin_find, &info) == 0 ||
+    if (dladdr((void *)(uintptr_t)&swy_plugin_find, &info) == 0 ||
         info.dli_fname == NULL)
         return;
     const char *slash = strrchr(info.dli_fname, '/');
@@ -134,9 +134,8 @@ static void loader_lib_dir(char *dir, size_t len)
              info.dli_fname);
 }
 
-swy_status_t swy_transport_plugin_find(const char *name, char *path,
-                                       size_t path_len, char *why,
-                                       size_t why_len)
+swy_status_t swy_plugin_find(const char *kind, const char *name, char *path,
+                             size_t path_len, char *why, size_t why_len)
 {
     const char *user_path = swy_config_get("SWY_PLUGIN_PATH");
     char lib_dir[1024];
@@ -164,7 +163,7 @@ swy_status_t swy_transport_plugin_find(const char *name, char *path,
             seen[n_seen++] = dir;
         char candidate[4096];
         int n = snprintf(candidate, sizeof(candidate),
-                         "%s/swy-transport-%s.so", dir, name);
+                         "%s/swy-%s-%s.so", dir, kind, name);
         if (n < 0 || (size_t)n >= sizeof(candidate))
             continue;
         if (access(candidate, F_OK) == 0) {
@@ -181,7 +180,14 @@ swy_status_t swy_transport_plugin_find(const char *name, char *path,
                                           sizeof(tried) - tried_len, "%s%s",
                                           tried_len > 0 ? ", " : "", dir);
     }
-    snprintf(why, why_len, "plugin swy-transport-%s.so not found in: %s",
+    snprintf(why, why_len, "plugin swy-%s-%s.so not found in: %s", kind,
              name, tried_len > 0 ? tried : "(no directories)");
     return SWY_ERR_UNSUPPORTED;
+}
+
+swy_status_t swy_transport_plugin_find(const char *name, char *path,
+                                       size_t path_len, char *why,
+                                       size_t why_len)
+{
+    return swy_plugin_find("transport", name, path, path_len, why, why_len);
 }

@@ -52,6 +52,12 @@ swy_status_t swy_transport_plugin_open(const char *path,
                                        void **dl_handle_p, char *why,
                                        size_t why_len);
 
+/* Find swy-<kind>-<name>.so (kind: "transport", "policy") along the
+ * plugin search path; SWY_ERR_UNSUPPORTED with the directories tried in
+ * *why when absent. */
+swy_status_t swy_plugin_find(const char *kind, const char *name, char *path,
+                             size_t path_len, char *why, size_t why_len);
+
 /* Find swy-transport-<name>.so along the search path; SWY_ERR_UNSUPPORTED
  * with the directories tried in *why when absent. */
 swy_status_t swy_transport_plugin_find(const char *name, char *path,

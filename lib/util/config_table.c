@@ -62,8 +62,10 @@ const swy_config_entry_t swy_config_table[] = {
      "higher priority waits (lina, credit). auto: one partition."},
     {"SWY_POLICY", "lina",
      "Scheduling policy: fifo, fair, lina, credit, or a plugin name."},
-    {"SWY_PROGRESS", "caller",
-     "Progress: caller (inside swy_test/swy_wait) or thread."},
+    {"SWY_PROGRESS", "thread",
+     "Progress: thread (one progress thread per communicator that sleeps "
+     "on the transports' event fds when idle) or caller (progress only "
+     "inside swy_test/swy_wait, as MPI)."},
     {"SWY_SPIN_US", "200",
      "Microseconds a waiting rank polls before it sleeps on the "
      "transports' event file descriptors."},

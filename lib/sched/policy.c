@@ -1,0 +1,220 @@
+/* The built-in policies and the policy plugin loader.
+ *
+ *   fifo    whole ops in submission order, as one NCCL stream: a micro-op
+ *           leaves only when every earlier op on this rank has completed.
+ *   fair    every op issues as soon as its own steps allow, each with its
+ *           own window per link and no coordination between ops — two
+ *           NCCL streams sharing a link; what users have today.
+ *   lina    strict priority (Lina, ATC'23): the queue is ordered by
+ *           priority, and while an op of higher priority is incomplete (or
+ *           swy_phase_hint announced an all-to-all) at most SWY_CREDIT_BYTES
+ *           of lower priority may be in flight per link.
+ *   credit  ByteScheduler's credit queue (SOSP'19, BytePS
+ *           scheduled_queue.cc): ordered by priority, and a micro-op leaves
+ *           only if it fits the link's remaining credit, whatever its
+ *           priority.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sched/policy.h"
+#include "transport/transport.h"
+#include "util/config.h"
+#include "util/log.h"
+#include "util/status.h"
+
+static swy_status_t nop_init(const swy_policy_host_v1_t *host, void **ctx_p)
+{
+    *ctx_p = NULL;
+    return SWY_OK;
+}
+
+static void nop_finalize(void *ctx)
+{
+}
+
+static int cmp_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? -1 : a > b;
+}
+
+/* Sequence numbers wrap at 2^24: compare them on the circle. */
+static int cmp_seq(uint32_t a, uint32_t b)
+{
+    uint32_t d = (a - b) & 0xFFFFFFu;
+    return d == 0 ? 0 : d < 0x800000u ? 1 : -1;
+}
+
+static int cmp_arrival(void *ctx, const swy_policy_uop_v1_t *a,
+                       const swy_policy_uop_v1_t *b)
+{
+    return cmp_u64(a->ready_index, b->ready_index);
+}
+
+static int cmp_submission(void *ctx, const swy_policy_uop_v1_t *a,
+                          const swy_policy_uop_v1_t *b)
+{
+    int c = cmp_seq(a->op_seq, b->op_seq);
+    return c ? c : cmp_u64(a->ready_index, b->ready_index);
+}
+
+static int cmp_priority(void *ctx, const swy_policy_uop_v1_t *a,
+                        const swy_policy_uop_v1_t *b)
+{
+    if (a->priority != b->priority)
+        return a->priority > b->priority ? -1 : 1;
+    if (a->order != b->order)
+        return a->order < b->order ? -1 : 1;
+    return cmp_submission(ctx, a, b);
+}
+
+static int fits(size_t inflight, size_t bytes, size_t limit)
+{
+    return inflight == 0 || inflight + bytes <= limit;
+}
+
+static int fifo_admit(void *ctx, const swy_policy_link_v1_t *link,
+                      const swy_policy_uop_v1_t *uop)
+{
+    if (uop->op_seq != link->oldest_op_seq)
+        return SWY_POLICY_STOP; /* a later op waits for the stream */
+    return fits(link->inflight_bytes, uop->bytes, link->window_bytes)
+               ? SWY_POLICY_ISSUE
+               : SWY_POLICY_STOP;
+}
+
+static int fair_admit(void *ctx, const swy_policy_link_v1_t *link,
+                      const swy_policy_uop_v1_t *uop)
+{
+    if (link->inflight_bytes == 0)
+        return SWY_POLICY_ISSUE;
+    return fits(uop->op_inflight_bytes, uop->bytes, link->window_bytes)
+               ? SWY_POLICY_ISSUE
+               : SWY_POLICY_SKIP;
+}
+
+static int lina_admit(void *ctx, const swy_policy_link_v1_t *link,
+                      const swy_policy_uop_v1_t *uop)
+{
+    int held = link->higher_pending ||
+               (link->phase == SWY_PHASE_A2A_IMMINENT &&
+                uop->priority < SWY_PRIO_HIGH);
+    if (held)
+        return fits(link->inflight_le_bytes, uop->bytes, link->credit_bytes)
+                   ? SWY_POLICY_ISSUE
+                   : SWY_POLICY_STOP;
+    return fits(link->inflight_bytes, uop->bytes, link->window_bytes)
+               ? SWY_POLICY_ISSUE
+               : SWY_POLICY_STOP;
+}
+
+static int credit_admit(void *ctx, const swy_policy_link_v1_t *link,
+                        const swy_policy_uop_v1_t *uop)
+{
+    return fits(link->inflight_bytes, uop->bytes, link->credit_bytes)
+               ? SWY_POLICY_ISSUE
+               : SWY_POLICY_STOP;
+}
+
+#define BUILTIN(var, nm, desc, cmp, adm)                                      \
+    static const swy_policy_v1_t var = {                                      \
+        SWY_POLICY_ABI_V1, sizeof(swy_policy_v1_t), nm, desc, nop_init, cmp,  \
+        adm, nop_finalize}
+
+BUILTIN(policy_fifo, "fifo", "whole ops in submission order (one stream)",
+        cmp_submission, fifo_admit);
+BUILTIN(policy_fair, "fair", "ops share links without coordination "
+        "(concurrent streams)", cmp_arrival, fair_admit);
+BUILTIN(policy_lina, "lina", "strict priority with a credit for lower "
+        "priority while higher waits (Lina)", cmp_priority, lina_admit);
+BUILTIN(policy_credit, "credit", "priority queue bounded by a credit per "
+        "link (ByteScheduler)", cmp_priority, credit_admit);
+
+const swy_policy_v1_t *const swy_policy_builtins[] = {
+    &policy_fifo, &policy_fair, &policy_lina, &policy_credit, NULL};
+
+swy_status_t swy_policy_plugin_open(const char *path,
+                                    const swy_policy_v1_t **ops_p,
+                                    void **dl_handle_p, char *why,
+                                    size_t why_len)
+{
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (handle == NULL) {
+        snprintf(why, why_len, "cannot load %s: %s", path, dlerror());
+        return SWY_ERR_INVALID_ARG;
+    }
+    /* Newest ABI first; version 1 is the only one so far. */
+    const swy_policy_v1_t *ops = dlsym(handle, SWY_POLICY_PLUGIN_SYMBOL_V1);
+    if (ops == NULL) {
+        snprintf(why, why_len, "%s has no symbol %s", path,
+                 SWY_POLICY_PLUGIN_SYMBOL_V1);
+    } else if (ops->abi_version != SWY_POLICY_ABI_V1) {
+        snprintf(why, why_len, "%s: wrong policy ABI version %u (expected "
+                 "%u)", path, ops->abi_version, SWY_POLICY_ABI_V1);
+    } else if (ops->struct_size != sizeof(swy_policy_v1_t)) {
+        snprintf(why, why_len, "%s: struct_size %u (expected %zu)", path,
+                 ops->struct_size, sizeof(swy_policy_v1_t));
+    } else if (ops->init == NULL || ops->compare == NULL ||
+               ops->admit == NULL || ops->finalize == NULL ||
+               ops->name == NULL) {
+        snprintf(why, why_len, "%s: a required entry point is NULL", path);
+    } else {
+        *ops_p = ops;
+        *dl_handle_p = handle;
+        return SWY_OK;
+    }
+    dlclose(handle);
+    return SWY_ERR_INVALID_ARG;
+}
+
+static const swy_policy_host_v1_t *policy_host(int rank, int nranks)
+{
+    static _Thread_local swy_policy_host_v1_t host;
+    host = (swy_policy_host_v1_t){SWY_POLICY_ABI_V1, sizeof(host), swy_log,
+                                  swy_config_get, rank, nranks};
+    return &host;
+}
+
+swy_status_t swy_policy_load(const char *name, int rank, int nranks,
+                             swy_policy_t *policy)
+{
+    char path[4096], why[4096];
+    memset(policy, 0, sizeof(*policy));
+    for (int i = 0; swy_policy_builtins[i] != NULL; i++)
+        if (strcmp(swy_policy_builtins[i]->name, name) == 0)
+            policy->ops = swy_policy_builtins[i];
+    if (policy->ops == NULL) {
+        swy_status_t status = swy_plugin_find("policy", name, path,
+                                              sizeof(path), why, sizeof(why));
+        if (status == SWY_OK)
+            status = swy_policy_plugin_open(path, &policy->ops,
+                                            &policy->dl_handle, why,
+                                            sizeof(why));
+        if (status != SWY_OK)
+            return swy_err_set(SWY_ERR_INVALID_ARG, "sched",
+                               "SWY_POLICY=%s is neither a built-in policy "
+                               "(fifo, fair, lina, credit) nor a usable "
+                               "plugin: %s", name, why);
+        swy_info("sched", "policy '%s' loaded from %s", name, path);
+    }
+    swy_status_t status = policy->ops->init(policy_host(rank, nranks),
+                                            &policy->ctx);
+    if (status != SWY_OK) {
+        if (policy->dl_handle != NULL)
+            dlclose(policy->dl_handle);
+        return swy_err_set(status, "sched", "policy '%s' failed to "
+                           "initialize", name);
+    }
+    return SWY_OK;
+}
+
+void swy_policy_unload(swy_policy_t *policy)
+{
+    if (policy == NULL || policy->ops == NULL)
+        return;
+    policy->ops->finalize(policy->ctx);
+    if (policy->dl_handle != NULL)
+        dlclose(policy->dl_handle);
+    policy->ops = NULL;
+}
