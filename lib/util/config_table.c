@@ -19,6 +19,8 @@ const swy_config_entry_t swy_config_table[] = {
     {"SWY_WORLD_SIZE", NULL, "Number of ranks (swy_comm_init_env)."},
     {"SWY_LOCAL_RANK", NULL,
      "Rank among the ranks of this host (set by swy-run; informational)."},
+    {"SWY_NODE", NULL, "Emulated node index (set by swy-run --nodes)."},
+    {"SWY_NNODES", NULL, "Number of emulated nodes (set by swy-run --nodes)."},
     {"SWY_ROOT", NULL,
      "host:port where rank 0 listens for the job's control plane; "
      "defaults to MASTER_ADDR:MASTER_PORT when those are set."},

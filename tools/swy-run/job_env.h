@@ -1,5 +1,5 @@
 /* The job-wide variables every rank shares: world size, root address and
- * job key. Shared by the local and (later) the cluster launcher. */
+ * job key. Shared by the local and the cluster launcher. */
 #ifndef SWY_RUN_JOB_ENV_H
 #define SWY_RUN_JOB_ENV_H
 

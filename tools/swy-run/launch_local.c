@@ -48,6 +48,7 @@ typedef struct {
 
 typedef struct {
     const swy_run_options_t *opts;
+    const swy_run_launch_hooks_t *hooks;
     rank_t                  *ranks;
     int                      n_started;
     int                      n_running;   /* started and not yet reaped */
@@ -60,6 +61,7 @@ typedef struct {
     bool                     stopping;    /* SIGTERM sent to all ranks */
     bool                     killed;      /* SIGKILL sent to all ranks */
     double                   kill_at;     /* when stopping turns to SIGKILL */
+    double                   signal_kill_at; /* kill_after_signal; 0: none */
     double                   timeout_at;  /* 0: none */
     double                   drain_until; /* set when the last rank exits */
     int                      exit_status; /* 0 until something fails */
@@ -143,6 +145,9 @@ static bool signals_block(job_t *job)
         fprintf(stderr, "swy-run: sigprocmask: %s\n", strerror(errno));
         return false;
     }
+    if (job->hooks->rank_sigmask != NULL) {
+        job->saved_mask = *job->hooks->rank_sigmask;
+    }
     job->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
     if (job->signal_fd < 0) {
         fprintf(stderr, "swy-run: signalfd: %s\n", strerror(errno));
@@ -184,7 +189,14 @@ rank_exec(job_t *job, int rank, pid_t parent, int out_w, int err_w,
 
     snprintf(text, sizeof(text), "%d", rank);
     setenv("SWY_RANK", text, 1);
-    setenv("SWY_LOCAL_RANK", text, 1);
+    if (job->hooks->rank_env != NULL) {
+        job->hooks->rank_env(job->hooks->ctx, rank);
+    } else {
+        setenv("SWY_LOCAL_RANK", text, 1);
+    }
+    if (job->hooks->rank_enter != NULL) {
+        job->hooks->rank_enter(job->hooks->ctx, rank, status_w);
+    }
 
     sigaction(SIGPIPE, &job->saved_sigpipe, NULL);
     setrlimit(RLIMIT_NOFILE, &job->saved_nofile);
@@ -298,11 +310,17 @@ static void reap_children(job_t *job)
     pid_t pid;
 
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        bool is_rank = false;
+
         for (int r = 0; r < job->n_started; ++r) {
             if (job->ranks[r].pid == pid) {
                 rank_exited(job, r, status);
+                is_rank = true;
                 break;
             }
+        }
+        if (!is_rank && job->hooks->child_exited != NULL) {
+            job->hooks->child_exited(job->hooks->ctx, pid, status);
         }
     }
 }
@@ -316,6 +334,11 @@ static void signals_handle(job_t *job)
             reap_children(job);
         } else {
             signal_ranks(job, (int)info.ssi_signo);
+            if (job->hooks->kill_after_signal && job->signal_kill_at == 0 &&
+                (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM ||
+                 info.ssi_signo == SIGHUP)) {
+                job->signal_kill_at = now_s() + job->opts->grace_s;
+            }
         }
     }
 }
@@ -375,6 +398,10 @@ static int poll_timeout_ms(const job_t *job)
     } else if (!job->stopping && job->timeout_at > 0) {
         deadline = job->timeout_at;
     }
+    if (job->signal_kill_at > 0 && !job->killed &&
+        (deadline == 0 || job->signal_kill_at < deadline)) {
+        deadline = job->signal_kill_at;
+    }
     if (deadline == 0) {
         return -1;
     }
@@ -394,7 +421,9 @@ static void deadlines_check(job_t *job)
                 job->opts->timeout_s);
         job_stop(job, SWY_RUN_EXIT_TIMEOUT);
     }
-    if (job->stopping && !job->killed && now >= job->kill_at) {
+    if (!job->killed &&
+        ((job->stopping && now >= job->kill_at) ||
+         (job->signal_kill_at > 0 && now >= job->signal_kill_at))) {
         job->killed = true;
         signal_ranks(job, SIGKILL);
     }
@@ -476,9 +505,19 @@ static int job_loop(job_t *job)
 
 int swy_run_local_launch(const swy_run_options_t *opts)
 {
-    job_t job = {.opts = opts, .signal_fd = -1};
-    int   status;
+    static const swy_run_launch_hooks_t no_hooks = {0};
 
+    if (!swy_run_job_env_set(opts->np, "127.0.0.1")) {
+        return SWY_RUN_EXIT_INTERNAL;
+    }
+    return swy_run_ranks_launch(opts, &no_hooks);
+}
+
+int swy_run_ranks_launch(const swy_run_options_t *opts,
+                         const swy_run_launch_hooks_t *hooks)
+{
+    job_t job = {.opts = opts, .hooks = hooks, .signal_fd = -1};
+    int   status;
     job.ranks = calloc((size_t)opts->np, sizeof(*job.ranks));
     if (job.ranks == NULL) {
         fprintf(stderr, "swy-run: out of memory for %d ranks\n", opts->np);
@@ -494,8 +533,7 @@ int swy_run_local_launch(const swy_run_options_t *opts)
     }
     job.stdin_to_rank0 = !isatty(STDIN_FILENO);
 
-    if (!raise_fd_limit(&job) || !swy_run_job_env_set(opts->np, "127.0.0.1") ||
-        !signals_block(&job)) {
+    if (!raise_fd_limit(&job) || !signals_block(&job)) {
         status = SWY_RUN_EXIT_INTERNAL;
         goto out_free;
     }

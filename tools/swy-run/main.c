@@ -1,6 +1,7 @@
 /* swy-run: start the ranks of a Switchyard job. The command line decides
- * the launcher: local ranks (launch_local.c) or, later, an emulated cluster
- * of network namespaces. */
+ * the launcher: local ranks (launch_local.c) or an emulated cluster of
+ * network namespaces (launch_cluster.c). */
+#include "launch_cluster.h"
 #include "launch_local.h"
 #include "options.h"
 
@@ -40,10 +41,7 @@ int main(int argc, char **argv)
     }
 
     if (opts.mode == SWY_RUN_MODE_CLUSTER) {
-        /* The namespace launcher (launch_cluster.c) is not written yet. */
-        fprintf(stderr, "swy-run: --nodes is not available in this build "
-                "yet\n");
-        return 2;
+        return swy_run_cluster_launch(&opts);
     }
     return swy_run_local_launch(&opts);
 }

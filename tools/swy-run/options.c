@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #ifndef SWY_RUN_VERSION
 #define SWY_RUN_VERSION "unknown"
@@ -42,19 +43,34 @@ void swy_run_options_print_usage(FILE *out)
         "  -h, --help          show this text and exit\n"
         "      --version       show the version and exit\n"
         "\n"
-        "Emulated cluster (not available in this build yet):\n"
-        "      --nodes N           emulated nodes (network namespaces)\n"
-        "      --ranks-per-node M  ranks in each node\n"
-        "      --link RATE         shaped uplink rate of each node, e.g. 1gbit\n"
+        "Emulated cluster (root; needs ip and tc from iproute2):\n"
+        "      --nodes N           N emulated nodes, 1..%d: each a network\n"
+        "                          namespace with its own hostname (nodeI),\n"
+        "                          IPC, PID and mount namespace and a private\n"
+        "                          /dev/shm; node I has 198.18.0.<I+1>/24 on\n"
+        "                          eth0, joined to the others by a bridge\n"
+        "      --ranks-per-node M  M ranks in each node (default 1), sharing\n"
+        "                          the node's namespaces; global ranks are\n"
+        "                          node-major (node I runs I*M..I*M+M-1)\n"
+        "      --link RATE         shape each node's uplink, both directions,\n"
+        "                          with tc tbf at RATE (tc syntax: 1gbit,\n"
+        "                          100mbit, 50mbps, ...); default unshaped\n"
+        "  Everything it creates is removed on exit and on SIGINT, SIGTERM\n"
+        "  and SIGHUP (ranks still running --grace seconds after such a\n"
+        "  signal are killed); leftovers of a run that was killed outright\n"
+        "  (names swy-<pid>-...) are removed by the next run.\n"
         "\n"
         "Variables set for each rank:\n"
         "  SWY_RANK         rank, 0..N-1\n"
         "  SWY_WORLD_SIZE   N\n"
-        "  SWY_LOCAL_RANK   rank among the ranks of this host\n"
+        "  SWY_LOCAL_RANK   rank among the ranks of this host (or node)\n"
         "  SWY_ROOT         127.0.0.1:<free port> where rank 0 listens\n"
-        "                   (kept if already set in the environment)\n"
+        "                   (kept if already set in the environment); with\n"
+        "                   --nodes always 198.18.0.1:<random port>\n"
         "  SWY_JOB_KEY      64 random hex characters, the job's secret\n"
         "                   (kept if already set in the environment)\n"
+        "  SWY_NODE         with --nodes: the node index, 0..nodes-1\n"
+        "  SWY_NNODES       with --nodes: the number of nodes\n"
         "\n"
         "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded\n"
         "to every rank. Each rank runs in its own process group, so a Ctrl-C\n"
@@ -65,8 +81,8 @@ void swy_run_options_print_usage(FILE *out)
         "Exit status: 0 when every rank exits 0; otherwise the first failing\n"
         "rank's status (128+signal if it was killed), 124 on --timeout,\n"
         "127 if prog cannot be run, 125 if swy-run itself fails, 2 on bad\n"
-        "usage.\n",
-        SWY_RUN_MAX_RANKS, SWY_RUN_DEFAULT_GRACE_S);
+        "usage, 77 if --nodes lacks root, ip or tc (a test can skip).\n",
+        SWY_RUN_MAX_RANKS, SWY_RUN_DEFAULT_GRACE_S, SWY_RUN_MAX_NODES);
 }
 
 static void usage_error(const char *fmt, ...)
@@ -97,6 +113,50 @@ static bool parse_int(const char *option, const char *text, int min, int max,
     }
     *value_p = (int)value;
     return true;
+}
+
+bool swy_run_rate_parse(const char *text, double *bits_s_p)
+{
+    /* tc(8): "bit" or a bare number is bits per second, "bps" bytes per
+     * second; k, m, g, t are powers of 1000, ki, mi, gi, ti of 1024. */
+    static const struct {
+        const char *unit;
+        double      bits;
+    } units[] = {
+        {"", 1},
+        {"bit", 1},         {"kbit", 1e3},  {"mbit", 1e6},
+        {"gbit", 1e9},      {"tbit", 1e12}, {"kibit", 1024.0},
+        {"mibit", 1048576.0}, {"gibit", 1073741824.0},
+        {"tibit", 1099511627776.0},
+        {"bps", 8},         {"kbps", 8e3},  {"mbps", 8e6},
+        {"gbps", 8e9},      {"tbps", 8e12}, {"kibps", 8 * 1024.0},
+        {"mibps", 8 * 1048576.0}, {"gibps", 8 * 1073741824.0},
+        {"tibps", 8 * 1099511627776.0},
+    };
+    char  *end;
+    double value;
+
+    /* No sign, space, "inf" or "nan": strtod would take them. */
+    if (!((text[0] >= '0' && text[0] <= '9') || text[0] == '.')) {
+        return false;
+    }
+    errno = 0;
+    value = strtod(text, &end);
+    if (errno != 0 || end == text || !isfinite(value) || value <= 0) {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); ++i) {
+        if (strcasecmp(end, units[i].unit) == 0) {
+            double bits_s = value * units[i].bits;
+
+            if (bits_s < 1e3 || bits_s > 1e13) {
+                return false;
+            }
+            *bits_s_p = bits_s;
+            return true;
+        }
+    }
+    return false;
 }
 
 /* Non-negative, finite number of seconds; strictly positive if asked. */
@@ -173,7 +233,7 @@ swy_run_parse_result_t swy_run_options_parse(int argc, char **argv,
             printf("swy-run (switchyard) %s\n", SWY_RUN_VERSION);
             return SWY_RUN_PARSE_EXIT_OK;
         case OPT_NODES:
-            if (!parse_int("--nodes", optarg, 1, SWY_RUN_MAX_RANKS,
+            if (!parse_int("--nodes", optarg, 1, SWY_RUN_MAX_NODES,
                            &opts.nodes)) {
                 return SWY_RUN_PARSE_EXIT_USAGE;
             }
@@ -185,8 +245,10 @@ swy_run_parse_result_t swy_run_options_parse(int argc, char **argv,
             }
             break;
         case OPT_LINK:
-            if (optarg[0] == '\0') {
-                usage_error("--link: empty rate");
+            if (!swy_run_rate_parse(optarg, &opts.link_bits_s)) {
+                usage_error("--link: '%s' is not a rate in 1kbit..10tbit "
+                            "(tc syntax, e.g. 1gbit, 100mbit, 50mbps)",
+                            optarg);
                 return SWY_RUN_PARSE_EXIT_USAGE;
             }
             opts.link_rate = optarg;

@@ -1,5 +1,5 @@
 /* Command line of swy-run: what to launch and how. The local launcher and
- * (later) the emulated-cluster launcher both start from this struct, so
+ * the emulated-cluster launcher both start from this struct, so
  * options of either mode are parsed here and nowhere else. */
 #ifndef SWY_RUN_OPTIONS_H
 #define SWY_RUN_OPTIONS_H
@@ -8,6 +8,8 @@
 #include <stdio.h>
 
 #define SWY_RUN_MAX_RANKS 4096
+/* Node i gets 198.18.0.<i+1>/24. */
+#define SWY_RUN_MAX_NODES 254
 
 typedef enum {
     SWY_RUN_MODE_LOCAL,   /* -n N ranks on this host */
@@ -25,6 +27,7 @@ typedef struct {
     int            nodes;
     int            ranks_per_node;
     const char    *link_rate;    /* as given, e.g. "1gbit"; NULL: unshaped */
+    double         link_bits_s;  /* link_rate in bits per second; 0: none */
 
     char         **prog_argv;    /* NULL-terminated, points into argv */
 } swy_run_options_t;
@@ -41,5 +44,11 @@ swy_run_parse_result_t swy_run_options_parse(int argc, char **argv,
                                              swy_run_options_t *opts_p);
 
 void swy_run_options_print_usage(FILE *out);
+
+/* A rate as tc(8) writes it: a number and a unit (bit, kbit, mbit, gbit,
+ * tbit, bps, kbps, mbps, gbps, tbps, or the IEC kibit, mibps, ...; no unit
+ * means bits per second). False if it is not one or is outside
+ * 1kbit..10tbit. */
+bool swy_run_rate_parse(const char *text, double *bits_s_p);
 
 #endif

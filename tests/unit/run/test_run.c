@@ -567,9 +567,13 @@ static void case_usage(void)
         {"swy-run", "--timeout", "-1", "true", NULL},
         {"swy-run", "--grace", "x", "true", NULL},
         {"swy-run", "--link", "1gbit", "true", NULL},
+        {"swy-run", "--nodes", "2", "--link", "fast", "true", NULL},
+        {"swy-run", "--nodes", "2", "--link", "0gbit", "true", NULL},
+        {"swy-run", "--nodes", "2", "--link", "-1gbit", "true", NULL},
+        {"swy-run", "--nodes", "2", "--link", "1gbitx", "true", NULL},
+        {"swy-run", "--nodes", "255", "true", NULL},
+        {"swy-run", "--nodes", "2", "-n", "3", "true", NULL},
     };
-    const char *nodes[] = {"swy-run", "--nodes", "2", "--ranks-per-node",
-                           "2", "--link", "1gbit", "true", NULL};
     const char *help[] = {"swy-run", "--help", NULL};
     const char *version[] = {"swy-run", "--version", NULL};
     const char *dashdash[] = {"swy-run", "-n", "1", "--", helper_path,
@@ -584,13 +588,6 @@ static void case_usage(void)
               "case %zu: no message", i);
         result_free(&res);
     }
-    res = swy_run(nodes, NULL, 10);
-    CHECK(&res, exit_code(&res) == 2, "--nodes: exit status %d",
-          exit_code(&res));
-    CHECK(&res, strcmp(res.err, "swy-run: --nodes is not available in this "
-                       "build yet\n") == 0, "--nodes: wrong message");
-    result_free(&res);
-
     res = swy_run(help, NULL, 10);
     CHECK(&res, exit_code(&res) == 0, "--help: exit status %d",
           exit_code(&res));
@@ -598,7 +595,8 @@ static void case_usage(void)
         static const char *const words[] = {
             "--np", "--timeout", "--grace", "--no-prefix", "--help",
             "--version", "SWY_RANK", "SWY_WORLD_SIZE", "SWY_LOCAL_RANK",
-            "SWY_ROOT", "SWY_JOB_KEY"};
+            "SWY_ROOT", "SWY_JOB_KEY", "--nodes", "--ranks-per-node",
+            "--link", "SWY_NODE", "SWY_NNODES"};
 
         for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); ++i) {
             CHECK(&res, strstr(res.out, words[i]) != NULL,
