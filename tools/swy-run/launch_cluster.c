@@ -432,7 +432,6 @@ int swy_run_cluster_launch(const swy_run_options_t *opts)
     sigaddset(&blocked, SIGCHLD);
     sigprocmask(SIG_BLOCK, &blocked, &saved_mask);
 
-    swy_run_netns_stale_remove();
     net_status = swy_run_netns_create(&cluster.net, opts->nodes,
                                       opts->link_bits_s);
     if (net_status != 0) {

@@ -11,11 +11,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define RUN_NETNS_DIR "/run/netns"
+/* Held while creating namespaces and while removing /run/netns, so that
+ * one run cannot remove the directory under another's `ip netns add`. */
+#define LOCK_PATH     "/run/swy-run-netns.lock"
 
 /* tc-tbf(8): the bucket must hold at least rate/HZ bytes, or a kernel that
  * refills per tick cannot reach the rate. 250 is this kernel's (and
@@ -33,6 +38,7 @@ bool swy_run_tool_find(const char *name, char *path_p, unsigned path_len)
     const char *env_path = getenv("PATH");
     char        dirs[8192];
     char       *save = NULL;
+    struct stat st;
 
     snprintf(dirs, sizeof(dirs), "%s:/usr/sbin:/sbin",
              env_path != NULL ? env_path : "");
@@ -44,7 +50,9 @@ bool swy_run_tool_find(const char *name, char *path_p, unsigned path_len)
             continue; /* a relative PATH entry would depend on the cwd */
         }
         snprintf(candidate, sizeof(candidate), "%s/%s", dir, name);
-        if (access(candidate, X_OK) == 0) {
+        /* A directory passes access(X_OK): /usr/lib/<triplet>/tc is one. */
+        if (stat(candidate, &st) == 0 && S_ISREG(st.st_mode) &&
+            access(candidate, X_OK) == 0) {
             snprintf(path_p, path_len, "%s", candidate);
             return true;
         }
@@ -145,32 +153,39 @@ static bool cmd_run(bool quiet, const char *const *argv)
 
 #define CMD(quiet, ...) cmd_run(quiet, (const char *const[]){__VA_ARGS__, NULL})
 
-/* "swy-<pid>-n<i>" or "swy-<pid>-br" where <pid> is no live process. */
-static bool name_is_stale(const char *name)
+/* The pid in "swy-<pid>-n<i>" or "swy-<pid>-br"; 0 if name is not one. */
+static pid_t name_pid(const char *name)
 {
     char *end;
     long  pid;
 
     if (strncmp(name, "swy-", 4) != 0 || name[4] < '1' || name[4] > '9') {
-        return false;
+        return 0;
     }
     errno = 0;
     pid = strtol(name + 4, &end, 10);
     if (errno != 0 || pid <= 0 || pid > INT_MAX || *end != '-') {
-        return false;
+        return 0;
     }
     end++;
     if (strcmp(end, "br") != 0) {
         if (end[0] != 'n' || end[1] == '\0' ||
             strspn(end + 1, "0123456789") != strlen(end + 1)) {
-            return false;
+            return 0;
         }
     }
-    /* EPERM means the process exists; only ESRCH proves it is gone. */
-    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    return (pid_t)pid;
 }
 
-void swy_run_netns_stale_remove(void)
+static bool name_is_stale(const char *name)
+{
+    pid_t pid = name_pid(name);
+
+    /* EPERM means the process exists; only ESRCH proves it is gone. */
+    return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+static void stale_remove(void)
 {
     DIR           *dir;
     struct dirent *entry;
@@ -245,6 +260,53 @@ static bool node_create(swy_run_netns_t *net, const char *bridge, int i,
             node_shape(bridge, node, bridge_end, link_bits_s));
 }
 
+/* -1 if the lock cannot be had; runs go on unlocked then (the race it
+ * prevents is narrow). */
+static int lock_take(void)
+{
+    int fd = open(LOCK_PATH, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+    if (fd < 0) {
+        return -1;
+    }
+    while (flock(fd, LOCK_EX) != 0) {
+        if (errno != EINTR) {
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+static void lock_release(int fd)
+{
+    if (fd >= 0) {
+        close(fd); /* releases the flock */
+    }
+}
+
+/* Whether path has entries other than swy-run's namespaces (of any run):
+ * if it has none, the last swy-run to leave may remove it. */
+static bool dir_has_others(const char *path)
+{
+    DIR           *dir = opendir(path);
+    struct dirent *entry;
+    bool           others = false;
+
+    if (dir == NULL) {
+        return false;
+    }
+    while ((entry = readdir(dir)) != NULL) {
+        if (strcmp(entry->d_name, ".") != 0 &&
+            strcmp(entry->d_name, "..") != 0 && name_pid(entry->d_name) == 0) {
+            others = true;
+            break;
+        }
+    }
+    closedir(dir);
+    return others;
+}
+
 static bool dir_is_empty(const char *path)
 {
     DIR           *dir = opendir(path);
@@ -265,27 +327,19 @@ static bool dir_is_empty(const char *path)
     return empty;
 }
 
-int swy_run_netns_create(swy_run_netns_t *net, int nodes,
-                         double link_bits_s)
+static int netns_build(swy_run_netns_t *net, int nodes, double link_bits_s)
 {
     char bridge[SWY_RUN_NETNS_NAME_MAX];
 
-    *net = (swy_run_netns_t){.nodes = nodes};
-    snprintf(net->prefix, sizeof(net->prefix), "swy-%d", (int)getpid());
-    /* Empty, it is most likely what an earlier run (or a crashed one,
-     * whose stale names were just removed) left: treat it as ours. */
-    net->run_netns_existed = access(RUN_NETNS_DIR, F_OK) == 0 &&
-                             !dir_is_empty(RUN_NETNS_DIR);
-    if (!tools_find()) {
-        fprintf(stderr, "swy-run: --nodes needs ip and tc (iproute2)\n");
-        return 77;
-    }
+    stale_remove();
+    /* Holding only swy-run's namespaces (or nothing: what an earlier or a
+     * crashed run left), it is swy-run's: the last run removes it. */
+    net->run_netns_foreign = dir_has_others(RUN_NETNS_DIR);
 
     snprintf(bridge, sizeof(bridge), "%s-br", net->prefix);
     if (!CMD(false, "ip", "netns", "add", bridge)) {
         fprintf(stderr, "swy-run: cannot create network namespaces; "
                 "--nodes needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN)\n");
-        swy_run_netns_destroy(net);
         return 77;
     }
     net->bridge_created = true;
@@ -301,6 +355,24 @@ int swy_run_netns_create(swy_run_netns_t *net, int nodes,
         }
     }
     return 0;
+}
+
+int swy_run_netns_create(swy_run_netns_t *net, int nodes,
+                         double link_bits_s)
+{
+    int lock_fd;
+    int status;
+
+    *net = (swy_run_netns_t){.nodes = nodes};
+    snprintf(net->prefix, sizeof(net->prefix), "swy-%d", (int)getpid());
+    if (!tools_find()) {
+        fprintf(stderr, "swy-run: --nodes needs ip and tc (iproute2)\n");
+        return 77;
+    }
+    lock_fd = lock_take();
+    status = netns_build(net, nodes, link_bits_s);
+    lock_release(lock_fd);
+    return status;
 }
 
 void swy_run_netns_destroy(swy_run_netns_t *net)
@@ -324,14 +396,19 @@ void swy_run_netns_destroy(swy_run_netns_t *net)
     /* `ip netns add` made /run/netns a bind mount of itself (so that the
      * namespaces' mounts propagate); undo that if this run brought
      * /run/netns into being and nobody else uses it now. */
-    if (!net->run_netns_existed && dir_is_empty(RUN_NETNS_DIR)) {
-        if (umount(RUN_NETNS_DIR) != 0 && errno != EINVAL) {
-            fprintf(stderr, "swy-run: umount %s: %s\n", RUN_NETNS_DIR,
-                    strerror(errno));
-        } else if (rmdir(RUN_NETNS_DIR) != 0 && errno != ENOENT &&
-                   errno != ENOTEMPTY) {
-            fprintf(stderr, "swy-run: rmdir %s: %s\n", RUN_NETNS_DIR,
-                    strerror(errno));
+    if (!net->run_netns_foreign) {
+        int lock_fd = lock_take();
+
+        if (dir_is_empty(RUN_NETNS_DIR)) {
+            if (umount(RUN_NETNS_DIR) != 0 && errno != EINVAL) {
+                fprintf(stderr, "swy-run: umount %s: %s\n", RUN_NETNS_DIR,
+                        strerror(errno));
+            } else if (rmdir(RUN_NETNS_DIR) != 0 && errno != ENOENT &&
+                       errno != ENOTEMPTY) {
+                fprintf(stderr, "swy-run: rmdir %s: %s\n", RUN_NETNS_DIR,
+                        strerror(errno));
+            }
         }
+        lock_release(lock_fd);
     }
 }

@@ -22,19 +22,17 @@ typedef struct {
     char  prefix[24];            /* "swy-<pid>" */
     bool  bridge_created;
     int   nodes_created;         /* namespaces swy-<pid>-n0.. that exist */
-    bool  run_netns_existed;     /* /run/netns was there, not empty, when
-                                  * this run began: leave it */
+    bool  run_netns_foreign;     /* /run/netns held namespaces of others
+                                  * than swy-run when this run began */
 } swy_run_netns_t;
 
 /* Absolute path of an executable found in PATH or in /usr/sbin, /sbin
  * (root's tools are there even when PATH lacks them); false if none. */
 bool swy_run_tool_find(const char *name, char *path_p, unsigned path_len);
 
-/* Deletes namespaces named swy-<pid>-... whose <pid> is no process any
- * more: what a run killed outright left behind. */
-void swy_run_netns_stale_remove(void);
-
-/* Builds the bridge and nodes namespaces with links, addresses and, if
+/* First deletes namespaces named swy-<pid>-... whose <pid> is no process
+ * any more (what a run killed outright left behind). Then builds the
+ * bridge and nodes namespaces with links, addresses and, if
  * link_bits_s > 0, tbf on both ends of each node's uplink. Returns 0, or
  * 77 if not even the first namespace could be created (no privilege), or
  * 1 on another failure; reports on stderr. What was built is recorded in
@@ -47,7 +45,7 @@ void swy_run_netns_node_name(const swy_run_netns_t *net, int node,
                              char name_p[SWY_RUN_NETNS_NAME_MAX]);
 
 /* Deletes what swy_run_netns_create built, and /run/netns if it is
- * empty now and was missing or empty when this run began. Accepts a net with nothing made. */
+ * empty now and held only swy-run's namespaces when this run began. Accepts a net with nothing made. */
 void swy_run_netns_destroy(swy_run_netns_t *net);
 
 #endif
