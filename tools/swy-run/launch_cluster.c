@@ -93,6 +93,9 @@ static int agent_main(void *arg)
     int                 signal_fd;
 
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* Out of swy-run's process group: terminal job control is for the
+     * ranks, through swy-run. */
+    setpgid(0, 0);
     if (setns(args->netns_fd, CLONE_NEWNET) != 0) {
         agent_fail(args->node, "setns(net)");
     }
@@ -300,6 +303,15 @@ static void cluster_rank_enter(void *ctx, int rank, int status_fd)
                 cluster->cwd, strerror(errno));
         _exit(SWY_RUN_EXIT_INTERNAL);
     }
+
+    /* The shim does not exec, so close-on-exec does not apply to it: drop
+     * what it inherited from swy-run (other ranks' pipe read ends, which
+     * would keep a rank from seeing EPIPE when swy-run closes its end;
+     * the agents' lifelines). Keep stdio and the status pipe. */
+    if (status_fd > 3) {
+        close_range(3, (unsigned)status_fd - 1, 0);
+    }
+    close_range((unsigned)status_fd + 1, ~0u, 0);
 
     pid = fork();
     if (pid < 0) {
