@@ -50,6 +50,7 @@ typedef struct {
     int peer;
     size_t inflight_bytes;       /**< all priorities */
     size_t inflight_le_bytes;    /**< priority <= the candidate's */
+    size_t inflight_ge_bytes;    /**< priority >= the candidate's */
     int higher_pending;          /**< an op of higher priority than the
                                       candidate's is incomplete on the comm */
     int phase;                   /**< last swy_phase_hint() */

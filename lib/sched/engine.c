@@ -22,6 +22,12 @@
 #include "util/status.h"
 
 enum { UOP_READY, UOP_POSTED, UOP_DONE };
+/* A send of op X to peer P waits until P's header for X arrived, i.e. until
+ * P posted X and its receives. So everything on the wire completes in
+ * finite time whatever P does next, and no policy can deadlock behind
+ * sends stuck in a transport (a rendezvous send to a peer that is waiting
+ * for an older op). */
+enum { HDR_NONE = 0, HDR_EXPECTED = 1, HDR_SEEN = 2 };
 
 typedef struct swy_uop {
     swy_list_t op_link; /* op->uops, or sched->detached */
@@ -53,7 +59,8 @@ struct swy_request {
     swy_list_t uops;
     int n_live;
     swy_coll_header_t *hdr_out, *hdr_in; /* indexed by peer rank */
-    uint8_t *hdr_seen;                   /* by peer rank */
+    uint8_t *hdr_seen; /* by peer rank: HDR_NONE, HDR_EXPECTED, HDR_SEEN */
+    swy_list_t gated;  /* sends waiting for their peer's header */
     size_t *inflight_by_peer;            /* send bytes in flight per link */
     uint64_t post_ns;
     int deferred_peer; /* peer whose data disagreed before its header */
@@ -357,7 +364,10 @@ static void emit_post(void *ctx, const swy_coll_xfer_t *x)
     }
     if (x->is_send) {
         uop->state = UOP_READY;
-        ready_insert(op->sched, uop);
+        if (op->hdr_seen[x->peer] == HDR_EXPECTED)
+            swy_list_push_back(&op->gated, &uop->q_link);
+        else
+            ready_insert(op->sched, uop);
         return;
     }
     swy_status_t status = uop_post_recv(uop);
@@ -407,6 +417,8 @@ static int issue_link(swy_sched_t *s, int peer)
             .peer = peer, .inflight_bytes = link->inflight_bytes,
             .inflight_le_bytes = tally_sum(&link->inflight_by_prio,
                                            uop->prio, 1),
+            .inflight_ge_bytes = tally_sum(&link->inflight_by_prio,
+                                           uop->prio - 1, 0),
             .higher_pending = tally_sum(&s->pending_ops, uop->prio, 0) > 0,
             .phase = s->phase, .oldest_op_seq = oldest,
             .window_bytes = s->p.window_bytes, .credit_bytes = s->credit_bytes,
@@ -473,7 +485,7 @@ static void handle_header(struct swy_request *op, swy_uop_t *uop)
         swy_sched_fail_comm(s, SWY_ERR_MISMATCH, msg, 1);
         return;
     }
-    op->hdr_seen[peer] = 1;
+    op->hdr_seen[peer] = HDR_SEEN;
     swy_status_t status = swy_coll_header_check(
         &op->args, op->seq, op_label(op), s->p.rank, peer, &op->hdr_in[peer],
         msg, sizeof(msg));
@@ -483,8 +495,19 @@ static void handle_header(struct swy_request *op, swy_uop_t *uop)
                  op_label(op), peer);
         status = SWY_ERR_MISMATCH;
     }
-    if (status != SWY_OK)
+    if (status != SWY_OK) {
         swy_sched_fail_comm(s, status, msg, 1);
+        return;
+    }
+    /* The peer has posted this op: its sends may go. */
+    swy_list_t *pos, *tmp;
+    swy_list_for_each_safe(pos, tmp, &op->gated) {
+        swy_uop_t *gated = swy_container_of(pos, swy_uop_t, q_link);
+        if (gated->x.peer != peer)
+            continue;
+        swy_list_del(&gated->q_link);
+        ready_insert(s, gated);
+    }
 }
 
 static void handle_data_size_mismatch(struct swy_request *op, swy_uop_t *uop)
@@ -493,7 +516,7 @@ static void handle_data_size_mismatch(struct swy_request *op, swy_uop_t *uop)
      * check (which names both counts) normally ran already; if not, wait
      * for it rather than report a vaguer message. */
     int peer = uop->x.peer;
-    if (!op->hdr_seen[peer] && op->hdr_in != NULL) {
+    if (op->hdr_seen[peer] == HDR_EXPECTED) {
         op->deferred_peer = peer;
         return;
     }
@@ -705,6 +728,7 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
     op->args = *args;
     op->algo = swy_coll_algo(args->kind);
     swy_list_init(&op->uops);
+    swy_list_init(&op->gated);
     swy_list_init(&op->link);
     if (args->kind == SWY_COLL_ALLTOALLV) {
         size_t *copy = swy_malloc(4 * (size_t)w * sizeof(size_t));
@@ -767,6 +791,7 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
     for (int i = 0; i < npeers && !op->completed; i++) {
         int peer = peers[i];
         swy_coll_header_make(&op->args, op->seq, peer, &op->hdr_out[peer]);
+        op->hdr_seen[peer] = HDR_EXPECTED;
         swy_coll_xfer_t rx = {.peer = peer, .is_send = 0,
                               .tag = SWY_COLL_TAG_HEADER,
                               .buf = &op->hdr_in[peer],

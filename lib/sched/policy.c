@@ -104,7 +104,9 @@ static int lina_admit(void *ctx, const swy_policy_link_v1_t *link,
         return fits(link->inflight_le_bytes, uop->bytes, link->credit_bytes)
                    ? SWY_POLICY_ISSUE
                    : SWY_POLICY_STOP;
-    return fits(link->inflight_bytes, uop->bytes, link->window_bytes)
+    /* Lower priority in flight never holds higher priority back: it is
+     * bounded by the credit already. */
+    return fits(link->inflight_ge_bytes, uop->bytes, link->window_bytes)
                ? SWY_POLICY_ISSUE
                : SWY_POLICY_STOP;
 }

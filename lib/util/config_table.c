@@ -71,6 +71,9 @@ const swy_config_entry_t swy_config_table[] = {
     {"SWY_SPIN_US", "200",
      "Microseconds a waiting rank polls before it sleeps on the "
      "transports' event file descriptors."},
+    {"SWY_POLICY_AGING_MS", "50",
+     "Example policy plugin 'aging': a micro-op waiting longer than this "
+     "goes regardless of priority."},
     {"SWY_TRACE", NULL,
      "Write a Chrome trace JSON per rank to this path (%r: rank)."},
     /* ucx plugin */

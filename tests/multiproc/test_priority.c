@@ -1,0 +1,164 @@
+/* Priority semantics, observed in the Chrome trace each rank writes: with a
+ * low-priority backlog queued, once a high-priority op is posted, the
+ * low-priority micro-ops issued afterwards on a link never have more than
+ * SWY_CREDIT_BYTES in flight until the high-priority op's last micro-op
+ * left on that link (policy lina). Also checks the counters.
+ * Usage: test_priority NRANKS TRACE_DIR   (NRANKS 1 uses the self
+ * transport; 2 uses UCX shared memory). */
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define PART (64u << 10)
+#define CREDIT (64u << 10)
+
+static const char *trace_dir;
+
+typedef struct {
+    double ts, dur;
+    int tid, prio;
+    size_t bytes;
+} ev_t;
+
+static int num_field(const char *line, const char *key, double *value)
+{
+    const char *p = strstr(line, key);
+    if (p == NULL)
+        return -1;
+    *value = strtod(p + strlen(key), NULL);
+    return 0;
+}
+
+/* Parse this rank's trace: send events and the high op's post time. */
+static int check_trace(int rank, int w)
+{
+    char path[512], line[1024];
+    snprintf(path, sizeof(path), "%s/trace.%d.json", trace_dir, rank);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "trace %s missing", path);
+    static ev_t evs[200000];
+    size_t n = 0;
+    double high_post = -1;
+    while (fgets(line, sizeof(line), f) && n < 200000) {
+        double ts, dur, tid, prio, bytes;
+        if (num_field(line, "\"ts\":", &ts) || num_field(line, "\"dur\":", &dur) ||
+            num_field(line, "\"tid\":", &tid) ||
+            num_field(line, "\"priority\":", &prio) ||
+            num_field(line, "\"bytes\":", &bytes))
+            continue;
+        if (strstr(line, "\"cat\":\"send\""))
+            evs[n++] = (ev_t){ts, dur, (int)tid, (int)prio, (size_t)bytes};
+        else if (strstr(line, "\"name\":\"high #") && tid == 0)
+            high_post = ts;
+    }
+    fclose(f);
+    CHECK(high_post > 0, "no op event for the high-priority op");
+    int checked = 0;
+    for (int peer = 0; peer < w; peer++) {
+        int tid = 1 + peer;
+        double last_high = -1;
+        size_t nlow_after = 0;
+        for (size_t i = 0; i < n; i++)
+            if (evs[i].tid == tid && evs[i].prio == SWY_PRIO_HIGH &&
+                evs[i].ts > last_high)
+                last_high = evs[i].ts;
+        if (last_high < 0)
+            continue;
+        /* At each low issue inside the window, low in flight <= credit. */
+        for (size_t i = 0; i < n; i++) {
+            const ev_t *e = &evs[i];
+            if (e->tid != tid || e->prio != SWY_PRIO_LOW || e->ts < high_post ||
+                e->ts > last_high)
+                continue;
+            nlow_after++;
+            size_t inflight = 0;
+            for (size_t j = 0; j < n; j++) {
+                const ev_t *o = &evs[j];
+                if (o->tid == tid && o->prio == SWY_PRIO_LOW &&
+                    o->ts <= e->ts && o->ts + o->dur > e->ts)
+                    inflight += o->bytes;
+            }
+            CHECK(inflight <= CREDIT, "rank %d link %d: %zu bytes of low "
+                  "priority in flight at %.1f while high waited (credit %u)",
+                  rank, peer, inflight, e->ts, CREDIT);
+        }
+        fprintf(stderr, "rank %d link %d: %zu low micro-ops issued while the "
+                "high op was issuing\n", rank, peer, nlow_after);
+        checked++;
+    }
+    CHECK(checked > 0, "no link carried the high-priority op");
+    return 0;
+}
+
+static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
+{
+    size_t low_count = (32u << 20) / 4, per_peer = (4u << 20) / 4;
+    float *low_send = calloc(low_count, 4), *low_recv = calloc(low_count, 4);
+    float *hs = calloc(per_peer * (size_t)w, 4);
+    float *hr = calloc(per_peer * (size_t)w, 4);
+    size_t counts[16], displs[16];
+    for (int j = 0; j < w; j++) {
+        counts[j] = per_peer;
+        displs[j] = (size_t)j * per_peer;
+    }
+    for (size_t i = 0; i < per_peer * (size_t)w; i++)
+        hs[i] = (float)(rank * 7 + (int)(i % 1000));
+    swy_op_attr_t low = SWY_OP_ATTR_INIT, high = SWY_OP_ATTR_INIT;
+    low.priority = SWY_PRIO_LOW;
+    low.name = "low";
+    high.priority = SWY_PRIO_HIGH;
+    high.name = "high";
+    swy_request_t lreq, hreq;
+    /* The backlog: an allreduce (W > 1) or a large self exchange (W == 1). */
+    size_t low_counts[16], low_displs[16];
+    for (int j = 0; j < w; j++) {
+        low_counts[j] = low_count / (size_t)w;
+        low_displs[j] = (size_t)j * (low_count / (size_t)w);
+    }
+    if (w > 1)
+        CHECK_OK(swy_allreduce(low_send, low_recv, low_count, SWY_FLOAT32,
+                               SWY_SUM, comm, &low, &lreq), comm);
+    else
+        CHECK_OK(swy_alltoallv(low_send, low_counts, low_displs, low_recv,
+                               low_counts, low_displs, SWY_FLOAT32, comm,
+                               &low, &lreq), comm);
+    CHECK_OK(swy_alltoallv(hs, counts, displs, hr, counts, displs,
+                           SWY_FLOAT32, comm, &high, &hreq), comm);
+    CHECK_OK(swy_wait(hreq), comm);
+    CHECK_OK(swy_wait(lreq), comm);
+    swy_request_free(hreq);
+    swy_request_free(lreq);
+    for (int j = 0; j < w; j++)
+        for (size_t i = 0; i < per_peer; i += 997)
+            CHECK(hr[(size_t)j * per_peer + i] ==
+                      (float)(j * 7 + (int)((rank * per_peer + i) % 1000)),
+                  "a2a data from %d", j);
+    swy_comm_stats_t st = {.struct_size = sizeof(st)};
+    CHECK_OK(swy_comm_stats(comm, &st), comm);
+    fprintf(stderr, "rank %d: preemptions %llu, high waited %.3f ms\n", rank,
+            (unsigned long long)st.preemptions, st.high_wait_s * 1e3);
+    CHECK(st.micro_ops_sent > 0, "counters");
+    CHECK_OK(swy_comm_destroy(comm), comm);
+    if (check_trace(rank, w))
+        return 201;
+    return 200;
+}
+
+int main(int argc, char **argv)
+{
+    int w = argc > 1 ? atoi(argv[1]) : 2;
+    trace_dir = argc > 2 ? argv[2] : "/tmp";
+    char pattern[600], part[32];
+    snprintf(pattern, sizeof(pattern), "%s/trace.%%r.json", trace_dir);
+    setenv("SWY_TRACE", pattern, 1);
+    setenv("SWY_POLICY", "lina", 1);
+    snprintf(part, sizeof(part), "%u", PART);
+    setenv("SWY_PARTITION_BYTES", part, 1);
+    snprintf(part, sizeof(part), "%u", CREDIT);
+    setenv("SWY_CREDIT_BYTES", part, 1);
+    setenv("SWY_WINDOW_BYTES", "512K", 1);
+    int rc = swy_test_spawn(w, rank_main, NULL, 120, NULL);
+    printf("%s: priority on %d ranks\n", rc ? "FAIL" : "PASS", w);
+    return rc;
+}
