@@ -11,10 +11,62 @@
  * after W-1 steps it owns the full reduction of segment r+1. Allgather
  * step t sends segment r+1-t and receives segment r-t straight into
  * recvbuf. */
+#include <pthread.h>
 #include <string.h>
 
 #include "coll/coll.h"
 #include "util/alloc.h"
+
+/* Scratch buffers are about as large as the whole buffer. Above glibc's
+ * mmap threshold every malloc returns fresh pages, each costing a page
+ * fault (and zeroing) on first touch: keep the last few large ones for
+ * the next allreduce. Smaller ones come from the heap, already warm. */
+#define SCRATCH_CACHE_MIN (32u << 20)
+#define SCRATCH_CACHE 4
+static pthread_mutex_t scratch_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    void *ptr;
+    size_t bytes;
+} scratch_cache[SCRATCH_CACHE];
+
+static void *scratch_get(size_t bytes)
+{
+    void *ptr = NULL;
+    if (bytes < SCRATCH_CACHE_MIN)
+        return swy_malloc(bytes);
+    pthread_mutex_lock(&scratch_lock);
+    for (int i = 0; i < SCRATCH_CACHE && ptr == NULL; i++)
+        if (scratch_cache[i].ptr != NULL && scratch_cache[i].bytes >= bytes &&
+            scratch_cache[i].bytes <= 4 * bytes + (1u << 20)) {
+            ptr = scratch_cache[i].ptr;
+            scratch_cache[i].ptr = NULL;
+        }
+    pthread_mutex_unlock(&scratch_lock);
+    return ptr != NULL ? ptr : swy_malloc(bytes);
+}
+
+static void scratch_put(void *ptr, size_t bytes)
+{
+    if (ptr == NULL || bytes < SCRATCH_CACHE_MIN) {
+        swy_free(ptr);
+        return;
+    }
+    pthread_mutex_lock(&scratch_lock);
+    int slot = 0;
+    for (int i = 0; i < SCRATCH_CACHE; i++) {
+        if (scratch_cache[i].ptr == NULL) {
+            slot = i;
+            break;
+        }
+        if (scratch_cache[i].bytes < scratch_cache[slot].bytes)
+            slot = i;
+    }
+    void *evicted = scratch_cache[slot].ptr;
+    scratch_cache[slot].ptr = ptr;
+    scratch_cache[slot].bytes = bytes;
+    pthread_mutex_unlock(&scratch_lock);
+    swy_free(evicted);
+}
 
 enum { PHASE_RS = 0, PHASE_AG = 1 };
 
@@ -23,6 +75,7 @@ struct swy_coll_state {
     int rank, nranks;
     size_t dsize, chunk_elems, max_chunks, max_seg;
     char *scratch; /* (W-1) slots of max_seg elements */
+    size_t scratch_bytes;
 };
 
 static size_t seg_count(const swy_coll_state_t *st, int seg)
@@ -77,10 +130,11 @@ static swy_status_t ar_create(const swy_coll_args_t *args, int rank,
         size_t bytes;
         if (swy_mul_overflow(st->max_seg * st->dsize, (size_t)(nranks - 1),
                              &bytes) != 0 ||
-            (st->scratch = swy_malloc(bytes)) == NULL) {
+            (st->scratch = scratch_get(bytes)) == NULL) {
             swy_free(st);
             return SWY_ERR_NO_MEMORY;
         }
+        st->scratch_bytes = bytes;
     }
     *state_p = st;
     return SWY_OK;
@@ -168,7 +222,7 @@ static swy_status_t ar_recv_done(swy_coll_state_t *st,
 static void ar_destroy(swy_coll_state_t *st)
 {
     if (st != NULL)
-        swy_free(st->scratch);
+        scratch_put(st->scratch, st->scratch_bytes);
     swy_free(st);
 }
 

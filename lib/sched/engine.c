@@ -104,7 +104,7 @@ struct swy_sched {
     prio_tally_t pending_ops; /* incomplete ops per priority */
     swy_trace_t *trace;
     /* progress thread (SWY_PROGRESS=thread) */
-    int threaded, stop;
+    int threaded, stop, waiters;
     pthread_t thread;
     pthread_cond_t cond;
     int wake_fd;
@@ -888,6 +888,18 @@ static void *progress_thread_main(void *arg)
             pthread_mutex_unlock(&s->lock);
             return NULL;
         }
+        if (s->waiters > 0) { /* a caller drives progress: stand aside */
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 20 * 1000 * 1000;
+            if (until.tv_nsec >= 1000000000) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&s->cond, &s->lock, &until);
+            pthread_mutex_unlock(&s->lock);
+            continue;
+        }
         int events = progress_locked(s);
         int busy = !swy_list_empty(&s->ops);
         pthread_mutex_unlock(&s->lock);
@@ -917,32 +929,29 @@ void swy_sched_stop(swy_sched_t *s)
     s->threaded = 0;
 }
 
-/* With a progress thread, callers sleep on the condition variable that
- * op completion signals; otherwise they drive progress themselves. */
-static void wait_threaded(swy_sched_t *s, int (*done)(void *), void *arg,
-                          double give_up)
-{
-    pthread_mutex_lock(&s->lock);
-    while (!done(arg) && swy_time_s() < give_up) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 100 * 1000 * 1000;
-        if (until.tv_nsec >= 1000000000) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&s->cond, &s->lock, &until);
-    }
-    pthread_mutex_unlock(&s->lock);
-}
+static void wait_polling(swy_sched_t *s, int (*done)(void *), void *arg,
+                         double give_up);
 
+/* A waiting caller drives progress itself, even with a progress thread:
+ * the thread stands aside while anyone waits (s->waiters), so completions
+ * need no hand-off between threads — which matters when ranks outnumber
+ * cores. The thread covers the time nobody waits (compute overlap). */
 static void wait_until(swy_sched_t *s, int (*done)(void *), void *arg,
                        double give_up)
 {
-    if (s->threaded) {
-        wait_threaded(s, done, arg, give_up);
-        return;
-    }
+    pthread_mutex_lock(&s->lock);
+    s->waiters++;
+    pthread_mutex_unlock(&s->lock);
+    wait_polling(s, done, arg, give_up);
+    pthread_mutex_lock(&s->lock);
+    if (--s->waiters == 0)
+        pthread_cond_broadcast(&s->cond); /* the thread takes over */
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void wait_polling(swy_sched_t *s, int (*done)(void *), void *arg,
+                         double give_up)
+{
     double spin_until = swy_time_s() + s->p.spin_s;
     for (;;) {
         pthread_mutex_lock(&s->lock);
