@@ -257,12 +257,14 @@ typedef struct {
     uint64_t bytes_received;    /**< payload bytes received          */
     uint64_t micro_ops_sent;    /**< send micro-ops issued           */
     uint64_t micro_ops_received;/**< receive micro-ops completed     */
-    uint64_t preemptions;       /**< times a higher-priority micro-op
-                                     was issued while lower priority
-                                     had ready micro-ops             */
-    double high_wait_s;         /**< time high-priority micro-ops were
-                                     ready but held behind lower
-                                     priority in flight              */
+    uint64_t preemptions;       /**< times a link switched from a
+                                     lower-priority micro-op to a
+                                     higher-priority one             */
+    double high_wait_s;         /**< summed over micro-ops: time from
+                                     ready to issued of those that
+                                     became ready while lower
+                                     priority was in flight on their
+                                     link                            */
 } swy_comm_stats_t;
 
 /**
@@ -271,6 +273,26 @@ typedef struct {
  */
 SWY_EXPORT swy_status_t swy_comm_stats(swy_comm_t comm,
                                        swy_comm_stats_t *stats);
+
+/**
+ * @brief Change a scheduling setting of a communicator while none of its
+ *        operations is in flight (benchmarks and tuners switch policies
+ *        within one run). Local: ranks may differ without harm.
+ * @param name  "SWY_POLICY" (fifo, fair, lina, credit, or a plugin name),
+ *              "SWY_PARTITION_BYTES", "SWY_CREDIT_BYTES" or
+ *              "SWY_WINDOW_BYTES" (sizes like "256K", or "auto").
+ * @return SWY_OK, SWY_ERR_INVALID_ARG (unknown name, bad value, or
+ *         operations in flight).
+ */
+SWY_EXPORT swy_status_t swy_comm_configure(swy_comm_t comm, const char *name,
+                                           const char *value);
+
+/**
+ * @brief Read a setting in effect: the names of swy_comm_configure() and
+ *        "SWY_PROGRESS". Sizes are printed in bytes.
+ */
+SWY_EXPORT swy_status_t swy_comm_query(swy_comm_t comm, const char *name,
+                                       char *buf, size_t len);
 
 /** @return The library version string, e.g. "0.1.0". */
 SWY_EXPORT const char *swy_version(void);

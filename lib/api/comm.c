@@ -177,13 +177,15 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
     SWY_CHECK_GOTO(swy_transport_set_connect(comm->transports, comm->boot,
                                              comm->topo, comm->timeout_s),
                    status, err_transports);
+    size_t auto_partition = auto_partition_bytes(comm->topo, rank);
     swy_sched_params_t params = {
+        .auto_partition_bytes = auto_partition,
         .rank = rank,
         .nranks = nranks,
         .transports = comm->transports,
         .boot = comm->boot,
-        .partition_bytes = swy_config_get_size(
-            "SWY_PARTITION_BYTES", auto_partition_bytes(comm->topo, rank)),
+        .partition_bytes = swy_config_get_size("SWY_PARTITION_BYTES",
+                                               auto_partition),
         .window_bytes = swy_config_get_size("SWY_WINDOW_BYTES", 8u << 20),
         .timeout_s = comm->timeout_s,
         .spin_s = (double)swy_config_get_int("SWY_SPIN_US", 200) * 1e-6,
@@ -457,6 +459,28 @@ swy_status_t swy_comm_stats(swy_comm_t comm, swy_comm_stats_t *stats)
                             stats->struct_size, sizeof(*stats)));
     swy_sched_stats(comm->sched, stats);
     return SWY_OK;
+}
+
+swy_status_t swy_comm_configure(swy_comm_t comm, const char *name,
+                                const char *value)
+{
+    swy_err_clear();
+    if (comm == NULL || name == NULL || value == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api", "swy_comm_configure: "
+                           "%s is NULL", comm == NULL   ? "comm"
+                                         : name == NULL ? "name"
+                                                        : "value");
+    return swy_api_fail(comm, swy_sched_configure(comm->sched, name, value));
+}
+
+swy_status_t swy_comm_query(swy_comm_t comm, const char *name, char *buf,
+                            size_t len)
+{
+    swy_err_clear();
+    if (comm == NULL || name == NULL || buf == NULL || len == 0)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api", "swy_comm_query: "
+                           "NULL argument or zero length");
+    return swy_api_fail(comm, swy_sched_query(comm->sched, name, buf, len));
 }
 
 swy_status_t swy_phase_hint(swy_comm_t comm, int phase)

@@ -17,6 +17,7 @@
 #include "sched/trace.h"
 #include "util/alloc.h"
 #include "util/clock.h"
+#include "util/config.h"
 #include "util/list.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -101,6 +102,8 @@ struct swy_sched {
     swy_comm_stats_t stats;
     swy_policy_t policy;
     size_t credit_bytes;
+    int credit_auto;             /* credit follows the partition size */
+    size_t auto_partition_bytes; /* what "auto" means for this comm */
     prio_tally_t pending_ops; /* incomplete ops per priority */
     swy_trace_t *trace;
     /* progress thread (SWY_PROGRESS=thread) */
@@ -676,8 +679,12 @@ swy_status_t swy_sched_create(const swy_sched_params_t *params,
     swy_list_init(&s->completed);
     swy_list_init(&s->detached);
     s->stats.struct_size = sizeof(s->stats);
-    s->credit_bytes = params->credit_bytes ? params->credit_bytes
-                                           : params->partition_bytes;
+    s->credit_auto = params->credit_bytes == 0;
+    s->credit_bytes = s->credit_auto ? params->partition_bytes
+                                     : params->credit_bytes;
+    s->auto_partition_bytes = params->auto_partition_bytes
+                                  ? params->auto_partition_bytes
+                                  : params->partition_bytes;
     status = swy_policy_load(params->policy ? params->policy : "lina",
                              params->rank, params->nranks, &s->policy);
     if (status != SWY_OK)
@@ -1083,6 +1090,88 @@ void swy_sched_stats(swy_sched_t *s, swy_comm_stats_t *stats)
 void *swy_sched_owner(const struct swy_request *op)
 {
     return op->sched->p.owner;
+}
+
+static swy_status_t parse_size_setting(const char *name, const char *value,
+                                       size_t auto_value, size_t *out)
+{
+    if (strcmp(value, "auto") == 0) {
+        *out = auto_value;
+        return SWY_OK;
+    }
+    size_t parsed;
+    if (swy_config_parse_size(value, &parsed) != 0 || parsed == 0)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "sched", "%s='%s' is not a "
+                           "positive size (e.g. 256K, 4M, auto)", name, value);
+    *out = parsed;
+    return SWY_OK;
+}
+
+swy_status_t swy_sched_configure(swy_sched_t *s, const char *name,
+                                 const char *value)
+{
+    swy_status_t status = SWY_OK;
+    size_t size;
+    pthread_mutex_lock(&s->lock);
+    if (!swy_list_empty(&s->ops)) {
+        status = swy_err_set(SWY_ERR_INVALID_ARG, "sched", "cannot change %s "
+                             "while operations are in flight: wait for them "
+                             "first", name);
+    } else if (strcmp(name, "SWY_POLICY") == 0) {
+        swy_policy_t fresh;
+        status = swy_policy_load(value, s->p.rank, s->p.nranks, &fresh);
+        if (status == SWY_OK) {
+            swy_policy_unload(&s->policy);
+            s->policy = fresh;
+        }
+    } else if (strcmp(name, "SWY_PARTITION_BYTES") == 0) {
+        status = parse_size_setting(name, value, s->auto_partition_bytes,
+                                    &size);
+        if (status == SWY_OK) {
+            s->p.partition_bytes = size;
+            if (s->credit_auto)
+                s->credit_bytes = size;
+        }
+    } else if (strcmp(name, "SWY_CREDIT_BYTES") == 0) {
+        status = parse_size_setting(name, value, s->p.partition_bytes, &size);
+        if (status == SWY_OK) {
+            s->credit_auto = strcmp(value, "auto") == 0;
+            s->credit_bytes = size;
+        }
+    } else if (strcmp(name, "SWY_WINDOW_BYTES") == 0) {
+        status = parse_size_setting(name, value, 8u << 20, &size);
+        if (status == SWY_OK)
+            s->p.window_bytes = size;
+    } else {
+        status = swy_err_set(SWY_ERR_INVALID_ARG, "sched", "%s cannot be "
+                             "changed on a communicator (SWY_POLICY, "
+                             "SWY_PARTITION_BYTES, SWY_CREDIT_BYTES and "
+                             "SWY_WINDOW_BYTES can)", name);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return status;
+}
+
+swy_status_t swy_sched_query(swy_sched_t *s, const char *name, char *buf,
+                             size_t len)
+{
+    swy_status_t status = SWY_OK;
+    pthread_mutex_lock(&s->lock);
+    if (strcmp(name, "SWY_POLICY") == 0)
+        snprintf(buf, len, "%s", s->policy.ops->name);
+    else if (strcmp(name, "SWY_PARTITION_BYTES") == 0)
+        snprintf(buf, len, "%zu", s->p.partition_bytes);
+    else if (strcmp(name, "SWY_CREDIT_BYTES") == 0)
+        snprintf(buf, len, "%zu", s->credit_bytes);
+    else if (strcmp(name, "SWY_WINDOW_BYTES") == 0)
+        snprintf(buf, len, "%zu", s->p.window_bytes);
+    else if (strcmp(name, "SWY_PROGRESS") == 0)
+        snprintf(buf, len, "%s", s->threaded ? "thread" : "caller");
+    else
+        status = swy_err_set(SWY_ERR_INVALID_ARG, "sched", "unknown setting "
+                             "%s", name);
+    pthread_mutex_unlock(&s->lock);
+    return status;
 }
 
 const char *swy_sched_policy_name(const swy_sched_t *s)

@@ -34,6 +34,7 @@ typedef struct {
     const char *policy;     /* SWY_POLICY: built-in or plugin name */
     size_t credit_bytes;    /* SWY_CREDIT_BYTES (0: one partition) */
     int progress_thread;    /* SWY_PROGRESS=thread */
+    size_t auto_partition_bytes; /* what SWY_PARTITION_BYTES=auto means */
 } swy_sched_params_t;
 
 swy_status_t swy_sched_create(const swy_sched_params_t *params,
@@ -47,6 +48,12 @@ swy_status_t swy_sched_drain(swy_sched_t *sched, double timeout_s);
 /* Stop the progress thread (if any); call before the transports are
  * finalized. NULL ok. */
 void swy_sched_stop(swy_sched_t *sched);
+/* Change SWY_POLICY, SWY_PARTITION_BYTES, SWY_CREDIT_BYTES or
+ * SWY_WINDOW_BYTES while no op is in flight; read them back. */
+swy_status_t swy_sched_configure(swy_sched_t *sched, const char *name,
+                                 const char *value);
+swy_status_t swy_sched_query(swy_sched_t *sched, const char *name, char *buf,
+                             size_t len);
 /* Name of the policy in use. */
 const char *swy_sched_policy_name(const swy_sched_t *sched);
 /* Free everything; call after the transports were finalized. NULL ok. */

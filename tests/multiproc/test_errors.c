@@ -96,6 +96,20 @@ static int case_args(swy_comm_t comm, int rank, int w, void *arg)
     EXPECT_STATUS(swy_phase_hint(comm, 77), SWY_ERR_INVALID_ARG, comm,
                   "phase 77");
     swy_request_free(NULL);
+    char value[64];
+    EXPECT_STATUS(swy_comm_configure(comm, "SWY_TIMEOUT_S", "3"),
+                  SWY_ERR_INVALID_ARG, comm, "cannot be changed");
+    EXPECT_STATUS(swy_comm_configure(comm, "SWY_POLICY", "nosuch"),
+                  SWY_ERR_INVALID_ARG, comm, "nosuch");
+    EXPECT_STATUS(swy_comm_configure(comm, "SWY_PARTITION_BYTES", "-4"),
+                  SWY_ERR_INVALID_ARG, comm, "-4");
+    CHECK_OK(swy_comm_configure(comm, "SWY_POLICY", "fair"), comm);
+    CHECK_OK(swy_comm_configure(comm, "SWY_PARTITION_BYTES", "4K"), comm);
+    CHECK_OK(swy_comm_query(comm, "SWY_POLICY", value, sizeof(value)), comm);
+    CHECK(strcmp(value, "fair") == 0, "policy now %s", value);
+    CHECK_OK(swy_comm_query(comm, "SWY_CREDIT_BYTES", value, sizeof(value)),
+             comm);
+    CHECK(strcmp(value, "4096") == 0, "credit follows partition: %s", value);
     /* The comm is still usable after rejected calls. */
     for (int i = 0; i < 4; i++)
         buf[i] = (float)rank;

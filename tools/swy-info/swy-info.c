@@ -114,7 +114,7 @@ static int show_peers(void)
                     comm->transports, p, SWY_MEM_HOST);
                 if (tp != NULL && tp->ops->describe_peer != NULL)
                     tp->ops->describe_peer(tp->ctx, p, desc, sizeof(desc));
-                printf("  peer %-3d %-10s %5.1f GB/s  %-5s %s\n", p,
+                printf("  peer %-3d %-10s %7.3f GB/s  %-5s %s\n", p,
                        swy_topo_link_class_name(
                            swy_topo_link_class(comm->topo, rank, p)),
                        swy_topo_bandwidth(comm->topo, rank, p) / 1e9,

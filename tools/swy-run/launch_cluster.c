@@ -391,6 +391,33 @@ static bool nnodes_env_set(int nodes)
     return true;
 }
 
+/* Tell the library the shaped rate, so that its link model (and the
+ * partition size derived from it) matches the emulated link: a topology
+ * file (SWY_TOPO_FILE) with the cross-node class at the --link rate. A
+ * caller's own SWY_TOPO_FILE wins. Returns false on error; *path is set
+ * (to be removed at the end) only when a file was written. */
+static bool topo_file_set(const swy_run_options_t *opts, char *path,
+                          size_t len)
+{
+    path[0] = '\0';
+    if (opts->link_bits_s <= 0 || getenv("SWY_TOPO_FILE") != NULL)
+        return true;
+    snprintf(path, len, "/tmp/swy-run-%d-topo.txt", (int)getpid());
+    FILE *file = fopen(path, "w");
+    if (file == NULL) {
+        fprintf(stderr, "swy-run: cannot write %s: %s\n", path,
+                strerror(errno));
+        path[0] = '\0';
+        return false;
+    }
+    /* GB/s (1e9 bytes/s) and an assumed 50 us of TCP latency: tbf's own
+     * latency bound is a queue limit, not propagation. */
+    fprintf(file, "# written by swy-run --link %s\ncross_node %.6f 50\n",
+            opts->link_rate, opts->link_bits_s / 8 / 1e9);
+    fclose(file);
+    return setenv("SWY_TOPO_FILE", path, 1) == 0;
+}
+
 /* A SIGINT, SIGTERM or SIGHUP that arrived while the nodes were being
  * built (it is blocked): its number, or 0 if none. Consumes it. */
 static int terminating_signal_pending(void)
@@ -410,6 +437,7 @@ static int terminating_signal_pending(void)
 int swy_run_cluster_launch(const swy_run_options_t *opts)
 {
     cluster_t cluster = {.opts = opts};
+    char      topo_path[128] = "";
     sigset_t  blocked, saved_mask;
     int       status;
     int       net_status;
@@ -458,6 +486,7 @@ int swy_run_cluster_launch(const swy_run_options_t *opts)
         }
     }
     if (!root_env_set() || !nnodes_env_set(opts->nodes) ||
+        !topo_file_set(opts, topo_path, sizeof(topo_path)) ||
         !swy_run_job_env_set(opts->np, "198.18.0.1")) {
         status = SWY_RUN_EXIT_INTERNAL;
         goto out_stop;
@@ -487,6 +516,8 @@ out_stop:
     agents_stop(&cluster);
 out_destroy:
     swy_run_netns_destroy(&cluster.net);
+    if (topo_path[0] != '\0')
+        unlink(topo_path);
     free(cluster.agents);
     return status;
 }
