@@ -29,6 +29,10 @@ enum { UOP_READY, UOP_POSTED, UOP_DONE };
  * sends stuck in a transport (a rendezvous send to a peer that is waiting
  * for an older op). */
 enum { HDR_NONE = 0, HDR_EXPECTED = 1, HDR_SEEN = 2 };
+/* Small sends travel eagerly (the transport buffers them and completes
+ * them locally), so they cannot get stuck and need not wait: this saves
+ * the header's latency on small ops such as MoE count exchanges. */
+#define UNGATED_MAX_BYTES 8192
 
 typedef struct swy_uop {
     swy_list_t op_link; /* op->uops, or sched->detached */
@@ -108,8 +112,10 @@ struct swy_sched {
     swy_trace_t *trace;
     /* progress thread (SWY_PROGRESS=thread) */
     int threaded, stop, waiters;
+    uint64_t last_wait_end_ns; /* when the last caller stopped waiting */
     pthread_t thread;
-    pthread_cond_t cond;
+    pthread_cond_t thread_cond; /* the thread waits here while callers
+                                   drive progress */
     int wake_fd;
 };
 
@@ -212,7 +218,6 @@ static void op_complete(struct swy_request *op)
                         op->post_ns, swy_time_ns(), op->priority, 0, -1,
                         op->seq);
     }
-    pthread_cond_broadcast(&s->cond);
     if (op->status != SWY_OK)
         swy_debug("sched", "op #%u '%s' failed: %s", op->seq, op_label(op),
                   op->errmsg);
@@ -367,7 +372,8 @@ static void emit_post(void *ctx, const swy_coll_xfer_t *x)
     }
     if (x->is_send) {
         uop->state = UOP_READY;
-        if (op->hdr_seen[x->peer] == HDR_EXPECTED)
+        if (op->hdr_seen[x->peer] == HDR_EXPECTED &&
+            x->bytes > UNGATED_MAX_BYTES)
             swy_list_push_back(&op->gated, &uop->q_link);
         else
             ready_insert(op->sched, uop);
@@ -690,7 +696,7 @@ swy_status_t swy_sched_create(const swy_sched_params_t *params,
     if (status != SWY_OK)
         goto err_links;
     pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->cond, NULL);
+    pthread_cond_init(&s->thread_cond, NULL);
     s->trace = swy_trace_create(params->rank, params->nranks);
     if (params->progress_thread) {
         s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -709,7 +715,7 @@ err_policy:
     if (s->wake_fd >= 0)
         close(s->wake_fd);
     swy_trace_finish(s->trace);
-    pthread_cond_destroy(&s->cond);
+    pthread_cond_destroy(&s->thread_cond);
     pthread_mutex_destroy(&s->lock);
     swy_policy_unload(&s->policy);
 err_links:
@@ -835,7 +841,8 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
 posted:
     progress_locked(s);
     pthread_mutex_unlock(&s->lock);
-    wake_progress(s);
+    /* No need to wake the progress thread: what this op waits for now is
+     * incoming traffic, which wakes it through the transports' fds. */
     *req_p = op;
     return SWY_OK;
 }
@@ -881,46 +888,45 @@ static void sleep_on_events(swy_sched_t *s, int max_ms)
         (void)0; /* nothing to drain */
 }
 
-/* The progress thread: drives progress while ops are in flight (polling
- * briefly, as a stream would, then sleeping on the transports' event fds)
- * and sleeps on those fds, the control plane and the wake fd when idle, so
- * an idle rank burns no CPU. */
+/* The progress thread covers the time nobody waits (so sends leave while
+ * the application computes). It never spins: ranks often outnumber cores,
+ * and a spinning thread steals the core a peer needs to copy our data.
+ * After a pass with nothing to do it sleeps on the transports' event fds,
+ * the control plane and the wake fd (briefly while ops are in flight,
+ * long when idle), so an idle rank burns no CPU. While a caller waits,
+ * the caller drives progress and the thread sleeps on thread_cond. */
+/* How long after a caller stopped waiting the thread leaves progress to
+ * callers: a framework posting collectives back to back waits again
+ * within microseconds, and waking the thread between them would only
+ * cost context switches on busy cores. */
+#define HANDOFF_GRACE_NS (2 * 1000 * 1000)
+
 static void *progress_thread_main(void *arg)
 {
     swy_sched_t *s = arg;
-    double spin_until = 0;
     for (;;) {
         pthread_mutex_lock(&s->lock);
-        if (s->stop) {
-            pthread_mutex_unlock(&s->lock);
-            return NULL;
-        }
-        if (s->waiters > 0) { /* a caller drives progress: stand aside */
+        while (!s->stop &&
+               (s->waiters > 0 ||
+                swy_time_ns() < s->last_wait_end_ns + HANDOFF_GRACE_NS)) {
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += 20 * 1000 * 1000;
+            until.tv_nsec += HANDOFF_GRACE_NS;
             if (until.tv_nsec >= 1000000000) {
                 until.tv_sec++;
                 until.tv_nsec -= 1000000000;
             }
-            pthread_cond_timedwait(&s->cond, &s->lock, &until);
+            pthread_cond_timedwait(&s->thread_cond, &s->lock, &until);
+        }
+        if (s->stop) {
             pthread_mutex_unlock(&s->lock);
-            continue;
+            return NULL;
         }
         int events = progress_locked(s);
         int busy = !swy_list_empty(&s->ops);
         pthread_mutex_unlock(&s->lock);
-        double now = swy_time_s();
-        if (events > 0) {
-            spin_until = now + s->p.spin_s;
-            continue;
-        }
-        if (busy && now < spin_until) {
-            sched_yield();
-            continue;
-        }
-        sleep_on_events(s, busy ? 20 : 500);
-        spin_until = swy_time_s() + s->p.spin_s / 4;
+        if (events == 0)
+            sleep_on_events(s, busy ? 5 : 500);
     }
 }
 
@@ -930,6 +936,7 @@ void swy_sched_stop(swy_sched_t *s)
         return;
     pthread_mutex_lock(&s->lock);
     s->stop = 1;
+    pthread_cond_signal(&s->thread_cond);
     pthread_mutex_unlock(&s->lock);
     wake_progress(s);
     pthread_join(s->thread, NULL);
@@ -952,7 +959,7 @@ static void wait_until(swy_sched_t *s, int (*done)(void *), void *arg,
     wait_polling(s, done, arg, give_up);
     pthread_mutex_lock(&s->lock);
     if (--s->waiters == 0)
-        pthread_cond_broadcast(&s->cond); /* the thread takes over */
+        s->last_wait_end_ns = swy_time_ns();
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -1067,7 +1074,7 @@ void swy_sched_destroy(swy_sched_t *s)
     swy_policy_unload(&s->policy);
     if (s->wake_fd >= 0)
         close(s->wake_fd);
-    pthread_cond_destroy(&s->cond);
+    pthread_cond_destroy(&s->thread_cond);
     pthread_mutex_destroy(&s->lock);
     swy_free(s->links);
     swy_free(s);
@@ -1111,7 +1118,7 @@ swy_status_t swy_sched_configure(swy_sched_t *s, const char *name,
                                  const char *value)
 {
     swy_status_t status = SWY_OK;
-    size_t size;
+    size_t size = 0;
     pthread_mutex_lock(&s->lock);
     if (!swy_list_empty(&s->ops)) {
         status = swy_err_set(SWY_ERR_INVALID_ARG, "sched", "cannot change %s "
