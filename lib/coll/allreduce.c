@@ -7,10 +7,12 @@
  *
  * Segment j (j = 0..W-1) is the j-th of W near-equal slices of the
  * buffer. At reduce-scatter step s rank r sends segment r-s and receives
- * segment r-s-1 (mod W) into a scratch slot, then reduces it into recvbuf;
- * after W-1 steps it owns the full reduction of segment r+1. Allgather
- * step t sends segment r+1-t and receives segment r-t straight into
- * recvbuf. */
+ * segment r-s-1 (mod W) into a scratch slot, then writes recvbuf = its own
+ * contribution (sendbuf) op the incoming partial; after W-1 steps it owns
+ * the full reduction of segment r+1. Allgather step t sends segment r+1-t
+ * and receives segment r-t straight into recvbuf. Every segment of recvbuf
+ * is written exactly once (by a reduction or by the allgather), so an
+ * out-of-place allreduce needs no initial copy of sendbuf. */
 #include <pthread.h>
 #include <string.h>
 
@@ -151,6 +153,8 @@ static void emit_segment(swy_coll_state_t *st, const swy_coll_emit_t *emit,
     char *buf;
     if (phase == PHASE_RS && !is_send)
         buf = st->scratch + ((size_t)step * st->max_seg + off) * st->dsize;
+    else if (phase == PHASE_RS && step == 0) /* our own, unreduced */
+        buf = (char *)st->args.sendbuf + (seg_offset(st, seg) + off) * st->dsize;
     else
         buf = (char *)st->args.recvbuf + (seg_offset(st, seg) + off) * st->dsize;
     swy_coll_xfer_t x = {.peer = peer, .is_send = (uint8_t)is_send,
@@ -169,11 +173,9 @@ static swy_status_t ar_start(swy_coll_state_t *st, const swy_coll_emit_t *emit)
 {
     const swy_coll_args_t *a = &st->args;
     int r = st->rank, w = st->nranks;
-    if (a->sendbuf != a->recvbuf && a->count > 0)
-        memcpy(a->recvbuf, a->sendbuf, a->count * st->dsize);
     if (w == 1) {
-        if (a->redop == SWY_AVG)
-            swy_coll_scale_avg(a->recvbuf, a->count, a->dtype, 1);
+        if (a->sendbuf != a->recvbuf && a->count > 0)
+            memcpy(a->recvbuf, a->sendbuf, a->count * st->dsize);
         return SWY_OK;
     }
     for (int s = 0; s < w - 1; s++) {
@@ -205,7 +207,8 @@ static swy_status_t ar_recv_done(swy_coll_state_t *st,
         size_t off = seg_offset(st, seg) + chunk * st->chunk_elems;
         size_t n = xfer->bytes / st->dsize;
         char *dst = (char *)a->recvbuf + off * st->dsize;
-        swy_coll_reduce(dst, xfer->buf, n, a->dtype, a->redop);
+        const char *mine = (const char *)a->sendbuf + off * st->dsize;
+        swy_coll_reduce(dst, mine, xfer->buf, n, a->dtype, a->redop);
         if (step + 1 < w - 1) {
             emit_segment(st, emit, PHASE_RS, step + 1, seg, chunk, 1);
         } else { /* seg == r+1 is now fully reduced for this chunk */

@@ -113,9 +113,10 @@ const char *swy_redop_name(swy_redop_t op);
 int swy_dtype_valid(int dtype);
 int swy_redop_valid(int op);
 
-/* dst[i] = dst[i] op src[i] for count elements (AVG accumulates a sum). */
-void swy_coll_reduce(void *dst, const void *src, size_t count,
-                     swy_dtype_t dtype, swy_redop_t op);
+/* dst[i] = a[i] op b[i] for count elements (AVG accumulates a sum); dst
+ * may be a. */
+void swy_coll_reduce(void *dst, const void *src_a, const void *src_b,
+                     size_t count, swy_dtype_t dtype, swy_redop_t op);
 /* dst[i] /= divisor (the last step of AVG; integer division for ints). */
 void swy_coll_scale_avg(void *dst, size_t count, swy_dtype_t dtype,
                         int divisor);

@@ -117,9 +117,9 @@ uint16_t swy_float_to_bf16(float f)
 #define REDUCE_LOOP(T, EXPR)                                                  \
     do {                                                                      \
         T *d = (T *)dst;                                                      \
-        const T *s = (const T *)src;                                          \
+        const T *x = (const T *)src_a, *y = (const T *)src_b;                 \
         for (size_t i = 0; i < count; i++) {                                  \
-            T a = d[i], b = s[i];                                             \
+            T a = x[i], b = y[i];                                             \
             d[i] = (EXPR);                                                    \
         }                                                                     \
     } while (0)
@@ -156,8 +156,8 @@ static float apply_float(float a, float b, swy_redop_t op)
     return a;
 }
 
-void swy_coll_reduce(void *dst, const void *src, size_t count,
-                     swy_dtype_t dtype, swy_redop_t op)
+void swy_coll_reduce(void *dst, const void *src_a, const void *src_b,
+                     size_t count, swy_dtype_t dtype, swy_redop_t op)
 {
     switch (dtype) {
     case SWY_INT8: REDUCE_INT(int8_t, uint8_t); break;
@@ -168,18 +168,18 @@ void swy_coll_reduce(void *dst, const void *src, size_t count,
     case SWY_FLOAT64: REDUCE_FLOAT(double); break;
     case SWY_FLOAT16: {
         uint16_t *d = dst;
-        const uint16_t *s = src;
+        const uint16_t *x = src_a, *y = src_b;
         for (size_t i = 0; i < count; i++)
-            d[i] = swy_float_to_half(apply_float(swy_half_to_float(d[i]),
-                                                 swy_half_to_float(s[i]), op));
+            d[i] = swy_float_to_half(apply_float(swy_half_to_float(x[i]),
+                                                 swy_half_to_float(y[i]), op));
         break;
     }
     case SWY_BFLOAT16: {
         uint16_t *d = dst;
-        const uint16_t *s = src;
+        const uint16_t *x = src_a, *y = src_b;
         for (size_t i = 0; i < count; i++)
-            d[i] = swy_float_to_bf16(apply_float(swy_bf16_to_float(d[i]),
-                                                 swy_bf16_to_float(s[i]), op));
+            d[i] = swy_float_to_bf16(apply_float(swy_bf16_to_float(x[i]),
+                                                 swy_bf16_to_float(y[i]), op));
         break;
     }
     }
