@@ -1,0 +1,353 @@
+/* The chunked exchange under dispatch, combine and their backward passes:
+ * one all-to-all per pipeline chunk, so that chunk j's rows can be used
+ * (forward direction) or sent (reverse direction) while other chunks are
+ * in flight — Lina's and FasterMoE's pipelining of expert compute with the
+ * all-to-all. Rows between the user's expert-major buffers and the
+ * rank-major wire order are moved here (see moe_impl.h for the layouts). */
+#include <stdio.h>
+#include <string.h>
+
+#include "moe/moe_impl.h"
+#include "util/alloc.h"
+#include "util/status.h"
+
+const char *swy_moe_xchg_name(swy_moe_xchg_kind_t kind)
+{
+    switch (kind) {
+    case SWY_MOE_XCHG_DISPATCH: return "dispatch";
+    case SWY_MOE_XCHG_COMBINE_BWD: return "combine_backward";
+    case SWY_MOE_XCHG_COMBINE: return "combine";
+    case SWY_MOE_XCHG_DISPATCH_BWD: return "dispatch_backward";
+    case SWY_MOE_XCHG_NONE: break;
+    }
+    return "none";
+}
+
+static swy_status_t check_route(swy_moe_route_t route, const char *fn)
+{
+    if (route == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: route is NULL",
+                           fn);
+    return SWY_OK;
+}
+
+static swy_status_t busy(const swy_moe_route_t route, const swy_moe_xchg_t *x,
+                         const char *fn)
+{
+    return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: a %s is still in "
+                       "flight on this route (%d of %d chunks posted, %d "
+                       "completed): finish it first", fn,
+                       swy_moe_xchg_name(x->kind), x->posted, route->d,
+                       x->completed);
+}
+
+swy_status_t swy_moe_check_idle(swy_moe_route_t route, const char *fn)
+{
+    SWY_CHECK(check_route(route, fn));
+    if (route->fwd.kind != SWY_MOE_XCHG_NONE)
+        return busy(route, &route->fwd, fn);
+    if (route->rev.kind != SWY_MOE_XCHG_NONE)
+        return busy(route, &route->rev, fn);
+    return SWY_OK;
+}
+
+swy_status_t swy_moe_rev_check_idle(swy_moe_route_t route, const char *fn)
+{
+    SWY_CHECK(check_route(route, fn));
+    if (route->rev.kind != SWY_MOE_XCHG_NONE)
+        return busy(route, &route->rev, fn);
+    return SWY_OK;
+}
+
+/* Attributes of chunk j: default priority high, order + j, a name that
+ * says which exchange and chunk. */
+static swy_op_attr_t chunk_attr(const swy_op_attr_t *attr,
+                                swy_moe_xchg_kind_t kind, int chunk, int d,
+                                char *name, size_t name_len)
+{
+    swy_op_attr_t a = SWY_OP_ATTR_INIT;
+    if (attr != NULL)
+        a = *attr;
+    if (a.priority < 0)
+        a.priority = SWY_PRIO_HIGH;
+    a.order += chunk;
+    snprintf(name, name_len, "%s%smoe.%s[%d/%d]",
+             attr != NULL && attr->name != NULL ? attr->name : "",
+             attr != NULL && attr->name != NULL ? ":" : "",
+             swy_moe_xchg_name(kind), chunk, d);
+    a.name = name;
+    return a;
+}
+
+static void start(swy_moe_route_t route, swy_moe_xchg_t *x,
+                  swy_moe_xchg_kind_t kind, float *expert_buf)
+{
+    x->kind = kind;
+    x->posted = x->completed = 0;
+    x->expert_buf = expert_buf;
+    memset(x->chunk_done, 0, (size_t)route->d);
+    memset(x->reqs, 0, (size_t)route->d * sizeof(swy_request_t));
+}
+
+void swy_moe_xchg_drain(swy_moe_route_t route, swy_moe_xchg_t *x)
+{
+    if (route == NULL || x->kind == SWY_MOE_XCHG_NONE)
+        return;
+    for (int j = 0; j < x->posted; j++)
+        if (x->reqs[j] != NULL) {
+            (void)swy_wait(x->reqs[j]);
+            swy_request_free(x->reqs[j]);
+            x->reqs[j] = NULL;
+        }
+    x->kind = SWY_MOE_XCHG_NONE;
+}
+
+/* Copies block rows between a staging (rank-major) and an expert-side
+ * (expert-major) buffer for chunk j; to_expert picks the direction. */
+static void restage_chunk(swy_moe_route_t route, int j, float *expert_buf,
+                          int to_expert)
+{
+    int W = route->W, nl = route->nl, d = route->d;
+    size_t H = route->H;
+    for (int r = 0; r < W; r++)
+        for (int e = 0; e < nl; e++) {
+            size_t si = ((size_t)j * W + r) * nl + e;
+            size_t ei = ((size_t)e * d + j) * W + r;
+            int64_t rows = route->stg_off[si + 1] - route->stg_off[si];
+            if (rows == 0)
+                continue;
+            float *stage = route->stage_buf + (size_t)route->stg_off[si] * H;
+            float *expert = expert_buf + (size_t)route->exp_off[ei] * H;
+            if (to_expert)
+                memcpy(expert, stage, (size_t)rows * H * sizeof(float));
+            else
+                memcpy(stage, expert, (size_t)rows * H * sizeof(float));
+        }
+}
+
+/* Counts and displacements (elements) of chunk j: token side to/from each
+ * peer, and staging side from/to each peer. */
+static void chunk_counts(swy_moe_route_t route, int j, size_t *tok_counts,
+                         size_t *tok_displs, size_t *stg_counts,
+                         size_t *stg_displs)
+{
+    int W = route->W, nl = route->nl, d = route->d;
+    size_t H = route->H;
+    for (int r = 0; r < W; r++) {
+        size_t ti = ((size_t)r * d + j) * nl, si = ((size_t)j * W + r) * nl;
+        tok_displs[r] = (size_t)route->tok_off[ti] * H;
+        tok_counts[r] = (size_t)(route->tok_off[ti + nl] -
+                                 route->tok_off[ti]) * H;
+        stg_displs[r] = (size_t)route->stg_off[si] * H;
+        stg_counts[r] = (size_t)(route->stg_off[si + nl] -
+                                 route->stg_off[si]) * H;
+    }
+}
+
+swy_status_t swy_moe_fwd_post(swy_moe_route_t route, swy_moe_xchg_kind_t kind,
+                              float *expert_buf, const swy_op_attr_t *attr,
+                              const char *fn)
+{
+    int W = route->W;
+    size_t *tc = route->scratch, *td = tc + W, *sc = td + W, *sd = sc + W;
+    /* With one local expert the staging order is the expert order: land
+     * in the user's buffer directly. */
+    float *recvbuf = route->nl == 1 ? expert_buf : route->stage_buf;
+    swy_moe_xchg_t *x = &route->fwd;
+    start(route, x, kind, expert_buf);
+    for (int j = 0; j < route->d; j++) {
+        char name[96];
+        swy_op_attr_t a = chunk_attr(attr, kind, j, route->d, name,
+                                     sizeof(name));
+        chunk_counts(route, j, tc, td, sc, sd);
+        swy_status_t status = swy_alltoallv(route->tok_buf, tc, td, recvbuf,
+                                            sc, sd, SWY_FLOAT32,
+                                            route->plan->comm, &a,
+                                            &x->reqs[j]);
+        if (status != SWY_OK) {
+            char msg[SWY_ERRMSG_MAX];
+            snprintf(msg, sizeof(msg), "%s: chunk %d of %d: %s", fn, j,
+                     route->d, swy_err_last());
+            swy_moe_xchg_drain(route, x);
+            swy_err_store(msg);
+            return status;
+        }
+        x->posted = j + 1;
+    }
+    return SWY_OK;
+}
+
+static swy_status_t check_fwd_chunk(swy_moe_route_t route, int chunk,
+                                     const char *fn)
+{
+    SWY_CHECK(check_route(route, fn));
+    if (route->fwd.kind == SWY_MOE_XCHG_NONE)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: no dispatch or "
+                           "combine backward in flight", fn);
+    if (chunk < 0 || chunk >= route->d)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: chunk %d out of "
+                           "range 0..%d", fn, chunk, route->d - 1);
+    return SWY_OK;
+}
+
+swy_status_t swy_moe_fwd_wait_chunk(swy_moe_route_t route, int chunk)
+{
+    static const char fn[] = "swy_moe_wait_chunk";
+    SWY_CHECK(check_fwd_chunk(route, chunk, fn));
+    swy_moe_xchg_t *x = &route->fwd;
+    if (x->chunk_done[chunk])
+        return SWY_OK;
+    swy_status_t status = swy_wait(x->reqs[chunk]);
+    swy_request_free(x->reqs[chunk]);
+    x->reqs[chunk] = NULL;
+    if (status != SWY_OK) {
+        char msg[SWY_ERRMSG_MAX];
+        snprintf(msg, sizeof(msg), "%s: %s chunk %d of %d failed: %s", fn,
+                 swy_moe_xchg_name(x->kind), chunk, route->d,
+                 swy_err_last());
+        swy_moe_xchg_drain(route, x);
+        swy_err_store(msg);
+        return status;
+    }
+    if (route->nl > 1)
+        restage_chunk(route, chunk, x->expert_buf, 1);
+    x->chunk_done[chunk] = 1;
+    if (++x->completed == route->d)
+        x->kind = SWY_MOE_XCHG_NONE;
+    return SWY_OK;
+}
+
+swy_status_t swy_moe_fwd_wait_all(swy_moe_route_t route)
+{
+    for (int j = 0; j < route->d; j++)
+        SWY_CHECK(swy_moe_fwd_wait_chunk(route, j));
+    return SWY_OK;
+}
+
+swy_status_t swy_moe_wait_chunk(swy_moe_route_t route, int chunk)
+{
+    swy_err_clear();
+    return swy_moe_fwd_wait_chunk(route, chunk);
+}
+
+swy_status_t swy_moe_test_chunk(swy_moe_route_t route, int chunk, int *done_p)
+{
+    static const char fn[] = "swy_moe_test_chunk";
+    swy_err_clear();
+    if (done_p == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: done_p is NULL",
+                           fn);
+    SWY_CHECK(check_fwd_chunk(route, chunk, fn));
+    if (route->fwd.chunk_done[chunk]) {
+        *done_p = 1;
+        return SWY_OK;
+    }
+    int done = 0;
+    swy_status_t status = swy_test(route->fwd.reqs[chunk], &done);
+    /* A failure is reported by swy_moe_wait_chunk, which also cleans up. */
+    *done_p = done || status != SWY_OK;
+    return SWY_OK;
+}
+
+swy_status_t swy_moe_rev_post_chunk(swy_moe_route_t route,
+                                    swy_moe_xchg_kind_t kind, int chunk,
+                                    const float *expert_buf,
+                                    const swy_op_attr_t *attr, const char *fn)
+{
+    SWY_CHECK(check_route(route, fn));
+    swy_moe_xchg_t *x = &route->rev;
+    if (chunk == 0)
+        SWY_CHECK(swy_moe_rev_check_idle(route, fn));
+    else if (x->kind != kind)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: chunk %d posted, "
+                           "but no %s is in flight (chunk 0 starts it)", fn,
+                           chunk, swy_moe_xchg_name(kind));
+    else if (chunk != x->posted)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: chunk %d posted "
+                           "out of order: chunk %d of %d is next (all ranks "
+                           "must post chunks in the same order)", fn, chunk,
+                           x->posted, route->d);
+    if (chunk < 0 || chunk >= route->d)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: chunk %d out of "
+                           "range 0..%d", fn, chunk, route->d - 1);
+    if (route->fwd.kind != SWY_MOE_XCHG_NONE && !route->fwd.chunk_done[chunk])
+        return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: chunk %d of the "
+                           "%s in flight is not complete yet "
+                           "(swy_moe_wait_chunk first)", fn, chunk,
+                           swy_moe_xchg_name(route->fwd.kind));
+    if (expert_buf == NULL && route->recv_rows > 0)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: the expert-side "
+                           "buffer is NULL with %lld rows", fn,
+                           (long long)route->recv_rows);
+    int W = route->W;
+    size_t *tc = route->scratch, *td = tc + W, *sc = td + W, *sd = sc + W;
+    const float *sendbuf = expert_buf;
+    if (route->nl > 1) {
+        /* The chunk is copied out now, so the caller may reuse the buffer
+         * rows at once; with one expert the rows go out in place. */
+        restage_chunk(route, chunk, (float *)expert_buf, 0);
+        sendbuf = route->stage_buf;
+    }
+    float *recvbuf = kind == SWY_MOE_XCHG_COMBINE ? route->comb_buf
+                                                  : route->tok_buf;
+    if (chunk == 0) {
+        start(route, x, kind, NULL);
+        if (kind == SWY_MOE_XCHG_COMBINE)
+            route->combined = 0; /* comb_buf is being overwritten */
+    }
+    char name[96];
+    swy_op_attr_t a = chunk_attr(attr, kind, chunk, route->d, name,
+                                 sizeof(name));
+    chunk_counts(route, chunk, tc, td, sc, sd);
+    swy_status_t status = swy_alltoallv(sendbuf, sc, sd, recvbuf, tc, td,
+                                        SWY_FLOAT32, route->plan->comm, &a,
+                                        &x->reqs[chunk]);
+    if (status != SWY_OK) {
+        char msg[SWY_ERRMSG_MAX];
+        snprintf(msg, sizeof(msg), "%s: chunk %d of %d: %s", fn, chunk,
+                 route->d, swy_err_last());
+        swy_moe_xchg_drain(route, x);
+        swy_err_store(msg);
+        return status;
+    }
+    x->posted = chunk + 1;
+    return SWY_OK;
+}
+
+swy_status_t swy_moe_rev_check_posted(swy_moe_route_t route,
+                                      swy_moe_xchg_kind_t kind,
+                                      const char *fn)
+{
+    SWY_CHECK(check_route(route, fn));
+    const swy_moe_xchg_t *x = &route->rev;
+    if (x->kind != kind || x->posted != route->d)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: %d of %d chunks "
+                           "of a %s posted (%s in flight)", fn,
+                           x->kind == kind ? x->posted : 0, route->d,
+                           swy_moe_xchg_name(kind),
+                           swy_moe_xchg_name(x->kind));
+    return SWY_OK;
+}
+
+swy_status_t swy_moe_rev_wait_all(swy_moe_route_t route)
+{
+    swy_moe_xchg_t *x = &route->rev;
+    swy_status_t first = SWY_OK;
+    char msg[SWY_ERRMSG_MAX] = "";
+    for (int j = 0; j < x->posted; j++) {
+        swy_status_t status = swy_wait(x->reqs[j]);
+        swy_request_free(x->reqs[j]);
+        x->reqs[j] = NULL;
+        if (status != SWY_OK && first == SWY_OK) {
+            first = status;
+            snprintf(msg, sizeof(msg), "%s chunk %d of %d failed: %s",
+                     swy_moe_xchg_name(x->kind), j, route->d,
+                     swy_err_last());
+        }
+    }
+    x->completed = x->posted;
+    x->kind = SWY_MOE_XCHG_NONE;
+    if (first != SWY_OK)
+        swy_err_store(msg);
+    return first;
+}

@@ -1,0 +1,128 @@
+/* The objects behind swy_moe_plan_t and swy_moe_route_t, and the chunked
+ * exchange engine shared by dispatch, combine and their backward passes.
+ * lib/moe talks to the rest of Switchyard through the public API only.
+ *
+ * Three row layouts per route (offset arrays are monotone prefix sums, so
+ * block i occupies rows [off[i], off[i+1])):
+ *  - token side (tok_off, index (r*d + j)*nl + e): rows this rank sends to
+ *    local expert e of rank r in chunk j; per (r, e) block, token order.
+ *    Rank-major so that each chunk's rows for one peer are contiguous: one
+ *    all-to-all per chunk.
+ *  - expert side (exp_off, index (e*d + j)*W + r): the user's expert
+ *    buffers, expert-major so each expert's (and each expert chunk's) rows
+ *    are contiguous.
+ *  - staging (stg_off, index (j*W + r)*nl + e): the expert side as it
+ *    travels, chunk- then rank-major, so each chunk's rows from one peer
+ *    are contiguous. With one local expert it coincides with the expert
+ *    side and the user's buffer is used in place.
+ * A (r, e) block of n rows is cut into d parts, part j being rows
+ * [n*j/d, n*(j+1)/d): sender and receiver derive the same cut from the
+ * exchanged count. */
+#ifndef SWY_MOE_IMPL_H
+#define SWY_MOE_IMPL_H
+
+#include <stdint.h>
+
+#include "switchyard/moe.h"
+#include "switchyard/switchyard.h"
+
+struct swy_moe_plan {
+    swy_comm_t comm;
+    int rank, nranks;
+    swy_moe_config_t cfg;
+    int n_local;   /* experts per rank after packing */
+    int n_experts; /* W * n_local */
+};
+
+typedef enum {
+    SWY_MOE_XCHG_NONE = 0,
+    SWY_MOE_XCHG_DISPATCH,     /* token side -> expert side */
+    SWY_MOE_XCHG_COMBINE_BWD,  /* token side -> expert side */
+    SWY_MOE_XCHG_COMBINE,      /* expert side -> token side */
+    SWY_MOE_XCHG_DISPATCH_BWD, /* expert side -> token side */
+} swy_moe_xchg_kind_t;
+
+/* One exchange in flight: a forward one lands in the expert-side buffer,
+ * a reverse one in a token-side buffer. */
+typedef struct {
+    swy_moe_xchg_kind_t kind;  /* SWY_MOE_XCHG_NONE when idle */
+    int posted;                /* chunks posted */
+    int completed;             /* chunks completed */
+    swy_request_t *reqs;       /* [d] */
+    unsigned char *chunk_done; /* [d] */
+    float *expert_buf;         /* forward: where chunks land */
+} swy_moe_xchg_t;
+
+struct swy_moe_route {
+    struct swy_moe_plan *plan;
+    int S, k, W, nl, d;
+    size_t H;
+    int64_t send_rows, recv_rows;
+    int64_t *send_count;    /* [W*nl], index r*nl + e */
+    int64_t *recv_count;    /* [W*nl], index r*nl + e (from rank r) */
+    int64_t *slot_row;      /* [S*k] row in the token-side buffers or -1 */
+    int64_t *tok_off;       /* [W*d*nl + 1] */
+    int64_t *exp_off;       /* [nl*d*W + 1] */
+    int64_t *stg_off;       /* [d*W*nl + 1] */
+    int64_t *expert_offset; /* [nl + 1] */
+    int64_t *chunk_offset;  /* [nl*(d + 1)] */
+    /* Token-side rows: tok_buf is the dispatch and combine-backward send
+     * buffer and the dispatch-backward receive buffer; comb_buf receives
+     * the combine and is kept for combine backward. */
+    float *tok_buf, *comb_buf;
+    float *stage_buf;       /* [recv_rows][H] when nl > 1, else NULL */
+    size_t *scratch;        /* 4*W counts and displacements */
+    /* At most one exchange per direction in flight, so that a pipelined
+     * combine (reverse) overlaps the dispatch (forward) it follows. */
+    swy_moe_xchg_t fwd, rev;
+    int combined;           /* comb_buf holds a completed combine */
+};
+
+/* First row of part j of a block of n rows cut into d parts. */
+static inline int64_t swy_moe_part_begin(int64_t n, int j, int d)
+{
+    return n * j / d;
+}
+
+const char *swy_moe_xchg_name(swy_moe_xchg_kind_t kind);
+
+/* Checks before a forward or a blocking exchange starts: route non-NULL
+ * and nothing in flight in either direction. */
+swy_status_t swy_moe_check_idle(swy_moe_route_t route, const char *fn);
+/* Checks before a reverse exchange starts: route non-NULL, no reverse
+ * exchange in flight. A forward one may still be landing. */
+swy_status_t swy_moe_rev_check_idle(swy_moe_route_t route, const char *fn);
+
+/* Forward direction: post every chunk of tok_buf (already packed) into
+ * the expert-side buffer expert_buf. On failure, whatever was posted is
+ * waited for and the route is idle again. */
+swy_status_t swy_moe_fwd_post(swy_moe_route_t route, swy_moe_xchg_kind_t kind,
+                              float *expert_buf, const swy_op_attr_t *attr,
+                              const char *fn);
+/* Wait for forward chunk j and unstage it into expert_buf. */
+swy_status_t swy_moe_fwd_wait_chunk(swy_moe_route_t route, int chunk);
+/* Forward direction, blocking: wait for every chunk. */
+swy_status_t swy_moe_fwd_wait_all(swy_moe_route_t route);
+
+/* Reverse direction: post chunk j of the expert-side buffer expert_buf
+ * into the token-side buffer of `kind` (comb_buf or tok_buf). Chunk 0
+ * starts the exchange. While a forward exchange is in flight, chunk j may
+ * only go once the forward chunk j is complete: both use the same staging
+ * and token-side rows of chunk j. */
+swy_status_t swy_moe_rev_post_chunk(swy_moe_route_t route,
+                                    swy_moe_xchg_kind_t kind, int chunk,
+                                    const float *expert_buf,
+                                    const swy_op_attr_t *attr,
+                                    const char *fn);
+/* Check that the reverse exchange `kind` has every chunk posted. */
+swy_status_t swy_moe_rev_check_posted(swy_moe_route_t route,
+                                      swy_moe_xchg_kind_t kind,
+                                      const char *fn);
+/* Wait for every posted chunk of the reverse exchange; the route is idle
+ * afterwards whatever the outcome. */
+swy_status_t swy_moe_rev_wait_all(swy_moe_route_t route);
+
+/* Wait for and release every request still outstanding in x; idle. */
+void swy_moe_xchg_drain(swy_moe_route_t route, swy_moe_xchg_t *x);
+
+#endif

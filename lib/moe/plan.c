@@ -1,0 +1,169 @@
+/* MoE plans: validate a layer's config on every rank and check, with one
+ * allgather, that all ranks agree on it. A rank whose own config is bad
+ * still joins the allgather and publishes the fault, so every rank fails
+ * with the same status instead of the good ones waiting on the bad one. */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "moe/moe_impl.h"
+#include "util/alloc.h"
+#include "util/status.h"
+
+/* Allgathered record; fields compared across ranks come after the
+ * fault description. */
+enum {
+    REC_STATUS,      /* SWY_OK or this rank's local failure */
+    REC_BAD_FIELD,   /* index into field_names of the faulty field */
+    REC_BAD_VALUE,   /* its value */
+    REC_FIRST_FIELD, /* from here: field_names[i - REC_FIRST_FIELD] */
+    REC_LEN = REC_FIRST_FIELD + 6
+};
+
+static const char *const field_names[] = {
+    "experts_per_rank", "hidden", "dtype", "top_k", "pipeline_degree",
+    "packing_factor",
+    /* fault-only pseudo fields */
+    "struct_size", "cfg", "plan_p", "capacity_factor", "experts in total",
+};
+enum { F_STRUCT_SIZE = 6, F_CFG, F_PLAN_P, F_CAPACITY, F_TOTAL };
+
+static const char fn[] = "swy_moe_plan_create";
+
+/* Local validation; fills the record's fault fields on failure. */
+static swy_status_t check_local(const swy_moe_config_t *cfg,
+                                swy_moe_plan_t *plan_p, int nranks,
+                                int64_t *rec)
+{
+#define FAULT(status, field, value, ...)                                      \
+    do {                                                                      \
+        rec[REC_STATUS] = (status);                                           \
+        rec[REC_BAD_FIELD] = (field);                                         \
+        rec[REC_BAD_VALUE] = (int64_t)(value);                                \
+        return swy_err_set((status), "moe", __VA_ARGS__);                     \
+    } while (0)
+    if (cfg == NULL)
+        FAULT(SWY_ERR_INVALID_ARG, F_CFG, 0, "%s: cfg is NULL", fn);
+    if (plan_p == NULL)
+        FAULT(SWY_ERR_INVALID_ARG, F_PLAN_P, 0, "%s: plan_p is NULL", fn);
+    if (cfg->struct_size != sizeof(swy_moe_config_t))
+        FAULT(SWY_ERR_INVALID_ARG, F_STRUCT_SIZE, cfg->struct_size,
+              "%s: cfg->struct_size %zu, this library's swy_moe_config_t "
+              "has %zu (built against another moe.h?)", fn,
+              cfg->struct_size, sizeof(swy_moe_config_t));
+    const int values[6] = {cfg->experts_per_rank, cfg->hidden,
+                           (int)cfg->dtype, cfg->top_k, cfg->pipeline_degree,
+                           cfg->packing_factor};
+    for (int i = 0; i < 6; i++) {
+        rec[REC_FIRST_FIELD + i] = values[i];
+        if (i != 2 && values[i] < 1)
+            FAULT(SWY_ERR_INVALID_ARG, i, values[i],
+                  "%s: cfg->%s is %d, must be >= 1", fn, field_names[i],
+                  values[i]);
+    }
+    if (cfg->dtype != SWY_FLOAT32)
+        FAULT(SWY_ERR_UNSUPPORTED, 2, cfg->dtype,
+              "%s: cfg->dtype %d is not supported (only SWY_FLOAT32 rows "
+              "in this version)", fn, (int)cfg->dtype);
+    if (!(cfg->capacity_factor >= 0)) /* also rejects NaN */
+        FAULT(SWY_ERR_INVALID_ARG, F_CAPACITY, -1,
+              "%s: cfg->capacity_factor %g must be >= 0", fn,
+              cfg->capacity_factor);
+    int64_t total = (int64_t)cfg->experts_per_rank * cfg->packing_factor *
+                    nranks;
+    if (total > INT_MAX)
+        FAULT(SWY_ERR_INVALID_ARG, F_TOTAL, total,
+              "%s: experts_per_rank %d * packing_factor %d * %d ranks = "
+              "%lld experts, more than %d", fn, cfg->experts_per_rank,
+              cfg->packing_factor, nranks, (long long)total, INT_MAX);
+    if (cfg->top_k > total)
+        FAULT(SWY_ERR_INVALID_ARG, 3, cfg->top_k,
+              "%s: cfg->top_k %d exceeds the %lld experts of the model", fn,
+              cfg->top_k, (long long)total);
+    return SWY_OK;
+#undef FAULT
+}
+
+/* After the allgather: a fault on any rank, then any disagreement. */
+static swy_status_t check_all(const int64_t *all, int nranks, int rank,
+                              swy_status_t own)
+{
+    if (own != SWY_OK)
+        return own; /* this thread's message already names the cause */
+    for (int r = 0; r < nranks; r++) {
+        const int64_t *rec = all + (size_t)r * REC_LEN;
+        if (rec[REC_STATUS] != SWY_OK) {
+            int64_t field = rec[REC_BAD_FIELD];
+            const char *name =
+                field >= 0 && field < (int64_t)SWY_ARRAY_SIZE(field_names)
+                    ? field_names[field] : "?";
+            return swy_err_set((swy_status_t)rec[REC_STATUS], "moe",
+                               "%s: rank %d has an invalid config: %s = "
+                               "%lld", fn, r, name,
+                               (long long)rec[REC_BAD_VALUE]);
+        }
+    }
+    for (int r = 1; r < nranks; r++)
+        for (int i = REC_FIRST_FIELD; i < REC_LEN; i++)
+            if (all[(size_t)r * REC_LEN + i] != all[i])
+                return swy_err_set(SWY_ERR_MISMATCH, "moe",
+                                   "%s: ranks disagree on %s: rank 0 has "
+                                   "%lld, rank %d has %lld (seen by rank %d)",
+                                   fn, field_names[i - REC_FIRST_FIELD],
+                                   (long long)all[i], r,
+                                   (long long)all[(size_t)r * REC_LEN + i],
+                                   rank);
+    return SWY_OK;
+}
+
+swy_status_t swy_moe_plan_create(swy_comm_t comm, const swy_moe_config_t *cfg,
+                                 swy_moe_plan_t *plan_p)
+{
+    swy_err_clear();
+    if (comm == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: comm is NULL",
+                           fn);
+    int nranks = swy_comm_size(comm), rank = swy_comm_rank(comm);
+    int64_t rec[REC_LEN] = {0};
+    swy_status_t own = check_local(cfg, plan_p, nranks, rec);
+    char own_msg[SWY_ERRMSG_MAX];
+    snprintf(own_msg, sizeof(own_msg), "%s", swy_err_last());
+
+    int64_t *all = swy_calloc((size_t)nranks * REC_LEN, sizeof(int64_t));
+    if (all == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "moe", "%s: out of memory for "
+                           "%d config records", fn, nranks);
+    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+    attr.priority = SWY_PRIO_HIGH;
+    attr.name = "moe.plan_create";
+    swy_status_t status = swy_allgather(rec, all, REC_LEN, SWY_INT64, comm,
+                                        &attr, NULL);
+    if (status != SWY_OK) {
+        swy_free(all);
+        return status; /* the collective's message stays */
+    }
+    if (own != SWY_OK)
+        swy_err_store(own_msg); /* the allgather cleared it */
+    status = check_all(all, nranks, rank, own);
+    swy_free(all);
+    if (status != SWY_OK)
+        return status;
+
+    struct swy_moe_plan *plan = swy_calloc(1, sizeof(*plan));
+    if (plan == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "moe", "%s: out of memory",
+                           fn);
+    plan->comm = comm;
+    plan->rank = rank;
+    plan->nranks = nranks;
+    plan->cfg = *cfg;
+    plan->n_local = cfg->experts_per_rank * cfg->packing_factor;
+    plan->n_experts = plan->n_local * nranks;
+    *plan_p = plan;
+    return SWY_OK;
+}
+
+void swy_moe_plan_destroy(swy_moe_plan_t plan)
+{
+    swy_free(plan);
+}
