@@ -6,10 +6,14 @@
  * outputs of its tokens, and the gradients. The "experts" are toys with a
  * known Jacobian: global expert g maps a row x to (g+1)*x + g.
  *
- * Usage: test_moe NRANKS TOPK PIPELINE PACKING   (correctness)
- *        test_moe NRANKS errors                  (bad input on one rank)  */
+ * Usage: test_moe NRANKS TOPK PIPELINE PACKING [SCALE]  (correctness;
+ *                        SCALE multiplies the tokens per rank)
+ *        test_moe NRANKS errors    (bad input on one rank)
+ *        test_moe NRANKS diverge   (one rank posts another collective
+ *                                   instead of the dispatch)             */
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "../harness.h"
 #include "switchyard/moe.h"
@@ -22,6 +26,8 @@ typedef struct {
     int k, d, p;
 } params_t;
 
+static int token_scale = 1;
+
 typedef struct {
     int S;
     float *tokens;   /* [S][H] */
@@ -32,7 +38,8 @@ typedef struct {
 
 static int tokens_of(int r, int nranks)
 {
-    return r == 1 && nranks > 2 ? 0 : 24 + 5 * r; /* one rank has none */
+    /* One rank has no tokens. */
+    return r == 1 && nranks > 2 ? 0 : (24 + 5 * r) * token_scale;
 }
 
 static float unit(uint64_t *st) /* in [-1, 1) */
@@ -121,7 +128,8 @@ static int check_expert_in(const float *expert_in, const swy_moe_layout_t *L,
                            const rank_input_t *all, int k)
 {
     int W = L->nranks, d = L->pipeline_degree, nl = L->num_local_experts;
-    int64_t *tok = malloc(4096 * sizeof(int64_t));
+    int64_t *tok = malloc((size_t)(all[W - 1].S + 1) * k *
+                          sizeof(int64_t));
     int64_t total = 0;
     for (int e = 0; e < nl; e++) {
         int g = L->first_expert + e;
@@ -474,6 +482,55 @@ static int rank_errors(swy_comm_t comm, int rank, int W, void *arg)
     return 0;
 }
 
+/* Rank W-1 posts an allreduce where the others dispatch: the dispatch
+ * must fail with SWY_ERR_MISMATCH (surfaced through the chunk waits) on
+ * the ranks that disagree, promptly, and none may hang. */
+static int rank_diverge(swy_comm_t comm, int rank, int W, void *arg)
+{
+    (void)arg;
+    swy_moe_config_t cfg = SWY_MOE_CONFIG_INIT;
+    cfg.experts_per_rank = E_LOC;
+    cfg.hidden = HIDDEN;
+    cfg.top_k = 2;
+    cfg.pipeline_degree = 2;
+    swy_moe_plan_t plan;
+    CHECK(swy_moe_plan_create(comm, &cfg, &plan) == SWY_OK, "plan");
+    rank_input_t in;
+    gen_input(rank, W, W * E_LOC, 2, 3, &in);
+    swy_moe_route_t route;
+    CHECK(swy_moe_route(plan, in.idx, in.S, &route) == SWY_OK, "route");
+    swy_moe_layout_t L = {.struct_size = sizeof(L)};
+    CHECK(swy_moe_route_layout(route, &L) == SWY_OK, "layout");
+    float *ein = malloc(((size_t)L.recv_rows * HIDDEN + 1) * sizeof(float));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    swy_status_t st;
+    if (rank == W - 1) {
+        float x[16] = {0};
+        st = swy_allreduce(x, x, 16, SWY_FLOAT32, SWY_SUM, comm, NULL, NULL);
+    } else {
+        st = swy_moe_dispatch(route, in.tokens, ein, NULL, SWY_MOE_BLOCKING);
+    }
+    /* A rank not involved in the disagreement may finish its part; the
+     * comm is poisoned all the same, so its next call fails. */
+    if (st == SWY_OK)
+        st = swy_barrier(comm);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) +
+                  (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank,
+            swy_status_string(st), took, swy_last_error(NULL));
+    CHECK(st == SWY_ERR_MISMATCH, "got %s, expected a mismatch",
+          swy_status_string(st));
+    CHECK(took < 20, "took %.1f s", took);
+    swy_moe_route_destroy(route); /* nothing left in flight: no wait */
+    swy_moe_plan_destroy(plan);
+    free(ein);
+    free_input(&in);
+    CHECK(swy_comm_destroy(comm) == SWY_OK, "destroy of a failed comm");
+    return 200;
+}
+
 int main(int argc, char **argv)
 {
     int nranks = argc > 1 ? atoi(argv[1]) : 2;
@@ -482,10 +539,18 @@ int main(int argc, char **argv)
         printf("%s: moe errors, %d ranks\n", rc ? "FAIL" : "PASS", nranks);
         return rc;
     }
+    if (argc > 2 && strcmp(argv[2], "diverge") == 0) {
+        int rc = swy_test_spawn(nranks, rank_diverge, NULL, 60, NULL);
+        printf("%s: moe diverging ranks, %d ranks\n", rc ? "FAIL" : "PASS",
+               nranks);
+        return rc;
+    }
+    if (argc > 5)
+        token_scale = atoi(argv[5]);
     params_t P = {argc > 2 ? atoi(argv[2]) : 2, argc > 3 ? atoi(argv[3]) : 1,
                   argc > 4 ? atoi(argv[4]) : 1};
     int rc = swy_test_spawn(nranks, rank_correct, &P, 60, NULL);
-    printf("%s: moe %d ranks, top-%d, pipeline %d, packing %d\n",
-           rc ? "FAIL" : "PASS", nranks, P.k, P.d, P.p);
+    printf("%s: moe %d ranks, top-%d, pipeline %d, packing %d, %dx tokens\n",
+           rc ? "FAIL" : "PASS", nranks, P.k, P.d, P.p, token_scale);
     return rc;
 }
