@@ -1,15 +1,24 @@
-/* swy-bench-mpi: the coll benchmark (tools/swy-bench/coll_run.c) on
- * MPI_Alltoallv and MPI_Allreduce, the peer Switchyard is measured
- * against. Same sizes, data, check, timing and table as swy-bench coll;
- * "openmpi" in the JSON lines. Run:
+/* swy-bench-mpi: the peer Switchyard is measured against, in two modes.
+ *
+ *   swy-bench-mpi [coll] [opts]       the coll benchmark
+ *       (tools/swy-bench/coll_run.c) on MPI_Alltoallv and MPI_Allreduce;
+ *   swy-bench-mpi interference [opts] the interference benchmark
+ *       (tools/swy-bench/interference_run.c) on MPI_Ialltoallv under an
+ *       MPI_Iallreduce backlog. MPI has no priorities: one configuration,
+ *       "policy":"openmpi".
+ *
+ * Same sizes, data, check, timing and table as swy-bench; "openmpi" in the
+ * JSON lines. Run:
  *   mpirun --allow-run-as-root --oversubscribe -np 4 swy-bench-mpi [opts] */
 #include "coll_run.h"
+#include "interference_run.h"
 
 #include <mpi.h>
 
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     MPI_Comm comm;
@@ -17,6 +26,7 @@ typedef struct {
     int *counts; /* MPI takes int counts: converted once per size */
     int *displs;
     size_t cached_count;
+    MPI_Request req[SWYB_IB_SLOTS]; /* interference */
 } mpi_bench_t;
 
 static int mpi_call_check(mpi_bench_t *bench, int err, const char *what)
@@ -96,6 +106,127 @@ static int mpi_impl_max_doubles(void *ctx, double *values, size_t count)
                           "MPI_Allreduce (max of timings)");
 }
 
+/* The interference hooks. */
+
+static int mpi_int_counts(mpi_bench_t *bench, const size_t *counts,
+                          const size_t *displs)
+{
+    if (counts[0] == bench->cached_count) {
+        return 0;
+    }
+    for (int r = 0; r < bench->nranks; ++r) {
+        if (counts[r] > INT_MAX || displs[r] > INT_MAX) {
+            fprintf(stderr, "swy-bench-mpi: alltoallv block of %zu floats "
+                    "exceeds MPI's int counts\n", counts[r]);
+            return -1;
+        }
+        bench->counts[r] = (int)counts[r];
+        bench->displs[r] = (int)displs[r];
+    }
+    bench->cached_count = counts[0];
+    return 0;
+}
+
+static int mpi_ib_ialltoallv(void *ctx, int slot, const float *sendbuf,
+                             const size_t *counts, const size_t *displs,
+                             float *recvbuf)
+{
+    mpi_bench_t *bench = ctx;
+
+    if (mpi_int_counts(bench, counts, displs) != 0) {
+        return -1;
+    }
+    return mpi_call_check(bench,
+                          MPI_Ialltoallv(sendbuf, bench->counts,
+                                         bench->displs, MPI_FLOAT, recvbuf,
+                                         bench->counts, bench->displs,
+                                         MPI_FLOAT, bench->comm,
+                                         &bench->req[slot]),
+                          "MPI_Ialltoallv");
+}
+
+static int mpi_ib_iallreduce_sum(void *ctx, int slot, const float *sendbuf,
+                                 float *recvbuf, size_t count)
+{
+    mpi_bench_t *bench = ctx;
+
+    if (count > INT_MAX) {
+        fprintf(stderr, "swy-bench-mpi: allreduce of %zu floats exceeds "
+                "MPI's int counts\n", count);
+        return -1;
+    }
+    return mpi_call_check(bench,
+                          MPI_Iallreduce(sendbuf, recvbuf, (int)count,
+                                         MPI_FLOAT, MPI_SUM, bench->comm,
+                                         &bench->req[slot]),
+                          "MPI_Iallreduce");
+}
+
+static int mpi_ib_test(void *ctx, int slot, int *done_p)
+{
+    mpi_bench_t *bench = ctx;
+    int flag = 0;
+
+    /* A completed request becomes MPI_REQUEST_NULL, which tests done. */
+    if (mpi_call_check(bench,
+                       MPI_Test(&bench->req[slot], &flag, MPI_STATUS_IGNORE),
+                       "MPI_Test") != 0) {
+        return -1;
+    }
+    *done_p = flag;
+    return 0;
+}
+
+static int mpi_ib_wait(void *ctx, int slot)
+{
+    mpi_bench_t *bench = ctx;
+
+    return mpi_call_check(bench,
+                          MPI_Wait(&bench->req[slot], MPI_STATUS_IGNORE),
+                          "MPI_Wait");
+}
+
+static int mpi_ib_sum_doubles(void *ctx, double *values, size_t count)
+{
+    mpi_bench_t *bench = ctx;
+
+    return mpi_call_check(bench,
+                          MPI_Allreduce(MPI_IN_PLACE, values, (int)count,
+                                        MPI_DOUBLE, MPI_SUM, bench->comm),
+                          "MPI_Allreduce (sum of counters)");
+}
+
+static int interference_main(mpi_bench_t *bench, int rank, int argc,
+                             char **argv)
+{
+    swyb_ib_options_t opts;
+
+    switch (swyb_ib_options_parse(argc, argv, 2,
+                                  "swy-bench-mpi interference", rank, 0,
+                                  &opts)) {
+    case SWYB_IB_PARSE_EXIT_OK:
+        return 0;
+    case SWYB_IB_PARSE_EXIT_USAGE:
+        return 2;
+    case SWYB_IB_PARSE_RUN:
+        break;
+    }
+    swyb_ib_impl_t impl = {
+        .name = "openmpi",
+        .rank = rank,
+        .nranks = bench->nranks,
+        .ctx = bench,
+        .barrier = mpi_impl_barrier,
+        .ialltoallv = mpi_ib_ialltoallv,
+        .iallreduce_sum = mpi_ib_iallreduce_sum,
+        .test = mpi_ib_test,
+        .wait = mpi_ib_wait,
+        .max_doubles = mpi_impl_max_doubles,
+        .sum_doubles = mpi_ib_sum_doubles,
+    };
+    return swyb_ib_run(&impl, &opts, argc, argv);
+}
+
 int main(int argc, char **argv)
 {
     swyb_coll_options_t opts;
@@ -108,9 +239,31 @@ int main(int argc, char **argv)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &bench.nranks);
+    for (int i = 0; i < SWYB_IB_SLOTS; ++i) {
+        bench.req[i] = MPI_REQUEST_NULL;
+    }
+    bench.counts = calloc((size_t)bench.nranks, sizeof(int));
+    bench.displs = calloc((size_t)bench.nranks, sizeof(int));
+    if (bench.counts == NULL || bench.displs == NULL) {
+        fprintf(stderr, "swy-bench-mpi: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
 
-    switch (swyb_coll_options_parse(argc, argv, 1, "swy-bench-mpi", rank,
-                                    &opts)) {
+    if (argc > 1 && strcmp(argv[1], "interference") == 0) {
+        rc = interference_main(&bench, rank, argc, argv);
+        if (rc < 0) {
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        free(bench.displs);
+        free(bench.counts);
+        MPI_Finalize();
+        return rc;
+    }
+    /* "coll" is the default mode; the word itself may be given. */
+    switch (swyb_coll_options_parse(argc, argv,
+                                    argc > 1 && strcmp(argv[1], "coll") == 0
+                                        ? 2 : 1,
+                                    "swy-bench-mpi", rank, &opts)) {
     case SWYB_COLL_PARSE_EXIT_OK:
         MPI_Finalize();
         return 0;
@@ -119,13 +272,6 @@ int main(int argc, char **argv)
         return 2;
     case SWYB_COLL_PARSE_RUN:
         break;
-    }
-
-    bench.counts = calloc((size_t)bench.nranks, sizeof(int));
-    bench.displs = calloc((size_t)bench.nranks, sizeof(int));
-    if (bench.counts == NULL || bench.displs == NULL) {
-        fprintf(stderr, "swy-bench-mpi: out of memory\n");
-        MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
     swyb_coll_impl_t impl = {

@@ -1,6 +1,8 @@
 /* swy-bench: Switchyard's benchmarks, one subcommand each. Subcommands
  * share common.c (timing, statistics, header, table and JSON). */
 #include "coll.h"
+#include "interference.h"
+#include "overhead.h"
 
 #include "switchyard/switchyard.h"
 
@@ -16,6 +18,10 @@ typedef struct {
 static const subcommand_t subcommands[] = {
     {"coll", "alltoallv and allreduce time and bandwidth by size",
      swyb_coll_main},
+    {"interference", "all-to-all alone and under an allreduce backlog, "
+     "per policy", swyb_interference_main},
+    {"overhead", "scheduling cost per micro-op; CPU of an idle comm",
+     swyb_overhead_main},
 };
 
 static void usage_print(FILE *out)
