@@ -1,0 +1,191 @@
+/* The MoE gate: logits, softmax, top-k with weights, capacity dropping and
+ * the GShard auxiliary loss, with their backward passes. */
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "elem.h"
+#include "swy_kernels.h"
+
+/* k is small (GShard 2, FastMoE up to a handful); the per-token index
+ * buffers below live on the stack. */
+#define SWY_K_GATE_MAX_K 64
+
+void swy_k_gate_logits_fwd(const float *x, const float *wg, int S, int H,
+                           int E, float *logits)
+{
+    swy_k_linear_fwd(x, wg, NULL, S, H, E, logits);
+}
+
+void swy_k_gate_logits_bwd(const float *x, const float *wg,
+                           const float *dlogits, int S, int H, int E,
+                           float *dx, float *dwg)
+{
+    swy_k_linear_bwd(x, wg, dlogits, S, H, E, dx, dwg, NULL);
+}
+
+void swy_k_softmax_fwd(const float *logits, int S, int E, float *probs)
+{
+    assert(S >= 0 && E > 0);
+    for (int t = 0; t < S; t++) {
+        const float *row = logits + (size_t)t * E;
+        float *p = probs + (size_t)t * E;
+        /* Written out instead of swy_e_softmax_row so probs may alias
+         * logits: max and sum are taken before the row is overwritten. */
+        float m = swy_e_row_max(row, E);
+        float inv = 1.0f / swy_e_row_expsum(row, E, m);
+        for (int e = 0; e < E; e++)
+            p[e] = swy_e_exp_shifted(row[e], m) * inv;
+    }
+}
+
+void swy_k_softmax_bwd(const float *probs, const float *dprobs, int S, int E,
+                       float *dlogits)
+{
+    assert(S >= 0 && E > 0);
+    for (int t = 0; t < S; t++) {
+        const float *p = probs + (size_t)t * E;
+        const float *dp = dprobs + (size_t)t * E;
+        float *dl = dlogits + (size_t)t * E;
+        float dot = 0.0f;
+        for (int e = 0; e < E; e++)
+            dot += dp[e] * p[e];
+        for (int e = 0; e < E; e++)
+            dl[e] = swy_e_softmax_grad(p[e], dp[e], dot);
+    }
+}
+
+void swy_k_gate_topk(const float *logits, int S, int E, int k,
+                     int renormalize, int *topk_idx, float *topk_w,
+                     float *probs)
+{
+    assert(S >= 0 && E > 0 && k >= 1 && k <= E && k <= SWY_K_GATE_MAX_K);
+    swy_k_softmax_fwd(logits, S, E, probs);
+    for (int t = 0; t < S; t++) {
+        const float *p = probs + (size_t)t * E;
+        int *idx = topk_idx + (size_t)t * k;
+        float *w = topk_w + (size_t)t * k;
+        swy_e_topk_row(p, E, k, idx);
+        float z = 0.0f;
+        for (int j = 0; j < k; j++) {
+            w[j] = p[idx[j]];
+            z += w[j];
+        }
+        /* z >= p of the top choice >= 1/E > 0. */
+        if (renormalize)
+            for (int j = 0; j < k; j++)
+                w[j] /= z;
+    }
+}
+
+void swy_k_gate_topk_bwd(const float *probs, const float *dtopk_w, int S,
+                         int E, int k, int renormalize, float *dprobs)
+{
+    assert(S >= 0 && E > 0 && k >= 1 && k <= E && k <= SWY_K_GATE_MAX_K);
+    int idx[SWY_K_GATE_MAX_K];
+    memset(dprobs, 0, (size_t)S * E * sizeof(*dprobs));
+    for (int t = 0; t < S; t++) {
+        const float *p = probs + (size_t)t * E;
+        const float *dw = dtopk_w + (size_t)t * k;
+        float *dp = dprobs + (size_t)t * E;
+        swy_e_topk_row(p, E, k, idx);
+        if (!renormalize) {
+            for (int j = 0; j < k; j++)
+                dp[idx[j]] = dw[j];
+            continue;
+        }
+        /* w_j = p_j / z with z = sum_l p_l over the chosen:
+         * dL/dp_j = (dw_j - sum_l dw_l w_l) / z. */
+        float z = 0.0f;
+        for (int j = 0; j < k; j++)
+            z += p[idx[j]];
+        float dot = 0.0f;
+        for (int j = 0; j < k; j++)
+            dot += dw[j] * (p[idx[j]] / z);
+        for (int j = 0; j < k; j++)
+            dp[idx[j]] = (dw[j] - dot) / z;
+    }
+}
+
+int swy_k_gate_capacity(double capacity_factor, int S, int k, int E)
+{
+    assert(S >= 0 && k >= 1 && E > 0);
+    if (capacity_factor <= 0.0)
+        return S * k;
+    double c = capacity_factor * (double)S * (double)k / (double)E;
+    return (int)ceil(c * (1.0 - 1e-9));
+}
+
+/* Let slot (t, j) claim a place at its expert, or drop it. */
+static int claim_or_drop(int *topk_idx, float *topk_w, size_t slot,
+                         int capacity, int *load)
+{
+    int e = topk_idx[slot];
+    if (e < 0)
+        return 0;
+    if (capacity < 0 || load[e] < capacity) {
+        load[e]++;
+        return 0;
+    }
+    topk_idx[slot] = -1;
+    topk_w[slot] = 0.0f;
+    return 1;
+}
+
+int swy_k_gate_drop(int *topk_idx, float *topk_w, int S, int k, int E,
+                    int capacity, swy_k_drop_order_t order, int *expert_load)
+{
+    assert(S >= 0 && k >= 1 && E > 0 && expert_load != NULL);
+    int dropped = 0;
+    memset(expert_load, 0, (size_t)E * sizeof(*expert_load));
+    if (order == SWY_K_DROP_CHOICE_ORDER) {
+        for (int j = 0; j < k; j++)
+            for (int t = 0; t < S; t++)
+                dropped += claim_or_drop(topk_idx, topk_w,
+                                         (size_t)t * k + j, capacity,
+                                         expert_load);
+    } else {
+        for (size_t s = 0; s < (size_t)S * k; s++)
+            dropped += claim_or_drop(topk_idx, topk_w, s, capacity,
+                                     expert_load);
+    }
+    return dropped;
+}
+
+float swy_k_gate_aux_loss(const float *probs, int S, int E, int f_slots,
+                          float *f)
+{
+    assert(S >= 0 && E > 0 && f_slots >= 1 && f_slots <= E &&
+           f_slots <= SWY_K_GATE_MAX_K);
+    int idx[SWY_K_GATE_MAX_K];
+    memset(f, 0, (size_t)E * sizeof(*f));
+    if (S == 0)
+        return 0.0f;
+    /* Counts are integers: accumulate them exactly, then scale. */
+    for (int t = 0; t < S; t++) {
+        swy_e_topk_row(probs + (size_t)t * E, E, f_slots, idx);
+        for (int j = 0; j < f_slots; j++)
+            f[idx[j]] += 1.0f;
+    }
+    double loss = 0.0;
+    for (int e = 0; e < E; e++) {
+        double m = 0.0;
+        for (int t = 0; t < S; t++)
+            m += probs[(size_t)t * E + e];
+        f[e] /= (float)S * (float)f_slots;
+        loss += (double)f[e] * (m / S);
+    }
+    return (float)(E * loss);
+}
+
+void swy_k_gate_aux_loss_bwd(const float *f, int S, int E, float dloss,
+                             float *dprobs)
+{
+    assert(S >= 0 && E > 0);
+    if (S == 0)
+        return;
+    float scale = dloss * (float)E / (float)S;
+    for (int t = 0; t < S; t++)
+        for (int e = 0; e < E; e++)
+            dprobs[(size_t)t * E + e] += scale * f[e];
+}
