@@ -1,7 +1,7 @@
 /* Per-element definitions of the MoE math, shared by the CPU loops in
- * kernels/ (*.c files) and by future CUDA kernels, so that both compute the same
- * function down to the formula (GELU variant, tie rule of top-k, Adam's bias
- * correction, bf16 rounding).  Everything here is `static inline` and marked
+ * kernels/ (the .c files) and by future CUDA kernels, so that both compute
+ * the same function down to the formula (GELU variant, tie rule of top-k,
+ * Adam's bias correction, bf16 rounding).  Everything here is `static inline` and marked
  * SWY_HD, which nvcc reads as __host__ __device__.
  *
  * Only <math.h>, <stdint.h> and <string.h> functions are used; all of them

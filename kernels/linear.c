@@ -6,6 +6,16 @@
 
 #include "swy_kernels.h"
 
+/* OpenBLAS's own entry point; declared here too because a cblas.h from
+ * another BLAS (the find_library fallback in meson.build) lacks it. */
+void openblas_set_num_threads(int num_threads);
+
+void swy_k_blas_set_threads(int n)
+{
+    assert(n >= 1);
+    openblas_set_num_threads(n);
+}
+
 void swy_k_linear_fwd(const float *x, const float *w, const float *b, int N,
                       int in, int out, float *y)
 {

@@ -251,6 +251,12 @@ void swy_k_combine_bwd(const float *rows, const int *row_of_slot,
 void swy_k_linear_fwd(const float *x, const float *w, const float *b, int N,
                       int in, int out, float *y);
 
+/** Cap the threads OpenBLAS uses for the GEMMs of this process (n >= 1).
+ *  Several ranks on one node each start one thread per core by default and
+ *  oversubscribe the cores; the caller decides (this library reads no
+ *  environment).  Process-wide; call before the first GEMM. */
+void swy_k_blas_set_threads(int n);
+
 /** Backward of swy_k_linear_fwd: dx[N][in] = dy w^T overwritten (NULL:
  *  skipped); dw[in][out] += x^T dy; db[out] += column sums of dy (NULL:
  *  skipped). */

@@ -285,6 +285,8 @@ int main(void)
     check_linear(5, 7, 3, 1);
     check_linear(1, 1, 1, 0);
     check_linear(13, 4, 9, 1);
+    swy_k_blas_set_threads(1); /* same results on one BLAS thread */
+    check_linear(32, 24, 20, 1);
     test_linear_zero_rows();
     test_gelu_add();
     test_embed();
