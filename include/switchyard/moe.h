@@ -47,6 +47,10 @@
  * with swy_moe_wait_chunk(); reverse-direction exchanges (combine, dispatch
  * backward) are posted chunk by chunk with the *_post_chunk() calls as the
  * expert finishes each chunk, and completed with the *_finish() calls.
+ * One exchange per direction may be in flight on a route, so a combine's
+ * chunk j may be posted once the dispatch's chunk j is complete while
+ * later dispatch chunks still travel (likewise dispatch backward after
+ * combine backward). Blocking calls need the route idle.
  *
  * **Priorities.** Every exchange, including route's count exchange, runs
  * at SWY_PRIO_HIGH unless @c attr sets a priority. Calling
@@ -66,9 +70,11 @@
  * is in swy_last_error(NULL) on the calling thread (it also holds the
  * detail of a failed underlying collective).
  *
- * **Threads and ownership.** A plan may be shared by threads only for
- * swy_moe_route(); a route is used by one thread at a time. The plan must
- * outlive its routes and the communicator must outlive the plan. Buffers
+ * **Threads and ownership.** A plan is read-only after creation and a
+ * route is used by one thread at a time; calls that post collectives must
+ * reach the communicator in the same order on every rank, so a framework
+ * that routes from several threads serializes them. The plan must outlive
+ * its routes and the communicator must outlive the plan. Buffers
  * passed to a posted exchange are borrowed until it completes (the last
  * swy_moe_wait_chunk() or the *_finish() call). Only host memory and
  * SWY_FLOAT32 are supported in this version.
@@ -274,7 +280,8 @@ SWY_EXPORT swy_status_t swy_moe_combine(swy_moe_route_t route,
  *        with a single local expert where it is sent from in place and is
  *        borrowed until swy_moe_combine_finish().
  * @return As swy_moe_dispatch(); SWY_ERR_INVALID_ARG when @p chunk is not
- *         the next one.
+ *         the next one, or when a dispatch (or combine backward) is in
+ *         flight and its chunk @p chunk is not complete yet.
  */
 SWY_EXPORT swy_status_t swy_moe_combine_post_chunk(swy_moe_route_t route,
                                                    int chunk,

@@ -408,9 +408,11 @@ static int rank_errors(swy_comm_t comm, int rank, int W, void *arg)
 
     /* A top-k index out of range on the last rank only: all fail, none
      * hangs, and the message names the rank, token, slot and value. */
-    int saved = in.idx[3 * k + 1];
-    if (rank == W - 1)
+    int saved = 0;
+    if (rank == W - 1) { /* the last rank has tokens */
+        saved = in.idx[3 * k + 1];
         in.idx[3 * k + 1] = E + 5;
+    }
     swy_moe_route_t route = NULL;
     swy_status_t st = swy_moe_route(plan, in.idx, in.S, &route);
     CHECK(st == SWY_ERR_INVALID_ARG && route == NULL, "route with a bad "
@@ -421,14 +423,18 @@ static int rank_errors(swy_comm_t comm, int rank, int W, void *arg)
                "value %d", rank == W - 1 ? E + 5 : W - 1, E + 5);
     CHECK(strstr(swy_last_error(NULL), want) != NULL, "message '%s' lacks "
           "'%s'", swy_last_error(NULL), want);
-    in.idx[3 * k + 1] = saved;
+    if (rank == W - 1)
+        in.idx[3 * k + 1] = saved;
     /* -2 is not "dropped". */
-    if (rank == 0 && in.S > 0)
+    if (rank == 0) {
+        saved = in.idx[0];
         in.idx[0] = -2;
+    }
     st = swy_moe_route(plan, in.idx, in.S, &route);
     CHECK(st == SWY_ERR_INVALID_ARG, "route with -2 gave %s",
           swy_status_string(st));
-    in.idx[0] = saved = in.idx[0] == -2 ? 0 : in.idx[0];
+    if (rank == 0)
+        in.idx[0] = saved;
     /* A negative S on rank 0. */
     st = swy_moe_route(plan, in.idx, rank == 0 ? -1 : in.S, &route);
     CHECK(st == SWY_ERR_INVALID_ARG, "route with S = -1 gave %s",
