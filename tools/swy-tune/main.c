@@ -589,7 +589,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "swy-tune: cannot write %s\n", opts.csv_path);
         rc = EXIT_RUN_FAILED;
     }
-    if (opts.svg_path != NULL) {
+    if (opts.svg_path != NULL && list.count > 0) {
         char title[256];
         const swyt_candidate_t *any = &list.items[0];
 

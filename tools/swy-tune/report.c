@@ -307,8 +307,9 @@ int swyt_report_svg_write(const char *path, const swyt_candidate_list_t *list,
     xml_text(f, title);
     fprintf(f, "</text>\n");
     fprintf(f, "<text x=\"%d\" y=\"44\" fill=\"#555\">each policy at its "
-               "best credit per partition; filled: feasible, hollow: "
-               "allreduce below the floor</text>\n", PLOT_X0);
+               "best credit per partition; filled: feasible; hollow: not "
+               "(allreduce below the floor, no full load, or wrong)</text>\n",
+            PLOT_X0);
     fprintf(f, "<text x=\"%d\" y=\"%.0f\" font-weight=\"bold\">all-to-all "
                "under a concurrent allreduce backlog</text>\n", PLOT_X0,
             top.y0 - 8);
