@@ -1,0 +1,52 @@
+/* Data-parallel gradient exchange of swy-train, as PyTorch DDP does it:
+ * the dense gradients live in one flat buffer laid out in the order in
+ * which backward produces them (the reverse of the forward), cut into
+ * buckets of about bucket_bytes at tensor boundaries; a bucket is posted
+ * as a non-blocking swy_allreduce at SWY_PRIO_LOW as soon as backward has
+ * produced all of it, so it travels while backward goes on and meets the
+ * MoE all-to-alls of the earlier layers on the links (Lina's setting).
+ * swt_ddp_wait() completes every bucket before the optimizer step.
+ *
+ * The gradients are of the global-mean loss already (each rank scales its
+ * local loss by 1/W), so buckets are summed (SWY_SUM). Not thread-safe: one
+ * training thread calls everything. */
+#ifndef SWT_DDP_H
+#define SWT_DDP_H
+
+#include <stddef.h>
+
+#include "switchyard/switchyard.h"
+#include "timing.h"
+
+typedef struct swt_ddp swt_ddp_t;
+
+/**
+ * @param grad          the flat gradient buffer (borrowed).
+ * @param tensor_elems  [n_tensors] element counts in buffer order.
+ * @param bucket_bytes  close a bucket once it holds at least this many
+ *                      bytes (0: one bucket per tensor).
+ * @return 0, or -1 when out of memory.
+ */
+int swt_ddp_create(swy_comm_t comm, float *grad, const size_t *tensor_elems,
+                   int n_tensors, size_t bucket_bytes, swt_ddp_t **ddp_p);
+void swt_ddp_destroy(swt_ddp_t *ddp);
+
+/** Number of buckets. */
+int swt_ddp_num_buckets(const swt_ddp_t *ddp);
+
+/**
+ * Backward has produced grad[0, ready_elems): post every bucket that lies
+ * wholly below it and is not posted yet.
+ * @return SWY_OK or the failing swy_allreduce status.
+ */
+swy_status_t swt_ddp_ready(swt_ddp_t *ddp, size_t ready_elems,
+                           swt_timing_t *tm);
+
+/** Test posted buckets without blocking, noting completion times. */
+swy_status_t swt_ddp_poll(swt_ddp_t *ddp);
+
+/** Post what is left, wait for every bucket, add the allreduce span and
+ *  the time blocked to @p tm, and reset for the next step. */
+swy_status_t swt_ddp_wait(swt_ddp_t *ddp, swt_timing_t *tm);
+
+#endif /* SWT_DDP_H */

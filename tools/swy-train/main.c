@@ -1,0 +1,627 @@
+/* swy-train: the reference MoE training workload (DESIGN.md, "Reference
+ * workload"). Flags, the training loop, progress lines, the summary table
+ * and the --json line. The model is in model.c, one MoE block in
+ * moe_block.c, the gradient buckets in ddp.c, the task in task.c and the
+ * timers in timing.c.
+ *
+ * Exit status: 0 on success, 2 on bad input (every rank parses the same
+ * flags, so every rank exits 2), 1 on a failure while training. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "model.h"
+#include "swt_commit.h"
+#include "swy_kernels.h"
+#include "switchyard/switchyard.h"
+#include "task.h"
+#include "timing.h"
+
+typedef struct {
+    swt_model_config_t model;
+    int steps;
+    double noise;
+    const char *policy;      /* NULL: whatever SWY_POLICY gives */
+    const char *device;
+    int json;
+    const char *trace_loads; /* CSV path, rank 0 writes */
+    const char *loss_file;   /* CSV path, rank 0 writes */
+    double compute_scale;
+    int threads;
+    int log_every;           /* 0: about 20 lines per run */
+    int warmup;              /* steps left out of the timing medians */
+} options_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+"Usage: swy-train [options]   (start it with swy-run, e.g. swy-run -n 4)\n"
+"Train the reference MoE model on a synthetic task: embedding -> L x\n"
+"[dense block + MoE block] -> output -> cross-entropy; dense gradients in\n"
+"DDP buckets over swy_allreduce (low priority), experts over lib/moe\n"
+"(high priority).\n"
+"\n"
+"Model and task:\n"
+"  --layers N            blocks L (default 2)\n"
+"  --hidden N            hidden size H (default 64)\n"
+"  --ffn N               FFN inner size F, dense and expert (default 128)\n"
+"  --experts-per-rank N  experts per rank before packing (default 2);\n"
+"                        the model has ranks*N*packing experts\n"
+"  --top-k N             experts per token (default 2)\n"
+"  --capacity-factor X   per gate group, 0 = no limit (default 1.25)\n"
+"  --gate-group N        tokens per gate group (capacity and aux loss),\n"
+"                        must divide --tokens-per-rank (default: all)\n"
+"  --aux-coef X          weight of the GShard aux loss (default 0.01)\n"
+"  --tokens-per-rank N   tokens per rank per step S (default 256)\n"
+"  --vocab N             vocabulary V (default 128)\n"
+"  --noise Q             label noise: a label is uniform with prob. Q\n"
+"                        (default 0.1; sets the loss floor)\n"
+"  --seed N              seed of the task and the init (default 1)\n"
+"Training:\n"
+"  --steps N             steps (default 300)\n"
+"  --lr X                Adam learning rate (default 0.003)\n"
+"  --policy NAME         scheduling policy (fifo, fair, lina, credit, ...)\n"
+"                        set with swy_comm_configure\n"
+"  --pipeline D          pipelining degree of dispatch/combine (default 1)\n"
+"  --packing P           packing factor: P times the experts per rank\n"
+"                        (changes the model; default 1)\n"
+"  --bucket-bytes N      DDP bucket size, K/M suffixes (default 256K)\n"
+"  --phase-hints 0|1     swy_phase_hint before backward all-to-alls (1)\n"
+"  --device cpu|cuda     kernels to use (default cpu)\n"
+"  --threads N           OpenBLAS threads per rank (default 1)\n"
+"  --compute-scale X     emulate X times slower compute by sleeping\n"
+"                        (X-1) times each measured compute block (1)\n"
+"Output:\n"
+"  --log-every N         progress every N steps (default: ~20 lines)\n"
+"  --warmup N            steps left out of the timing medians (default 3)\n"
+"  --json                one JSON line with the results at the end\n"
+"  --trace-loads FILE    CSV step,layer,expert,tokens per step\n"
+"  --loss-file FILE      CSV step,loss,aux per step\n"
+"  -h, --help            this text\n");
+}
+
+static int bad(const char *flag, const char *value, const char *why)
+{
+    fprintf(stderr, "swy-train: %s %s: %s\n", flag, value, why);
+    return -1;
+}
+
+static int parse_int(const char *flag, const char *s, long lo, long hi,
+                     int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0')
+        return bad(flag, s, "not an integer");
+    if (v < lo || v > hi) {
+        char why[96];
+        snprintf(why, sizeof(why), "out of range %ld..%ld", lo, hi);
+        return bad(flag, s, why);
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_double(const char *flag, const char *s, double lo,
+                        double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !isfinite(v))
+        return bad(flag, s, "not a number");
+    if (v < lo || v > hi) {
+        char why[96];
+        snprintf(why, sizeof(why), "out of range %g..%g", lo, hi);
+        return bad(flag, s, why);
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_bytes(const char *flag, const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    if (s[0] == '-')
+        return bad(flag, s, "negative size");
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s)
+        return bad(flag, s, "not a size");
+    unsigned long long mult = 1;
+    if (*end == 'K' || *end == 'k')
+        mult = 1ull << 10;
+    else if (*end == 'M' || *end == 'm')
+        mult = 1ull << 20;
+    else if (*end == 'G' || *end == 'g')
+        mult = 1ull << 30;
+    if (mult != 1)
+        end++;
+    if (*end != '\0' || v > (1ull << 40) / mult)
+        return bad(flag, s, "not a size (N, NK, NM, NG; at most 1T)");
+    *out = (size_t)(v * mult);
+    return 0;
+}
+
+enum {
+    O_LAYERS = 256, O_HIDDEN, O_FFN, O_EPR, O_TOPK, O_CAP, O_GROUP, O_AUX,
+    O_TOKENS, O_VOCAB, O_NOISE, O_SEED, O_STEPS, O_LR, O_POLICY, O_PIPE,
+    O_PACK, O_BUCKET, O_HINTS, O_DEVICE, O_THREADS, O_SCALE, O_LOG,
+    O_WARMUP, O_JSON, O_TRACE, O_LOSS
+};
+
+/* Parses and checks everything that does not need the communicator.
+ * Returns 0, 1 for --help, -1 on bad input (already reported). */
+static int parse_args(int argc, char **argv, options_t *o)
+{
+    static const struct option longopts[] = {
+        {"layers", required_argument, NULL, O_LAYERS},
+        {"hidden", required_argument, NULL, O_HIDDEN},
+        {"ffn", required_argument, NULL, O_FFN},
+        {"experts-per-rank", required_argument, NULL, O_EPR},
+        {"top-k", required_argument, NULL, O_TOPK},
+        {"capacity-factor", required_argument, NULL, O_CAP},
+        {"gate-group", required_argument, NULL, O_GROUP},
+        {"aux-coef", required_argument, NULL, O_AUX},
+        {"tokens-per-rank", required_argument, NULL, O_TOKENS},
+        {"vocab", required_argument, NULL, O_VOCAB},
+        {"noise", required_argument, NULL, O_NOISE},
+        {"seed", required_argument, NULL, O_SEED},
+        {"steps", required_argument, NULL, O_STEPS},
+        {"lr", required_argument, NULL, O_LR},
+        {"policy", required_argument, NULL, O_POLICY},
+        {"pipeline", required_argument, NULL, O_PIPE},
+        {"packing", required_argument, NULL, O_PACK},
+        {"bucket-bytes", required_argument, NULL, O_BUCKET},
+        {"phase-hints", required_argument, NULL, O_HINTS},
+        {"device", required_argument, NULL, O_DEVICE},
+        {"threads", required_argument, NULL, O_THREADS},
+        {"compute-scale", required_argument, NULL, O_SCALE},
+        {"log-every", required_argument, NULL, O_LOG},
+        {"warmup", required_argument, NULL, O_WARMUP},
+        {"json", no_argument, NULL, O_JSON},
+        {"trace-loads", required_argument, NULL, O_TRACE},
+        {"loss-file", required_argument, NULL, O_LOSS},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    swt_model_config_t *m = &o->model;
+    int rc = 0, seed = 1;
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        const char *a = optarg, *f = argv[optind - 1];
+        switch (opt) {
+        case O_LAYERS: rc = parse_int(f, a, 1, 1024, &m->layers); break;
+        case O_HIDDEN: rc = parse_int(f, a, 1, 1 << 16, &m->hidden); break;
+        case O_FFN: rc = parse_int(f, a, 1, 1 << 16, &m->ffn); break;
+        case O_EPR:
+            rc = parse_int(f, a, 1, 4096, &m->experts_per_rank);
+            break;
+        case O_TOPK: rc = parse_int(f, a, 1, 4096, &m->top_k); break;
+        case O_CAP:
+            rc = parse_double(f, a, 0, 1e6, &m->capacity_factor);
+            break;
+        case O_GROUP: rc = parse_int(f, a, 1, 1 << 24, &m->gate_group); break;
+        case O_AUX: rc = parse_double(f, a, 0, 1e6, &m->aux_coef); break;
+        case O_TOKENS: rc = parse_int(f, a, 1, 1 << 24, &m->tokens); break;
+        case O_VOCAB: rc = parse_int(f, a, 2, 1 << 24, &m->vocab); break;
+        case O_NOISE: rc = parse_double(f, a, 0, 1, &o->noise); break;
+        case O_SEED: rc = parse_int(f, a, 0, 0x7fffffff, &seed); break;
+        case O_STEPS: rc = parse_int(f, a, 1, 1 << 24, &o->steps); break;
+        case O_LR:
+            rc = parse_double(f, a, 1e-12, 10, &m->lr);
+            break;
+        case O_POLICY:
+            o->policy = a;
+            if (a[0] == '\0')
+                rc = bad(f, "''", "empty policy name");
+            break;
+        case O_PIPE: rc = parse_int(f, a, 1, 256, &m->pipeline); break;
+        case O_PACK: rc = parse_int(f, a, 1, 256, &m->packing); break;
+        case O_BUCKET: rc = parse_bytes(f, a, &m->bucket_bytes); break;
+        case O_HINTS: rc = parse_int(f, a, 0, 1, &m->phase_hints); break;
+        case O_DEVICE:
+            o->device = a;
+            if (strcmp(a, "cpu") != 0 && strcmp(a, "cuda") != 0)
+                rc = bad(f, a, "expected cpu or cuda");
+            break;
+        case O_THREADS: rc = parse_int(f, a, 1, 1024, &o->threads); break;
+        case O_SCALE:
+            rc = parse_double(f, a, 1, 1e6, &o->compute_scale);
+            break;
+        case O_LOG: rc = parse_int(f, a, 0, 1 << 24, &o->log_every); break;
+        case O_WARMUP: rc = parse_int(f, a, 0, 1 << 24, &o->warmup); break;
+        case O_JSON: o->json = 1; break;
+        case O_TRACE: o->trace_loads = a; break;
+        case O_LOSS: o->loss_file = a; break;
+        case 'h': usage(stdout); return 1;
+        default:
+            if (optopt != 0 && optopt < 256 && optopt != '?')
+                fprintf(stderr, "swy-train: option -%c needs a value or is "
+                        "unknown\n", optopt);
+            else
+                fprintf(stderr, "swy-train: bad option %s (a value "
+                        "missing, or unknown; see --help)\n",
+                        argv[optind - 1]);
+            return -1;
+        }
+        if (rc != 0)
+            return -1;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "swy-train: unexpected argument '%s'\n",
+                argv[optind]);
+        return -1;
+    }
+    m->seed = (uint64_t)seed;
+    if (m->gate_group == 0)
+        m->gate_group = m->tokens;
+    if (m->tokens % m->gate_group != 0) {
+        fprintf(stderr, "swy-train: --gate-group %d does not divide "
+                "--tokens-per-rank %d\n", m->gate_group, m->tokens);
+        return -1;
+    }
+    if (o->warmup >= o->steps)
+        o->warmup = o->steps > 1 ? o->steps - 1 : 0;
+    return 0;
+}
+
+/* Host facts for the run header. */
+static void cpu_model(char *buf, size_t len)
+{
+    snprintf(buf, len, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f == NULL)
+        return;
+    char line[512];
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (c != NULL) {
+                c++;
+                while (*c == ' ')
+                    c++;
+                c[strcspn(c, "\n")] = '\0';
+                snprintf(buf, len, "%s", c);
+            }
+            break;
+        }
+    fclose(f);
+}
+
+static void print_header(const options_t *o, int argc, char **argv,
+                         int W, const char *policy, const swt_model_t *md,
+                         double floor_nats)
+{
+    const swt_model_config_t *m = &o->model;
+    char host[256] = "?", cpu[256], date[64];
+    gethostname(host, sizeof(host) - 1);
+    cpu_model(cpu, sizeof(cpu));
+    time_t now = time(NULL);
+    strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    printf("# swy-train  commit: %s  date: %s\n", SWT_GIT_COMMIT, date);
+    printf("# command:");
+    for (int i = 0; i < argc; i++)
+        printf(" %s", argv[i]);
+    printf("\n# machine: %s  nproc: %ld  cpu: %s\n", host,
+           sysconf(_SC_NPROCESSORS_ONLN), cpu);
+    printf("# ranks: %d  policy: %s  pipeline: %d  packing: %d  "
+           "bucket: %zu bytes (%d buckets)  phase hints: %s  device: cpu  "
+           "blas threads: %d\n", W, policy, m->pipeline, m->packing,
+           m->bucket_bytes, swt_model_num_buckets(md),
+           m->phase_hints ? "on" : "off", o->threads);
+    printf("# model: layers %d  hidden %d  ffn %d  experts %d (%d per "
+           "rank)  top-k %d  capacity %.3g per group of %d tokens  aux %g  "
+           "vocab %d\n", m->layers, m->hidden, m->ffn,
+           swt_model_num_experts(md), swt_model_num_local_experts(md),
+           m->top_k, m->capacity_factor, m->gate_group, m->aux_coef,
+           m->vocab);
+    printf("# params: %zu dense (replicated), %zu expert on this rank  "
+           "tokens: %d per rank, %d per step  lr %g  seed %llu\n",
+           swt_model_dense_params(md), swt_model_expert_params(md),
+           m->tokens, m->tokens * W, m->lr, (unsigned long long)m->seed);
+    printf("# task: label = perm[token] with prob. %.3g, else uniform; "
+           "loss floor %.4f nats\n", 1.0 - o->noise, floor_nats);
+    if (o->compute_scale > 1.0)
+        printf("# compute-scale %.3g: every compute block is followed by a "
+               "sleep of %.3g times its measured time (EMULATED slower "
+               "compute)\n", o->compute_scale, o->compute_scale - 1.0);
+    printf("%6s %9s %9s %10s %9s %9s %9s %9s\n", "step", "loss", "aux",
+           "tokens/s", "step_ms", "a2a_ms", "ar_ms", "exposed");
+    fflush(stdout);
+}
+
+/* Per-step record, averaged over ranks. */
+enum { R_XENT, R_AUX, R_DROPPED, R_TIMERS, R_LEN = R_TIMERS + SWT_T_COUNT };
+
+static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
+{
+    const swt_model_config_t *m = &o->model;
+    int W = swy_comm_size(comm), rank = swy_comm_rank(comm);
+    int E = W * m->experts_per_rank * m->packing;
+    if (m->top_k > E) {
+        if (rank == 0)
+            fprintf(stderr, "swy-train: --top-k %d exceeds the %d experts "
+                    "(%d ranks x %d per rank x packing %d)\n", m->top_k, E,
+                    W, m->experts_per_rank, m->packing);
+        return 2;
+    }
+    if (o->policy != NULL) {
+        swy_status_t st = swy_comm_configure(comm, "SWY_POLICY", o->policy);
+        if (st != SWY_OK) {
+            if (rank == 0)
+                fprintf(stderr, "swy-train: --policy %s: %s\n", o->policy,
+                        swy_last_error(comm));
+            return 2;
+        }
+    }
+    char policy[64] = "?";
+    (void)swy_comm_query(comm, "SWY_POLICY", policy, sizeof(policy));
+
+    swt_task_t task;
+    if (swt_task_init(&task, m->vocab, o->noise, m->seed) != 0) {
+        fprintf(stderr, "swy-train: out of memory for the task\n");
+        return 1;
+    }
+    double floor_nats = swt_task_floor(&task);
+    swt_model_t *md = NULL;
+    if (swt_model_create(comm, m, &md) != SWY_OK) {
+        swt_task_fini(&task);
+        return 1;
+    }
+    int S = m->tokens, L = m->layers, trace = o->trace_loads != NULL;
+    int steps = o->steps;
+    size_t rec_len = R_LEN + (trace ? (size_t)L * E : 0);
+    int *ids = malloc((size_t)S * sizeof(int));
+    int *labels = malloc((size_t)S * sizeof(int));
+    double *rec = malloc(rec_len * sizeof(double));
+    double *hist = malloc((size_t)steps * R_LEN * sizeof(double));
+    double *col = malloc((size_t)steps * sizeof(double));
+    FILE *trace_f = NULL, *loss_f = NULL;
+    int rc = 1;
+    if (!ids || !labels || !rec || !hist || !col) {
+        fprintf(stderr, "swy-train: out of memory\n");
+        goto out;
+    }
+    if (rank == 0 && trace) {
+        trace_f = fopen(o->trace_loads, "w");
+        if (trace_f == NULL)
+            fprintf(stderr, "swy-train: --trace-loads %s: %s\n",
+                    o->trace_loads, strerror(errno));
+        else
+            fprintf(trace_f, "step,layer,expert,tokens\n");
+    }
+    if (rank == 0 && o->loss_file != NULL) {
+        loss_f = fopen(o->loss_file, "w");
+        if (loss_f == NULL)
+            fprintf(stderr, "swy-train: --loss-file %s: %s\n", o->loss_file,
+                    strerror(errno));
+        else
+            fprintf(loss_f, "step,loss,aux\n");
+    }
+    if ((rank == 0 && trace && trace_f == NULL) ||
+        (rank == 0 && o->loss_file != NULL && loss_f == NULL)) {
+        rc = 2; /* every rank must stop: tell them through the barrier */
+    }
+    {
+        /* Agree on stopping (a file rank 0 cannot open). */
+        double flag = rc == 2 ? 1.0 : 0.0;
+        if (swy_allreduce(&flag, &flag, 1, SWY_FLOAT64, SWY_MAX, comm, NULL,
+                          NULL) != SWY_OK) {
+            fprintf(stderr, "swy-train: allreduce: %s\n",
+                    swy_last_error(comm));
+            goto out;
+        }
+        if (flag != 0.0) {
+            rc = 2;
+            goto out;
+        }
+    }
+    if (rank == 0)
+        print_header(o, argc, argv, W, policy, md, floor_nats);
+    int log_every = o->log_every > 0 ? o->log_every
+                                     : (steps >= 20 ? steps / 20 : 1);
+    swt_timing_t tm = {{0}, o->compute_scale};
+    for (int step = 1; step <= steps; step++) {
+        swt_task_batch(&task, step, (int64_t)rank * S, S, ids, labels);
+        swt_timing_reset(&tm);
+        swt_step_result_t res;
+        double t0 = swt_now();
+        swy_status_t st = swt_model_step(md, ids, labels, step, &tm, &res);
+        tm.acc[SWT_T_STEP] = swt_now() - t0;
+        if (st != SWY_OK) {
+            fprintf(stderr, "swy-train: rank %d: step %d failed: %s\n",
+                    rank, step, swy_status_string(st));
+            goto out;
+        }
+        rec[R_XENT] = res.xent;
+        rec[R_AUX] = res.aux;
+        rec[R_DROPPED] = res.dropped;
+        for (int t = 0; t < SWT_T_COUNT; t++)
+            rec[R_TIMERS + t] = tm.acc[t];
+        if (trace)
+            for (int l = 0; l < L; l++) {
+                const int64_t *sent = swt_model_layer_sent(md, l);
+                for (int e = 0; e < E; e++)
+                    rec[R_LEN + (size_t)l * E + e] = (double)sent[e];
+            }
+        /* Outside the timed step: loss and timers, summed over ranks. */
+        st = swy_allreduce(rec, rec, rec_len, SWY_FLOAT64, SWY_SUM, comm,
+                           NULL, NULL);
+        if (st != SWY_OK) {
+            fprintf(stderr, "swy-train: rank %d: allreduce of the step "
+                    "record: %s\n", rank, swy_last_error(comm));
+            goto out;
+        }
+        double *h = hist + (size_t)(step - 1) * R_LEN;
+        for (int i = 0; i < R_LEN; i++)
+            h[i] = i == R_DROPPED ? rec[i] : rec[i] / W;
+        if (rank != 0)
+            continue;
+        if (loss_f != NULL)
+            fprintf(loss_f, "%d,%.9g,%.9g\n", step, h[R_XENT], h[R_AUX]);
+        if (trace_f != NULL)
+            for (int l = 0; l < L; l++)
+                for (int e = 0; e < E; e++)
+                    fprintf(trace_f, "%d,%d,%d,%.0f\n", step, l, e,
+                            rec[R_LEN + (size_t)l * E + e]);
+        if (step % log_every == 0 || step == 1 || step == steps) {
+            double *T = h + R_TIMERS;
+            printf("%6d %9.4f %9.4f %10.0f %9.2f %9.2f %9.2f %9.2f\n", step,
+                   h[R_XENT], h[R_AUX],
+                   (double)S * W / T[SWT_T_STEP], 1e3 * T[SWT_T_STEP],
+                   1e3 * T[SWT_T_A2A], 1e3 * T[SWT_T_AR],
+                   1e3 * (T[SWT_T_A2A_WAIT] + T[SWT_T_AR_WAIT]));
+            fflush(stdout);
+        }
+    }
+
+    /* Data parallelism must have kept the dense replicas identical. */
+    uint64_t hash = swt_model_dense_hash(md);
+    double hv[2] = {(double)(hash >> 12), -(double)(hash >> 12)};
+    if (swy_allreduce(hv, hv, 2, SWY_FLOAT64, SWY_MAX, comm, NULL, NULL) !=
+        SWY_OK) {
+        fprintf(stderr, "swy-train: allreduce: %s\n", swy_last_error(comm));
+        goto out;
+    }
+    int identical = hv[0] == -hv[1];
+    rc = 0;
+    if (rank == 0) {
+        int first = o->warmup, n = steps - first;
+        swt_stats_t st[SWT_T_COUNT + 1];
+        for (int t = 0; t <= SWT_T_COUNT; t++) {
+            for (int i = 0; i < n; i++) {
+                const double *T = hist + (size_t)(first + i) * R_LEN +
+                                  R_TIMERS;
+                col[i] = t == SWT_T_COUNT
+                             ? T[SWT_T_A2A_WAIT] + T[SWT_T_AR_WAIT]
+                             : T[t];
+            }
+            st[t] = swt_stats(col, (size_t)n);
+        }
+        double loss_first = hist[R_XENT];
+        double loss_last = hist[(size_t)(steps - 1) * R_LEN + R_XENT];
+        double dropped_total = 0;
+        for (int i = 0; i < steps; i++)
+            dropped_total += hist[(size_t)i * R_LEN + R_DROPPED];
+        double tps = (double)S * W / st[SWT_T_STEP].median;
+        printf("\n# summary (timings: median [min, max] over steps %d..%d, "
+               "mean over ranks)\n", first + 1, steps);
+        printf("%-22s %d\n", "ranks", W);
+        printf("%-22s %s\n", "policy", policy);
+        printf("%-22s %d\n", "steps", steps);
+        printf("%-22s %.4f / %.4f / %.4f\n", "loss first/last/floor",
+               loss_first, loss_last, floor_nats);
+        static const struct {
+            const char *label;
+            int t;
+        } rows[] = {{"step ms", SWT_T_STEP},
+                    {"a2a ms", SWT_T_A2A},
+                    {"allreduce ms", SWT_T_AR},
+                    {"exposed comm ms", SWT_T_COUNT},
+                    {"  a2a wait ms", SWT_T_A2A_WAIT},
+                    {"  allreduce wait ms", SWT_T_AR_WAIT},
+                    {"expert compute ms", SWT_T_EXPERT},
+                    {"moe segment ms", SWT_T_MOE_SEG},
+                    {"compute ms", SWT_T_COMPUTE}};
+        for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+            swt_stats_t s = st[rows[i].t];
+            printf("%-22s %.2f [%.2f, %.2f]\n", rows[i].label,
+                   1e3 * s.median, 1e3 * s.min, 1e3 * s.max);
+        }
+        printf("%-22s %.0f\n", "tokens/s", tps);
+        printf("%-22s %.0f\n", "slots dropped", dropped_total);
+        printf("%-22s %s\n", "dense replicas", identical ? "identical"
+                                                         : "DIFFER");
+        if (o->compute_scale > 1.0)
+            printf("%-22s %.3g (emulated by sleeping)\n", "compute scale",
+                   o->compute_scale);
+        if (o->json) {
+            printf("{\"bench\":\"train\",\"commit\":\"%s\",\"ranks\":%d,"
+                   "\"steps\":%d,\"policy\":\"%s\",\"pipeline\":%d,"
+                   "\"packing\":%d,\"layers\":%d,\"hidden\":%d,\"ffn\":%d,"
+                   "\"experts\":%d,\"top_k\":%d,\"tokens_per_rank\":%d,"
+                   "\"bucket_bytes\":%zu,\"compute_scale\":%g,"
+                   "\"loss_first\":%.6f,\"loss_last\":%.6f,"
+                   "\"loss_floor\":%.6f,", SWT_GIT_COMMIT, W, steps, policy,
+                   m->pipeline, m->packing, m->layers, m->hidden, m->ffn, E,
+                   m->top_k, m->tokens, m->bucket_bytes, o->compute_scale,
+                   loss_first, loss_last, floor_nats);
+            static const char *const keys[SWT_T_COUNT + 1] = {
+                "step_ms", "a2a_ms", "a2a_wait_ms", "allreduce_ms",
+                "allreduce_wait_ms", "expert_ms", "moe_segment_ms",
+                "compute_ms", "slept_ms", "exposed_comm_ms"};
+            for (int t = 0; t <= SWT_T_COUNT; t++)
+                printf("\"%s_median\":%.4f,\"%s_min\":%.4f,\"%s_max\":%.4f,",
+                       keys[t], 1e3 * st[t].median, keys[t],
+                       1e3 * st[t].min, keys[t], 1e3 * st[t].max);
+            printf("\"tokens_per_s\":%.1f,\"dropped\":%.0f,"
+                   "\"dense_identical\":%s}\n", tps, dropped_total,
+                   identical ? "true" : "false");
+        }
+        fflush(stdout);
+    }
+out:
+    if (trace_f != NULL)
+        fclose(trace_f);
+    if (loss_f != NULL)
+        fclose(loss_f);
+    free(col);
+    free(hist);
+    free(rec);
+    free(labels);
+    free(ids);
+    swt_model_destroy(md);
+    swt_task_fini(&task);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options_t o = {
+        .model = {.layers = 2, .hidden = 64, .ffn = 128, .vocab = 128,
+                  .experts_per_rank = 2, .packing = 1, .top_k = 2,
+                  .pipeline = 1, .tokens = 256, .gate_group = 0,
+                  .capacity_factor = 1.25, .aux_coef = 0.01, .lr = 3e-3,
+                  .seed = 1, .bucket_bytes = 256 << 10, .phase_hints = 1},
+        .steps = 300, .noise = 0.1, .device = "cpu", .compute_scale = 1.0,
+        .threads = 1, .warmup = 3};
+    int p = parse_args(argc, argv, &o);
+    if (p != 0)
+        return p > 0 ? 0 : 2;
+    if (strcmp(o.device, "cuda") == 0) {
+        fprintf(stderr, "swy-train: --device cuda: not built with CUDA "
+                "kernels yet (only the CPU kernels exist); use --device "
+                "cpu\n");
+        return 2;
+    }
+    swy_k_blas_set_threads(o.threads);
+
+    swy_comm_t comm = NULL;
+    swy_status_t st = swy_comm_init_env(&comm);
+    if (st != SWY_OK) {
+        fprintf(stderr, "swy-train: swy_comm_init_env: %s: %s\n(start "
+                "swy-train with a launcher, e.g. swy-run -n 4 swy-train)\n",
+                swy_status_string(st), swy_last_error(NULL));
+        return 1;
+    }
+    int rc = run(&o, argc, argv, comm);
+    if (rc == 1) {
+        swy_comm_abort(comm);
+        return 1;
+    }
+    st = swy_comm_destroy(comm);
+    if (st != SWY_OK && rc == 0) {
+        fprintf(stderr, "swy-train: swy_comm_destroy: %s\n",
+                swy_status_string(st));
+        return 1;
+    }
+    return rc;
+}

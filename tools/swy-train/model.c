@@ -1,0 +1,425 @@
+/* The reference MoE model: parameters, init, forward, backward, Adam
+ * (see model.h). */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ddp.h"
+#include "moe_block.h"
+#include "rng.h"
+#include "swy_kernels.h"
+#include "switchyard/moe.h"
+
+/* Init stream tags: one per kind of tensor. */
+enum { P_EMB = 1, P_OUT_W, P_WA, P_WB, P_WG, P_W1, P_W2 };
+
+typedef struct {
+    /* dense, in the flat buffer; d* are the gradients */
+    float *wa, *ba, *wb, *bb, *wg;
+    float *dwa, *dba, *dwb, *dbb, *dwg;
+    /* experts on this rank, [n_local] each */
+    float *w1, *b1, *w2, *b2;
+    float *dw1, *db1, *dw2, *db2;
+    /* backward has produced the dense gradients below these offsets */
+    size_t ready_gate, ready_wb, ready_wa;
+    /* activations: x (block input), a_pre/a_act [S][F], m (MoE input) */
+    float *x, *a_pre, *a_act, *m;
+    swt_moe_block_t *moe;
+} layer_t;
+
+struct swt_model {
+    swt_model_config_t cfg;
+    swy_comm_t comm;
+    int W, rank, E, nl;
+    swy_moe_plan_t plan;
+    size_t n_dense, n_expert;
+    float *dense, *ddense, *m_dense, *v_dense;
+    float *expert, *dexpert, *m_expert, *v_expert;
+    float *emb, *out_w, *out_b, *demb, *dout_w, *dout_b;
+    size_t ready_out;
+    layer_t *layers;
+    float *x_final;         /* [S][H]: output of the last block */
+    float *logits;          /* [S][V]; reused as dlogits */
+    float *dx, *dm, *dtmp;  /* [S][H] backward scratch */
+    float *dact;            /* [S][F] */
+    swt_ddp_t *ddp;
+};
+
+static void fill_uniform(float *w, size_t n, uint64_t key, double bound)
+{
+    for (size_t i = 0; i < n; i++)
+        w[i] = (float)((2.0 * swt_rng_unit(key, i) - 1.0) * bound);
+}
+
+static void init_params(swt_model_t *md)
+{
+    const swt_model_config_t *c = &md->cfg;
+    size_t H = (size_t)c->hidden, F = (size_t)c->ffn, V = (size_t)c->vocab;
+    uint64_t s = c->seed;
+    /* Bounds as torch.nn.Linear's default, 1/sqrt(fan_in); biases zero.
+     * The embedding is U(-1, 1). */
+    fill_uniform(md->emb, V * H, swt_rng_key(s, P_EMB, 0, 0), 1.0);
+    fill_uniform(md->out_w, H * V, swt_rng_key(s, P_OUT_W, 0, 0),
+                 1.0 / sqrt((double)H));
+    memset(md->out_b, 0, V * sizeof(float));
+    for (int l = 0; l < c->layers; l++) {
+        layer_t *ly = &md->layers[l];
+        fill_uniform(ly->wa, H * F, swt_rng_key(s, P_WA, (uint64_t)l, 0),
+                     1.0 / sqrt((double)H));
+        fill_uniform(ly->wb, F * H, swt_rng_key(s, P_WB, (uint64_t)l, 0),
+                     1.0 / sqrt((double)F));
+        fill_uniform(ly->wg, H * (size_t)md->E,
+                     swt_rng_key(s, P_WG, (uint64_t)l, 0),
+                     1.0 / sqrt((double)H));
+        memset(ly->ba, 0, F * sizeof(float));
+        memset(ly->bb, 0, H * sizeof(float));
+        for (int e = 0; e < md->nl; e++) {
+            uint64_t g = (uint64_t)(md->rank * md->nl + e);
+            fill_uniform(ly->w1 + e * H * F, H * F,
+                         swt_rng_key(s, P_W1, (uint64_t)l, g),
+                         1.0 / sqrt((double)H));
+            fill_uniform(ly->w2 + e * F * H, F * H,
+                         swt_rng_key(s, P_W2, (uint64_t)l, g),
+                         1.0 / sqrt((double)F));
+        }
+        memset(ly->b1, 0, (size_t)md->nl * F * sizeof(float));
+        memset(ly->b2, 0, (size_t)md->nl * H * sizeof(float));
+    }
+}
+
+/* Carves the flat buffers into tensors. Dense order = the order backward
+ * produces gradients; each tensor's size goes to sizes[] for DDP. */
+static int layout_params(swt_model_t *md, size_t *sizes, int *n_sizes)
+{
+    const swt_model_config_t *c = &md->cfg;
+    size_t H = (size_t)c->hidden, F = (size_t)c->ffn, V = (size_t)c->vocab;
+    size_t E = (size_t)md->E, nl = (size_t)md->nl;
+    size_t pos = 0;
+    int nt = 0;
+#define DENSE(ptr, gptr, n)                                                  \
+    do {                                                                     \
+        (ptr) = md->dense + pos;                                             \
+        (gptr) = md->ddense + pos;                                           \
+        pos += (n);                                                          \
+        sizes[nt++] = (n);                                                   \
+    } while (0)
+    DENSE(md->out_w, md->dout_w, H * V);
+    DENSE(md->out_b, md->dout_b, V);
+    md->ready_out = pos;
+    for (int l = c->layers - 1; l >= 0; l--) {
+        layer_t *ly = &md->layers[l];
+        DENSE(ly->wg, ly->dwg, H * E);
+        ly->ready_gate = pos;
+        DENSE(ly->wb, ly->dwb, F * H);
+        DENSE(ly->bb, ly->dbb, H);
+        ly->ready_wb = pos;
+        DENSE(ly->wa, ly->dwa, H * F);
+        DENSE(ly->ba, ly->dba, F);
+        ly->ready_wa = pos;
+    }
+    DENSE(md->emb, md->demb, V * H);
+#undef DENSE
+    *n_sizes = nt;
+    if (pos != md->n_dense)
+        return -1;
+    pos = 0;
+    for (int l = 0; l < c->layers; l++) {
+        layer_t *ly = &md->layers[l];
+        ly->w1 = md->expert + pos;
+        ly->dw1 = md->dexpert + pos;
+        pos += nl * H * F;
+        ly->b1 = md->expert + pos;
+        ly->db1 = md->dexpert + pos;
+        pos += nl * F;
+        ly->w2 = md->expert + pos;
+        ly->dw2 = md->dexpert + pos;
+        pos += nl * F * H;
+        ly->b2 = md->expert + pos;
+        ly->db2 = md->dexpert + pos;
+        pos += nl * H;
+    }
+    return pos == md->n_expert ? 0 : -1;
+}
+
+static float *zalloc(size_t n)
+{
+    return calloc(n ? n : 1, sizeof(float));
+}
+
+swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
+                              swt_model_t **model_p)
+{
+    swt_model_t *md = calloc(1, sizeof(*md));
+    if (md == NULL)
+        return SWY_ERR_NO_MEMORY;
+    md->cfg = *cfg;
+    md->comm = comm;
+    md->W = swy_comm_size(comm);
+    md->rank = swy_comm_rank(comm);
+    md->nl = cfg->experts_per_rank * cfg->packing;
+    md->E = md->W * md->nl;
+    size_t L = (size_t)cfg->layers, H = (size_t)cfg->hidden,
+           F = (size_t)cfg->ffn, V = (size_t)cfg->vocab,
+           S = (size_t)cfg->tokens;
+    md->n_dense = 2 * H * V + V + L * (H * (size_t)md->E + 2 * H * F + H + F);
+    md->n_expert = L * (size_t)md->nl * (2 * H * F + H + F);
+
+    swy_moe_config_t mc = SWY_MOE_CONFIG_INIT;
+    mc.experts_per_rank = cfg->experts_per_rank;
+    mc.hidden = cfg->hidden;
+    mc.top_k = cfg->top_k;
+    mc.capacity_factor = cfg->capacity_factor;
+    mc.pipeline_degree = cfg->pipeline;
+    mc.packing_factor = cfg->packing;
+    swy_status_t status = swy_moe_plan_create(comm, &mc, &md->plan);
+    if (status != SWY_OK) {
+        fprintf(stderr, "swy-train: swy_moe_plan_create: %s: %s\n",
+                swy_status_string(status), swy_last_error(NULL));
+        free(md);
+        return status;
+    }
+
+    md->dense = zalloc(md->n_dense);
+    md->ddense = zalloc(md->n_dense);
+    md->m_dense = zalloc(md->n_dense);
+    md->v_dense = zalloc(md->n_dense);
+    md->expert = zalloc(md->n_expert);
+    md->dexpert = zalloc(md->n_expert);
+    md->m_expert = zalloc(md->n_expert);
+    md->v_expert = zalloc(md->n_expert);
+    md->layers = calloc(L, sizeof(layer_t));
+    md->x_final = zalloc(S * H);
+    md->logits = zalloc(S * V);
+    md->dx = zalloc(S * H);
+    md->dm = zalloc(S * H);
+    md->dtmp = zalloc(S * H);
+    md->dact = zalloc(S * F);
+    size_t *sizes = calloc(4 + 5 * L, sizeof(size_t));
+    if (!md->dense || !md->ddense || !md->m_dense || !md->v_dense ||
+        !md->expert || !md->dexpert || !md->m_expert || !md->v_expert ||
+        !md->layers || !md->x_final || !md->logits ||
+        !md->dx || !md->dm || !md->dtmp || !md->dact || !sizes)
+        goto nomem;
+    for (size_t l = 0; l < L; l++) {
+        layer_t *ly = &md->layers[l];
+        ly->x = zalloc(S * H);
+        ly->m = zalloc(S * H);
+        ly->a_pre = zalloc(S * F);
+        ly->a_act = zalloc(S * F);
+        if (!ly->x || !ly->m || !ly->a_pre || !ly->a_act)
+            goto nomem;
+    }
+    int n_sizes = 0;
+    if (layout_params(md, sizes, &n_sizes) != 0) {
+        fprintf(stderr, "swy-train: internal error: parameter layout\n");
+        free(sizes);
+        swt_model_destroy(md);
+        return SWY_ERR_INTERNAL;
+    }
+    init_params(md);
+    for (int l = 0; l < cfg->layers; l++) {
+        layer_t *ly = &md->layers[l];
+        swt_moe_block_params_t bp = {
+            .layer = l, .tokens = cfg->tokens, .gate_group = cfg->gate_group,
+            .hidden = cfg->hidden, .ffn = cfg->ffn, .top_k = cfg->top_k,
+            .n_local = md->nl, .n_experts = md->E,
+            .capacity_factor = cfg->capacity_factor,
+            /* d(loss)/d(aux of a group): aux_coef, mean over groups,
+             * scaled by 1/W like the rest of the local loss. */
+            .aux_weight = cfg->aux_coef /
+                          ((double)md->W * (cfg->tokens / cfg->gate_group)),
+            .phase_hints = cfg->phase_hints,
+            .wg = ly->wg, .dwg = ly->dwg,
+            .w1 = ly->w1, .b1 = ly->b1, .w2 = ly->w2, .b2 = ly->b2,
+            .dw1 = ly->dw1, .db1 = ly->db1, .dw2 = ly->dw2, .db2 = ly->db2};
+        if (swt_moe_block_create(md->plan, comm, &bp, &ly->moe) != 0)
+            goto nomem;
+    }
+    if (swt_ddp_create(comm, md->ddense, sizes, n_sizes, cfg->bucket_bytes,
+                       &md->ddp) != 0)
+        goto nomem;
+    free(sizes);
+    *model_p = md;
+    return SWY_OK;
+nomem:
+    fprintf(stderr, "swy-train: out of memory for the model (%zu dense and "
+            "%zu expert parameters)\n", md->n_dense, md->n_expert);
+    free(sizes);
+    swt_model_destroy(md);
+    return SWY_ERR_NO_MEMORY;
+}
+
+void swt_model_destroy(swt_model_t *md)
+{
+    if (md == NULL)
+        return;
+    swt_ddp_destroy(md->ddp);
+    if (md->layers != NULL)
+        for (int l = 0; l < md->cfg.layers; l++) {
+            layer_t *ly = &md->layers[l];
+            swt_moe_block_destroy(ly->moe);
+            free(ly->a_act);
+            free(ly->a_pre);
+            free(ly->m);
+            free(ly->x);
+        }
+    free(md->layers);
+    free(md->dact);
+    free(md->dtmp);
+    free(md->dm);
+    free(md->dx);
+    free(md->logits);
+    free(md->x_final);
+    free(md->v_expert);
+    free(md->m_expert);
+    free(md->dexpert);
+    free(md->expert);
+    free(md->v_dense);
+    free(md->m_dense);
+    free(md->ddense);
+    free(md->dense);
+    swy_moe_plan_destroy(md->plan);
+    free(md);
+}
+
+int swt_model_num_experts(const swt_model_t *md)
+{
+    return md->E;
+}
+
+int swt_model_num_local_experts(const swt_model_t *md)
+{
+    return md->nl;
+}
+
+size_t swt_model_dense_params(const swt_model_t *md)
+{
+    return md->n_dense;
+}
+
+size_t swt_model_expert_params(const swt_model_t *md)
+{
+    return md->n_expert;
+}
+
+int swt_model_num_buckets(const swt_model_t *md)
+{
+    return swt_ddp_num_buckets(md->ddp);
+}
+
+const int64_t *swt_model_layer_sent(const swt_model_t *md, int layer)
+{
+    return swt_moe_block_sent(md->layers[layer].moe);
+}
+
+uint64_t swt_model_dense_hash(const swt_model_t *md)
+{
+    /* FNV-1a over the bytes. */
+    const unsigned char *p = (const unsigned char *)md->dense;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < md->n_dense * sizeof(float); i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+#define STEP_CHECK(call)                                                     \
+    do {                                                                     \
+        swy_status_t st_ = (call);                                           \
+        if (st_ != SWY_OK)                                                   \
+            return st_;                                                      \
+    } while (0)
+
+static void dense_forward(swt_model_t *md, layer_t *ly)
+{
+    int S = md->cfg.tokens, H = md->cfg.hidden, F = md->cfg.ffn;
+    swy_k_linear_fwd(ly->x, ly->wa, ly->ba, S, H, F, ly->a_pre);
+    swy_k_gelu_fwd(ly->a_pre, (size_t)S * F, ly->a_act);
+    swy_k_linear_fwd(ly->a_act, ly->wb, ly->bb, S, F, H, ly->m);
+    swy_k_add(ly->x, (size_t)S * H, ly->m);
+}
+
+swy_status_t swt_model_step(swt_model_t *md, const int *ids,
+                            const int *labels, long step, swt_timing_t *tm,
+                            swt_step_result_t *result_p)
+{
+    const swt_model_config_t *c = &md->cfg;
+    int S = c->tokens, H = c->hidden, F = c->ffn, V = c->vocab;
+    size_t SH = (size_t)S * H, SF = (size_t)S * F;
+    memset(md->ddense, 0, md->n_dense * sizeof(float));
+    memset(md->dexpert, 0, md->n_expert * sizeof(float));
+
+    /* ---- forward ---- */
+    /* Each block writes its output straight into the next block's input
+     * (kept for the backward). */
+    double t0 = swt_now();
+    swy_k_embed_fwd(md->emb, ids, S, H, md->layers[0].x);
+    swt_timing_compute_end(tm, t0);
+    double aux = 0;
+    int dropped = 0;
+    for (int l = 0; l < c->layers; l++) {
+        layer_t *ly = &md->layers[l];
+        t0 = swt_now();
+        dense_forward(md, ly);
+        swt_timing_compute_end(tm, t0);
+        float *out = l + 1 < c->layers ? md->layers[l + 1].x : md->x_final;
+        STEP_CHECK(swt_moe_block_forward(ly->moe, ly->m, out, tm));
+        aux += swt_moe_block_aux(ly->moe);
+        dropped += swt_moe_block_dropped(ly->moe);
+    }
+    t0 = swt_now();
+    swy_k_linear_fwd(md->x_final, md->out_w, md->out_b, S, H, V, md->logits);
+    double xent = swy_k_xent_fwd(md->logits, labels, S, V, NULL);
+
+    /* ---- backward: (1/W) x the local mean, see model.h ---- */
+    swy_k_xent_bwd(md->logits, labels, S, V, 1.0f / (float)md->W,
+                   md->logits);
+    swy_k_linear_bwd(md->x_final, md->out_w, md->logits, S, H, V, md->dx,
+                     md->dout_w, md->dout_b);
+    swt_timing_compute_end(tm, t0);
+    STEP_CHECK(swt_ddp_ready(md->ddp, md->ready_out, tm));
+    for (int l = c->layers - 1; l >= 0; l--) {
+        layer_t *ly = &md->layers[l];
+        STEP_CHECK(swt_moe_block_backward(ly->moe, md->dx, md->dm, tm));
+        STEP_CHECK(swt_ddp_ready(md->ddp, ly->ready_gate, tm));
+        t0 = swt_now();
+        swy_k_linear_bwd(ly->a_act, ly->wb, md->dm, S, F, H, md->dact,
+                         ly->dwb, ly->dbb);
+        swt_timing_compute_end(tm, t0);
+        STEP_CHECK(swt_ddp_ready(md->ddp, ly->ready_wb, tm));
+        STEP_CHECK(swt_ddp_poll(md->ddp));
+        t0 = swt_now();
+        swy_k_gelu_bwd(ly->a_pre, md->dact, SF, md->dact);
+        swy_k_linear_bwd(ly->x, ly->wa, md->dact, S, H, F, md->dtmp,
+                         ly->dwa, ly->dba);
+        /* dx of the block input: residual plus the branch. */
+        memcpy(md->dx, md->dm, SH * sizeof(float));
+        swy_k_add(md->dtmp, SH, md->dx);
+        swt_timing_compute_end(tm, t0);
+        STEP_CHECK(swt_ddp_ready(md->ddp, ly->ready_wa, tm));
+        STEP_CHECK(swt_ddp_poll(md->ddp));
+    }
+    t0 = swt_now();
+    swy_k_embed_bwd(md->dx, ids, S, H, md->demb);
+    swt_timing_compute_end(tm, t0);
+    STEP_CHECK(swt_ddp_wait(md->ddp, tm));
+
+    /* ---- Adam: dense replicas see the same summed gradients and stay
+     * identical; experts are updated where they live. ---- */
+    t0 = swt_now();
+    swy_k_adam_params_t hp = {(float)c->lr, 0.9f, 0.999f, 1e-8f, 0.0f, 0};
+    swy_k_adam_step(md->dense, md->ddense, md->m_dense, md->v_dense,
+                    md->n_dense, &hp, step);
+    swy_k_adam_step(md->expert, md->dexpert, md->m_expert, md->v_expert,
+                    md->n_expert, &hp, step);
+    swt_timing_compute_end(tm, t0);
+
+    result_p->xent = xent;
+    result_p->aux = c->layers > 0 ? aux / c->layers : 0.0;
+    result_p->dropped = dropped;
+    return SWY_OK;
+}

@@ -1,0 +1,84 @@
+/* The reference MoE model of swy-train, its parameters, forward and
+ * backward:
+ *
+ *   embedding [V][H]
+ *   -> L x [ dense block: x + W_b gelu(W_a x + b_a) + b_b   (H -> F -> H)
+ *            MoE block:   x + sum_k w_k FFN_e(x)          (moe_block.h) ]
+ *   -> output linear H -> V -> cross-entropy (+ aux_coef x GShard aux
+ *      loss of each MoE block)
+ *
+ * Dense parameters (embedding, dense blocks, gates, output) are replicated
+ * on every rank and live in one flat buffer in the order backward produces
+ * their gradients (output, then layer L-1's gate, W_b, W_a, ..., then the
+ * embedding), so DDP buckets are contiguous (ddp.h). Expert parameters
+ * live in a second flat buffer, this rank's experts only.
+ *
+ * Initialization depends on the seed only, never on the rank: a dense
+ * tensor from (seed, tensor, layer), global expert g from (seed, tensor,
+ * layer, g), so placement does not change an expert.
+ *
+ * Loss scaling: rank r backpropagates (1/W) x its local mean loss, so the
+ * gradients add up (SWY_SUM over ranks for dense parameters; through the
+ * exchange for experts) to the gradient of the global-batch mean. */
+#ifndef SWT_MODEL_H
+#define SWT_MODEL_H
+
+#include <stdint.h>
+
+#include "switchyard/switchyard.h"
+#include "timing.h"
+
+typedef struct {
+    int layers, hidden, ffn, vocab;
+    int experts_per_rank, packing, top_k, pipeline;
+    int tokens;            /* S per rank */
+    int gate_group;        /* G, divides S */
+    double capacity_factor;
+    double aux_coef;
+    double lr;
+    uint64_t seed;
+    size_t bucket_bytes;
+    int phase_hints;
+} swt_model_config_t;
+
+typedef struct swt_model swt_model_t;
+
+/** Collective (creates the MoE plan). Prints the cause on failure.
+ *  @return SWY_OK, SWY_ERR_NO_MEMORY, or the plan's error. */
+swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
+                              swt_model_t **model_p);
+void swt_model_destroy(swt_model_t *model);
+
+/** Total experts E and experts on this rank. */
+int swt_model_num_experts(const swt_model_t *model);
+int swt_model_num_local_experts(const swt_model_t *model);
+/** Parameter counts: dense (replicated), experts on this rank. */
+size_t swt_model_dense_params(const swt_model_t *model);
+size_t swt_model_expert_params(const swt_model_t *model);
+int swt_model_num_buckets(const swt_model_t *model);
+
+/** Results of one step on this rank. */
+typedef struct {
+    double xent;    /* mean cross-entropy of this rank's tokens */
+    double aux;     /* mean over layers of the blocks' auxiliary loss */
+    int dropped;    /* slots dropped by capacity, all layers */
+} swt_step_result_t;
+
+/**
+ * One training step: forward, backward with DDP buckets, wait, Adam.
+ * @param ids, labels  [S] this rank's tokens.
+ * @param step         1, 2, ... (Adam's bias correction).
+ */
+swy_status_t swt_model_step(swt_model_t *model, const int *ids,
+                            const int *labels, long step, swt_timing_t *tm,
+                            swt_step_result_t *result_p);
+
+/** Rows sent to each global expert by this rank in layer l's last forward,
+ *  [E]. */
+const int64_t *swt_model_layer_sent(const swt_model_t *model, int layer);
+
+/** A hash of the dense parameters' bytes (equal on every rank when data
+ *  parallelism keeps the replicas identical). */
+uint64_t swt_model_dense_hash(const swt_model_t *model);
+
+#endif /* SWT_MODEL_H */

@@ -1,0 +1,364 @@
+/* One MoE block over lib/moe and the kernels (see moe_block.h). */
+#include "moe_block.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "swy_kernels.h"
+
+struct swt_moe_block {
+    swt_moe_block_params_t p;
+    swy_moe_plan_t plan;
+    swy_comm_t comm;
+    int S, H, F, E, k, nl, n_groups;
+    /* forward state, kept for the backward */
+    const float *x;
+    float *probs;     /* [S][E] */
+    float *logits;    /* [S][E]; reused as dlogits */
+    int *topk_idx;    /* [S][k] */
+    float *topk_w;    /* [S][k] */
+    float *f;         /* [n_groups][E]: GShard's f_e per group */
+    int *load;        /* [E] scratch of the capacity drop */
+    double aux;
+    int dropped;
+    int64_t *sent;    /* [E] */
+    swy_moe_route_t route;
+    swy_moe_layout_t layout;
+    /* expert side, [rows][H] or [rows][F], grown to the largest route */
+    size_t rows_cap;
+    float *expert_in, *expert_out, *h_pre, *h_act;
+    float *grad_expert_out, *grad_expert_in, *dh;
+    /* token side backward scratch */
+    float *grad_topk_w; /* [S][k] */
+    float *dprobs;      /* [S][E] */
+    float *dx_gate;     /* [S][H] */
+    float *y;           /* [S][H]: MoE(x) */
+    char name_fwd[32], name_bwd[32];
+};
+
+static void *alloc_floats(size_t n)
+{
+    return malloc((n ? n : 1) * sizeof(float));
+}
+
+int swt_moe_block_create(swy_moe_plan_t plan, swy_comm_t comm,
+                         const swt_moe_block_params_t *params,
+                         swt_moe_block_t **blk_p)
+{
+    swt_moe_block_t *b = calloc(1, sizeof(*b));
+    if (b == NULL)
+        return -1;
+    b->p = *params;
+    b->plan = plan;
+    b->comm = comm;
+    b->S = params->tokens;
+    b->H = params->hidden;
+    b->F = params->ffn;
+    b->E = params->n_experts;
+    b->k = params->top_k;
+    b->nl = params->n_local;
+    b->n_groups = b->S / params->gate_group;
+    size_t S = (size_t)b->S, E = (size_t)b->E, k = (size_t)b->k;
+    b->probs = alloc_floats(S * E);
+    b->logits = alloc_floats(S * E);
+    b->dprobs = alloc_floats(S * E);
+    b->topk_idx = malloc((S * k > 0 ? S * k : 1) * sizeof(int));
+    b->topk_w = alloc_floats(S * k);
+    b->grad_topk_w = alloc_floats(S * k);
+    b->f = alloc_floats((size_t)b->n_groups * E);
+    b->load = malloc(E * sizeof(int));
+    b->sent = calloc(E, sizeof(int64_t));
+    b->dx_gate = alloc_floats(S * (size_t)b->H);
+    b->y = alloc_floats(S * (size_t)b->H);
+    snprintf(b->name_fwd, sizeof(b->name_fwd), "L%d.fwd", params->layer);
+    snprintf(b->name_bwd, sizeof(b->name_bwd), "L%d.bwd", params->layer);
+    if (!b->probs || !b->logits || !b->dprobs || !b->topk_idx ||
+        !b->topk_w || !b->grad_topk_w || !b->f || !b->load || !b->sent ||
+        !b->dx_gate || !b->y) {
+        swt_moe_block_destroy(b);
+        return -1;
+    }
+    *blk_p = b;
+    return 0;
+}
+
+void swt_moe_block_destroy(swt_moe_block_t *b)
+{
+    if (b == NULL)
+        return;
+    swy_moe_route_destroy(b->route);
+    free(b->dh);
+    free(b->grad_expert_in);
+    free(b->grad_expert_out);
+    free(b->h_act);
+    free(b->h_pre);
+    free(b->expert_out);
+    free(b->expert_in);
+    free(b->y);
+    free(b->dx_gate);
+    free(b->sent);
+    free(b->load);
+    free(b->f);
+    free(b->grad_topk_w);
+    free(b->topk_w);
+    free(b->topk_idx);
+    free(b->dprobs);
+    free(b->logits);
+    free(b->probs);
+    free(b);
+}
+
+double swt_moe_block_aux(const swt_moe_block_t *b)
+{
+    return b->aux;
+}
+
+int swt_moe_block_dropped(const swt_moe_block_t *b)
+{
+    return b->dropped;
+}
+
+const int64_t *swt_moe_block_sent(const swt_moe_block_t *b)
+{
+    return b->sent;
+}
+
+/* The expert-side buffers grow to the largest route seen; the number of
+ * rows a rank receives changes every step with the gate's choices. */
+static int reserve_rows(swt_moe_block_t *b, size_t rows)
+{
+    if (rows <= b->rows_cap)
+        return 0;
+    size_t n = rows + rows / 4;
+    float **hbufs[] = {&b->expert_in, &b->expert_out, &b->grad_expert_out,
+                       &b->grad_expert_in};
+    float **fbufs[] = {&b->h_pre, &b->h_act, &b->dh};
+    for (size_t i = 0; i < sizeof(hbufs) / sizeof(hbufs[0]); i++) {
+        free(*hbufs[i]);
+        *hbufs[i] = alloc_floats(n * (size_t)b->H);
+        if (*hbufs[i] == NULL)
+            return -1;
+    }
+    for (size_t i = 0; i < sizeof(fbufs) / sizeof(fbufs[0]); i++) {
+        free(*fbufs[i]);
+        *fbufs[i] = alloc_floats(n * (size_t)b->F);
+        if (*fbufs[i] == NULL)
+            return -1;
+    }
+    b->rows_cap = n;
+    return 0;
+}
+
+static swy_status_t fail(const swt_moe_block_t *b, const char *what,
+                         swy_status_t status)
+{
+    fprintf(stderr, "swy-train: layer %d: %s failed: %s: %s\n", b->p.layer,
+            what, swy_status_string(status), swy_last_error(NULL));
+    return status;
+}
+
+#define MOE_CHECK(b, call, what)                                             \
+    do {                                                                     \
+        swy_status_t st_ = (call);                                           \
+        if (st_ != SWY_OK)                                                   \
+            return fail((b), (what), st_);                                   \
+    } while (0)
+
+/* Rows of local expert e in chunk j, as [*first, *first + return). */
+static int64_t chunk_rows(const swt_moe_block_t *b, int e, int j,
+                          int64_t *first)
+{
+    int d = b->layout.pipeline_degree;
+    const int64_t *co = b->layout.chunk_offset + (size_t)e * (d + 1);
+    *first = co[j];
+    return co[j + 1] - co[j];
+}
+
+static void experts_fwd_chunk(swt_moe_block_t *b, int j)
+{
+    size_t H = (size_t)b->H, F = (size_t)b->F;
+    for (int e = 0; e < b->nl; e++) {
+        int64_t r0, n = chunk_rows(b, e, j, &r0);
+        if (n == 0)
+            continue;
+        int rows = (int)n;
+        swy_k_ffn_fwd(b->expert_in + r0 * H, &rows, 1, b->H, b->F,
+                      b->p.w1 + e * H * F, b->p.b1 + e * F,
+                      b->p.w2 + e * F * H, b->p.b2 + e * H,
+                      b->h_pre + r0 * F, b->h_act + r0 * F,
+                      b->expert_out + r0 * H);
+    }
+}
+
+static void experts_bwd_chunk(swt_moe_block_t *b, int j)
+{
+    size_t H = (size_t)b->H, F = (size_t)b->F;
+    for (int e = 0; e < b->nl; e++) {
+        int64_t r0, n = chunk_rows(b, e, j, &r0);
+        if (n == 0)
+            continue;
+        int rows = (int)n;
+        swy_k_ffn_bwd(b->expert_in + r0 * H, b->h_pre + r0 * F,
+                      b->h_act + r0 * F, b->grad_expert_out + r0 * H, &rows,
+                      1, b->H, b->F, b->p.w1 + e * H * F,
+                      b->p.w2 + e * F * H, b->dh + r0 * F,
+                      b->grad_expert_in + r0 * H, b->p.dw1 + e * H * F,
+                      b->p.db1 + e * F, b->p.dw2 + e * F * H,
+                      b->p.db2 + e * H);
+    }
+}
+
+/* Gate, per group of G tokens: softmax and top-k per token, then the
+ * GShard capacity drop (choice order: a second choice never displaces a
+ * first) and auxiliary loss over the group. */
+static void gate_forward(swt_moe_block_t *b)
+{
+    int S = b->S, E = b->E, k = b->k, G = b->p.gate_group;
+    int renorm = k > 1; /* GShard top-2; with k = 1 Switch's p_e weight */
+    swy_k_gate_logits_fwd(b->x, b->p.wg, S, b->H, E, b->logits);
+    swy_k_gate_topk(b->logits, S, E, k, renorm, b->topk_idx, b->topk_w,
+                    b->probs);
+    int cap = swy_k_gate_capacity(b->p.capacity_factor, G, k, E);
+    if (b->p.capacity_factor <= 0)
+        cap = -1;
+    double aux = 0;
+    b->dropped = 0;
+    for (int g = 0; g < b->n_groups; g++) {
+        size_t t0 = (size_t)g * G;
+        aux += swy_k_gate_aux_loss(b->probs + t0 * E, G, E, 1,
+                                   b->f + (size_t)g * E);
+        b->dropped += swy_k_gate_drop(b->topk_idx + t0 * k,
+                                      b->topk_w + t0 * k, G, k, E, cap,
+                                      SWY_K_DROP_CHOICE_ORDER, b->load);
+    }
+    b->aux = b->n_groups > 0 ? aux / b->n_groups : 0.0;
+}
+
+swy_status_t swt_moe_block_forward(swt_moe_block_t *b, const float *x,
+                                   float *out, swt_timing_t *tm)
+{
+    b->x = x;
+    double t0 = swt_now();
+    gate_forward(b);
+    swt_timing_compute_end(tm, t0);
+
+    swy_moe_route_destroy(b->route);
+    b->route = NULL;
+    double tr = swt_now();
+    MOE_CHECK(b, swy_moe_route(b->plan, b->topk_idx, b->S, &b->route),
+              "route");
+    double dt = swt_now() - tr;
+    swt_timing_add(tm, SWT_T_A2A, dt);
+    swt_timing_add(tm, SWT_T_A2A_WAIT, dt);
+    b->layout.struct_size = sizeof(b->layout);
+    MOE_CHECK(b, swy_moe_route_layout(b->route, &b->layout), "route_layout");
+    MOE_CHECK(b, swy_moe_route_counts(b->route, b->sent, NULL),
+              "route_counts");
+    if (reserve_rows(b, (size_t)b->layout.recv_rows) != 0)
+        return fail(b, "allocating expert buffers", SWY_ERR_NO_MEMORY);
+
+    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+    attr.name = b->name_fwd;
+    int d = b->layout.pipeline_degree;
+    double seg0 = swt_now(), disp_end = seg0, comb0 = seg0;
+    MOE_CHECK(b, swy_moe_dispatch(b->route, x, b->expert_in, &attr,
+                                  SWY_MOE_ASYNC), "dispatch");
+    for (int j = 0; j < d; j++) {
+        double tw = swt_now();
+        MOE_CHECK(b, swy_moe_wait_chunk(b->route, j), "dispatch wait");
+        disp_end = swt_now();
+        swt_timing_add(tm, SWT_T_A2A_WAIT, disp_end - tw);
+        double tc = swt_now();
+        experts_fwd_chunk(b, j);
+        swt_timing_add(tm, SWT_T_EXPERT, swt_timing_compute_end(tm, tc));
+        if (j == 0)
+            comb0 = swt_now();
+        MOE_CHECK(b, swy_moe_combine_post_chunk(b->route, j, b->expert_out,
+                                                &attr), "combine post");
+    }
+    double tw = swt_now();
+    MOE_CHECK(b, swy_moe_combine_finish(b->route, b->topk_w, b->y),
+              "combine finish");
+    double end = swt_now();
+    swt_timing_add(tm, SWT_T_A2A_WAIT, end - tw);
+    swt_timing_add(tm, SWT_T_A2A, (disp_end - seg0) + (end - comb0));
+    swt_timing_add(tm, SWT_T_MOE_SEG, end - seg0);
+
+    t0 = swt_now();
+    size_t n = (size_t)b->S * b->H;
+    memcpy(out, x, n * sizeof(float));
+    swy_k_add(b->y, n, out);
+    swt_timing_compute_end(tm, t0);
+    return SWY_OK;
+}
+
+/* Gate backward: top-k weights and the auxiliary loss to the
+ * probabilities, softmax, logits; dx_gate overwritten, dwg accumulated. */
+static void gate_backward(swt_moe_block_t *b)
+{
+    int S = b->S, E = b->E, k = b->k, G = b->p.gate_group;
+    swy_k_gate_topk_bwd(b->probs, b->grad_topk_w, S, E, k, k > 1,
+                        b->dprobs);
+    for (int g = 0; g < b->n_groups; g++) {
+        size_t t0 = (size_t)g * G;
+        swy_k_gate_aux_loss_bwd(b->f + (size_t)g * E, G, E,
+                                (float)b->p.aux_weight,
+                                b->dprobs + t0 * E);
+    }
+    swy_k_softmax_bwd(b->probs, b->dprobs, S, E, b->logits);
+    swy_k_gate_logits_bwd(b->x, b->p.wg, b->logits, S, b->H, E, b->dx_gate,
+                          b->p.dwg);
+}
+
+swy_status_t swt_moe_block_backward(swt_moe_block_t *b, const float *dout,
+                                    float *dx, swt_timing_t *tm)
+{
+    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+    attr.name = b->name_bwd;
+    int d = b->layout.pipeline_degree;
+    /* Lina: stop issuing gradient micro-ops when backward enters the MoE
+     * block, so the combine's all-to-all finds the links clear. */
+    if (b->p.phase_hints)
+        (void)swy_phase_hint(b->comm, SWY_PHASE_A2A_IMMINENT);
+    double seg0 = swt_now(), cb_end = seg0, db0 = seg0;
+    MOE_CHECK(b, swy_moe_combine_backward(b->route, dout, b->topk_w,
+                                          b->grad_expert_out, b->grad_topk_w,
+                                          &attr, SWY_MOE_ASYNC),
+              "combine backward");
+    for (int j = 0; j < d; j++) {
+        double tw = swt_now();
+        MOE_CHECK(b, swy_moe_wait_chunk(b->route, j),
+                  "combine backward wait");
+        cb_end = swt_now();
+        swt_timing_add(tm, SWT_T_A2A_WAIT, cb_end - tw);
+        /* The dispatch backward follows this chunk's expert backward. */
+        if (b->p.phase_hints && j == d - 1)
+            (void)swy_phase_hint(b->comm, SWY_PHASE_A2A_IMMINENT);
+        double tc = swt_now();
+        experts_bwd_chunk(b, j);
+        swt_timing_add(tm, SWT_T_EXPERT, swt_timing_compute_end(tm, tc));
+        if (j == 0)
+            db0 = swt_now();
+        MOE_CHECK(b, swy_moe_dispatch_backward_post_chunk(
+                         b->route, j, b->grad_expert_in, &attr),
+                  "dispatch backward post");
+    }
+    double tw = swt_now();
+    MOE_CHECK(b, swy_moe_dispatch_backward_finish(b->route, dx),
+              "dispatch backward finish");
+    double end = swt_now();
+    swt_timing_add(tm, SWT_T_A2A_WAIT, end - tw);
+    swt_timing_add(tm, SWT_T_A2A, (cb_end - seg0) + (end - db0));
+    swt_timing_add(tm, SWT_T_MOE_SEG, end - seg0);
+    swy_moe_route_destroy(b->route);
+    b->route = NULL;
+
+    double t0 = swt_now();
+    gate_backward(b);
+    size_t n = (size_t)b->S * b->H;
+    swy_k_add(b->dx_gate, n, dx);
+    swy_k_add(dout, n, dx);
+    swt_timing_compute_end(tm, t0);
+    return SWY_OK;
+}

@@ -1,0 +1,74 @@
+/* One MoE block of swy-train: out = x + MoE(x).
+ *
+ * The gate (logits, softmax, top-k, capacity, GShard auxiliary loss) and
+ * the expert FFNs are the kernels' (kernels/swy_kernels.h); the rows move
+ * over lib/moe (switchyard/moe.h): route (count exchange), dispatch,
+ * combine and their backward, all at high priority. With pipeline degree
+ * d > 1 the expert FFN of each landed chunk runs while later chunks travel,
+ * and each finished chunk goes back at once.
+ *
+ * Gate groups (GShard): the S tokens of a rank are cut into groups of G
+ * tokens; capacity and the auxiliary loss are per group, and the block's
+ * auxiliary loss is the mean over its groups. So one rank with 4T tokens
+ * and G = T makes exactly the choices four ranks with T tokens make.
+ *
+ * Parameters are borrowed from the model: the gate weight is dense
+ * (data-parallel, its gradient goes to DDP), the experts are this rank's
+ * n_local = experts_per_rank * packing experts (expert-parallel, their
+ * gradients stay local). One training thread uses a block. */
+#ifndef SWT_MOE_BLOCK_H
+#define SWT_MOE_BLOCK_H
+
+#include <stdint.h>
+
+#include "switchyard/moe.h"
+#include "switchyard/switchyard.h"
+#include "timing.h"
+
+typedef struct {
+    int layer;
+    int tokens;           /* S on this rank */
+    int gate_group;       /* G, divides S */
+    int hidden, ffn, top_k;
+    int n_local;          /* experts on this rank (experts_per_rank * p) */
+    int n_experts;        /* E = ranks * n_local */
+    double capacity_factor;
+    double aux_weight;    /* d(loss)/d(aux of one group) on this rank */
+    int phase_hints;      /* call swy_phase_hint before backward a2as */
+    /* gate: dense */
+    const float *wg;      /* [H][E] */
+    float *dwg;           /* accumulated */
+    /* local experts, [n_local] each */
+    const float *w1, *b1, *w2, *b2;
+    float *dw1, *db1, *dw2, *db2;
+} swt_moe_block_params_t;
+
+typedef struct swt_moe_block swt_moe_block_t;
+
+/** @return 0, or -1 when out of memory. The plan (and its comm) are
+ *  borrowed. */
+int swt_moe_block_create(swy_moe_plan_t plan, swy_comm_t comm,
+                         const swt_moe_block_params_t *params,
+                         swt_moe_block_t **blk_p);
+void swt_moe_block_destroy(swt_moe_block_t *blk);
+
+/** Forward: out[S][H] = x + MoE(x). x must stay unchanged until the
+ *  backward. Sets the block's auxiliary loss. */
+swy_status_t swt_moe_block_forward(swt_moe_block_t *blk, const float *x,
+                                   float *out, swt_timing_t *tm);
+
+/** Backward: dx[S][H] = dout + d MoE(x)/dx (overwritten); accumulates the
+ *  gate and expert gradients. Ends the step's route. */
+swy_status_t swt_moe_block_backward(swt_moe_block_t *blk, const float *dout,
+                                    float *dx, swt_timing_t *tm);
+
+/** The last forward's auxiliary loss, mean over gate groups. */
+double swt_moe_block_aux(const swt_moe_block_t *blk);
+
+/** Slots dropped by capacity in the last forward. */
+int swt_moe_block_dropped(const swt_moe_block_t *blk);
+
+/** Rows this rank sent to each global expert in the last forward, [E]. */
+const int64_t *swt_moe_block_sent(const swt_moe_block_t *blk);
+
+#endif /* SWT_MOE_BLOCK_H */
