@@ -54,6 +54,8 @@ typedef struct {
     int higher_pending;          /**< an op of higher priority than the
                                       candidate's is incomplete on the comm */
     int phase;                   /**< last swy_phase_hint() */
+    int max_priority_seen;       /**< highest priority ever posted on the
+                                      comm: lower ones may be preempted */
     uint32_t oldest_op_seq;      /**< oldest incomplete op on the comm */
     size_t window_bytes;         /**< SWY_WINDOW_BYTES */
     size_t credit_bytes;         /**< SWY_CREDIT_BYTES */

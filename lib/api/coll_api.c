@@ -105,8 +105,8 @@ swy_status_t swy_alltoallv(const void *sendbuf, const size_t *sendcounts,
                            const swy_op_attr_t *attr, swy_request_t *req)
 {
     static const char fn[] = "swy_alltoallv";
-    int prio;
-    int64_t order;
+    int prio = 0;
+    int64_t order = 0;
     swy_status_t status = check_common(fn, comm, SWY_COLL_ALLTOALLV, dtype,
                                        attr, &prio, &order);
     if (status != SWY_OK)
@@ -175,8 +175,8 @@ swy_status_t swy_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                            const swy_op_attr_t *attr, swy_request_t *req)
 {
     static const char fn[] = "swy_allreduce";
-    int prio;
-    int64_t order;
+    int prio = 0;
+    int64_t order = 0;
     swy_status_t status = check_common(fn, comm, SWY_COLL_ALLREDUCE, dtype,
                                        attr, &prio, &order);
     if (status == SWY_OK && !swy_redop_valid(op))
@@ -201,8 +201,8 @@ swy_status_t swy_allgather(const void *sendbuf, void *recvbuf, size_t count,
                            const swy_op_attr_t *attr, swy_request_t *req)
 {
     static const char fn[] = "swy_allgather";
-    int prio;
-    int64_t order;
+    int prio = 0;
+    int64_t order = 0;
     size_t total;
     swy_status_t status = check_common(fn, comm, SWY_COLL_ALLGATHER, dtype,
                                        attr, &prio, &order);
@@ -231,8 +231,8 @@ swy_status_t swy_broadcast(void *buf, size_t count, swy_dtype_t dtype,
                            const swy_op_attr_t *attr, swy_request_t *req)
 {
     static const char fn[] = "swy_broadcast";
-    int prio;
-    int64_t order;
+    int prio = 0;
+    int64_t order = 0;
     swy_status_t status = check_common(fn, comm, SWY_COLL_BROADCAST, dtype,
                                        attr, &prio, &order);
     if (status == SWY_OK && (root < 0 || root >= comm->nranks))
@@ -253,8 +253,8 @@ swy_status_t swy_broadcast(void *buf, size_t count, swy_dtype_t dtype,
 
 swy_status_t swy_barrier(swy_comm_t comm)
 {
-    int prio;
-    int64_t order;
+    int prio = 0;
+    int64_t order = 0;
     swy_status_t status = check_common("swy_barrier", comm, SWY_COLL_BARRIER,
                                        SWY_UINT8, NULL, &prio, &order);
     if (status != SWY_OK)

@@ -64,9 +64,14 @@ swy_status_t swy_api_fail(swy_comm_t comm, swy_status_t status)
     return status;
 }
 
+/* The calling thread's own latest failure comes first (it may have come
+ * from a layer above the comm, such as lib/moe); otherwise the comm's. */
 const char *swy_last_error(swy_comm_t comm)
 {
-    return comm != NULL ? comm->last_error : swy_err_last();
+    const char *mine = swy_err_last();
+    if (comm == NULL || mine[0] != '\0')
+        return mine;
+    return comm->last_error;
 }
 
 static swy_status_t root_secret(uint8_t secret[SWY_BOOT_SECRET_LEN])

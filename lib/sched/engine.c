@@ -111,6 +111,7 @@ struct swy_sched {
     prio_tally_t pending_ops; /* incomplete ops per priority */
     swy_trace_t *trace;
     /* progress thread (SWY_PROGRESS=thread) */
+    int max_prio_seen;
     int threaded, stop, waiters;
     uint64_t last_wait_end_ns; /* when the last caller stopped waiting */
     pthread_t thread;
@@ -430,6 +431,7 @@ static int issue_link(swy_sched_t *s, int peer)
                                            uop->prio - 1, 0),
             .higher_pending = tally_sum(&s->pending_ops, uop->prio, 0) > 0,
             .phase = s->phase, .oldest_op_seq = oldest,
+            .max_priority_seen = s->max_prio_seen,
             .window_bytes = s->p.window_bytes, .credit_bytes = s->credit_bytes,
             .partition_bytes = s->p.partition_bytes, .now_ns = now};
         int verdict = uop->is_header ? SWY_POLICY_ISSUE
@@ -784,6 +786,8 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
     op->post_ns = swy_time_ns();
     swy_list_push_back(&s->ops, &op->link);
     tally_add(&s->pending_ops, op->priority, 1);
+    if (op->priority > s->max_prio_seen)
+        s->max_prio_seen = op->priority;
     /* The announced high-priority op is here: the hint has served. */
     if (s->phase == SWY_PHASE_A2A_IMMINENT && op->priority >= SWY_PRIO_HIGH)
         s->phase = SWY_PHASE_NONE;

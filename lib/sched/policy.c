@@ -6,9 +6,10 @@
  *           own window per link and no coordination between ops — two
  *           NCCL streams sharing a link; what users have today.
  *   lina    strict priority (Lina, ATC'23): the queue is ordered by
- *           priority, and while an op of higher priority is incomplete (or
- *           swy_phase_hint announced an all-to-all) at most SWY_CREDIT_BYTES
- *           of lower priority may be in flight per link.
+ *           priority; a priority below the highest the comm has used (it
+ *           may be preempted), and anything below an incomplete higher
+ *           priority op or an all-to-all announced by swy_phase_hint, has
+ *           at most SWY_CREDIT_BYTES in flight per link.
  *   credit  ByteScheduler's credit queue (SOSP'19, BytePS
  *           scheduled_queue.cc): ordered by priority, and a micro-op leaves
  *           only if it fits the link's remaining credit, whatever its
@@ -97,7 +98,15 @@ static int fair_admit(void *ctx, const swy_policy_link_v1_t *link,
 static int lina_admit(void *ctx, const swy_policy_link_v1_t *link,
                       const swy_policy_uop_v1_t *uop)
 {
-    int held = link->higher_pending ||
+    /* Bytes handed to a transport cannot be recalled: a high-priority op
+     * arriving later waits for all of them. So a priority that can be
+     * preempted (one below the highest this comm has used) never has more
+     * than the credit in flight per link, and while a higher-priority op
+     * is actually incomplete, or announced by swy_phase_hint, everything
+     * of lower priority is held to it — Lina's "at most one micro-op
+     * ahead" worst case. The top priority uses the whole window. */
+    int preemptible = uop->priority < link->max_priority_seen;
+    int held = preemptible || link->higher_pending ||
                (link->phase == SWY_PHASE_A2A_IMMINENT &&
                 uop->priority < SWY_PRIO_HIGH);
     if (held)

@@ -2,6 +2,7 @@
 #ifndef SWY_TEST_BOOT_TEST_H
 #define SWY_TEST_BOOT_TEST_H
 
+#include <sys/prctl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -104,6 +105,8 @@ static inline pid_t test_fork_rank(int rank, int nranks, int *to_child_p,
     int to_child[2], from_child[2];
     CHECK(pipe(to_child) == 0 && pipe(from_child) == 0);
     pid_t pid = fork();
+    if (pid == 0)
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
     CHECK(pid >= 0);
     if (pid == 0) {
         close(to_child[1]);

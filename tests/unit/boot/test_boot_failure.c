@@ -5,6 +5,7 @@
  * (i) the root's process dies: the ranks learn they lost it.
  * Forks happen while this process has no threads, so the children start
  * from a clean state. */
+#include <sys/prctl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -251,6 +252,8 @@ static void test_root_killed(void)
     int from_child[2];
     CHECK(pipe(from_child) == 0);
     pid_t pid = fork();
+    if (pid == 0)
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
     CHECK(pid >= 0);
     if (pid == 0) {
         close(from_child[0]);
