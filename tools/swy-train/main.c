@@ -193,10 +193,13 @@ static int parse_args(int argc, char **argv, options_t *o)
         {NULL, 0, NULL, 0}};
     swt_model_config_t *m = &o->model;
     int rc = 0, seed = 1;
-    int opt;
+    int opt, idx = -1;
+    char f[48];
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        const char *a = optarg, *f = argv[optind - 1];
+    while ((opt = getopt_long(argc, argv, "h", longopts, &idx)) != -1) {
+        const char *a = optarg;
+        snprintf(f, sizeof(f), "--%s", idx >= 0 ? longopts[idx].name : "?");
+        idx = -1;
         switch (opt) {
         case O_LAYERS: rc = parse_int(f, a, 1, 1024, &m->layers); break;
         case O_HIDDEN: rc = parse_int(f, a, 1, 1 << 16, &m->hidden); break;

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# End-to-end tests of swy-train (suite multiproc).
+# Usage: train_test.sh MODE SWY_RUN SWY_TRAIN
+#   equiv     1 rank with 4T tokens vs 4 ranks with T tokens each: the same
+#             global batch and model (1 rank: 4x the experts per rank and
+#             gate groups of T tokens, so capacity and the aux loss are
+#             computed over the same groups), default capacity factor 1.25
+#             (slots do drop, the same ones in both runs).
+#             Tolerance: |loss1 - loss4| <= 1e-4 at each of 20 steps
+#             (fp32 reduction order only; observed about 2e-7).
+#   converge  4 ranks, default model: the mean loss of steps 91..100 is
+#             within 0.1 nats of the task's loss floor, step 1 is above
+#             floor + 2, and the dense replicas end identical.
+#   pipeline  4 ranks, packing 2: --pipeline 4 gives the loss curve of
+#             --pipeline 1 within 1e-4 over 20 steps (packing changes the
+#             number of experts, so only d is varied).
+#   badflags  bad input exits 2, with and without a launcher.
+set -u
+mode=$1 swy_run=$2 train=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+run() { # run NAME NRANKS ARGS...: swy-train under swy-run, loss to NAME.csv
+    local name=$1 n=$2
+    shift 2
+    "$swy_run" -n "$n" --timeout 50 "$train" --loss-file "$tmp/$name.csv" \
+        --json "$@" >"$tmp/$name.out" 2>&1 ||
+        { cat "$tmp/$name.out"; fail "$name: swy-train exited $?"; }
+}
+
+# compare A B TOL: per-step |loss_A - loss_B| <= TOL over equal step counts
+compare() {
+    awk -F, -v tol="$3" '
+        FNR == 1 { next }
+        NR == FNR { a[$1] = $2; n++; next }
+        { if (!($1 in a)) { print "step " $1 " missing"; bad = 1; next }
+          d = a[$1] - $2; if (d < 0) d = -d; if (d > max) max = d
+          m++; if (d > tol) { print "step " $1 ": " a[$1] " vs " $2; bad = 1 } }
+        END { printf "steps %d/%d, max |dloss| %.3g (tolerance %g)\n", n, m, max, tol
+              exit (bad || n != m || n == 0) }' "$tmp/$1.csv" "$tmp/$2.csv"
+}
+
+case $mode in
+equiv)
+    run one 1 --steps 20 --tokens-per-rank 512 --experts-per-rank 8 \
+        --gate-group 128
+    run four 4 --steps 20 --tokens-per-rank 128 --experts-per-rank 2
+    grep -q '"dropped":0,' "$tmp/four.out" && fail "no slot dropped: the test should exercise capacity"
+    compare one four 1e-4 || fail "1 rank and 4 ranks disagree"
+    ;;
+converge)
+    run conv 4 --steps 100
+    cat "$tmp/conv.out"
+    floor=$(sed -n 's/.*"loss_floor":\([0-9.]*\).*/\1/p' "$tmp/conv.out")
+    [[ -n $floor ]] || fail "no loss_floor in the JSON line"
+    grep -q '"dense_identical":true' "$tmp/conv.out" || fail "dense replicas differ"
+    awk -F, -v floor="$floor" '
+        FNR == 1 { next }
+        $1 == 1 { first = $2 }
+        $1 > 90 { s += $2; n++ }
+        END { mean = s / n
+              printf "floor %.4f, step 1 %.4f, mean of steps 91..100 %.4f\n", floor, first, mean
+              exit !(n == 10 && first > floor + 2 && mean <= floor + 0.1) }' \
+        "$tmp/conv.csv" || fail "did not get within 0.1 of the floor in 100 steps"
+    ;;
+pipeline)
+    run d1 4 --steps 20 --tokens-per-rank 128 --packing 2 --pipeline 1
+    run d4 4 --steps 20 --tokens-per-rank 128 --packing 2 --pipeline 4
+    compare d1 d4 1e-4 || fail "pipeline 4 changes the loss curve"
+    ;;
+badflags)
+    check() { # check CMD...: must exit 2 with a message naming the problem
+        "$@" >"$tmp/bad.out" 2>&1
+        local rc=$?
+        [[ $rc == 2 ]] || { cat "$tmp/bad.out"; fail "exit $rc, not 2: ${*:2}"; }
+        grep -q swy-train "$tmp/bad.out" || fail "no message: ${*:2}"
+    }
+    for args in "--hidden -1" "--layers 0" "--top-k 0" "--tokens-per-rank -8" \
+                "--vocab 1" "--capacity-factor -1" "--lr 0" "--steps x" \
+                "--bucket-bytes -5" "--pipeline 0" "--packing 0" \
+                "--gate-group 7" "--threads 0" "--compute-scale 0.5" \
+                "--noise 2" "--device tpu" "--device cuda" "--no-such-flag" \
+                "--steps" "stray"; do
+        # shellcheck disable=SC2086
+        check "$train" $args
+    done
+    # Needs the number of ranks: checked on every rank after init.
+    check "$swy_run" -n 2 --timeout 30 "$train" --top-k 5 --experts-per-rank 2
+    check "$swy_run" -n 2 --timeout 30 "$train" --policy no-such-policy
+    echo "all bad inputs exit 2"
+    ;;
+*)
+    fail "unknown mode $mode"
+    ;;
+esac
