@@ -43,6 +43,9 @@ typedef struct {
     size_t bytes;             /**< payload */
     int peer;                 /**< destination rank */
     size_t op_inflight_bytes; /**< bytes of its op in flight on this link */
+    uint64_t fair_key;        /**< start tag of start-time fair queueing
+                                   among the ops sharing this link: order
+                                   by it to give each op an equal share */
 } swy_policy_uop_v1_t;
 
 /** The link of a candidate micro-op, seen from that candidate. */

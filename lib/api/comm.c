@@ -182,6 +182,11 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
     SWY_CHECK_GOTO(swy_transport_set_connect(comm->transports, comm->boot,
                                              comm->topo, comm->timeout_s),
                    status, err_transports);
+    /* Init returns once every rank is connected: a fast rank must not
+     * start (or finish and tear down its endpoints) while a slow one is
+     * still attaching to them. */
+    SWY_CHECK_GOTO(swy_boot_barrier(comm->boot, comm->timeout_s), status,
+                   err_transports);
     size_t auto_partition = auto_partition_bytes(comm->topo, rank);
     swy_sched_params_t params = {
         .auto_partition_bytes = auto_partition,

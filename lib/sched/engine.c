@@ -44,6 +44,7 @@ typedef struct swy_uop {
     uint64_t ready_ns, posted_ns;
     int prio;            /* its op's, kept for accounting once detached */
     uint32_t seq;
+    uint64_t fair_key;   /* start tag (bytes) for fair sharing of a link */
     uint8_t is_header, state, waited_behind_lower;
     swy_transport_t *tp;
     void *handle;
@@ -67,6 +68,7 @@ struct swy_request {
     uint8_t *hdr_seen; /* by peer rank: HDR_NONE, HDR_EXPECTED, HDR_SEEN */
     swy_list_t gated;  /* sends waiting for their peer's header */
     size_t *inflight_by_peer;            /* send bytes in flight per link */
+    uint64_t *fair_finish;               /* last finish tag per link */
     uint64_t post_ns;
     int deferred_peer; /* peer whose data disagreed before its header */
     int completed, released;
@@ -90,6 +92,7 @@ typedef struct {
     size_t inflight_bytes;
     prio_tally_t inflight_by_prio;
     int last_prio; /* of the last data micro-op issued, -1 before any */
+    uint64_t fair_clock; /* start tag of the last micro-op issued */
 } swy_link_t;
 
 struct swy_sched {
@@ -202,6 +205,7 @@ static void op_free(struct swy_request *op)
     swy_free(op->hdr_in);
     swy_free(op->hdr_seen);
     swy_free(op->inflight_by_peer);
+    swy_free(op->fair_finish);
     swy_free(op);
 }
 
@@ -285,7 +289,8 @@ static void policy_view(const swy_uop_t *uop, swy_policy_uop_v1_t *view)
         .priority = uop->prio, .order = op->order, .op_seq = uop->seq,
         .ready_index = uop->emit_index, .ready_ns = uop->ready_ns,
         .bytes = uop->x.bytes, .peer = uop->x.peer,
-        .op_inflight_bytes = op->inflight_by_peer[uop->x.peer]};
+        .op_inflight_bytes = op->inflight_by_peer[uop->x.peer],
+        .fair_key = uop->fair_key};
 }
 
 static void ready_insert(swy_sched_t *s, swy_uop_t *uop)
@@ -294,6 +299,14 @@ static void ready_insert(swy_sched_t *s, swy_uop_t *uop)
     swy_list_t *head = &link->ready, *pos = head->prev;
     swy_policy_uop_v1_t mine, other_view;
     uop->ready_ns = swy_time_ns();
+    /* Start-time fair queueing (Goyal et al., SIGCOMM'96): an op's next
+     * micro-op starts where its previous one finished, or at the link's
+     * current virtual time if the op was idle — so an op that arrives
+     * late shares the link from now on instead of owning it. */
+    struct swy_request *rop = uop->op;
+    uint64_t start = SWY_MAX(rop->fair_finish[uop->x.peer], link->fair_clock);
+    uop->fair_key = start;
+    rop->fair_finish[uop->x.peer] = start + uop->x.bytes;
     /* Held behind lower priority already on the wire? (stats) */
     uop->waited_behind_lower =
         tally_sum(&link->inflight_by_prio, uop->prio - 1, 1) > 0;
@@ -447,6 +460,8 @@ static int issue_link(swy_sched_t *s, int peer)
         uop->state = UOP_POSTED;
         uop->posted_ns = now;
         link_account(s, uop, +1);
+        if (!uop->is_header)
+            link->fair_clock = SWY_MAX(link->fair_clock, uop->fair_key);
         if (uop->waited_behind_lower && !uop->is_header)
             s->stats.high_wait_s += (double)(now - uop->ready_ns) * 1e-9;
         /* The link switches to a higher priority: lower waits. */
@@ -798,8 +813,10 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
     op->hdr_in = swy_calloc((size_t)w, sizeof(*op->hdr_in));
     op->hdr_seen = swy_calloc((size_t)w, 1);
     op->inflight_by_peer = swy_calloc((size_t)w, sizeof(size_t));
+    op->fair_finish = swy_calloc((size_t)w, sizeof(uint64_t));
     if (peers == NULL || op->hdr_out == NULL || op->hdr_in == NULL ||
-        op->hdr_seen == NULL || op->inflight_by_peer == NULL) {
+        op->hdr_seen == NULL || op->inflight_by_peer == NULL ||
+        op->fair_finish == NULL) {
         swy_free(peers);
         op_error(op, SWY_ERR_NO_MEMORY, "op #%u: out of memory", op->seq);
         goto posted;

@@ -2,9 +2,13 @@
  *
  *   fifo    whole ops in submission order, as one NCCL stream: a micro-op
  *           leaves only when every earlier op on this rank has completed.
- *   fair    every op issues as soon as its own steps allow, each with its
- *           own window per link and no coordination between ops — two
- *           NCCL streams sharing a link; what users have today.
+ *   fair    every op issues as soon as its own steps allow, with no
+ *           priority between ops: two NCCL streams sharing a link, what
+ *           users have today. Two streams get two connections, which the
+ *           kernel shares fairly; over one connection per peer the same
+ *           share comes from start-time fair queueing of micro-ops, each
+ *           op keeping two partitions in flight (a stream's double
+ *           buffering), so the wire sees the ops interleaved.
  *   lina    strict priority (Lina, ATC'23): the queue is ordered by
  *           priority; a priority below the highest the comm has used (it
  *           may be preempted), and anything below an incomplete higher
@@ -47,12 +51,6 @@ static int cmp_seq(uint32_t a, uint32_t b)
     return d == 0 ? 0 : d < 0x800000u ? 1 : -1;
 }
 
-static int cmp_arrival(void *ctx, const swy_policy_uop_v1_t *a,
-                       const swy_policy_uop_v1_t *b)
-{
-    return cmp_u64(a->ready_index, b->ready_index);
-}
-
 static int cmp_submission(void *ctx, const swy_policy_uop_v1_t *a,
                           const swy_policy_uop_v1_t *b)
 {
@@ -85,12 +83,20 @@ static int fifo_admit(void *ctx, const swy_policy_link_v1_t *link,
                : SWY_POLICY_STOP;
 }
 
+static int cmp_fair(void *ctx, const swy_policy_uop_v1_t *a,
+                    const swy_policy_uop_v1_t *b)
+{
+    int c = cmp_u64(a->fair_key, b->fair_key);
+    return c ? c : cmp_submission(ctx, a, b);
+}
+
 static int fair_admit(void *ctx, const swy_policy_link_v1_t *link,
                       const swy_policy_uop_v1_t *uop)
 {
     if (link->inflight_bytes == 0)
         return SWY_POLICY_ISSUE;
-    return fits(uop->op_inflight_bytes, uop->bytes, link->window_bytes)
+    return fits(uop->op_inflight_bytes, uop->bytes,
+                2 * link->partition_bytes)
                ? SWY_POLICY_ISSUE
                : SWY_POLICY_SKIP;
 }
@@ -109,10 +115,19 @@ static int lina_admit(void *ctx, const swy_policy_link_v1_t *link,
     int held = preemptible || link->higher_pending ||
                (link->phase == SWY_PHASE_A2A_IMMINENT &&
                 uop->priority < SWY_PRIO_HIGH);
-    if (held)
+    if (held) {
+        /* While higher priority is on this link, nothing lower starts
+         * (Lina: allreduce micro-ops go only when no all-to-all is
+         * pending). A higher op that has nothing on this link yet (its
+         * peer has not posted it) does not stop lower ones, within the
+         * credit: that peer may be waiting for exactly them. */
+        int higher_on_link = link->inflight_bytes > link->inflight_le_bytes;
+        if (link->higher_pending && higher_on_link)
+            return SWY_POLICY_STOP;
         return fits(link->inflight_le_bytes, uop->bytes, link->credit_bytes)
                    ? SWY_POLICY_ISSUE
                    : SWY_POLICY_STOP;
+    }
     /* Lower priority in flight never holds higher priority back: it is
      * bounded by the credit already. */
     return fits(link->inflight_ge_bytes, uop->bytes, link->window_bytes)
@@ -135,8 +150,8 @@ static int credit_admit(void *ctx, const swy_policy_link_v1_t *link,
 
 BUILTIN(policy_fifo, "fifo", "whole ops in submission order (one stream)",
         cmp_submission, fifo_admit);
-BUILTIN(policy_fair, "fair", "ops share links without coordination "
-        "(concurrent streams)", cmp_arrival, fair_admit);
+BUILTIN(policy_fair, "fair", "ops share links fairly, without priority "
+        "(concurrent streams)", cmp_fair, fair_admit);
 BUILTIN(policy_lina, "lina", "strict priority with a credit for lower "
         "priority while higher waits (Lina)", cmp_priority, lina_admit);
 BUILTIN(policy_credit, "credit", "priority queue bounded by a credit per "
