@@ -2,7 +2,9 @@
 # Switchyard quickstart: install what is missing (as root on Debian/Ubuntu),
 # configure and build, then run the main job or the test suite.
 #
-#   tools/quickstart.sh          build and run the main job on 4 local ranks
+#   tools/quickstart.sh [run [swy-train flags]]
+#                                build and train the reference MoE model
+#                                (swy-train) on 4 local ranks
 #   tools/quickstart.sh test     build and run the whole test suite
 #
 # Idempotent: a second run installs nothing and rebuilds only what changed.
@@ -64,12 +66,19 @@ test)
         "${@:2}"
     ;;
 run)
-    say "main job: swy-bench coll on 4 local ranks"
-    "$build/tools/swy-run/swy-run" -n 4 "$build/tools/swy-bench/swy-bench" coll \
-        --max-size 16M
+    # The main job: train the reference MoE model (swy-train's defaults,
+    # about a minute on 2 cores) and print its summary.
+    if [[ ! -x $build/tools/swy-train/swy-train ]]; then
+        echo "quickstart: swy-train was not built (it needs OpenBLAS:" \
+             "libopenblas-dev); see the 'MoE kernels' line of meson's summary" >&2
+        exit 1
+    fi
+    say "main job: swy-train on 4 local ranks"
+    "$build/tools/swy-run/swy-run" -n 4 --no-prefix \
+        "$build/tools/swy-train/swy-train" "${@:2}"
     ;;
 *)
-    echo "usage: tools/quickstart.sh [test]" >&2
+    echo "usage: tools/quickstart.sh [run [swy-train flags] | test]" >&2
     exit 2
     ;;
 esac

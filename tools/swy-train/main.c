@@ -49,8 +49,8 @@ static void usage(FILE *out)
 "\n"
 "Model and task:\n"
 "  --layers N            blocks L (default 2)\n"
-"  --hidden N            hidden size H (default 64)\n"
-"  --ffn N               FFN inner size F, dense and expert (default 128)\n"
+"  --hidden N            hidden size H (default 128)\n"
+"  --ffn N               FFN inner size F, dense and expert (default 256)\n"
 "  --experts-per-rank N  experts per rank before packing (default 2);\n"
 "                        the model has ranks*N*packing experts\n"
 "  --top-k N             experts per token (default 2)\n"
@@ -58,8 +58,8 @@ static void usage(FILE *out)
 "  --gate-group N        tokens per gate group (capacity and aux loss),\n"
 "                        must divide --tokens-per-rank (default: all)\n"
 "  --aux-coef X          weight of the GShard aux loss (default 0.01)\n"
-"  --tokens-per-rank N   tokens per rank per step S (default 256)\n"
-"  --vocab N             vocabulary V (default 128)\n"
+"  --tokens-per-rank N   tokens per rank per step S (default 512)\n"
+"  --vocab N             vocabulary V (default 256)\n"
 "  --noise Q             label noise: a label is uniform with prob. Q\n"
 "                        (default 0.1; sets the loss floor)\n"
 "  --seed N              seed of the task and the init (default 1)\n"
@@ -589,9 +589,9 @@ out:
 int main(int argc, char **argv)
 {
     options_t o = {
-        .model = {.layers = 2, .hidden = 64, .ffn = 128, .vocab = 128,
+        .model = {.layers = 2, .hidden = 128, .ffn = 256, .vocab = 256,
                   .experts_per_rank = 2, .packing = 1, .top_k = 2,
-                  .pipeline = 1, .tokens = 256, .gate_group = 0,
+                  .pipeline = 1, .tokens = 512, .gate_group = 0,
                   .capacity_factor = 1.25, .aux_coef = 0.01, .lr = 3e-3,
                   .seed = 1, .bucket_bytes = 256 << 10, .phase_hints = 1},
         .steps = 300, .noise = 0.1, .device = "cpu", .compute_scale = 1.0,

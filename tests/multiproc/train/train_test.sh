@@ -8,9 +8,10 @@
 #             (slots do drop, the same ones in both runs).
 #             Tolerance: |loss1 - loss4| <= 1e-4 at each of 20 steps
 #             (fp32 reduction order only; observed about 2e-7).
-#   converge  4 ranks, default model: the mean loss of steps 91..100 is
-#             within 0.1 nats of the task's loss floor, step 1 is above
-#             floor + 2, and the dense replicas end identical.
+#   converge  4 ranks, a small model (sizes below): the mean loss of
+#             steps 91..100 is within 0.1 nats of the task's loss floor,
+#             step 1 is above floor + 2, and the dense replicas end
+#             identical.
 #   pipeline  4 ranks, packing 2: --pipeline 4 gives the loss curve of
 #             --pipeline 1 within 1e-4 over 20 steps (packing changes the
 #             number of experts, so only d is varied).
@@ -50,7 +51,8 @@ equiv)
     compare one four 1e-4 || fail "1 rank and 4 ranks disagree"
     ;;
 converge)
-    run conv 4 --steps 100
+    run conv 4 --steps 100 --layers 2 --hidden 64 --ffn 128 --vocab 128 \
+        --tokens-per-rank 256 --experts-per-rank 2 --top-k 2
     cat "$tmp/conv.out"
     floor=$(sed -n 's/.*"loss_floor":\([0-9.]*\).*/\1/p' "$tmp/conv.out")
     [[ -n $floor ]] || fail "no loss_floor in the JSON line"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs swy-train on the emulated cluster (2 nodes x 2 ranks, 1 gbit; root)
+# for each configuration REPS times, configurations interleaved so that
+# machine noise hits all alike, and prints each run's --json line.
+#
+#   BUILD_DIR=build-train REPS=5 tools/swy-train/bench-train.sh \
+#       "--policy lina" "--policy fair" "--policy fifo" -- [common flags]
+#
+# Each argument before "--" is one configuration's flags; the flags after
+# "--" go to every run. Summaries: docs/performance.md ("train",
+# "pipeline").
+set -euo pipefail
+build=${BUILD_DIR:-build-train}
+reps=${REPS:-5}
+link=${LINK:-1gbit}
+configs=()
+while (($#)) && [[ $1 != -- ]]; do configs+=("$1"); shift; done
+(($#)) && shift
+for ((r = 1; r <= reps; r++)); do
+    for c in "${configs[@]}"; do
+        # shellcheck disable=SC2086
+        "$build/tools/swy-run/swy-run" --nodes 2 --ranks-per-node 2 \
+            --link "$link" --timeout 600 --no-prefix \
+            "$build/tools/swy-train/swy-train" $c "$@" --json |
+            sed -n "s/^{/{\"rep\":$r,\"config\":\"$c\",/p"
+    done
+done
