@@ -25,6 +25,7 @@
 
 #include "sched/policy.h"
 #include "transport/transport.h"
+#include "util/alloc.h"
 #include "util/config.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -129,8 +130,13 @@ static int lina_admit(void *ctx, const swy_policy_link_v1_t *link,
                    : SWY_POLICY_STOP;
     }
     /* Lower priority in flight never holds higher priority back: it is
-     * bounded by the credit already. */
-    return fits(link->inflight_ge_bytes, uop->bytes, link->window_bytes)
+     * bounded by the credit already. The top priority keeps two
+     * partitions in flight per link (double buffering) rather than the
+     * whole window: a burst of the window into a shaped or congested link
+     * overflows its queue, and on the 1 gbit emulated link (tbf) the
+     * all-to-all alone ran 20% slower that way. */
+    size_t limit = SWY_MIN(link->window_bytes, 2 * link->partition_bytes);
+    return fits(link->inflight_ge_bytes, uop->bytes, limit)
                ? SWY_POLICY_ISSUE
                : SWY_POLICY_STOP;
 }
