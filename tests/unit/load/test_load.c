@@ -2,11 +2,14 @@
  * window average and EMA (exact), ARIMA on a line (exact with d = 1),
  * coefficient recovery on simulated AR(2) and ARIMA(1,1,1) series, an
  * LSTM on a periodic two-expert series, state detection on a noisy then
- * calm series, and bad input. Usage: test_load CASE. */
+ * calm series, bad input, and swy-predict end to end. Usage: test_load
+ * CASE, or test_load tool PATH-TO-swy-predict. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "switchyard/load.h"
 
@@ -445,6 +448,88 @@ static void test_bad_input(void)
     swy_load_predictor_destroy(NULL);
 }
 
+/* swy-predict end to end on a synthetic trace: 2 layers, 4 experts,
+ * 3,000 steps of 40,000 assignments; the shares wander until step 1,000,
+ * then hold at 10/20/30/40 %. Expected: a stable fraction near
+ * (3000 - 1000 - 100 - 500) / 3000 = 0.47 (smoothing 100, five windows
+ * of 100), a best predictor per horizon and state, and a stable-state
+ * error at 100 steps of about the sampling noise (0.2 pp), far below
+ * 0.5 pp. A missing file exits 2. */
+static const char *predict_exe;
+
+static void test_tool(void)
+{
+    if (predict_exe == NULL) {
+        fprintf(stderr, "usage: test_load tool PATH-TO-swy-predict\n");
+        exit(2);
+    }
+    char path[] = "/tmp/swy_load_traceXXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    CHECK(f != NULL, "mkstemp");
+    if (f == NULL)
+        return;
+    fprintf(f, "step,layer,expert,tokens\n");
+    double walk[2][4] = {{0.25, 0.25, 0.25, 0.25}, {0.25, 0.25, 0.25, 0.25}};
+    for (int t = 1; t <= 3000; t++)
+        for (int l = 0; l < 2; l++) {
+            double p[4], sum = 0.0;
+            for (int e = 0; e < 4; e++) {
+                if (t <= 1000) {
+                    walk[l][e] += 0.01 * gauss();
+                    walk[l][e] = walk[l][e] < 0.05 ? 0.05 : walk[l][e];
+                    p[e] = walk[l][e];
+                } else {
+                    p[e] = 0.1 * (e + 1);
+                }
+                sum += p[e];
+            }
+            for (int e = 0; e < 4; e++) {
+                double m = 40000.0 * p[e] / sum;
+                double c = m + sqrt(m * (1 - p[e] / sum)) * gauss();
+                fprintf(f, "%d,%d,%d,%.0f\n", t, l, e, c < 0 ? 0 : c);
+            }
+        }
+    fclose(f);
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "%s --json --horizons 1,100 --start 300 "
+             "--refit 500 --lstm-fit 1000 %s", predict_exe, path);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL, "popen");
+    if (p == NULL)
+        return;
+    char line[512];
+    double frac = -1.0, win_stable = -1.0;
+    int bests = 0, lines = 0;
+    while (fgets(line, sizeof(line), p) != NULL) {
+        lines++;
+        char *q = strstr(line, "\"stable_fraction\":");
+        if (q != NULL)
+            frac = atof(q + 18);
+        if (strstr(line, "\"best\":") != NULL)
+            bests++;
+        if (strstr(line, "\"predictor\":\"window100\",\"horizon\":100,"
+                         "\"state\":\"stable\"") != NULL) {
+            q = strstr(line, "\"mae_pp\":");
+            win_stable = q != NULL ? atof(q + 9) : -1.0;
+        }
+    }
+    int status = pclose(p);
+    printf("tool: %d lines, stable fraction %.3f, window100 stable MAE at "
+           "100 steps %.3f pp\n", lines, frac, win_stable);
+    CHECK(status == 0, "swy-predict exit status %d", status);
+    CHECK(frac > 0.35 && frac < 0.55, "stable fraction %g", frac);
+    CHECK(bests == 6, "%d best lines, want 2 horizons x 3 states", bests);
+    CHECK(win_stable >= 0.0 && win_stable < 0.5, "window100 stable MAE %g",
+          win_stable);
+    snprintf(cmd, sizeof(cmd), "%s %s.missing 2>/dev/null", predict_exe,
+             path);
+    status = system(cmd);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 2, "missing file: %d",
+          status);
+    unlink(path);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -455,8 +540,11 @@ int main(int argc, char **argv)
         {"arima_trend", test_arima_trend}, {"ar2", test_ar2},
         {"arima111", test_arima111},   {"lstm", test_lstm},
         {"state", test_state},         {"bad_input", test_bad_input},
+        {"tool", test_tool},
     };
-    if (argc != 2) {
+    if (argc == 3)
+        predict_exe = argv[2];
+    if (argc != 2 && argc != 3) {
         fprintf(stderr, "usage: test_load CASE\n");
         return 2;
     }
