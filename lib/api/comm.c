@@ -153,6 +153,11 @@ static swy_status_t comm_setup_topo(swy_comm_t comm)
             goto out;
         }
     status = swy_topo_build(all, comm->nranks, comm->rank, &comm->topo);
+    if (status == SWY_OK && comm->rank == 0 &&
+        swy_config_get_bool("SWY_TOPO_PROBE", 0))
+        swy_warn("topo", "SWY_TOPO_PROBE=1 is not implemented yet: link "
+                 "bandwidths come from the per-class defaults and "
+                 "SWY_TOPO_FILE");
 out:
     swy_free(all);
     swy_free(lens);

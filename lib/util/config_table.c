@@ -44,7 +44,8 @@ const swy_config_entry_t swy_config_table[] = {
      "File overriding link bandwidths/latencies: lines \"CLASS GBps us\" "
      "(CLASS = self, same_numa, same_node, cross_node) or \"i j GBps us\"."},
     {"SWY_TOPO_PROBE", "0",
-     "1: measure each link's bandwidth at init instead of using defaults."},
+     "1: measure each link's bandwidth at init (not implemented yet: a "
+     "warning says so; use SWY_TOPO_FILE)."},
     /* transport */
     {"SWY_TRANSPORT", NULL,
      "Force this transport (by name) for every peer it can reach."},
