@@ -19,6 +19,7 @@
 #include "model.h"
 #include "swt_commit.h"
 #include "swy_kernels.h"
+#include "switchyard/load.h"
 #include "switchyard/switchyard.h"
 #include "task.h"
 #include "timing.h"
@@ -84,6 +85,38 @@ static void usage(FILE *out)
 "  --trace-loads FILE    CSV step,layer,expert,tokens per step\n"
 "  --loss-file FILE      CSV step,loss,aux per step\n"
 "  -h, --help            this text\n");
+}
+
+/* Per layer, the newest (up to 100) steps' mean expert share from the
+ * load tracker: the busiest and the idlest expert, in percent (a
+ * balanced layer has every expert at 100/E). */
+static void print_load_spread(swy_load_tracker_t tracker, int L, int E)
+{
+    double *props = malloc((size_t)100 * (size_t)E * sizeof(double));
+    double *mean = malloc((size_t)E * sizeof(double));
+    if (props == NULL || mean == NULL)
+        goto out;
+    for (int l = 0; l < L; l++) {
+        int n = 0;
+        if (swy_load_tracker_proportions(tracker, l, 100, props, NULL, &n) !=
+                SWY_OK ||
+            n == 0)
+            continue;
+        double lo = 1, hi = 0;
+        for (int e = 0; e < E; e++) {
+            mean[e] = 0;
+            for (int i = 0; i < n; i++)
+                mean[e] += props[(size_t)i * E + e] / n;
+            lo = mean[e] < lo ? mean[e] : lo;
+            hi = mean[e] > hi ? mean[e] : hi;
+        }
+        printf("%-22s layer %d: busiest %.1f%%, idlest %.1f%% (even: "
+               "%.1f%%; last %d steps)\n", l == 0 ? "expert load" : "", l,
+               100 * hi, 100 * lo, 100.0 / E, n);
+    }
+out:
+    free(props);
+    free(mean);
 }
 
 static int bad(const char *flag, const char *value, const char *why)
@@ -388,6 +421,8 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
     double *hist = malloc((size_t)steps * R_LEN * sizeof(double));
     double *col = malloc((size_t)steps * sizeof(double));
     FILE *trace_f = NULL, *loss_f = NULL;
+    swy_load_tracker_t tracker = NULL; /* rank 0, with --trace-loads */
+    int64_t *layer_counts = NULL;
     int rc = 1;
     if (!ids || !labels || !rec || !hist || !col) {
         fprintf(stderr, "swy-train: out of memory\n");
@@ -400,6 +435,13 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
                     o->trace_loads, strerror(errno));
         else
             fprintf(trace_f, "step,layer,expert,tokens\n");
+        /* The same counts also go to the library's load tracker, whose
+         * ring the summary reads (the last 100 steps' load spread). */
+        layer_counts = malloc((size_t)E * sizeof(int64_t));
+        if (layer_counts == NULL ||
+            swy_load_tracker_create(L, E, 100, &tracker) != SWY_OK)
+            fprintf(stderr, "swy-train: load tracker: %s\n",
+                    swy_last_error(NULL));
     }
     if (rank == 0 && o->loss_file != NULL) {
         loss_f = fopen(o->loss_file, "w");
@@ -475,6 +517,13 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
                 for (int e = 0; e < E; e++)
                     fprintf(trace_f, "%d,%d,%d,%.0f\n", step, l, e,
                             rec[R_LEN + (size_t)l * E + e]);
+        if (tracker != NULL && layer_counts != NULL)
+            for (int l = 0; l < L; l++) {
+                for (int e = 0; e < E; e++)
+                    layer_counts[e] =
+                        (int64_t)rec[R_LEN + (size_t)l * E + e];
+                swy_load_record(tracker, step, l, layer_counts);
+            }
         if (step % log_every == 0 || step == 1 || step == steps) {
             double *T = h + R_TIMERS;
             printf("%6d %9.4f %9.4f %10.0f %9.2f %9.2f %9.2f %9.2f\n", step,
@@ -546,6 +595,8 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         if (o->compute_scale > 1.0)
             printf("%-22s %.3g (emulated by sleeping)\n", "compute scale",
                    o->compute_scale);
+        if (tracker != NULL)
+            print_load_spread(tracker, L, E);
         if (o->json) {
             printf("{\"bench\":\"train\",\"commit\":\"%s\",\"ranks\":%d,"
                    "\"steps\":%d,\"policy\":\"%s\",\"pipeline\":%d,"
@@ -572,6 +623,8 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         fflush(stdout);
     }
 out:
+    swy_load_tracker_destroy(tracker);
+    free(layer_counts);
     if (trace_f != NULL)
         fclose(trace_f);
     if (loss_f != NULL)
