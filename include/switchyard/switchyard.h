@@ -277,7 +277,11 @@ SWY_EXPORT swy_status_t swy_comm_stats(swy_comm_t comm,
 /**
  * @brief Change a scheduling setting of a communicator while none of its
  *        operations is in flight (benchmarks and tuners switch policies
- *        within one run). Local: ranks may differ without harm.
+ *        within one run). SWY_POLICY, SWY_CREDIT_BYTES and
+ *        SWY_WINDOW_BYTES are local (ranks may differ without harm);
+ *        SWY_PARTITION_BYTES decides where transfers are cut and must be
+ *        set to the same value on every rank before their next op (ranks
+ *        that differ get SWY_ERR_MISMATCH, never corrupted data).
  * @param name  "SWY_POLICY" (fifo, fair, lina, credit, or a plugin name),
  *              "SWY_PARTITION_BYTES", "SWY_CREDIT_BYTES" or
  *              "SWY_WINDOW_BYTES" (sizes like "256K", or "auto").

@@ -112,18 +112,22 @@ swy_status_t swy_get_unique_id(swy_unique_id_t *id)
 
 /* About 2 ms of the slowest link's time (Lina's 30 MB on 100 Gb/s is
  * 2.4 ms), so a low-priority micro-op delays a high-priority one by at
- * most that much. */
-static size_t auto_partition_bytes(const swy_topo_t *topo, int rank)
+ * most that much. The slowest link of the whole communicator, not this
+ * rank's: sender and receiver cut a transfer into the same chunks, so
+ * every rank must arrive at the same size (the matrix is the same on
+ * every rank). */
+static size_t auto_partition_bytes(const swy_topo_t *topo)
 {
     int n = swy_topo_nranks(topo);
     double slowest = 0;
-    for (int p = 0; p < n; p++) {
-        if (p == rank && n > 1)
-            continue;
-        double bw = swy_topo_bandwidth(topo, rank, p);
-        if (slowest == 0 || bw < slowest)
-            slowest = bw;
-    }
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++) {
+            if (a == b && n > 1)
+                continue;
+            double bw = swy_topo_bandwidth(topo, a, b);
+            if (slowest == 0 || bw < slowest)
+                slowest = bw;
+        }
     double bytes = slowest * 0.002;
     if (bytes < 64.0 * 1024)
         bytes = 64.0 * 1024;
@@ -192,7 +196,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
      * still attaching to them. */
     SWY_CHECK_GOTO(swy_boot_barrier(comm->boot, comm->timeout_s), status,
                    err_transports);
-    size_t auto_partition = auto_partition_bytes(comm->topo, rank);
+    size_t auto_partition = auto_partition_bytes(comm->topo);
     swy_sched_params_t params = {
         .auto_partition_bytes = auto_partition,
         .rank = rank,

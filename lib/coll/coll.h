@@ -39,6 +39,7 @@ typedef struct {
     void *recvbuf;
     size_t count; /* allreduce, allgather (per rank), broadcast */
     int root;     /* broadcast */
+    size_t partition_bytes; /* micro-op size: must agree between ranks */
     /* alltoallv: arrays of nranks elements, owned by the op (copies) */
     size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
 } swy_coll_args_t;
@@ -53,6 +54,7 @@ typedef struct {
     uint64_t count;         /* op-wide count (allreduce/allgather/bcast) */
     uint64_t send_to_peer;  /* alltoallv: elements I send to the reader */
     uint64_t recv_from_peer;/* alltoallv: elements I expect from it */
+    uint64_t partition_bytes; /* where I cut transfers into micro-ops */
 } swy_coll_header_t;
 
 #define SWY_COLL_HEADER_MAGIC 0x53575948u /* "SWYH" */

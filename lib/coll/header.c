@@ -45,6 +45,7 @@ void swy_coll_header_make(const swy_coll_args_t *args, uint32_t seq, int peer,
     hdr->redop = (uint8_t)args->redop;
     hdr->root = args->root;
     hdr->count = args->count;
+    hdr->partition_bytes = args->partition_bytes;
     if (args->kind == SWY_COLL_ALLTOALLV) {
         hdr->send_to_peer = args->sendcounts[peer];
         hdr->recv_from_peer = args->recvcounts[peer];
@@ -107,6 +108,15 @@ swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
                  "op #%u '%s': ranks disagree on the collective: rank %d "
                  "posted %s, rank %d posted %s", seq, op_name, rank, my_desc,
                  peer, peer_desc);
+        return SWY_ERR_MISMATCH;
+    }
+    if (hdr->partition_bytes != mine.partition_bytes) {
+        snprintf(msg, msg_len,
+                 "op #%u '%s': rank %d cuts transfers into micro-ops of "
+                 "%" PRIu64 " bytes, rank %d into %" PRIu64 " bytes: set "
+                 "SWY_PARTITION_BYTES to the same value on every rank", seq,
+                 op_name, rank, mine.partition_bytes, peer,
+                 hdr->partition_bytes);
         return SWY_ERR_MISMATCH;
     }
     if (mine.kind == SWY_COLL_ALLTOALLV) {

@@ -5,6 +5,7 @@
  *   counts    alltoallv counts disagree between two ranks
  *   kinds     different collectives on different ranks
  *   allreduce allreduce counts disagree
+ *   partition ranks cut transfers into micro-ops of different sizes
  *   kill      a rank is SIGKILLed mid-collective
  *   abort     a rank calls swy_comm_abort
  *   timeout   a rank never posts (SWY_TIMEOUT_S=2)
@@ -216,6 +217,21 @@ static int case_allreduce(swy_comm_t comm, int rank, int w, void *arg)
     return expect_failure(comm, req, SWY_ERR_MISMATCH, "count", 10);
 }
 
+/* Ranks that cut transfers differently (SWY_PARTITION_BYTES) are told so
+ * on every rank, instead of receiving chunks that do not fit. */
+static int case_partition(swy_comm_t comm, int rank, int w, void *arg)
+{
+    static float buf[1 << 16];
+    swy_request_t req;
+    if (rank == 0)
+        CHECK_OK(swy_comm_configure(comm, "SWY_PARTITION_BYTES", "4K"), comm);
+    POST_OR_EXPECT(swy_allreduce(buf, buf, 1 << 16, SWY_FLOAT32, SWY_SUM,
+                                 comm, NULL, &req), SWY_ERR_MISMATCH,
+                   "SWY_PARTITION_BYTES");
+    return expect_failure(comm, req, SWY_ERR_MISMATCH, "SWY_PARTITION_BYTES",
+                          10);
+}
+
 static int case_kill(swy_comm_t comm, int rank, int w, void *arg)
 {
     size_t count = 4 << 20;
@@ -312,6 +328,7 @@ int main(int argc, char **argv)
     else if (!strcmp(which, "kinds")) fn = case_kinds;
     else if (!strcmp(which, "allreduce")) fn = case_allreduce;
     else if (!strcmp(which, "kill")) fn = case_kill;
+    else if (!strcmp(which, "partition")) fn = case_partition;
     else if (!strcmp(which, "abort")) fn = case_abort;
     else if (!strcmp(which, "timeout")) fn = case_timeout;
     if (fn == NULL) {
