@@ -157,11 +157,6 @@ static swy_status_t comm_setup_topo(swy_comm_t comm)
             goto out;
         }
     status = swy_topo_build(all, comm->nranks, comm->rank, &comm->topo);
-    if (status == SWY_OK && comm->rank == 0 &&
-        swy_config_get_bool("SWY_TOPO_PROBE", 0))
-        swy_warn("topo", "SWY_TOPO_PROBE=1 is not implemented yet: link "
-                 "bandwidths come from the per-class defaults and "
-                 "SWY_TOPO_FILE");
 out:
     swy_free(all);
     swy_free(lens);
@@ -226,6 +221,19 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
         params.window_bytes = 1;
     SWY_CHECK_GOTO(swy_sched_create(&params, &comm->sched), status,
                    err_transports);
+    if (swy_config_get_bool("SWY_TOPO_PROBE", 0)) {
+        /* Measured links replace the model; "auto" follows them. */
+        status = swy_api_probe_links(comm);
+        if (status != SWY_OK) {
+            swy_sched_stop(comm->sched);
+            swy_transport_set_destroy(comm->transports);
+            swy_sched_destroy(comm->sched);
+            goto err_topo;
+        }
+        swy_sched_set_auto_partition(comm->sched,
+                                     auto_partition_bytes(comm->topo));
+        params.partition_bytes = swy_sched_partition_bytes(comm->sched);
+    }
     comm->root = root;
     swy_info("api", "rank %d of %d ready: policy %s, partition %zu bytes, "
              "window %zu bytes, progress %s", rank, nranks,

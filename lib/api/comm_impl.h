@@ -19,6 +19,10 @@ struct swy_comm {
     char last_error[SWY_ERRMSG_MAX];
 };
 
+/* SWY_TOPO_PROBE: measure every link and put the figures in comm->topo
+ * (collective; probe.c). */
+swy_status_t swy_api_probe_links(swy_comm_t comm);
+
 /* Record the calling thread's last error on the comm; returns status. */
 swy_status_t swy_api_fail(swy_comm_t comm, swy_status_t status);
 

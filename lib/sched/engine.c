@@ -112,6 +112,7 @@ struct swy_sched {
     swy_policy_t policy;
     size_t credit_bytes;
     int credit_auto;             /* credit follows the partition size */
+    int partition_auto;          /* partition follows the link model */
     size_t auto_partition_bytes; /* what "auto" means for this comm */
     prio_tally_t pending_ops; /* incomplete ops per priority */
     swy_trace_t *trace;
@@ -697,6 +698,7 @@ swy_status_t swy_sched_create(const swy_sched_params_t *params,
     s->credit_auto = params->credit_bytes == 0;
     s->credit_bytes = s->credit_auto ? params->partition_bytes
                                      : params->credit_bytes;
+    s->partition_auto = params->partition_bytes == params->auto_partition_bytes;
     s->auto_partition_bytes = params->auto_partition_bytes
                                   ? params->auto_partition_bytes
                                   : params->partition_bytes;
@@ -1149,6 +1151,7 @@ swy_status_t swy_sched_configure(swy_sched_t *s, const char *name,
                                     &size);
         if (status == SWY_OK) {
             s->p.partition_bytes = size;
+            s->partition_auto = strcmp(value, "auto") == 0;
             if (s->credit_auto)
                 s->credit_bytes = size;
         }
@@ -1192,6 +1195,18 @@ swy_status_t swy_sched_query(swy_sched_t *s, const char *name, char *buf,
                              "%s", name);
     pthread_mutex_unlock(&s->lock);
     return status;
+}
+
+void swy_sched_set_auto_partition(swy_sched_t *s, size_t bytes)
+{
+    pthread_mutex_lock(&s->lock);
+    s->auto_partition_bytes = bytes;
+    if (s->partition_auto) {
+        s->p.partition_bytes = bytes;
+        if (s->credit_auto)
+            s->credit_bytes = bytes;
+    }
+    pthread_mutex_unlock(&s->lock);
 }
 
 const char *swy_sched_policy_name(const swy_sched_t *s)

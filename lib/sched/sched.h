@@ -58,6 +58,9 @@ swy_status_t swy_sched_configure(swy_sched_t *sched, const char *name,
                                  const char *value);
 swy_status_t swy_sched_query(swy_sched_t *sched, const char *name, char *buf,
                              size_t len);
+/* The link model changed (SWY_TOPO_PROBE): what "auto" means now; applied
+ * at once unless the user set a partition size. Same on every rank. */
+void swy_sched_set_auto_partition(swy_sched_t *sched, size_t bytes);
 /* Name of the policy in use. */
 const char *swy_sched_policy_name(const swy_sched_t *sched);
 /* Free everything; call after the transports were finalized. NULL ok. */
