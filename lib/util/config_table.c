@@ -60,10 +60,12 @@ const swy_config_entry_t swy_config_table[] = {
      "Micro-op size in bytes (K/M/G suffixes). auto: about 2 ms of the "
      "slowest link's time, between 64 KiB and 32 MiB."},
     {"SWY_WINDOW_BYTES", "8M",
-     "Bytes of micro-ops in flight per peer link."},
+     "Upper bound of the bytes of micro-ops in flight per peer link "
+     "(fifo; lina keeps its top priority to two partitions of it)."},
     {"SWY_CREDIT_BYTES", "auto",
-     "Bytes of lower-priority micro-ops allowed in flight per link while "
-     "higher priority waits (lina, credit). auto: one partition."},
+     "lina: bytes in flight per link of a priority that may be preempted; "
+     "credit: bytes in flight per link of any priority. auto: one "
+     "partition."},
     {"SWY_POLICY", "lina",
      "Scheduling policy: fifo, fair, lina, credit, or a plugin name."},
     {"SWY_PROGRESS", "thread",
