@@ -10,16 +10,8 @@
 
 #include "transport/transport.h"
 
-static int failures;
+#include "../unit/transport/transport_test.h"
 
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__,  \
-                    #cond);                                                   \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
 
 static const char *test_dir;
 

@@ -13,16 +13,8 @@
 #include "util/config.h"
 #include "util/status.h"
 
-static int failures;
+#include "../unit/transport/transport_test.h"
 
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__,  \
-                    #cond);                                                   \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
 
 /* Create ranks 0 and 1 and connect them as boot would. Returns the status
  * of the first connect that fails. */
@@ -49,20 +41,6 @@ static swy_status_t make_pair(swy_transport_set_t *sets[2])
     }
     free(all);
     return status;
-}
-
-typedef struct {
-    int calls;
-    swy_status_t status;
-    size_t bytes;
-} completion_t;
-
-static void on_complete(void *arg, swy_status_t status, size_t bytes)
-{
-    completion_t *c = arg;
-    c->calls++;
-    c->status = status;
-    c->bytes = bytes;
 }
 
 /* Send from rank `from` to `to` through the chosen transports. */

@@ -12,36 +12,11 @@
 #include "transport/transport.h"
 #include "util/status.h"
 
+#include "transport_test.h"
+
 #define NRANKS 3
 
 static swy_boot_addr_t root_addr;
-static int failures;
-static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
-
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n",     \
-                    __FILE__, __LINE__, #cond, swy_err_last());               \
-            pthread_mutex_lock(&fail_lock);                                   \
-            failures++;                                                       \
-            pthread_mutex_unlock(&fail_lock);                                 \
-        }                                                                     \
-    } while (0)
-
-typedef struct {
-    int calls;
-    swy_status_t status;
-    size_t bytes;
-} completion_t;
-
-static void on_complete(void *arg, swy_status_t status, size_t bytes)
-{
-    completion_t *c = arg;
-    c->calls++;
-    c->status = status;
-    c->bytes = bytes;
-}
 
 static void *rank_main(void *arg)
 {

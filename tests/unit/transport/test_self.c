@@ -10,30 +10,8 @@
 #include "util/config.h"
 #include "util/log.h"
 
-static int failures;
+#include "transport_test.h"
 
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__,  \
-                    #cond);                                                   \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
-
-typedef struct {
-    int calls;
-    swy_status_t status;
-    size_t bytes;
-} completion_t;
-
-static void on_complete(void *arg, swy_status_t status, size_t bytes)
-{
-    completion_t *c = arg;
-    c->calls++;
-    c->status = status;
-    c->bytes = bytes;
-}
 
 static const swy_transport_v1_t *ops;
 static void *ctx;
