@@ -477,12 +477,7 @@ static void client_guard_cb(evutil_socket_t fd, short what, void *arg)
 static void *client_thread_main(void *arg)
 {
     swy_boot_t *boot = arg;
-    /* A root that vanished makes writev raise SIGPIPE; in this thread it
-     * must only show up as EPIPE. */
-    sigset_t pipe_set;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
+    swy_boot_block_sigpipe();
     event_base_loop(boot->base, EVLOOP_NO_EXIT_ON_EMPTY);
     return NULL;
 }

@@ -830,12 +830,7 @@ static void root_wake_cb(evutil_socket_t fd, short what, void *arg)
 static void *root_thread_main(void *arg)
 {
     swy_boot_root_t *root = arg;
-    /* A peer that vanished makes writev raise SIGPIPE; in this thread it
-     * must only show up as EPIPE. */
-    sigset_t pipe_set;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
+    swy_boot_block_sigpipe();
 
     event_base_loop(root->base, EVLOOP_NO_EXIT_ON_EMPTY);
 

@@ -1,5 +1,6 @@
 /* Frame writing, message names and socket-address helpers shared by the
  * root and the client (see wire.h for the format). */
+#include <signal.h>
 #include "boot/wire.h"
 
 #include <arpa/inet.h>
@@ -136,4 +137,12 @@ int swy_boot_sockaddr_fill(const char *host, uint16_t port,
         return 0;
     }
     return -1;
+}
+
+void swy_boot_block_sigpipe(void)
+{
+    sigset_t pipe_set;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
 }

@@ -124,6 +124,11 @@ int swy_boot_digest_equal(const uint8_t *a, const uint8_t *b, size_t len);
 /* Make libevent thread safe (evthread_use_pthreads) exactly once. */
 swy_status_t swy_boot_libevent_init(void);
 
+/* In the calling (boot) thread: a peer that vanished makes writev raise
+ * SIGPIPE; it must only show up as EPIPE. The process's signal settings
+ * stay untouched. */
+void swy_boot_block_sigpipe(void);
+
 /* "a.b.c.d:port" / "[v6]:port" of a socket address, for logs. */
 void swy_boot_sockaddr_text(const struct sockaddr *sa, socklen_t sa_len,
                             char *text, size_t text_len);
