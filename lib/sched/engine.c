@@ -610,7 +610,7 @@ static void check_deadlines(swy_sched_t *s, double now)
         /* Name the peers we still wait for. */
         char peers[256] = "";
         size_t len = 0;
-        int nsilent = 0, last = -1;
+        int nsilent = 0;
         uint8_t *listed = swy_calloc((size_t)s->p.nranks, 1);
         for (upos = op->uops.next; upos != &op->uops; upos = upos->next) {
             swy_uop_t *uop = swy_container_of(upos, swy_uop_t, op_link);
@@ -619,7 +619,6 @@ static void check_deadlines(swy_sched_t *s, double now)
                 continue;
             listed[peer] = 1;
             nsilent++;
-            last = peer;
             if (len + 16 < sizeof(peers))
                 len += (size_t)snprintf(peers + len, sizeof(peers) - len,
                                         "%s%d", len ? ", " : "", peer);
@@ -634,7 +633,6 @@ static void check_deadlines(swy_sched_t *s, double now)
                                          : "no data from ranks ")
                          : "sends not completed",
                  peers);
-        (void)last;
         swy_sched_fail_comm(s, SWY_ERR_TIMEOUT, msg, 1);
         return; /* the list changed */
     }

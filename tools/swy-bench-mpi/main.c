@@ -52,62 +52,8 @@ static int mpi_impl_barrier(void *ctx)
     return mpi_call_check(bench, MPI_Barrier(bench->comm), "MPI_Barrier");
 }
 
-static int mpi_impl_alltoallv(void *ctx, const float *sendbuf,
-                              const size_t *counts, const size_t *displs,
-                              float *recvbuf)
-{
-    mpi_bench_t *bench = ctx;
-
-    /* The benchmark sends equal blocks, so the int arrays change only
-     * with the size. */
-    if (counts[0] != bench->cached_count) {
-        for (int r = 0; r < bench->nranks; ++r) {
-            if (counts[r] > INT_MAX || displs[r] > INT_MAX) {
-                fprintf(stderr, "swy-bench-mpi: alltoallv block of %zu "
-                        "floats exceeds MPI's int counts\n", counts[r]);
-                return -1;
-            }
-            bench->counts[r] = (int)counts[r];
-            bench->displs[r] = (int)displs[r];
-        }
-        bench->cached_count = counts[0];
-    }
-    return mpi_call_check(bench,
-                          MPI_Alltoallv(sendbuf, bench->counts, bench->displs,
-                                        MPI_FLOAT, recvbuf, bench->counts,
-                                        bench->displs, MPI_FLOAT,
-                                        bench->comm),
-                          "MPI_Alltoallv");
-}
-
-static int mpi_impl_allreduce_sum(void *ctx, const float *sendbuf,
-                                  float *recvbuf, size_t count)
-{
-    mpi_bench_t *bench = ctx;
-
-    if (count > INT_MAX) {
-        fprintf(stderr, "swy-bench-mpi: allreduce of %zu floats exceeds "
-                "MPI's int counts\n", count);
-        return -1;
-    }
-    return mpi_call_check(bench,
-                          MPI_Allreduce(sendbuf, recvbuf, (int)count,
-                                        MPI_FLOAT, MPI_SUM, bench->comm),
-                          "MPI_Allreduce");
-}
-
-static int mpi_impl_max_doubles(void *ctx, double *values, size_t count)
-{
-    mpi_bench_t *bench = ctx;
-
-    return mpi_call_check(bench,
-                          MPI_Allreduce(MPI_IN_PLACE, values, (int)count,
-                                        MPI_DOUBLE, MPI_MAX, bench->comm),
-                          "MPI_Allreduce (max of timings)");
-}
-
-/* The interference hooks. */
-
+/* MPI's int count and displacement arrays, converted once per size (the
+ * benchmark sends equal blocks, so they change only with the size). */
 static int mpi_int_counts(mpi_bench_t *bench, const size_t *counts,
                           const size_t *displs)
 {
@@ -126,6 +72,57 @@ static int mpi_int_counts(mpi_bench_t *bench, const size_t *counts,
     bench->cached_count = counts[0];
     return 0;
 }
+
+static int mpi_impl_alltoallv(void *ctx, const float *sendbuf,
+                              const size_t *counts, const size_t *displs,
+                              float *recvbuf)
+{
+    mpi_bench_t *bench = ctx;
+
+    if (mpi_int_counts(bench, counts, displs) != 0)
+        return -1;
+    return mpi_call_check(bench,
+                          MPI_Alltoallv(sendbuf, bench->counts, bench->displs,
+                                        MPI_FLOAT, recvbuf, bench->counts,
+                                        bench->displs, MPI_FLOAT,
+                                        bench->comm),
+                          "MPI_Alltoallv");
+}
+
+/* MPI counts are ints: larger buffers cannot be measured. */
+static int count_fits_int(size_t count, const char *what)
+{
+    if (count <= INT_MAX)
+        return 1;
+    fprintf(stderr, "swy-bench-mpi: %s of %zu floats exceeds MPI's int "
+            "counts\n", what, count);
+    return 0;
+}
+
+static int mpi_impl_allreduce_sum(void *ctx, const float *sendbuf,
+                                  float *recvbuf, size_t count)
+{
+    mpi_bench_t *bench = ctx;
+
+    if (!count_fits_int(count, "allreduce"))
+        return -1;
+    return mpi_call_check(bench,
+                          MPI_Allreduce(sendbuf, recvbuf, (int)count,
+                                        MPI_FLOAT, MPI_SUM, bench->comm),
+                          "MPI_Allreduce");
+}
+
+static int mpi_impl_max_doubles(void *ctx, double *values, size_t count)
+{
+    mpi_bench_t *bench = ctx;
+
+    return mpi_call_check(bench,
+                          MPI_Allreduce(MPI_IN_PLACE, values, (int)count,
+                                        MPI_DOUBLE, MPI_MAX, bench->comm),
+                          "MPI_Allreduce (max of timings)");
+}
+
+/* The interference hooks. */
 
 static int mpi_ib_ialltoallv(void *ctx, int slot, const float *sendbuf,
                              const size_t *counts, const size_t *displs,
@@ -150,11 +147,8 @@ static int mpi_ib_iallreduce_sum(void *ctx, int slot, const float *sendbuf,
 {
     mpi_bench_t *bench = ctx;
 
-    if (count > INT_MAX) {
-        fprintf(stderr, "swy-bench-mpi: allreduce of %zu floats exceeds "
-                "MPI's int counts\n", count);
+    if (!count_fits_int(count, "allreduce"))
         return -1;
-    }
     return mpi_call_check(bench,
                           MPI_Iallreduce(sendbuf, recvbuf, (int)count,
                                          MPI_FLOAT, MPI_SUM, bench->comm,
