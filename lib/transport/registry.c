@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 
+#include "transport/device.h"
 #include "transport/transport.h"
 #include "util/alloc.h"
 #include "util/config.h"
@@ -15,15 +16,20 @@
 #define TP_SUBSYS "transport"
 
 static swy_status_t set_add(swy_transport_set_t *set,
-                            const swy_transport_v1_t *ops, void *dl_handle,
+                            const swy_transport_v1_t *ops,
+                            const swy_device_v1_t *dev, void *dl_handle,
                             const char *path)
 {
     swy_transport_t *tp = &set->tps[set->count];
     memset(tp, 0, sizeof(*tp));
     swy_status_t status = ops->init(&set->host, &tp->ctx);
     if (status != SWY_OK) {
-        swy_warn(TP_SUBSYS, "transport %s (%s): init failed (%s); not used",
-                 ops->name, path, swy_status_string(status));
+        /* UNSUPPORTED: nothing for it to do here (the nccl plugin on a
+         * machine without a GPU), which is normal, not a warning. */
+        SWY_LOG_AT(status == SWY_ERR_UNSUPPORTED ? SWY_LOG_INFO
+                                                 : SWY_LOG_WARN,
+                   TP_SUBSYS, "transport %s (%s): init failed (%s); not used",
+                   ops->name, path, swy_status_string(status));
         return status;
     }
     status = ops->query(tp->ctx, &tp->caps);
@@ -34,6 +40,7 @@ static swy_status_t set_add(swy_transport_set_t *set,
         return status;
     }
     tp->ops = ops;
+    tp->dev = dev;
     tp->dl_handle = dl_handle;
     snprintf(tp->path, sizeof(tp->path), "%s", path);
     set->count++;
@@ -90,6 +97,14 @@ static void set_load_plugin(swy_transport_set_t *set, const char *name)
             swy_warn(TP_SUBSYS, "%s; not used", why);
         return;
     }
+    /* A transport that moves device memory also offers device services;
+     * a broken table costs only those (sends without priority). */
+    const swy_device_v1_t *dev = NULL;
+    if (swy_device_plugin_symbol(dl_handle, path, &dev, why, sizeof(why)) !=
+        SWY_OK) {
+        swy_warn(TP_SUBSYS, "%s; its device services are not used", why);
+        dev = NULL;
+    }
     /* The plugin's own name is what peers and SWY_TRANSPORT refer to. */
     if (strcmp(ops->name, name) != 0 && set_find(set, ops->name) >= 0) {
         swy_warn(TP_SUBSYS, "plugin %s calls itself %s, already loaded; not "
@@ -97,11 +112,13 @@ static void set_load_plugin(swy_transport_set_t *set, const char *name)
         dlclose(dl_handle);
         return;
     }
-    if (set_add(set, ops, dl_handle, path) != SWY_OK) {
+    if (set_add(set, ops, dev, dl_handle, path) != SWY_OK) {
         dlclose(dl_handle);
         return;
     }
-    swy_info(TP_SUBSYS, "transport %s loaded from %s", ops->name, path);
+    swy_info(TP_SUBSYS, "transport %s loaded from %s%s%s", ops->name, path,
+             dev != NULL ? " with device services " : "",
+             dev != NULL ? dev->name : "");
 }
 
 swy_status_t swy_transport_set_create(int rank, int nranks,
@@ -136,7 +153,7 @@ swy_status_t swy_transport_set_create(int rank, int nranks,
             set->peer_tp[m][r] = -1;
     }
 
-    status = set_add(set, swy_transport_self_ops(), NULL, "built-in");
+    status = set_add(set, swy_transport_self_ops(), NULL, NULL, "built-in");
     if (status != SWY_OK) {
         swy_err_set(status, TP_SUBSYS, "built-in self transport: init failed");
         goto err;
@@ -342,11 +359,8 @@ swy_status_t swy_transport_set_connect_all(swy_transport_set_t *set,
         if (set->peer_tp[SWY_MEM_HOST][peer] >= 0)
             continue;
         swy_link_class_t cls = set_link_class(set, topo, peer);
-        char names[256] = "";
-        size_t n = 0;
-        for (int t = 0; t < set->count && n < sizeof(names); t++)
-            n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s",
-                                  t > 0 ? ", " : "", set->tps[t].ops->name);
+        char names[256];
+        swy_transport_set_names(set, names, sizeof(names));
         status = swy_err_set(SWY_ERR_UNSUPPORTED, TP_SUBSYS,
                              "no transport reaches rank %d (link class %s) "
                              "for host memory from rank %d; loaded here: %s",
@@ -406,6 +420,18 @@ swy_transport_t *swy_transport_for_peer(swy_transport_set_t *set, int peer,
         return NULL;
     int t = set->peer_tp[mem][peer];
     return t >= 0 ? &set->tps[t] : NULL;
+}
+
+void swy_transport_set_names(const swy_transport_set_t *set, char *buf,
+                             size_t len)
+{
+    size_t n = 0;
+    if (len == 0)
+        return;
+    buf[0] = '\0';
+    for (int t = 0; t < set->count && n < len; t++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", t > 0 ? ", " : "",
+                              set->tps[t].ops->name);
 }
 
 int swy_transport_set_progress(swy_transport_set_t *set)

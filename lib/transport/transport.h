@@ -11,6 +11,9 @@
  * (info for a plugin that is simply absent, warn for one that is broken);
  * the built-ins always remain.
  *
+ * A plugin file may also export swy_device_plugin_v1 (device.h); the
+ * loader validates it the same way and keeps it in swy_transport_t.dev.
+ *
  * Selection: per peer, the highest-scoring transport that serves the memory
  * type and the link class (caps.score[class] > 0); SWY_TRANSPORT forces a
  * name where that transport can serve. */
@@ -18,6 +21,7 @@
 #define SWY_TRANSPORT_TRANSPORT_H
 
 #include "boot/boot.h"
+#include "switchyard/swy_device_v1.h"
 #include "switchyard/swy_transport_v1.h"
 #include "topo/topo.h"
 
@@ -29,6 +33,7 @@ typedef struct {
     void *dl_handle;        /* NULL for a built-in */
     char path[256];         /* file it came from, "built-in" otherwise */
     swy_transport_caps_v1_t caps;
+    const swy_device_v1_t *dev; /* the same file's device services, or NULL */
 } swy_transport_t;
 
 typedef struct swy_transport_set {
@@ -92,6 +97,10 @@ swy_status_t swy_transport_set_connect_all(swy_transport_set_t *set,
 /* Chosen transport for (peer, mem); NULL when none. */
 swy_transport_t *swy_transport_for_peer(swy_transport_set_t *set, int peer,
                                         swy_mem_type_t mem);
+
+/* Names of the loaded transports, ", "-separated ("self, ucx"). */
+void swy_transport_set_names(const swy_transport_set_t *set, char *buf,
+                             size_t len);
 
 /* Progress every transport; returns events handled. */
 int swy_transport_set_progress(swy_transport_set_t *set);

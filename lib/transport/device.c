@@ -1,0 +1,191 @@
+/* Device services for the process: the swy_device_v1 table of the nccl
+ * plugin, opened once, and the helpers lib/api and lib/coll use to tell
+ * and copy device memory (see device.h). */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "transport/device.h"
+#include "transport/transport.h"
+#include "util/alloc.h"
+#include "util/log.h"
+#include "util/status.h"
+
+#define DEV_SUBSYS "transport"
+
+static const char *device_missing_function(const swy_device_v1_t *dev)
+{
+    if (dev->name == NULL)
+        return "name";
+    if (dev->device_count == NULL)
+        return "device_count";
+    if (dev->mem_type == NULL)
+        return "mem_type";
+    if (dev->stream_sync == NULL)
+        return "stream_sync";
+    if (dev->copy == NULL)
+        return "copy";
+    if (dev->host_alloc == NULL)
+        return "host_alloc";
+    if (dev->host_free == NULL)
+        return "host_free";
+    if (dev->error_string == NULL)
+        return "error_string";
+    return NULL; /* isend_prio is optional: sends then go without priority */
+}
+
+swy_status_t swy_device_plugin_symbol(void *dl_handle, const char *path,
+                                      const swy_device_v1_t **dev_p,
+                                      char *why, size_t why_len)
+{
+    dlerror();
+    const swy_device_v1_t *dev = dlsym(dl_handle, SWY_DEVICE_PLUGIN_SYMBOL_V1);
+    if (dev == NULL) {
+        *dev_p = NULL;
+        return SWY_OK;
+    }
+    if (dev->abi_version != SWY_DEVICE_ABI_V1) {
+        snprintf(why, why_len, "plugin %s: wrong ABI version %u of %s "
+                 "(expected %u)", path, dev->abi_version,
+                 SWY_DEVICE_PLUGIN_SYMBOL_V1, SWY_DEVICE_ABI_V1);
+        return SWY_ERR_INVALID_ARG;
+    }
+    if (dev->struct_size != sizeof(swy_device_v1_t)) {
+        snprintf(why, why_len, "plugin %s: wrong struct size %u of %s "
+                 "(expected %zu)", path, dev->struct_size,
+                 SWY_DEVICE_PLUGIN_SYMBOL_V1, sizeof(swy_device_v1_t));
+        return SWY_ERR_INVALID_ARG;
+    }
+    const char *missing = device_missing_function(dev);
+    if (missing != NULL) {
+        snprintf(why, why_len, "plugin %s: %s is NULL in %s", path, missing,
+                 SWY_DEVICE_PLUGIN_SYMBOL_V1);
+        return SWY_ERR_INVALID_ARG;
+    }
+    *dev_p = dev;
+    return SWY_OK;
+}
+
+static pthread_once_t device_once = PTHREAD_ONCE_INIT;
+static const swy_device_v1_t *device_ops;
+
+/* Runs once. Everything that is normal on a machine without a GPU (no
+ * plugin, a plugin that cannot load for lack of CUDA libraries, no
+ * device) is a debug line; only a plugin with a broken device table
+ * warns. Once device_count() ran, the CUDA runtime inside the plugin is
+ * initialized: the handle then stays open for the process, whatever the
+ * answer, rather than unmapping a runtime that may have registered exit
+ * handlers. */
+static void device_open(void)
+{
+    char path[1024], why[2048];
+    swy_status_t status = swy_plugin_find("transport", SWY_DEVICE_PLUGIN_NAME,
+                                          path, sizeof(path), why,
+                                          sizeof(why));
+    if (status != SWY_OK) {
+        swy_debug(DEV_SUBSYS, "no device services: %s", why);
+        return;
+    }
+    dlerror();
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (handle == NULL) {
+        const char *err = dlerror();
+        swy_debug(DEV_SUBSYS, "no device services: plugin %s: cannot load: "
+                  "%s", path, err != NULL ? err : "unknown dlopen error");
+        return;
+    }
+    const swy_device_v1_t *dev = NULL;
+    status = swy_device_plugin_symbol(handle, path, &dev, why, sizeof(why));
+    if (status != SWY_OK) {
+        swy_warn(DEV_SUBSYS, "%s; device buffers are not supported", why);
+        dlclose(handle);
+        return;
+    }
+    if (dev == NULL) {
+        swy_debug(DEV_SUBSYS, "no device services: plugin %s does not "
+                  "export %s", path, SWY_DEVICE_PLUGIN_SYMBOL_V1);
+        dlclose(handle);
+        return;
+    }
+    int count = dev->device_count();
+    if (count <= 0) {
+        swy_debug(DEV_SUBSYS, "no device services: %s (%s) sees no device",
+                  dev->name, path);
+        return;
+    }
+    swy_debug(DEV_SUBSYS, "device services %s from %s: %d device(s)",
+              dev->name, path, count);
+    device_ops = dev;
+}
+
+const swy_device_v1_t *swy_device_ops(void)
+{
+    pthread_once(&device_once, device_open);
+    return device_ops;
+}
+
+swy_mem_type_t swy_device_mem_type(const void *ptr)
+{
+    const swy_device_v1_t *dev = swy_device_ops();
+    if (dev == NULL || ptr == NULL)
+        return SWY_MEM_HOST;
+    swy_mem_type_t mem = dev->mem_type(ptr);
+    return mem == SWY_MEM_CUDA ? SWY_MEM_CUDA : SWY_MEM_HOST;
+}
+
+const char *swy_mem_type_name(swy_mem_type_t mem)
+{
+    switch (mem) {
+    case SWY_MEM_HOST: return "host";
+    case SWY_MEM_CUDA: return "device";
+    default: return "unknown";
+    }
+}
+
+static int regions_overlap(const void *a, const void *b, size_t bytes)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y ? y - x < bytes : x - y < bytes;
+}
+
+swy_status_t swy_device_copy(void *dst, const void *src, size_t bytes,
+                             swy_mem_type_t mem)
+{
+    if (bytes == 0 || dst == src)
+        return SWY_OK;
+    if (mem == SWY_MEM_HOST) {
+        memmove(dst, src, bytes);
+        return SWY_OK;
+    }
+    const swy_device_v1_t *dev = swy_device_ops();
+    if (dev == NULL)
+        return swy_err_set(SWY_ERR_UNSUPPORTED, DEV_SUBSYS,
+                           "copy of %zu bytes of %s memory: no device "
+                           "services", bytes, swy_mem_type_name(mem));
+    if (!regions_overlap(dst, src, bytes)) {
+        if (dev->copy(dst, src, bytes) != SWY_OK)
+            return swy_err_set(SWY_ERR_TRANSPORT, DEV_SUBSYS,
+                               "device copy of %zu bytes from %p to %p "
+                               "failed: %s", bytes, src, dst,
+                               dev->error_string());
+        return SWY_OK;
+    }
+    /* Overlapping device regions (an allgather whose sendbuf straddles
+     * its own block): through host memory, two copies. */
+    void *bounce = swy_malloc(bytes);
+    if (bounce == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, DEV_SUBSYS,
+                           "device copy of %zu overlapping bytes: no host "
+                           "memory to stage them", bytes);
+    swy_status_t status = SWY_OK;
+    if (dev->copy(bounce, src, bytes) != SWY_OK ||
+        dev->copy(dst, bounce, bytes) != SWY_OK)
+        status = swy_err_set(SWY_ERR_TRANSPORT, DEV_SUBSYS,
+                             "device copy of %zu overlapping bytes from %p "
+                             "to %p failed: %s", bytes, src, dst,
+                             dev->error_string());
+    swy_free(bounce);
+    return status;
+}
