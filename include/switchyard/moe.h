@@ -346,6 +346,53 @@ SWY_EXPORT swy_status_t swy_moe_dispatch_backward_post_chunk(
 SWY_EXPORT swy_status_t swy_moe_dispatch_backward_finish(
     swy_moe_route_t route, void *grad_tokens);
 
+/* ======================================================================
+ * Topology-aware dispatch (TA-MoE) and the communication model
+ * ====================================================================== */
+
+/**
+ * @brief TA-MoE's dispatch target for this rank, from the communicator's
+ *        link matrix (defaults, SWY_TOPO_FILE or SWY_TOPO_PROBE).
+ *
+ * rank_share[j] = c^_j, the share of this rank's token slots that should go
+ * to rank j: proportional to the bandwidth this rank can get to j, where a
+ * cross-node link is capped at the node's uplink divided among the node's
+ * ranks and the ranks off the node (they all share it); the shares sum to
+ * 1. expert_weight[e] for the E = nranks * experts_per_rank global experts
+ * (expert e on rank e / experts_per_rank) is w_e = 1 / (E * c^_e) with
+ * c^_e = rank_share[rank(e)] / experts_per_rank, so that w_e = 1 for every
+ * expert when the target is uniform. Used as per-expert weights of the
+ * GShard balance loss, l = E * sum_e w_e f_e m_e, whose minimum over the
+ * routed fractions f (with m = f) lies at f_e = c^_e: routing is steered
+ * toward the target without being forced (swy-train --gate ta). Local.
+ * @param rank_share     [nranks] out (may be NULL).
+ * @param expert_weight  [nranks * experts_per_rank] out (may be NULL).
+ * @return SWY_OK; SWY_ERR_INVALID_ARG (comm NULL, experts_per_rank < 1).
+ */
+SWY_EXPORT swy_status_t swy_moe_ta_target(swy_comm_t comm,
+                                          int experts_per_rank,
+                                          double *rank_share,
+                                          double *expert_weight);
+
+/**
+ * @brief Modeled time of an all-to-all on this communicator (FasterMoE's
+ *        toposim on two levels): the largest of every pair's bytes over
+ *        its link bandwidth and every node uplink's egress and ingress
+ *        bytes over the uplink rate (the node's fastest cross-node link),
+ *        plus the largest latency of a pair that carries bytes. Local.
+ * @param bytes       [nranks * nranks]: bytes[i * nranks + j] from i to j
+ *                    (>= 0, finite).
+ * @param seconds_p   out: modeled seconds.
+ * @param bottleneck  out, may be NULL: the resource that bounds the time,
+ *                    e.g. "uplink of node 0, egress" (bottleneck_len bytes).
+ * @return SWY_OK; SWY_ERR_INVALID_ARG (NULL, negative or non-finite bytes).
+ */
+SWY_EXPORT swy_status_t swy_moe_model_alltoall(swy_comm_t comm,
+                                               const double *bytes,
+                                               double *seconds_p,
+                                               char *bottleneck,
+                                               size_t bottleneck_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -95,4 +95,17 @@ double swy_topo_default_latency(swy_link_class_t cls);
 void swy_topo_describe_local(const swy_topo_local_t *local, char *buf,
                              size_t len);
 
+/* Communication model (model.c): modeled seconds of an all-to-all in which
+ * rank i sends bytes[i * n + j] to rank j: the largest of every link's
+ * bytes / bandwidth and every node uplink's egress and ingress bytes /
+ * uplink rate, plus the largest latency of a pair that carries bytes. why
+ * (may be NULL) names the bottleneck. */
+double swy_topo_model_alltoall(const swy_topo_t *topo, const double *bytes,
+                               char *why, size_t why_len);
+
+/* TA-MoE dispatch target of one rank: share[j] (sums to 1) proportional to
+ * the bandwidth rank can get to j, cross-node links capped at the node's
+ * uplink divided among the node's ranks and the ranks off the node. */
+void swy_topo_ta_shares(const swy_topo_t *topo, int rank, double *share);
+
 #endif
