@@ -253,7 +253,7 @@ int swy_kc_ffn_bwd(swy_kc_ctx_t *ctx, const float *x, const float *h_pre,
                    float *dw1, float *db1, float *dw2, float *db2);
 
 /** bf16: x, weights, biases, h_pre, h_act, y are bf16; h_act is gelu of
- *  the fp32 h_pre before rounding. */
+ *  the stored (rounded) h_pre, as the backward sees it. */
 int swy_kc_ffn_fwd_bf16(swy_kc_ctx_t *ctx, const swy_kc_bf16_t *x,
                         const int *rows_per_expert, int n_experts, int H,
                         int F, const swy_kc_bf16_t *w1,

@@ -1,0 +1,319 @@
+/* The MoE gate on the GPU: logits, softmax, top-k with weights, capacity
+ * dropping and the GShard auxiliary loss, with their backward passes.
+ * One thread per token for the per-row math (E is small: tens to a few
+ * hundred experts), running elem.h's row functions exactly as gate.c does,
+ * so the choices are the CPU's. */
+#include "kc_internal_cuda.h"
+
+#define KC_GATE_THREADS 128
+
+int swy_kc_gate_logits_fwd(swy_kc_ctx_t *ctx, const float *x, const float *wg,
+                           int S, int H, int E, float *logits)
+{
+    return kc_linear_fwd(ctx, "swy_kc_gate_logits_fwd", CUDA_R_32F, x, wg,
+                         NULL, S, H, E, logits);
+}
+
+int swy_kc_gate_logits_bwd(swy_kc_ctx_t *ctx, const float *x,
+                           const float *wg, const float *dlogits, int S,
+                           int H, int E, float *dx, float *dwg)
+{
+    return kc_linear_bwd(ctx, "swy_kc_gate_logits_bwd", CUDA_R_32F, x, wg,
+                         dlogits, S, H, E, dx, dwg, NULL);
+}
+
+/* Max and sum are taken before the row is overwritten, so probs may alias
+ * logits (as swy_k_softmax_fwd). */
+__device__ void kc_softmax_row(const float *row, int E, float *p)
+{
+    float m = swy_e_row_max(row, E);
+    float inv = 1.0f / swy_e_row_expsum(row, E, m);
+    for (int e = 0; e < E; e++)
+        p[e] = swy_e_exp_shifted(row[e], m) * inv;
+}
+
+__global__ void kc_softmax_fwd(const float *logits, int S, int E,
+                               float *probs)
+{
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < S;
+         t += gridDim.x * blockDim.x)
+        kc_softmax_row(logits + (size_t)t * E, E, probs + (size_t)t * E);
+}
+
+__global__ void kc_softmax_bwd(const float *probs, const float *dprobs, int S,
+                               int E, float *dlogits)
+{
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < S;
+         t += gridDim.x * blockDim.x) {
+        const float *p = probs + (size_t)t * E;
+        const float *dp = dprobs + (size_t)t * E;
+        float *dl = dlogits + (size_t)t * E;
+        float dot = 0.0f;
+        for (int e = 0; e < E; e++)
+            dot += dp[e] * p[e];
+        for (int e = 0; e < E; e++)
+            dl[e] = swy_e_softmax_grad(p[e], dp[e], dot);
+    }
+}
+
+__global__ void kc_topk(const float *logits, int S, int E, int k,
+                        int renormalize, int *topk_idx, float *topk_w,
+                        float *probs)
+{
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < S;
+         t += gridDim.x * blockDim.x) {
+        float *p = probs + (size_t)t * E;
+        int *idx = topk_idx + (size_t)t * k;
+        float *w = topk_w + (size_t)t * k;
+        kc_softmax_row(logits + (size_t)t * E, E, p);
+        /* Written straight into topk_idx (it reads back its own row). */
+        swy_e_topk_row(p, E, k, idx);
+        float z = 0.0f;
+        for (int j = 0; j < k; j++) {
+            w[j] = p[idx[j]];
+            z += w[j];
+        }
+        if (renormalize)
+            for (int j = 0; j < k; j++)
+                w[j] /= z;
+    }
+}
+
+__global__ void kc_topk_bwd(const float *probs, const float *dtopk_w, int S,
+                            int E, int k, int renormalize, float *dprobs)
+{
+    int idx[KC_MAX_K];
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < S;
+         t += gridDim.x * blockDim.x) {
+        const float *p = probs + (size_t)t * E;
+        const float *dw = dtopk_w + (size_t)t * k;
+        float *dp = dprobs + (size_t)t * E;
+        for (int e = 0; e < E; e++)
+            dp[e] = 0.0f;
+        swy_e_topk_row(p, E, k, idx);
+        if (!renormalize) {
+            for (int j = 0; j < k; j++)
+                dp[idx[j]] = dw[j];
+            continue;
+        }
+        float z = 0.0f;
+        for (int j = 0; j < k; j++)
+            z += p[idx[j]];
+        float dot = 0.0f;
+        for (int j = 0; j < k; j++)
+            dot += dw[j] * (p[idx[j]] / z);
+        for (int j = 0; j < k; j++)
+            dp[idx[j]] = (dw[j] - dot) / z;
+    }
+}
+
+static int check_gate(const char *fn, int S, int E, int k)
+{
+    if (S < 0 || E <= 0 || k < 1 || k > E || k > KC_MAX_K ||
+        (size_t)S * E > INT32_MAX || (size_t)S * k > INT32_MAX)
+        return kc_fail(fn, "bad sizes S=%d E=%d k=%d (k <= min(E, %d))", S,
+                       E, k, KC_MAX_K);
+    return 0;
+}
+
+int swy_kc_softmax_fwd(swy_kc_ctx_t *ctx, const float *logits, int S, int E,
+                       float *probs)
+{
+    static const char fn[] = "swy_kc_softmax_fwd";
+    KC_CTX(fn, ctx);
+    KC_TRY(check_gate(fn, S, E, 1));
+    if (S == 0)
+        return 0;
+    kc_softmax_fwd<<<kc_blocks(ctx, (size_t)S, KC_GATE_THREADS),
+                     KC_GATE_THREADS, 0, ctx->stream>>>(logits, S, E, probs);
+    KC_LAUNCHED(fn, "kc_softmax_fwd");
+    return 0;
+}
+
+int swy_kc_softmax_bwd(swy_kc_ctx_t *ctx, const float *probs,
+                       const float *dprobs, int S, int E, float *dlogits)
+{
+    static const char fn[] = "swy_kc_softmax_bwd";
+    KC_CTX(fn, ctx);
+    KC_TRY(check_gate(fn, S, E, 1));
+    if (S == 0)
+        return 0;
+    kc_softmax_bwd<<<kc_blocks(ctx, (size_t)S, KC_GATE_THREADS),
+                     KC_GATE_THREADS, 0, ctx->stream>>>(probs, dprobs, S, E,
+                                                        dlogits);
+    KC_LAUNCHED(fn, "kc_softmax_bwd");
+    return 0;
+}
+
+int swy_kc_gate_topk(swy_kc_ctx_t *ctx, const float *logits, int S, int E,
+                     int k, int renormalize, int *topk_idx, float *topk_w,
+                     float *probs)
+{
+    static const char fn[] = "swy_kc_gate_topk";
+    KC_CTX(fn, ctx);
+    KC_TRY(check_gate(fn, S, E, k));
+    if (S == 0)
+        return 0;
+    kc_topk<<<kc_blocks(ctx, (size_t)S, KC_GATE_THREADS), KC_GATE_THREADS, 0,
+              ctx->stream>>>(logits, S, E, k, renormalize, topk_idx, topk_w,
+                             probs);
+    KC_LAUNCHED(fn, "kc_topk");
+    return 0;
+}
+
+int swy_kc_gate_topk_bwd(swy_kc_ctx_t *ctx, const float *probs,
+                         const float *dtopk_w, int S, int E, int k,
+                         int renormalize, float *dprobs)
+{
+    static const char fn[] = "swy_kc_gate_topk_bwd";
+    KC_CTX(fn, ctx);
+    KC_TRY(check_gate(fn, S, E, k));
+    if (S == 0)
+        return 0;
+    kc_topk_bwd<<<kc_blocks(ctx, (size_t)S, KC_GATE_THREADS), KC_GATE_THREADS,
+                  0, ctx->stream>>>(probs, dtopk_w, S, E, k, renormalize,
+                                    dprobs);
+    KC_LAUNCHED(fn, "kc_topk_bwd");
+    return 0;
+}
+
+/* ---- Capacity dropping ---------------------------------------------------
+ * One block per expert e walks all slots in claim order, a block-width
+ * chunk at a time; a block-wide prefix count of the slots that chose e
+ * gives each its claim rank, and ranks >= capacity are dropped.  That is
+ * gate.c's sequential rule exactly.  Block e writes only slots whose value
+ * is e (to -1); other blocks read those slots concurrently but see either
+ * e or -1, both different from their own expert, so the race cannot change
+ * a result. */
+#define KC_SCAN_THREADS 256
+
+__global__ void kc_drop(int *topk_idx, float *topk_w, int S, int k,
+                        int capacity, int choice_order, int *expert_load,
+                        int *dropped)
+{
+    __shared__ int sh[32];
+    int e = blockIdx.x;
+    int n = S * k;
+    int count = 0; /* slots that chose e so far; the same in every thread */
+    for (int base = 0; base < n; base += blockDim.x) {
+        int p = base + (int)threadIdx.x, s = 0, match = 0;
+        if (p < n) {
+            s = choice_order ? (p % S) * k + p / S : p;
+            match = topk_idx[s] == e;
+        }
+        int total;
+        int rank = count + kc_block_prefix(match, &total, sh);
+        if (match && capacity >= 0 && rank >= capacity) {
+            topk_idx[s] = -1;
+            topk_w[s] = 0.0f;
+        }
+        count += total;
+    }
+    if (threadIdx.x == 0) {
+        int kept = capacity >= 0 && count > capacity ? capacity : count;
+        expert_load[e] = kept;
+        atomicAdd(dropped, count - kept);
+    }
+}
+
+int swy_kc_gate_drop(swy_kc_ctx_t *ctx, int *topk_idx, float *topk_w, int S,
+                     int k, int E, int capacity, swy_k_drop_order_t order,
+                     int *expert_load, int *dropped_d)
+{
+    static const char fn[] = "swy_kc_gate_drop";
+    KC_CTX(fn, ctx);
+    if (S < 0 || k < 1 || E <= 0 || (size_t)S * k > INT32_MAX - 1024 ||
+        expert_load == NULL || dropped_d == NULL)
+        return kc_fail(fn, "bad arguments S=%d k=%d E=%d (expert_load and "
+                       "dropped_d are required)", S, k, E);
+    KC_CUDA(fn, cudaMemsetAsync(dropped_d, 0, sizeof(int), ctx->stream));
+    kc_drop<<<E, KC_SCAN_THREADS, 0, ctx->stream>>>(
+        topk_idx, topk_w, S, k, capacity, order == SWY_K_DROP_CHOICE_ORDER,
+        expert_load, dropped_d);
+    KC_LAUNCHED(fn, "kc_drop");
+    return 0;
+}
+
+/* ---- Auxiliary loss ------------------------------------------------------ */
+
+/* f[e] += 1 for each of a token's first f_slots choices (integers, exact in
+ * any order). */
+__global__ void kc_aux_count(const float *probs, int S, int E, int f_slots,
+                             float *f)
+{
+    int idx[KC_MAX_K];
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < S;
+         t += gridDim.x * blockDim.x) {
+        swy_e_topk_row(probs + (size_t)t * E, E, f_slots, idx);
+        for (int j = 0; j < f_slots; j++)
+            atomicAdd(&f[idx[j]], 1.0f);
+    }
+}
+
+/* One block: expert by expert, m_e in double by a block sum, f_e scaled,
+ * the loss summed in expert order by thread 0 (deterministic). */
+__global__ void kc_aux_finish(const float *probs, int S, int E, int f_slots,
+                              float *f, float *laux)
+{
+    __shared__ double sh[32];
+    double loss = 0.0;
+    for (int e = 0; e < E; e++) {
+        double m = 0.0;
+        for (int t = threadIdx.x; t < S; t += blockDim.x)
+            m += probs[(size_t)t * E + e];
+        m = kc_block_sum(m, sh);
+        if (threadIdx.x == 0) {
+            float fe = f[e] / ((float)S * (float)f_slots);
+            f[e] = fe;
+            loss += (double)fe * (m / S);
+        }
+    }
+    if (threadIdx.x == 0)
+        *laux = (float)(E * loss);
+}
+
+int swy_kc_gate_aux_loss(swy_kc_ctx_t *ctx, const float *probs, int S, int E,
+                         int f_slots, float *f, float *laux_d)
+{
+    static const char fn[] = "swy_kc_gate_aux_loss";
+    KC_CTX(fn, ctx);
+    KC_TRY(check_gate(fn, S, E, f_slots));
+    KC_CUDA(fn, cudaMemsetAsync(f, 0, (size_t)E * sizeof(float),
+                                ctx->stream));
+    if (S == 0) {
+        /* All-zero bits are 0.0f. */
+        KC_CUDA(fn, cudaMemsetAsync(laux_d, 0, sizeof(float), ctx->stream));
+        return 0;
+    }
+    kc_aux_count<<<kc_blocks(ctx, (size_t)S, KC_GATE_THREADS),
+                   KC_GATE_THREADS, 0, ctx->stream>>>(probs, S, E, f_slots,
+                                                      f);
+    KC_LAUNCHED(fn, "kc_aux_count");
+    kc_aux_finish<<<1, 256, 0, ctx->stream>>>(probs, S, E, f_slots, f,
+                                              laux_d);
+    KC_LAUNCHED(fn, "kc_aux_finish");
+    return 0;
+}
+
+__global__ void kc_aux_bwd(const float *f, int S, int E, float scale,
+                           float *dprobs)
+{
+    for (int t = blockIdx.x; t < S; t += gridDim.x)
+        for (int e = threadIdx.x; e < E; e += blockDim.x)
+            dprobs[(size_t)t * E + e] += scale * f[e];
+}
+
+int swy_kc_gate_aux_loss_bwd(swy_kc_ctx_t *ctx, const float *f, int S, int E,
+                             float dloss, float *dprobs)
+{
+    static const char fn[] = "swy_kc_gate_aux_loss_bwd";
+    KC_CTX(fn, ctx);
+    KC_TRY(check_gate(fn, S, E, 1));
+    if (S == 0)
+        return 0;
+    float scale = dloss * (float)E / (float)S; /* as gate.c */
+    kc_aux_bwd<<<kc_blocks(ctx, (size_t)S, 1), 64, 0, ctx->stream>>>(
+        f, S, E, scale, dprobs);
+    KC_LAUNCHED(fn, "kc_aux_bwd");
+    return 0;
+}

@@ -1,0 +1,171 @@
+/* Private to the kernels/ .cu files: the context, error reporting, launch checks,
+ * bf16/fp32 element access and the block reductions shared by the CUDA
+ * kernels.  C++ (nvcc) only. */
+#ifndef SWY_KC_INTERNAL_CUDA_H
+#define SWY_KC_INTERNAL_CUDA_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "elem.h"
+#include "swy_kernels_cuda.h"
+
+/* Bytes of device scratch per context: the counters and sums that the
+ * loss kernels pass between launches (see loss.cu). */
+#define KC_SCRATCH_BYTES 256
+
+/* cuBLAS workspace per context; NVIDIA recommends 32 MiB on Hopper. */
+#define KC_BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+
+/* Same bound as the CPU gate (SWY_K_GATE_MAX_K in gate.c). */
+#define KC_MAX_K 64
+
+struct swy_kc_ctx {
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    void *blas_workspace;
+    void *scratch; /* KC_SCRATCH_BYTES, 16-byte aligned (cudaMalloc) */
+    int n_sm;      /* multiprocessors of the context's device */
+};
+
+/* Records "fn: <formatted>" as this thread's error; returns 1. */
+int kc_fail(const char *fn, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Returns 0 on cudaSuccess, else records "fn: what: <error name>: <text>". */
+int kc_cuda_check(const char *fn, const char *what, cudaError_t err);
+
+/* Returns 0 on CUBLAS_STATUS_SUCCESS, else records "fn: what: <status>". */
+int kc_blas_check(const char *fn, const char *what, cublasStatus_t st);
+
+/* After a kernel launch: launch-configuration errors (and any sticky error
+ * of an earlier kernel) become this call's failure. */
+#define KC_LAUNCHED(fn, name)                                                 \
+    do {                                                                      \
+        if (kc_cuda_check((fn), "launch " name, cudaGetLastError()) != 0)     \
+            return 1;                                                         \
+    } while (0)
+
+#define KC_CUDA(fn, call)                                                     \
+    do {                                                                      \
+        if (kc_cuda_check((fn), #call, (call)) != 0)                          \
+            return 1;                                                         \
+    } while (0)
+
+#define KC_TRY(call)                                                          \
+    do {                                                                      \
+        if ((call) != 0)                                                      \
+            return 1;                                                         \
+    } while (0)
+
+/* Rejects a NULL context (every kernel entry point starts with this). */
+#define KC_CTX(fn, ctx)                                                       \
+    do {                                                                      \
+        if ((ctx) == NULL)                                                    \
+            return kc_fail((fn), "NULL context");                             \
+    } while (0)
+
+/* Blocks for a grid-stride loop over n work items, at most enough to fill
+ * the device a few times over (every kernel loops, so any cap is correct). */
+static inline unsigned kc_blocks(const swy_kc_ctx_t *ctx, size_t n,
+                                 unsigned threads)
+{
+    size_t b = (n + threads - 1) / threads;
+    size_t cap = (size_t)(ctx->n_sm > 0 ? ctx->n_sm : 1) * 32;
+    if (b > cap)
+        b = cap;
+    return (unsigned)(b > 0 ? b : 1);
+}
+
+/* ---- Element access: fp32 arithmetic on fp32 or bf16 storage -------- */
+
+__device__ __forceinline__ float kc_ld(const float *p) { return *p; }
+__device__ __forceinline__ float kc_ld(const swy_kc_bf16_t *p)
+{
+    return swy_e_bf16_to_f32(*p);
+}
+__device__ __forceinline__ void kc_st(float *p, float v) { *p = v; }
+__device__ __forceinline__ void kc_st(swy_kc_bf16_t *p, float v)
+{
+    *p = swy_e_f32_to_bf16(v);
+}
+
+/* ---- Block reductions ---------------------------------------------------
+ * For blockDim.x a multiple of 32, at most 1024, 1-D blocks.  Every thread
+ * of the block must call them (they synchronize); the result is valid in
+ * every thread.  `sh` is __shared__ storage of 32 elements. */
+
+template <typename T>
+__device__ __forceinline__ T kc_warp_sum(T v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float kc_warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        float u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = u > v ? u : v;
+    }
+    return v;
+}
+
+template <typename T>
+__device__ __forceinline__ T kc_block_sum(T v, T *sh)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int n_warps = (int)(blockDim.x >> 5);
+    v = kc_warp_sum(v);
+    __syncthreads(); /* sh may still be read from a previous call */
+    if (lane == 0)
+        sh[warp] = v;
+    __syncthreads();
+    T t = lane < n_warps ? sh[lane] : (T)0;
+    return kc_warp_sum(t);
+}
+
+/* Exclusive prefix count of `flag` over the block in thread order, and the
+ * block total in *total.  `sh` is __shared__ int[32]. */
+__device__ __forceinline__ int kc_block_prefix(int flag, int *total, int *sh)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int n_warps = (int)(blockDim.x >> 5);
+    unsigned ballot = __ballot_sync(0xffffffffu, flag != 0);
+    int in_warp = __popc(ballot & ((1u << lane) - 1u));
+    __syncthreads();
+    if (lane == 0)
+        sh[warp] = __popc(ballot);
+    __syncthreads();
+    int before = 0, all = 0;
+    for (int w = 0; w < n_warps; w++) {
+        before += w < warp ? sh[w] : 0;
+        all += sh[w];
+    }
+    *total = all;
+    return before + in_warp;
+}
+
+/* ---- Shared dense pieces (linear.cu, act.cu), used by gate and ffn ------
+ * dtype is CUDA_R_32F or CUDA_R_16BF for x, w, b, y, dy, dx; dw and db are
+ * always fp32.  fn names the public function for error messages. */
+int kc_linear_fwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
+                  const void *x, const void *w, const void *b, int N, int in,
+                  int out, void *y);
+int kc_linear_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
+                  const void *x, const void *w, const void *dy, int N, int in,
+                  int out, void *dx, float *dw, float *db);
+int kc_gelu_fwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
+                const void *x, size_t n, void *y);
+int kc_gelu_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
+                const void *x, const void *dy, size_t n, void *dx);
+
+/* dst[i][H] = src[map[i]][H], zeros where map[i] < 0, elements of esize
+ * bytes (pack.cu; also the embedding lookup). */
+int kc_gather_rows(swy_kc_ctx_t *ctx, const char *fn, size_t esize,
+                   const void *src, const int *map, int n, int H, void *dst);
+
+#endif /* SWY_KC_INTERNAL_CUDA_H */
