@@ -19,6 +19,7 @@ struct swt_ddp {
     int next_post;       /* buckets are posted in order */
     double first_post_s; /* this step */
     double last_done_s;
+    void *stream;        /* device gradients: their producer's stream */
 };
 
 int swt_ddp_create(swy_comm_t comm, float *grad, const size_t *tensor_elems,
@@ -70,6 +71,11 @@ int swt_ddp_num_buckets(const swt_ddp_t *ddp)
     return ddp->n_buckets;
 }
 
+void swt_ddp_set_stream(swt_ddp_t *ddp, void *stream)
+{
+    ddp->stream = stream;
+}
+
 swy_status_t swt_ddp_ready(swt_ddp_t *ddp, size_t ready_elems,
                            swt_timing_t *tm)
 {
@@ -81,6 +87,7 @@ swy_status_t swt_ddp_ready(swt_ddp_t *ddp, size_t ready_elems,
         attr.priority = SWY_PRIO_LOW;
         attr.order = ddp->next_post;
         attr.name = b->name;
+        attr.stream = ddp->stream;
         if (ddp->next_post == 0)
             ddp->first_post_s = swt_now();
         float *g = ddp->grad + b->begin;

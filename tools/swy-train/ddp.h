@@ -34,6 +34,12 @@ void swt_ddp_destroy(swt_ddp_t *ddp);
 /** Number of buckets. */
 int swt_ddp_num_buckets(const swt_ddp_t *ddp);
 
+/** Device gradients (--device cuda): the buckets are posted with
+ *  attr.stream = @p stream, the stream on which backward queues the
+ *  kernels that produce them, so the allreduce reads a bucket only after
+ *  that work. NULL (the default): host gradients. */
+void swt_ddp_set_stream(swt_ddp_t *ddp, void *stream);
+
 /**
  * Backward has produced grad[0, ready_elems): post every bucket that lies
  * wholly below it and is not posted yet.
