@@ -1,0 +1,78 @@
+/* One MoE block of swy-train on the GPU (--device cuda): the same block as
+ * moe_block.h, out = x + MoE(x), with every tensor in device memory and
+ * the math in the CUDA kernels (kernels/swy_kernels_cuda.h).
+ *
+ * Per forward: the gate runs on the GPU; topk_idx (after the capacity
+ * drop) is copied to the host, where swy_moe_route() exchanges the counts
+ * and lays the rows out exactly as on the CPU path; the rows are packed on
+ * the GPU and exchanged by swy_alltoallv() on device buffers at high
+ * priority; the local experts run on the received rows; the outputs go
+ * back the same way and are combined on the GPU. Backward mirrors it.
+ * lib/moe's own dispatch and combine take host memory only, so this block
+ * calls swy_alltoallv() itself with the counts and displacements of the
+ * route's layout (see moe_block_cuda.c).
+ *
+ * Pipelining (degree > 1) is not implemented here: the plan must have
+ * pipeline_degree 1 (main.c refuses --pipeline > 1 with --device cuda).
+ * Packing needs nothing special: it only sets the number of local experts.
+ *
+ * The parameters (swt_moe_block_params_t, moe_block.h) are DEVICE
+ * pointers, borrowed from the model. One training thread uses a block. */
+#ifndef SWT_MOE_BLOCK_CUDA_H
+#define SWT_MOE_BLOCK_CUDA_H
+
+#include <stdint.h>
+
+#include "moe_block.h"
+#include "swy_kernels_cuda.h"
+#include "switchyard/moe.h"
+#include "switchyard/switchyard.h"
+#include "timing.h"
+
+typedef struct swt_moe_block_cuda swt_moe_block_cuda_t;
+
+/** @param ctx  the model's kernel context (its stream carries every
+ *              kernel of the block); borrowed, as are plan and comm.
+ *  @return SWY_OK, SWY_ERR_NO_MEMORY (host), SWY_ERR_SYSTEM (a device
+ *          allocation; the cause is printed). */
+swy_status_t swt_moe_block_cuda_create(swy_moe_plan_t plan, swy_comm_t comm,
+                                       swy_kc_ctx_t *ctx,
+                                       const swt_moe_block_params_t *params,
+                                       swt_moe_block_cuda_t **blk_p);
+void swt_moe_block_cuda_destroy(swt_moe_block_cuda_t *blk);
+
+/** Forward: out[S][H] = x + MoE(x), device pointers. x must stay unchanged
+ *  until the backward. Sets the block's auxiliary loss and drop count. */
+swy_status_t swt_moe_block_cuda_forward(swt_moe_block_cuda_t *blk,
+                                        const float *x, float *out,
+                                        swt_timing_t *tm);
+
+/** Backward: dx[S][H] = dout + d MoE(x)/dx (overwritten; device
+ *  pointers); accumulates the gate and expert gradients. */
+swy_status_t swt_moe_block_cuda_backward(swt_moe_block_cuda_t *blk,
+                                         const float *dout, float *dx,
+                                         swt_timing_t *tm);
+
+/** The last forward's auxiliary loss, mean over gate groups. */
+double swt_moe_block_cuda_aux(const swt_moe_block_cuda_t *blk);
+
+/** Slots dropped by capacity in the last forward. */
+int swt_moe_block_cuda_dropped(const swt_moe_block_cuda_t *blk);
+
+/** Rows this rank sent to each global expert in the last forward, [E]
+ *  (host memory). */
+const int64_t *swt_moe_block_cuda_sent(const swt_moe_block_cuda_t *blk);
+
+/** Print "swy-train: <where>: <call> failed: <kernel error>" and return
+ *  SWY_ERR_SYSTEM. For the CUDA files of swy-train. */
+swy_status_t swt_cuda_fail(const char *where, const char *call);
+
+/* Run a swy_kc_* call; on failure report it (with the text of the call)
+ * and return SWY_ERR_SYSTEM from the enclosing function. */
+#define SWT_KC(where, call)                                                  \
+    do {                                                                     \
+        if ((call) != 0)                                                     \
+            return swt_cuda_fail((where), #call);                            \
+    } while (0)
+
+#endif /* SWT_MOE_BLOCK_CUDA_H */
