@@ -2,7 +2,8 @@
  * workload"). Flags, the training loop, progress lines, the summary table
  * and the --json line. The model is in model.c, one MoE block in
  * moe_block.c, the gradient buckets in ddp.c, the task in task.c and the
- * timers in timing.c.
+ * timers in timing.c; with --device cuda, the model is model_cuda.c and
+ * its blocks moe_block_cuda.c (built when the CUDA kernels are).
  *
  * Exit status: 0 on success, 2 on bad input (every rank parses the same
  * flags, so every rank exits 2), 1 on a failure while training. */
@@ -17,6 +18,9 @@
 #include <unistd.h>
 
 #include "model.h"
+#ifdef SWT_HAVE_CUDA
+#include "model_cuda.h"
+#endif
 #include "swt_commit.h"
 #include "swy_kernels.h"
 #include "switchyard/load.h"
@@ -30,6 +34,7 @@ typedef struct {
     double noise;
     const char *policy;      /* NULL: whatever SWY_POLICY gives */
     const char *device;
+    char device_desc[160];   /* "cpu" or "cuda (<GPU name>)" */
     int json;
     const char *trace_loads; /* CSV path, rank 0 writes */
     const char *loss_file;   /* CSV path, rank 0 writes */
@@ -74,7 +79,9 @@ static void usage(FILE *out)
 "                        (changes the model; default 1)\n"
 "  --bucket-bytes N      DDP bucket size, K/M suffixes (default 256K)\n"
 "  --phase-hints 0|1     swy_phase_hint before backward all-to-alls (1)\n"
-"  --device cpu|cuda     kernels to use (default cpu)\n"
+"  --device cpu|cuda     kernels to use (default cpu); cuda: every tensor\n"
+"                        on this rank's GPU (local rank modulo the GPUs),\n"
+"                        --pipeline 1 only\n"
 "  --threads N           OpenBLAS threads per rank (default 1)\n"
 "  --compute-scale X     emulate X times slower compute by sleeping\n"
 "                        (X-1) times each measured compute block (1)\n"
@@ -117,6 +124,98 @@ static void print_load_spread(swy_load_tracker_t tracker, int L, int E)
 out:
     free(props);
     free(mean);
+}
+
+/* The model on either device; main() picks one. */
+typedef struct {
+    swt_model_t *cpu;
+#ifdef SWT_HAVE_CUDA
+    swt_model_cuda_t *gpu;
+#endif
+} trainer_t;
+
+#ifdef SWT_HAVE_CUDA
+#define ON_DEVICE(tr, cpu_call, gpu_call) ((tr)->gpu != NULL ? (gpu_call) : (cpu_call))
+#else
+#define ON_DEVICE(tr, cpu_call, gpu_call) (cpu_call)
+#endif
+
+static swy_status_t trainer_create(trainer_t *tr, int cuda, swy_comm_t comm,
+                                   const swt_model_config_t *m)
+{
+    memset(tr, 0, sizeof(*tr));
+#ifdef SWT_HAVE_CUDA
+    if (cuda)
+        return swt_model_cuda_create(comm, m, &tr->gpu);
+#else
+    (void)cuda;
+#endif
+    return swt_model_create(comm, m, &tr->cpu);
+}
+
+static void trainer_destroy(trainer_t *tr)
+{
+#ifdef SWT_HAVE_CUDA
+    swt_model_cuda_destroy(tr->gpu);
+    tr->gpu = NULL;
+#endif
+    swt_model_destroy(tr->cpu);
+    tr->cpu = NULL;
+}
+
+static int trainer_num_buckets(const trainer_t *tr)
+{
+    return ON_DEVICE(tr, swt_model_num_buckets(tr->cpu),
+                     swt_model_cuda_num_buckets(tr->gpu));
+}
+
+static int trainer_num_experts(const trainer_t *tr)
+{
+    return ON_DEVICE(tr, swt_model_num_experts(tr->cpu),
+                     swt_model_cuda_num_experts(tr->gpu));
+}
+
+static int trainer_num_local_experts(const trainer_t *tr)
+{
+    return ON_DEVICE(tr, swt_model_num_local_experts(tr->cpu),
+                     swt_model_cuda_num_local_experts(tr->gpu));
+}
+
+static size_t trainer_dense_params(const trainer_t *tr)
+{
+    return ON_DEVICE(tr, swt_model_dense_params(tr->cpu),
+                     swt_model_cuda_dense_params(tr->gpu));
+}
+
+static size_t trainer_expert_params(const trainer_t *tr)
+{
+    return ON_DEVICE(tr, swt_model_expert_params(tr->cpu),
+                     swt_model_cuda_expert_params(tr->gpu));
+}
+
+static swy_status_t trainer_step(trainer_t *tr, const int *ids,
+                                 const int *labels, long step,
+                                 swt_timing_t *tm, swt_step_result_t *res)
+{
+    return ON_DEVICE(tr, swt_model_step(tr->cpu, ids, labels, step, tm, res),
+                     swt_model_cuda_step(tr->gpu, ids, labels, step, tm,
+                                         res));
+}
+
+static const int64_t *trainer_layer_sent(const trainer_t *tr, int layer)
+{
+    return ON_DEVICE(tr, swt_model_layer_sent(tr->cpu, layer),
+                     swt_model_cuda_layer_sent(tr->gpu, layer));
+}
+
+static swy_status_t trainer_dense_hash(trainer_t *tr, uint64_t *hash_p)
+{
+#ifdef SWT_HAVE_CUDA
+    if (tr->gpu != NULL)
+        return swt_model_cuda_dense_hash(tr->gpu, hash_p);
+#endif
+    *hash_p = swt_model_dense_hash(tr->cpu);
+    return SWY_OK;
 }
 
 static int bad(const char *flag, const char *value, const char *why)
@@ -333,7 +432,7 @@ static void cpu_model(char *buf, size_t len)
 }
 
 static void print_header(const options_t *o, int argc, char **argv,
-                         int W, const char *policy, const swt_model_t *md,
+                         int W, const char *policy, const trainer_t *md,
                          double floor_nats)
 {
     const swt_model_config_t *m = &o->model;
@@ -349,19 +448,19 @@ static void print_header(const options_t *o, int argc, char **argv,
     printf("\n# machine: %s  nproc: %ld  cpu: %s\n", host,
            sysconf(_SC_NPROCESSORS_ONLN), cpu);
     printf("# ranks: %d  policy: %s  pipeline: %d  packing: %d  "
-           "bucket: %zu bytes (%d buckets)  phase hints: %s  device: cpu  "
+           "bucket: %zu bytes (%d buckets)  phase hints: %s  device: %s  "
            "blas threads: %d\n", W, policy, m->pipeline, m->packing,
-           m->bucket_bytes, swt_model_num_buckets(md),
-           m->phase_hints ? "on" : "off", o->threads);
+           m->bucket_bytes, trainer_num_buckets(md),
+           m->phase_hints ? "on" : "off", o->device_desc, o->threads);
     printf("# model: layers %d  hidden %d  ffn %d  experts %d (%d per "
            "rank)  top-k %d  capacity %.3g per group of %d tokens  aux %g  "
            "vocab %d\n", m->layers, m->hidden, m->ffn,
-           swt_model_num_experts(md), swt_model_num_local_experts(md),
+           trainer_num_experts(md), trainer_num_local_experts(md),
            m->top_k, m->capacity_factor, m->gate_group, m->aux_coef,
            m->vocab);
     printf("# params: %zu dense (replicated), %zu expert on this rank  "
            "tokens: %d per rank, %d per step  lr %g  seed %llu\n",
-           swt_model_dense_params(md), swt_model_expert_params(md),
+           trainer_dense_params(md), trainer_expert_params(md),
            m->tokens, m->tokens * W, m->lr, (unsigned long long)m->seed);
     printf("# task: label = perm[token] with prob. %.3g, else uniform; "
            "loss floor %.4f nats\n", 1.0 - o->noise, floor_nats);
@@ -407,8 +506,9 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         return 1;
     }
     double floor_nats = swt_task_floor(&task);
-    swt_model_t *md = NULL;
-    if (swt_model_create(comm, m, &md) != SWY_OK) {
+    trainer_t model, *md = &model;
+    if (trainer_create(md, strcmp(o->device, "cuda") == 0, comm, m) !=
+        SWY_OK) {
         swt_task_fini(&task);
         return 1;
     }
@@ -479,7 +579,7 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         swt_timing_reset(&tm);
         swt_step_result_t res;
         double t0 = swt_now();
-        swy_status_t st = swt_model_step(md, ids, labels, step, &tm, &res);
+        swy_status_t st = trainer_step(md, ids, labels, step, &tm, &res);
         tm.acc[SWT_T_STEP] = swt_now() - t0;
         if (st != SWY_OK) {
             fprintf(stderr, "swy-train: rank %d: step %d failed: %s\n",
@@ -493,7 +593,7 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
             rec[R_TIMERS + t] = tm.acc[t];
         if (trace)
             for (int l = 0; l < L; l++) {
-                const int64_t *sent = swt_model_layer_sent(md, l);
+                const int64_t *sent = trainer_layer_sent(md, l);
                 for (int e = 0; e < E; e++)
                     rec[R_LEN + (size_t)l * E + e] = (double)sent[e];
             }
@@ -536,7 +636,9 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
     }
 
     /* Data parallelism must have kept the dense replicas identical. */
-    uint64_t hash = swt_model_dense_hash(md);
+    uint64_t hash = 0;
+    if (trainer_dense_hash(md, &hash) != SWY_OK)
+        goto out;
     double hv[2] = {(double)(hash >> 12), -(double)(hash >> 12)};
     if (swy_allreduce(hv, hv, 2, SWY_FLOAT64, SWY_MAX, comm, NULL, NULL) !=
         SWY_OK) {
@@ -567,6 +669,7 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         printf("\n# summary (timings: median [min, max] over steps %d..%d, "
                "mean over ranks)\n", first + 1, steps);
         printf("%-22s %d\n", "ranks", W);
+        printf("%-22s %s\n", "device", o->device_desc);
         printf("%-22s %s\n", "policy", policy);
         printf("%-22s %d\n", "steps", steps);
         printf("%-22s %.4f / %.4f / %.4f\n", "loss first/last/floor",
@@ -599,12 +702,14 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
             print_load_spread(tracker, L, E);
         if (o->json) {
             printf("{\"bench\":\"train\",\"commit\":\"%s\",\"ranks\":%d,"
-                   "\"steps\":%d,\"policy\":\"%s\",\"pipeline\":%d,"
+                   "\"steps\":%d,\"device\":\"%s\",\"policy\":\"%s\","
+                   "\"pipeline\":%d,"
                    "\"packing\":%d,\"layers\":%d,\"hidden\":%d,\"ffn\":%d,"
                    "\"experts\":%d,\"top_k\":%d,\"tokens_per_rank\":%d,"
                    "\"bucket_bytes\":%zu,\"compute_scale\":%g,"
                    "\"loss_first\":%.6f,\"loss_last\":%.6f,"
-                   "\"loss_floor\":%.6f,", SWT_GIT_COMMIT, W, steps, policy,
+                   "\"loss_floor\":%.6f,", SWT_GIT_COMMIT, W, steps,
+                   o->device_desc, policy,
                    m->pipeline, m->packing, m->layers, m->hidden, m->ffn, E,
                    m->top_k, m->tokens, m->bucket_bytes, o->compute_scale,
                    loss_first, loss_last, floor_nats);
@@ -634,9 +739,74 @@ out:
     free(rec);
     free(labels);
     free(ids);
-    swt_model_destroy(md);
+    trainer_destroy(md);
     swt_task_fini(&task);
     return rc;
+}
+
+#ifdef SWT_HAVE_CUDA
+/* This process's rank among those of its host, from the launcher, before
+ * the communicator exists: swy-run's, Open MPI's, torchrun's, Slurm's; else
+ * the global rank (one rank per host); else 0. */
+static int local_rank_from_env(void)
+{
+    static const char *const names[] = {
+        "SWY_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK",
+        "SLURM_LOCALID", "SWY_RANK", "RANK", "OMPI_COMM_WORLD_RANK",
+        "SLURM_PROCID", NULL};
+    for (int i = 0; names[i] != NULL; i++) {
+        const char *v = getenv(names[i]);
+        char *end;
+        if (v == NULL || v[0] == '\0')
+            continue;
+        errno = 0;
+        long r = strtol(v, &end, 10);
+        if (errno == 0 && *end == '\0' && r >= 0 && r <= 1 << 20)
+            return (int)r;
+    }
+    return 0;
+}
+#endif
+
+/* --device cuda: check what the GPU path supports and pick this rank's
+ * GPU, before swy_comm_init_env (whatever the communicator sets up on a
+ * device must be on this one). Returns 0, or the exit status. */
+static int select_gpu(options_t *o)
+{
+#ifdef SWT_HAVE_CUDA
+    if (o->model.pipeline > 1) {
+        fprintf(stderr, "swy-train: --device cuda: --pipeline %d is not "
+                "implemented on the GPU path (use --pipeline 1)\n",
+                o->model.pipeline);
+        return 2;
+    }
+    int dev = -1;
+    char name[128], why[256];
+    int rc = swt_cuda_device_select(local_rank_from_env(), &dev, name,
+                                    sizeof(name), why, sizeof(why));
+    if (rc == -1) {
+        fprintf(stderr, "swy-train: --device cuda: no CUDA device (%s)\n",
+                why);
+        return 2;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "swy-train: --device cuda: cannot use the GPU "
+                "(%s)\n", why);
+        return 1;
+    }
+    /* The name goes into the JSON line: keep it a plain string. */
+    for (char *c = name; *c != '\0'; c++)
+        if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20)
+            *c = '_';
+    snprintf(o->device_desc, sizeof(o->device_desc), "cuda (%s)", name);
+    return 0;
+#else
+    (void)o;
+    fprintf(stderr, "swy-train: --device cuda: this swy-train is built "
+            "without the CUDA kernels (no CUDA toolkit or no "
+            "swy_kernels_cuda at configure time); use --device cpu\n");
+    return 2;
+#endif
 }
 
 int main(int argc, char **argv)
@@ -652,11 +822,11 @@ int main(int argc, char **argv)
     int p = parse_args(argc, argv, &o);
     if (p != 0)
         return p > 0 ? 0 : 2;
+    snprintf(o.device_desc, sizeof(o.device_desc), "cpu");
     if (strcmp(o.device, "cuda") == 0) {
-        fprintf(stderr, "swy-train: --device cuda: not built with CUDA "
-                "kernels yet (only the CPU kernels exist); use --device "
-                "cpu\n");
-        return 2;
+        int rc = select_gpu(&o);
+        if (rc != 0)
+            return rc;
     }
     swy_k_blas_set_threads(o.threads);
 
