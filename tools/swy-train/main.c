@@ -6,7 +6,9 @@
  * its blocks moe_block_cuda.c (built when the CUDA kernels are).
  *
  * Exit status: 0 on success, 2 on bad input (every rank parses the same
- * flags, so every rank exits 2), 1 on a failure while training. */
+ * flags, so every rank exits 2; also no launcher variables, and --device
+ * cuda where there is no GPU or no CUDA path), 1 on a failure while
+ * training. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -836,7 +838,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "swy-train: swy_comm_init_env: %s: %s\n(start "
                 "swy-train with a launcher, e.g. swy-run -n 4 swy-train)\n",
                 swy_status_string(st), swy_last_error(NULL));
-        return 1;
+        /* No or bad launcher variables (SWY_RANK, ...) are bad input,
+         * like a bad flag; anything else failed while starting. */
+        return st == SWY_ERR_INVALID_ARG ? 2 : 1;
     }
     int rc = run(&o, argc, argv, comm);
     if (rc == 1) {
