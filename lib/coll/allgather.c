@@ -1,10 +1,11 @@
 /* Allgather as a ring: at step t rank r forwards block r-t to its right
  * neighbour and receives block r-t-1 from its left, chunk by chunk; chunk c
- * of a block is forwarded as soon as it landed (pipelined steps). */
-#include <string.h>
-
+ * of a block is forwarded as soon as it landed (pipelined steps). The own
+ * block is copied in by hand (device copy for device buffers). */
 #include "coll/coll.h"
+#include "transport/device.h"
 #include "util/alloc.h"
+#include "util/status.h"
 
 struct swy_coll_state {
     swy_coll_args_t args;
@@ -46,7 +47,7 @@ static void ag_emit(swy_coll_state_t *st, const swy_coll_emit_t *emit,
     size_t n = SWY_MIN(st->chunk_elems, st->args.count - off);
     swy_coll_xfer_t x = {
         .peer = is_send ? mod(st->rank + 1, w) : mod(st->rank - 1, w),
-        .is_send = (uint8_t)is_send,
+        .is_send = (uint8_t)is_send, .mem = st->args.mem,
         .tag = (uint32_t)((size_t)step * st->nchunks + chunk),
         .buf = (char *)st->args.recvbuf +
                ((size_t)block * st->args.count + off) * st->dsize,
@@ -60,7 +61,8 @@ static swy_status_t ag_start(swy_coll_state_t *st, const swy_coll_emit_t *emit)
     const swy_coll_args_t *a = &st->args;
     char *mine = (char *)a->recvbuf + (size_t)st->rank * a->count * st->dsize;
     if ((const char *)a->sendbuf != mine && a->count > 0)
-        memmove(mine, a->sendbuf, a->count * st->dsize);
+        SWY_CHECK(swy_device_copy(mine, a->sendbuf, a->count * st->dsize,
+                                  a->mem));
     for (int t = 0; t < st->nranks - 1; t++)
         for (size_t c = 0; c < st->nchunks; c++)
             ag_emit(st, emit, t, c, 0);
@@ -87,4 +89,5 @@ static void ag_destroy(swy_coll_state_t *st)
 }
 
 const swy_coll_algo_t swy_coll_allgather_ring = {
-    "allgather/ring", ag_create, ag_start, ag_recv_done, ag_destroy};
+    .name = "allgather/ring", .create = ag_create, .start = ag_start,
+    .recv_done = ag_recv_done, .destroy = ag_destroy};

@@ -12,12 +12,19 @@
  * the full reduction of segment r+1. Allgather step t sends segment r+1-t
  * and receives segment r-t straight into recvbuf. Every segment of recvbuf
  * is written exactly once (by a reduction or by the allgather), so an
- * out-of-place allreduce needs no initial copy of sendbuf. */
+ * out-of-place allreduce needs no initial copy of sendbuf.
+ *
+ * Device buffers: the host reduces, so on more than one rank the ring
+ * runs in place on a pinned host copy (one device-to-host copy when the
+ * op starts, one host-to-device copy of the result in finish(), before
+ * the request completes); every transfer is then host memory. On one rank
+ * the op is a copy, done by the device. */
 #include <pthread.h>
-#include <string.h>
 
 #include "coll/coll.h"
+#include "transport/device.h"
 #include "util/alloc.h"
+#include "util/status.h"
 
 /* Scratch buffers are about as large as the whole buffer. Above glibc's
  * mmap threshold every malloc returns fresh pages, each costing a page
@@ -78,6 +85,12 @@ struct swy_coll_state {
     size_t dsize, chunk_elems, max_chunks, max_seg;
     char *scratch; /* (W-1) slots of max_seg elements */
     size_t scratch_bytes;
+    /* Staged device op: args.sendbuf == args.recvbuf == stage (pinned host
+     * memory from the device services); user_* are the caller's buffers. */
+    void *stage;
+    size_t stage_bytes;
+    const void *user_send;
+    void *user_recv;
 };
 
 static size_t seg_count(const swy_coll_state_t *st, int seg)
@@ -111,6 +124,28 @@ static uint32_t tag_of(const swy_coll_state_t *st, int phase, int step,
     return (uint32_t)(global_step * st->max_chunks + chunk);
 }
 
+static swy_status_t ar_stage_create(swy_coll_state_t *st)
+{
+    const swy_device_v1_t *dev = swy_device_ops();
+    if (dev == NULL)
+        return swy_err_set(SWY_ERR_UNSUPPORTED, "coll", "allreduce of %s "
+                           "memory: no device services",
+                           swy_mem_type_name(st->args.mem));
+    /* count * dsize was checked against overflow when the op was posted. */
+    st->stage_bytes = st->args.count * st->dsize;
+    st->stage = dev->host_alloc(st->stage_bytes);
+    if (st->stage == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "coll", "allreduce of device "
+                           "memory: cannot get %zu bytes of pinned host "
+                           "memory to stage it: %s", st->stage_bytes,
+                           dev->error_string());
+    st->user_send = st->args.sendbuf;
+    st->user_recv = st->args.recvbuf;
+    st->args.sendbuf = st->stage;
+    st->args.recvbuf = st->stage;
+    return SWY_OK;
+}
+
 static swy_status_t ar_create(const swy_coll_args_t *args, int rank,
                               int nranks, size_t partition_bytes,
                               swy_coll_state_t **state_p)
@@ -138,6 +173,14 @@ static swy_status_t ar_create(const swy_coll_args_t *args, int rank,
         }
         st->scratch_bytes = bytes;
     }
+    if (args->mem != SWY_MEM_HOST && nranks > 1 && args->count > 0) {
+        swy_status_t status = ar_stage_create(st);
+        if (status != SWY_OK) {
+            scratch_put(st->scratch, st->scratch_bytes);
+            swy_free(st);
+            return status;
+        }
+    }
     *state_p = st;
     return SWY_OK;
 }
@@ -157,7 +200,9 @@ static void emit_segment(swy_coll_state_t *st, const swy_coll_emit_t *emit,
         buf = (char *)st->args.sendbuf + (seg_offset(st, seg) + off) * st->dsize;
     else
         buf = (char *)st->args.recvbuf + (seg_offset(st, seg) + off) * st->dsize;
+    /* Scratch, host buffers or the host stage of device buffers. */
     swy_coll_xfer_t x = {.peer = peer, .is_send = (uint8_t)is_send,
+                         .mem = SWY_MEM_HOST,
                          .tag = tag_of(st, phase, step, chunk), .buf = buf,
                          .bytes = n * st->dsize,
                          .cookie = cookie(phase, step, chunk)};
@@ -173,11 +218,12 @@ static swy_status_t ar_start(swy_coll_state_t *st, const swy_coll_emit_t *emit)
 {
     const swy_coll_args_t *a = &st->args;
     int r = st->rank, w = st->nranks;
-    if (w == 1) {
-        if (a->sendbuf != a->recvbuf && a->count > 0)
-            memcpy(a->recvbuf, a->sendbuf, a->count * st->dsize);
-        return SWY_OK;
-    }
+    if (w == 1)
+        return swy_device_copy(a->recvbuf, a->sendbuf, a->count * st->dsize,
+                               a->mem);
+    if (st->stage != NULL)
+        SWY_CHECK(swy_device_copy(st->stage, st->user_send, st->stage_bytes,
+                                  SWY_MEM_CUDA));
     for (int s = 0; s < w - 1; s++) {
         int seg = mod(r - s - 1, w);
         for (size_t c = 0; c < seg_chunks(st, seg); c++)
@@ -222,12 +268,24 @@ static swy_status_t ar_recv_done(swy_coll_state_t *st,
     return SWY_OK;
 }
 
+static swy_status_t ar_finish(swy_coll_state_t *st)
+{
+    if (st->stage == NULL)
+        return SWY_OK;
+    return swy_device_copy(st->user_recv, st->stage, st->stage_bytes,
+                           SWY_MEM_CUDA);
+}
+
 static void ar_destroy(swy_coll_state_t *st)
 {
-    if (st != NULL)
-        scratch_put(st->scratch, st->scratch_bytes);
+    if (st == NULL)
+        return;
+    scratch_put(st->scratch, st->scratch_bytes);
+    if (st->stage != NULL)
+        swy_device_ops()->host_free(st->stage);
     swy_free(st);
 }
 
 const swy_coll_algo_t swy_coll_allreduce_ring = {
-    "allreduce/ring", ar_create, ar_start, ar_recv_done, ar_destroy};
+    .name = "allreduce/ring", .create = ar_create, .start = ar_start,
+    .recv_done = ar_recv_done, .finish = ar_finish, .destroy = ar_destroy};

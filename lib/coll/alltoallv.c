@@ -46,7 +46,8 @@ static void a2a_emit_chunks(swy_coll_state_t *st, const swy_coll_emit_t *emit,
     for (size_t off = 0; off < count; off += st->chunk_elems, tag++) {
         size_t n = SWY_MIN(st->chunk_elems, count - off);
         swy_coll_xfer_t x = {
-            .peer = peer, .is_send = (uint8_t)is_send, .tag = tag,
+            .peer = peer, .is_send = (uint8_t)is_send, .mem = a->mem,
+            .tag = tag,
             .buf = base + (displ + off) * st->dsize, .bytes = n * st->dsize,
             .cookie = 0};
         emit->post(emit->ctx, &x);
@@ -77,4 +78,5 @@ static void a2a_destroy(swy_coll_state_t *st)
 }
 
 const swy_coll_algo_t swy_coll_alltoallv_pairwise = {
-    "alltoallv/pairwise", a2a_create, a2a_start, a2a_recv_done, a2a_destroy};
+    .name = "alltoallv/pairwise", .create = a2a_create, .start = a2a_start,
+    .recv_done = a2a_recv_done, .destroy = a2a_destroy};

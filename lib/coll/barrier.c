@@ -59,4 +59,5 @@ static void br_destroy(swy_coll_state_t *st)
 }
 
 const swy_coll_algo_t swy_coll_barrier_dissemination = {
-    "barrier/dissemination", br_create, br_start, br_recv_done, br_destroy};
+    .name = "barrier/dissemination", .create = br_create, .start = br_start,
+    .recv_done = br_recv_done, .destroy = br_destroy};

@@ -38,7 +38,8 @@ static void bc_emit(swy_coll_state_t *st, const swy_coll_emit_t *emit,
     swy_coll_xfer_t x = {
         .peer = is_send ? (st->rank + 1) % st->nranks
                         : (st->rank - 1 + st->nranks) % st->nranks,
-        .is_send = (uint8_t)is_send, .tag = (uint32_t)chunk,
+        .is_send = (uint8_t)is_send, .mem = st->args.mem,
+        .tag = (uint32_t)chunk,
         .buf = (char *)st->args.recvbuf + off * st->dsize,
         .bytes = n * st->dsize, .cookie = chunk};
     emit->post(emit->ctx, &x);
@@ -68,4 +69,5 @@ static void bc_destroy(swy_coll_state_t *st)
 }
 
 const swy_coll_algo_t swy_coll_broadcast_chain = {
-    "broadcast/chain", bc_create, bc_start, bc_recv_done, bc_destroy};
+    .name = "broadcast/chain", .create = bc_create, .start = bc_start,
+    .recv_done = bc_recv_done, .destroy = bc_destroy};

@@ -9,7 +9,15 @@
  * Before any data, every op exchanges a header with each of its header
  * peers (at least the ring neighbours, so any disagreement between any two
  * ranks is seen by some adjacent pair); check_header() compares the peer's
- * view with ours and names both sides on a mismatch. */
+ * view with ours and names both sides on a mismatch.
+ *
+ * Memory: args.mem is the type of the user's buffers (host or device),
+ * carried in the header so that ranks passing different types fail with
+ * SWY_ERR_MISMATCH. Every transfer names the type of its own buffer
+ * (xfer.mem): an algorithm's host scratch is host memory whatever the
+ * user passed. Host code here never dereferences a device buffer: copies
+ * inside a rank go through swy_device_copy(), and allreduce stages device
+ * buffers through pinned host memory to reduce them on the host. */
 #ifndef SWY_COLL_COLL_H
 #define SWY_COLL_COLL_H
 
@@ -17,6 +25,7 @@
 #include <stdint.h>
 
 #include "switchyard/switchyard.h"
+#include "switchyard/swy_transport_v1.h"
 
 #define SWY_COLL_TAG_BITS 24
 #define SWY_COLL_TAG_HEADER 0xFFFFFFu             /* reserved for headers */
@@ -35,6 +44,7 @@ typedef struct {
     swy_coll_kind_t kind;
     swy_dtype_t dtype;
     swy_redop_t redop;
+    swy_mem_type_t mem; /* of sendbuf and recvbuf (the same for both) */
     const void *sendbuf;
     void *recvbuf;
     size_t count; /* allreduce, allgather (per rank), broadcast */
@@ -49,7 +59,8 @@ typedef struct {
 typedef struct {
     uint32_t magic;
     uint32_t seq;
-    uint8_t kind, dtype, redop, pad;
+    uint8_t kind, dtype, redop;
+    uint8_t mem;            /* swy_mem_type_t of the user's buffers */
     int32_t root;
     uint64_t count;         /* op-wide count (allreduce/allgather/bcast) */
     uint64_t send_to_peer;  /* alltoallv: elements I send to the reader */
@@ -62,6 +73,7 @@ typedef struct {
 typedef struct {
     int peer;
     uint8_t is_send;
+    swy_mem_type_t mem; /* of buf: the user's type, or host for scratch */
     uint32_t tag; /* < SWY_COLL_TAG_HEADER */
     void *buf;
     size_t bytes;
@@ -90,6 +102,10 @@ typedef struct {
     swy_status_t (*recv_done)(swy_coll_state_t *state,
                               const swy_coll_xfer_t *xfer,
                               const swy_coll_emit_t *emit);
+    /* Optional (NULL: nothing to do). Every transfer completed and the op
+     * has not failed: last local work before the request completes (a
+     * staged allreduce copies its result to the device). */
+    swy_status_t (*finish)(swy_coll_state_t *state);
     void (*destroy)(swy_coll_state_t *state);
 } swy_coll_algo_t;
 
@@ -99,6 +115,13 @@ const char *swy_coll_kind_name(swy_coll_kind_t kind);
 /* Header peers of an op: fills peers (capacity nranks), returns count. */
 int swy_coll_header_peers(const swy_coll_args_t *args, int rank, int nranks,
                           int *peers);
+/* Peers the op moves data of args->mem with (its own rank included when
+ * it sends to itself): fills peers (capacity nranks), returns the count.
+ * What the caller checks for a transport of that memory type before
+ * posting; an allreduce of device buffers stages through host memory and
+ * moves no device memory between ranks. */
+int swy_coll_data_peers(const swy_coll_args_t *args, int rank, int nranks,
+                        int *peers);
 void swy_coll_header_make(const swy_coll_args_t *args, uint32_t seq, int peer,
                           swy_coll_header_t *hdr);
 /* SWY_OK or SWY_ERR_MISMATCH with msg naming the op, the peer and both

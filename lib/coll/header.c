@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "coll/coll.h"
+#include "transport/device.h"
 
 static const char *kind_names[SWY_COLL_NKINDS] = {
     "alltoallv", "allreduce", "allgather", "broadcast", "barrier"};
@@ -43,6 +44,7 @@ void swy_coll_header_make(const swy_coll_args_t *args, uint32_t seq, int peer,
     hdr->kind = (uint8_t)args->kind;
     hdr->dtype = (uint8_t)args->dtype;
     hdr->redop = (uint8_t)args->redop;
+    hdr->mem = (uint8_t)args->mem;
     hdr->root = args->root;
     hdr->count = args->count;
     hdr->partition_bytes = args->partition_bytes;
@@ -108,6 +110,16 @@ swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
                  "op #%u '%s': ranks disagree on the collective: rank %d "
                  "posted %s, rank %d posted %s", seq, op_name, rank, my_desc,
                  peer, peer_desc);
+        return SWY_ERR_MISMATCH;
+    }
+    if (hdr->mem != mine.mem) {
+        snprintf(msg, msg_len,
+                 "op #%u %s '%s': rank %d passed %s memory, rank %d %s "
+                 "memory: every rank must pass buffers of the same memory "
+                 "type", seq, swy_coll_kind_name((swy_coll_kind_t)mine.kind),
+                 op_name, rank,
+                 swy_mem_type_name((swy_mem_type_t)mine.mem), peer,
+                 swy_mem_type_name((swy_mem_type_t)hdr->mem));
         return SWY_ERR_MISMATCH;
     }
     if (hdr->partition_bytes != mine.partition_bytes) {

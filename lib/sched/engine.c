@@ -15,6 +15,7 @@
 #include "sched/policy.h"
 #include "sched/sched.h"
 #include "sched/trace.h"
+#include "transport/device.h"
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/config.h"
@@ -32,7 +33,11 @@ enum { UOP_READY, UOP_POSTED, UOP_DONE };
  * (Holding such sends back until the header arrives does the same but
  * costs every large op a message latency: 25% of a 4 MiB alltoallv on
  * 4 ranks sharing 2 cores.) Sends up to the eager size are small enough
- * to count at once. */
+ * to count at once.
+ * Device memory is the exception: a send through NCCL blocks its stream
+ * until the receiver matched it, whatever its size, so a device send of
+ * op X to P waits in op->gated until P's header for X arrived (P then has
+ * posted every receive of X). */
 enum { HDR_NONE = 0, HDR_EXPECTED = 1, HDR_SEEN = 2 };
 #define UNCONFIRMED_MIN_BYTES 8192
 
@@ -69,6 +74,7 @@ struct swy_request {
     int n_live;
     swy_coll_header_t *hdr_out, *hdr_in; /* indexed by peer rank */
     uint8_t *hdr_seen; /* by peer rank: HDR_NONE, HDR_EXPECTED, HDR_SEEN */
+    swy_list_t gated;  /* device sends waiting for their peer's header */
     size_t *inflight_by_peer;            /* send bytes in flight per link */
     uint64_t *fair_finish;               /* last finish tag per link */
     uint64_t post_ns;
@@ -233,6 +239,25 @@ static void op_complete(struct swy_request *op)
         op_free(op);
 }
 
+static void op_error(struct swy_request *op, swy_status_t status,
+                     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Every micro-op of an op that has not failed is done: the algorithm's
+ * last local work (a staged allreduce's copy back to the device), then
+ * completion. */
+static void op_finish(struct swy_request *op)
+{
+    if (op->algo->finish != NULL) {
+        swy_status_t status = op->algo->finish(op->state);
+        if (status != SWY_OK) {
+            op_error(op, status, "op #%u '%s': finishing failed: %s",
+                     op->seq, op_label(op), swy_err_last());
+            return;
+        }
+    }
+    op_complete(op);
+}
+
 static void op_fail(struct swy_request *op, swy_status_t status,
                     const char *msg)
 {
@@ -339,7 +364,9 @@ static swy_uop_t *uop_new(struct swy_request *op, const swy_coll_xfer_t *x,
     uop->emit_index = s->next_emit++;
     uop->prio = op->priority;
     uop->seq = op->seq;
-    uop->tp = swy_transport_for_peer(s->p.transports, x->peer, SWY_MEM_HOST);
+    /* Headers live in engine memory (x->mem is host); data in the
+     * transfer's buffer, of its memory type. */
+    uop->tp = swy_transport_for_peer(s->p.transports, x->peer, x->mem);
     swy_list_init(&uop->q_link);
     swy_list_push_back(&op->uops, &uop->op_link);
     op->n_live++;
@@ -353,12 +380,10 @@ static swy_status_t uop_post_recv(swy_uop_t *uop)
     uop->posted_ns = swy_time_ns();
     return tp->ops->irecv(tp->ctx, uop->x.peer,
                           wire_tag(uop->op->seq, uop->x.tag), uop->x.buf,
-                          uop->x.bytes, SWY_MEM_HOST, uop_complete_cb, uop,
+                          uop->x.bytes, uop->x.mem, uop_complete_cb, uop,
                           &uop->handle);
 }
 
-static void op_error(struct swy_request *op, swy_status_t status,
-                     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void op_error(struct swy_request *op, swy_status_t status,
                      const char *fmt, ...)
 {
@@ -383,13 +408,17 @@ static void emit_post(void *ctx, const swy_coll_xfer_t *x)
         return;
     }
     if (uop->tp == NULL) {
-        op_error(op, SWY_ERR_UNSUPPORTED, "op #%u '%s': no transport reaches "
-                 "rank %d", op->seq, op_label(op), x->peer);
+        op_error(op, SWY_ERR_UNSUPPORTED, "op #%u '%s': no transport moves "
+                 "%s memory to rank %d", op->seq, op_label(op),
+                 swy_mem_type_name(x->mem), x->peer);
         return;
     }
     if (x->is_send) {
         uop->state = UOP_READY;
-        ready_insert(op->sched, uop);
+        if (x->mem != SWY_MEM_HOST && op->hdr_seen[x->peer] == HDR_EXPECTED)
+            swy_list_push_back(&op->gated, &uop->q_link);
+        else
+            ready_insert(op->sched, uop);
         return;
     }
     swy_status_t status = uop_post_recv(uop);
@@ -475,9 +504,19 @@ static int issue_link(swy_sched_t *s, int peer)
         if (!uop->is_header)
             link->last_prio = uop->prio;
         swy_transport_t *tp = uop->tp;
-        swy_status_t status = tp->ops->isend(
-            tp->ctx, peer, wire_tag(uop->seq, uop->x.tag), uop->x.buf,
-            uop->x.bytes, SWY_MEM_HOST, uop_complete_cb, uop, &uop->handle);
+        swy_status_t status;
+        /* A transport with device services takes the op's priority (the
+         * nccl plugin's high- or low-priority stream). */
+        if (!uop->is_header && tp->dev != NULL && tp->dev->isend_prio != NULL)
+            status = tp->dev->isend_prio(
+                tp->ctx, peer, wire_tag(uop->seq, uop->x.tag), uop->x.buf,
+                uop->x.bytes, uop->x.mem, uop->prio, uop_complete_cb, uop,
+                &uop->handle);
+        else
+            status = tp->ops->isend(
+                tp->ctx, peer, wire_tag(uop->seq, uop->x.tag), uop->x.buf,
+                uop->x.bytes, uop->x.mem, uop_complete_cb, uop,
+                &uop->handle);
         if (status != SWY_OK) {
             link_account(s, uop, -1);
             uop->state = UOP_DONE; /* never reached the transport */
@@ -525,8 +564,19 @@ static void handle_header(struct swy_request *op, swy_uop_t *uop)
                  op_label(op), peer);
         status = SWY_ERR_MISMATCH;
     }
-    if (status != SWY_OK)
+    if (status != SWY_OK) {
         swy_sched_fail_comm(s, status, msg, 1);
+        return;
+    }
+    /* The peer has posted this op: its device sends may go. */
+    swy_list_t *pos, *tmp;
+    swy_list_for_each_safe(pos, tmp, &op->gated) {
+        swy_uop_t *gated = swy_container_of(pos, swy_uop_t, q_link);
+        if (gated->x.peer != peer)
+            continue;
+        swy_list_del(&gated->q_link);
+        ready_insert(s, gated);
+    }
 }
 
 static void handle_data_size_mismatch(struct swy_request *op, swy_uop_t *uop)
@@ -594,7 +644,7 @@ static void handle_completion(swy_sched_t *s, swy_uop_t *uop)
     }
     swy_free(uop);
     if (!op->completed && op->n_live == 0)
-        op_complete(op);
+        op_finish(op);
 }
 
 /* ---- deadlines --------------------------------------------------------- */
@@ -750,6 +800,7 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
     op->args = *args;
     op->algo = swy_coll_algo(args->kind);
     swy_list_init(&op->uops);
+    swy_list_init(&op->gated);
     swy_list_init(&op->link);
     if (args->kind == SWY_COLL_ALLTOALLV) {
         size_t *copy = swy_malloc(4 * (size_t)w * sizeof(size_t));
@@ -786,8 +837,12 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
     if (status != SWY_OK) {
         pthread_mutex_unlock(&s->lock);
         op_free(op);
-        return swy_err_set(status, "sched", "cannot set up %s of this size",
-                           swy_coll_kind_name(args->kind));
+        /* The algorithm said why, or it is the size (tag space). */
+        char why[SWY_ERRMSG_MAX];
+        snprintf(why, sizeof(why), "%s", swy_err_last());
+        return swy_err_set(status, "sched", "cannot set up %s%s%s",
+                           swy_coll_kind_name(args->kind),
+                           why[0] != '\0' ? ": " : " of this size", why);
     }
     s->stats.ops_posted++;
     op->post_ns = swy_time_ns();
@@ -846,11 +901,11 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
         swy_coll_emit_t emit = {emit_post, op};
         status = op->algo->start(op->state, &emit);
         if (status != SWY_OK && !op->completed)
-            op_error(op, status, "op #%u '%s': start failed", op->seq,
-                     op_label(op));
+            op_error(op, status, "op #%u '%s': start failed: %s", op->seq,
+                     op_label(op), swy_err_last());
     }
     if (!op->completed && op->n_live == 0)
-        op_complete(op);
+        op_finish(op);
 posted:
     progress_locked(s);
     pthread_mutex_unlock(&s->lock);
