@@ -84,7 +84,16 @@ typedef struct {
                         allreduce low). Range 0..1000. */
     int64_t order; /**< tie-break within a priority, lower first
                         (e.g. layer index) */
-    void *stream;  /**< cudaStream_t for device buffers, else NULL */
+    /** cudaStream_t that produced the device buffers (NULL: the legacy
+     *  default stream). With device buffers the op reads sendbuf only
+     *  after all work queued on this stream before the call: the post
+     *  waits for that work (it blocks the calling thread until the stream
+     *  drains). Completion of the request means the result is in recvbuf
+     *  and visible to every stream; nothing is queued on this stream.
+     *  With host buffers it is ignored. Without device services (no GPU,
+     *  or the nccl plugin is not built) a non-NULL stream is
+     *  SWY_ERR_UNSUPPORTED. */
+    void *stream;
     const char *name; /**< label for traces and error messages; copied */
 } swy_op_attr_t;
 
@@ -165,6 +174,21 @@ SWY_EXPORT int swy_comm_rank(swy_comm_t comm);
 /** @return The number of ranks, or -1 when @p comm is NULL. */
 SWY_EXPORT int swy_comm_size(swy_comm_t comm);
 
+/*
+ * Memory of the collectives' buffers: host memory, or device memory (CUDA
+ * device or managed memory) where the nccl transport plugin is built and
+ * sees a GPU. sendbuf and recvbuf must be of the same type (a buffer with
+ * no data, count 0, takes the other's), and every rank must pass the same
+ * type (else SWY_ERR_MISMATCH on every rank, naming both types). With
+ * device memory every peer the op exchanges data with must be reached by
+ * a transport that moves device memory, which is checked before anything
+ * is sent; see swy_op_attr_t.stream for the ordering. Errors particular to
+ * device memory: SWY_ERR_UNSUPPORTED (mixed host and device buffers; no
+ * transport moves device memory to some peer, the message names it, its
+ * link class and the transports loaded; a stream without device
+ * services), SWY_ERR_TRANSPORT (a CUDA failure, named in the message).
+ */
+
 /**
  * @brief All-to-all with per-peer counts (MPI_Alltoallv semantics).
  *
@@ -175,8 +199,9 @@ SWY_EXPORT int swy_comm_size(swy_comm_t comm);
  *         SWY_OK and set *req), SWY_ERR_INVALID_ARG (NULL arrays, NULL
  *         buffer with a non-zero count, overflowing sizes, bad dtype,
  *         overlapping receive regions), SWY_ERR_MISMATCH (a peer's count
- *         disagrees; reported on every rank), SWY_ERR_TIMEOUT,
- *         SWY_ERR_REMOTE.
+ *         or memory type disagrees; reported on every rank),
+ *         SWY_ERR_TIMEOUT, SWY_ERR_REMOTE, SWY_ERR_UNSUPPORTED (device
+ *         memory, see above).
  */
 SWY_EXPORT swy_status_t swy_alltoallv(const void *sendbuf,
                                       const size_t *sendcounts,
@@ -191,7 +216,10 @@ SWY_EXPORT swy_status_t swy_alltoallv(const void *sendbuf,
  * @brief Reduce @p count elements over all ranks and leave the result on
  *        every rank. In place when sendbuf == recvbuf. SWY_AVG divides
  *        the sum by the number of ranks (integer division for integer
- *        types). Default priority: low.
+ *        types). Default priority: low. Device buffers are reduced on the
+ *        host: on more than one rank the op copies sendbuf to pinned host
+ *        memory when it starts and the result back to recvbuf before the
+ *        request completes; on one rank it is a device copy.
  */
 SWY_EXPORT swy_status_t swy_allreduce(const void *sendbuf, void *recvbuf,
                                       size_t count, swy_dtype_t dtype,

@@ -1,5 +1,6 @@
-/* Public collectives: argument checks, default priorities, blocking
- * variants, and requests. Every check names the argument and its value. */
+/* Public collectives: argument checks, default priorities, the memory
+ * type of the buffers (and the caller's stream), blocking variants, and
+ * requests. Every check names the argument and its value. */
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 
 #include "api/comm_impl.h"
 #include "coll/coll.h"
+#include "transport/device.h"
 #include "util/alloc.h"
 
 #define SWY_PRIO_MAX 1000
@@ -41,12 +43,6 @@ static swy_status_t check_common(const char *fn, swy_comm_t comm,
         if (attr->priority >= 0)
             prio = attr->priority;
         order = attr->order;
-        if (attr->stream != NULL)
-            return swy_err_set(SWY_ERR_UNSUPPORTED, "api",
-                               "%s '%s': a CUDA stream was given, but device "
-                               "buffers need a transport that moves device "
-                               "memory (NCCL), which this communicator has "
-                               "not", fn, attr_name(attr));
     }
     *prio_p = prio;
     *order_p = order;
@@ -68,14 +64,88 @@ static swy_status_t check_bytes(const char *fn, const char *what, size_t count,
     return SWY_OK;
 }
 
-static swy_status_t post_or_run(swy_comm_t comm, const swy_coll_args_t *args,
-                                int prio, int64_t order,
+/* The memory type of the op's buffers (args->mem), and for device memory
+ * what it needs before anything is posted: a transport that moves device
+ * memory to every peer it exchanges data with, and the work queued on
+ * the caller's stream finished (see swy_op_attr_t.stream). A buffer that
+ * carries no data (count 0) takes the other one's type. */
+static swy_status_t prepare_memory(const char *fn, swy_comm_t comm,
+                                   swy_coll_args_t *args, int send_used,
+                                   int recv_used, const swy_op_attr_t *attr)
+{
+    void *stream = attr != NULL ? attr->stream : NULL;
+    const swy_device_v1_t *dev = swy_device_ops();
+    args->mem = SWY_MEM_HOST;
+    if (dev == NULL) {
+        if (stream != NULL)
+            return swy_err_set(SWY_ERR_UNSUPPORTED, "api",
+                               "%s '%s': a CUDA stream was given, but there "
+                               "are no device services (the nccl plugin, "
+                               "swy-transport-nccl.so, is not built or sees "
+                               "no GPU); pass a NULL stream with host "
+                               "buffers", fn, attr_name(attr));
+        return SWY_OK;
+    }
+    swy_mem_type_t smem = send_used ? swy_device_mem_type(args->sendbuf)
+                                    : SWY_MEM_HOST;
+    swy_mem_type_t rmem = recv_used ? swy_device_mem_type(args->recvbuf)
+                                    : smem;
+    if (!send_used)
+        smem = rmem;
+    if (smem != rmem)
+        return swy_err_set(SWY_ERR_UNSUPPORTED, "api",
+                           "%s '%s': sendbuf is %s memory but recvbuf is %s "
+                           "memory: both must be host or both device", fn,
+                           attr_name(attr), swy_mem_type_name(smem),
+                           swy_mem_type_name(rmem));
+    args->mem = smem;
+    if (smem == SWY_MEM_HOST)
+        return SWY_OK; /* a stream, if given, orders nothing here */
+
+    int *peers = swy_malloc((size_t)comm->nranks * sizeof(int));
+    if (peers == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+    int npeers = swy_coll_data_peers(args, comm->rank, comm->nranks, peers);
+    for (int i = 0; i < npeers; i++) {
+        int peer = peers[i];
+        if (swy_transport_for_peer(comm->transports, peer, SWY_MEM_CUDA) !=
+            NULL)
+            continue;
+        char names[256];
+        swy_transport_set_names(comm->transports, names, sizeof(names));
+        swy_free(peers);
+        return swy_err_set(SWY_ERR_UNSUPPORTED, "api",
+                           "%s '%s': no transport moves device memory to "
+                           "rank %d (%s); loaded: %s; is the nccl plugin "
+                           "built and a GPU visible?", fn, attr_name(attr),
+                           peer, swy_topo_link_class_name(swy_topo_link_class(
+                                     comm->topo, comm->rank, peer)),
+                           names);
+    }
+    swy_free(peers);
+    /* Blocks this thread until the stream drains: the transports then
+     * read sendbuf on their own streams with the caller's data in it. */
+    if (dev->stream_sync(stream) != SWY_OK)
+        return swy_err_set(SWY_ERR_TRANSPORT, "api",
+                           "%s '%s': waiting for the work queued on stream "
+                           "%p failed: %s", fn, attr_name(attr), stream,
+                           dev->error_string());
+    return SWY_OK;
+}
+
+static swy_status_t post_or_run(const char *fn, swy_comm_t comm,
+                                swy_coll_args_t *args, int send_used,
+                                int recv_used, int prio, int64_t order,
                                 const swy_op_attr_t *attr,
                                 swy_request_t *req)
 {
     struct swy_request *op;
-    swy_status_t status = swy_sched_post(comm->sched, args, prio, order,
-                                         attr_name(attr), &op);
+    swy_status_t status = prepare_memory(fn, comm, args, send_used,
+                                         recv_used, attr);
+    if (status != SWY_OK)
+        return swy_api_fail(comm, status);
+    status = swy_sched_post(comm->sched, args, prio, order, attr_name(attr),
+                            &op);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
     if (req != NULL) {
@@ -167,7 +237,8 @@ swy_status_t swy_alltoallv(const void *sendbuf, const size_t *sendcounts,
         .recvbuf = recvbuf, .root = -1,
         .sendcounts = (size_t *)sendcounts, .sdispls = (size_t *)sdispls,
         .recvcounts = (size_t *)recvcounts, .rdispls = (size_t *)rdispls};
-    return post_or_run(comm, &args, prio, order, attr, req);
+    return post_or_run(fn, comm, &args, send_total != 0, recv_total != 0,
+                       prio, order, attr, req);
 }
 
 swy_status_t swy_allreduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -193,7 +264,8 @@ swy_status_t swy_allreduce(const void *sendbuf, void *recvbuf, size_t count,
     swy_coll_args_t args = {.kind = SWY_COLL_ALLREDUCE, .dtype = dtype,
                             .redop = op, .sendbuf = sendbuf,
                             .recvbuf = recvbuf, .count = count, .root = -1};
-    return post_or_run(comm, &args, prio, order, attr, req);
+    return post_or_run(fn, comm, &args, count > 0, count > 0, prio, order,
+                       attr, req);
 }
 
 swy_status_t swy_allgather(const void *sendbuf, void *recvbuf, size_t count,
@@ -223,7 +295,8 @@ swy_status_t swy_allgather(const void *sendbuf, void *recvbuf, size_t count,
     swy_coll_args_t args = {.kind = SWY_COLL_ALLGATHER, .dtype = dtype,
                             .sendbuf = sendbuf, .recvbuf = recvbuf,
                             .count = count, .root = -1};
-    return post_or_run(comm, &args, prio, order, attr, req);
+    return post_or_run(fn, comm, &args, count > 0, count > 0, prio, order,
+                       attr, req);
 }
 
 swy_status_t swy_broadcast(void *buf, size_t count, swy_dtype_t dtype,
@@ -248,7 +321,8 @@ swy_status_t swy_broadcast(void *buf, size_t count, swy_dtype_t dtype,
     swy_coll_args_t args = {.kind = SWY_COLL_BROADCAST, .dtype = dtype,
                             .sendbuf = buf, .recvbuf = buf, .count = count,
                             .root = root};
-    return post_or_run(comm, &args, prio, order, attr, req);
+    return post_or_run(fn, comm, &args, count > 0, count > 0, prio, order,
+                       attr, req);
 }
 
 swy_status_t swy_barrier(swy_comm_t comm)
@@ -261,7 +335,8 @@ swy_status_t swy_barrier(swy_comm_t comm)
         return swy_api_fail(comm, status);
     swy_coll_args_t args = {.kind = SWY_COLL_BARRIER, .dtype = SWY_UINT8,
                             .root = -1};
-    return post_or_run(comm, &args, prio, order, NULL, NULL);
+    return post_or_run("swy_barrier", comm, &args, 0, 0, prio, order, NULL,
+                       NULL);
 }
 
 swy_status_t swy_test(swy_request_t req, int *done)
