@@ -6,6 +6,7 @@
  * SWY_ERR_TRANSPORT from progress(), and later posts are refused. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nccl_plugin.h"
@@ -79,15 +80,36 @@ void nccl_abort_comms(nccl_ctx_t *ctx)
 {
     const char *name;
     ncclComm_t *comm;
+    int aborted = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* In one group (NCCL >= 2.22) the aborts run concurrently: one by one
+     * they take about a second each, and may wait for each other. */
+    ncclResult_t res = ncclGroupStart();
+    int grouped = res == ncclSuccess;
+    if (!grouped)
+        nccl_log(ctx, SWY_LOG_DEBUG, "ncclGroupStart (abort): %s",
+                 ncclGetErrorString(res));
     for (int i = 0; (comm = nccl_comm_at(ctx, i, &name)) != NULL; i++) {
         if (*comm == NULL)
             continue;
-        ncclResult_t res = ncclCommAbort(*comm);
+        res = ncclCommAbort(*comm);
         if (res != ncclSuccess)
             nccl_log(ctx, SWY_LOG_DEBUG, "ncclCommAbort (%s): %s", name,
                      ncclGetErrorString(res));
         *comm = NULL;
+        aborted++;
     }
+    res = grouped ? ncclGroupEnd() : ncclSuccess;
+    if (res != ncclSuccess)
+        nccl_log(ctx, SWY_LOG_DEBUG, "ncclGroupEnd (abort): %s",
+                 ncclGetErrorString(res));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (aborted > 0)
+        nccl_log(ctx, SWY_LOG_DEBUG, "aborted %d communicators in %.3f s",
+                 aborted,
+                 (double)(t1.tv_sec - t0.tv_sec) +
+                     (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
 }
 
 static void nccl_fail_list(nccl_ctx_t *ctx, nccl_link_t *head)
