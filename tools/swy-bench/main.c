@@ -2,6 +2,7 @@
  * share common.c (timing, statistics, header, table and JSON). */
 #include "coll.h"
 #include "interference.h"
+#include "model.h"
 #include "overhead.h"
 
 #include "switchyard/switchyard.h"
@@ -20,6 +21,8 @@ static const subcommand_t subcommands[] = {
      swyb_coll_main},
     {"interference", "all-to-all alone and under an allreduce backlog, "
      "per policy", swyb_interference_main},
+    {"model", "measured all-to-all time against the communication model, "
+     "per traffic pattern", swyb_model_main},
     {"overhead", "scheduling cost per micro-op; CPU of an idle comm",
      swyb_overhead_main},
 };
