@@ -85,6 +85,25 @@ void swy_k_gate_topk(const float *logits, int S, int E, int k,
 void swy_k_gate_topk_bwd(const float *probs, const float *dtopk_w, int S,
                          int E, int k, int renormalize, float *dprobs);
 
+/** As swy_k_gate_topk_bwd, but with the choices given (choice_idx [S][k],
+ *  every entry a valid expert, e.g. after swy_k_gate_topo_reroute changed
+ *  them) instead of recomputed from probs.  dprobs overwritten. */
+void swy_k_gate_topk_bwd_idx(const float *probs, const int *choice_idx,
+                             const float *dtopk_w, int S, int E, int k,
+                             int renormalize, float *dprobs);
+
+/** FasterMoE's topology gate: at most floor(max_cross_frac * S) of the S
+ *  tokens keep a choice on an expert off this rank's node (those whose
+ *  best such probability is highest); every other token with such a
+ *  choice is rerouted to its top-k among the experts on my_node, with
+ *  weights recomputed as swy_k_gate_topk does.  Before capacity dropping;
+ *  topk_idx/topk_w [S][k] in place.  Nothing changes when my_node has
+ *  fewer than k experts.  @return tokens rerouted. */
+int swy_k_gate_topo_reroute(const float *probs, int S, int E, int k,
+                            int renormalize, const int *node_of_expert,
+                            int my_node, double max_cross_frac,
+                            int *topk_idx, float *topk_w);
+
 /** Expert capacity per rank-local batch: ceil(capacity_factor * S * k / E),
  *  the number of slots each expert accepts from this rank's S tokens
  *  (FastMoE/GShard use 1.2 for training, 2.4 for evaluation).  The product

@@ -215,6 +215,97 @@ static void test_gate_bwd(void)
             }
 }
 
+/* FasterMoE's topology gate: experts 0..E/2-1 on node 0 (ours), the rest
+ * on node 1. At most floor(frac * S) tokens keep a cross-node choice, and
+ * they are the ones with the highest cross-node probability; the others
+ * get their top-k among local experts; the gradient through the rerouted
+ * choices (swy_k_gate_topk_bwd_idx) matches finite differences. */
+static void test_topo_reroute(void)
+{
+    enum { S = 10, E = 6 };
+    float x[S * E], p[S * E], w[S * 3], gw[S * 3], dp[S * E], dl[S * E];
+    int idx[S * 3], orig[S * 3], kept[S * 3], node[E];
+    double fd[S * E];
+    for (int e = 0; e < E; e++)
+        node[e] = e < E / 2 ? 0 : 1;
+    for (int k = 1; k <= 2; k++)
+        for (int renorm = 0; renorm <= 1; renorm++) {
+            distinct_logits(x, S, E);
+            swy_k_gate_topk(x, S, E, k, renorm, idx, w, p);
+            memcpy(orig, idx, sizeof(int) * S * k);
+            double score[S];
+            int n_cross = 0;
+            for (int t = 0; t < S; t++) {
+                score[t] = 0;
+                for (int j = 0; j < k; j++)
+                    if (node[orig[t * k + j]] != 0 &&
+                        p[t * E + orig[t * k + j]] > score[t])
+                        score[t] = p[t * E + orig[t * k + j]];
+                n_cross += score[t] > 0;
+            }
+            int budget = 3; /* floor(0.3 * 10) */
+            int rr = swy_k_gate_topo_reroute(p, S, E, k, renorm, node, 0, 0.3,
+                                             idx, w);
+            EXPECT(rr == (n_cross > budget ? n_cross - budget : 0));
+            int still = 0;
+            for (int t = 0; t < S; t++) {
+                int cross = 0, changed = 0;
+                for (int j = 0; j < k; j++) {
+                    cross |= node[idx[t * k + j]] != 0;
+                    changed |= idx[t * k + j] != orig[t * k + j];
+                }
+                still += cross;
+                if (!changed)
+                    continue;
+                /* Rerouted: every cross token that kept its choice has a
+                 * score at least as high as this one's was. */
+                for (int u = 0; u < S; u++) {
+                    int ucross = 0;
+                    for (int j = 0; j < k; j++)
+                        ucross |= node[idx[u * k + j]] != 0;
+                    if (ucross)
+                        EXPECT(score[u] >= score[t]);
+                }
+                /* The new choices: the top-k local experts, in order. */
+                double lp[E];
+                int lidx[3];
+                for (int e = 0; e < E; e++)
+                    lp[e] = e < E / 2 ? p[t * E + e] : -1.0;
+                ref_topk(lp, E, k, lidx);
+                double z = 0;
+                for (int j = 0; j < k; j++)
+                    z += p[t * E + lidx[j]];
+                for (int j = 0; j < k; j++) {
+                    EXPECT(idx[t * k + j] == lidx[j]);
+                    double want = p[t * E + lidx[j]] / (renorm ? z : 1.0);
+                    EXPECT(fabs(w[t * k + j] - want) <= 1e-6);
+                }
+            }
+            EXPECT(still == (n_cross < budget ? n_cross : budget));
+
+            kt_fill(gw, S * k, -1, 1);
+            for (int s = 0; s < S * k; s++)
+                kept[s] = 1;
+            swy_k_gate_topk_bwd_idx(p, idx, gw, S, E, k, renorm, dp);
+            swy_k_softmax_bwd(p, dp, S, E, dl);
+            gate_ctx c = {S, E, k, renorm, 0, kt_dup_d(x, S * E), idx, kept,
+                          gw, 0.0, NULL};
+            kt_fd(gate_loss, &c, c.logits, S * E, fd);
+            char name[64];
+            snprintf(name, sizeof(name), "topo reroute k=%d renorm=%d", k,
+                     renorm);
+            kt_check_grad(name, dl, fd, S * E);
+            free(c.logits);
+        }
+    /* Fewer local experts than k: nothing changes. */
+    int few[E] = {0, 1, 1, 1, 1, 1};
+    distinct_logits(x, S, E);
+    swy_k_gate_topk(x, S, E, 2, 1, idx, w, p);
+    memcpy(orig, idx, sizeof(int) * S * 2);
+    EXPECT(swy_k_gate_topo_reroute(p, S, E, 2, 1, few, 0, 0.0, idx, w) == 0);
+    EXPECT(memcmp(orig, idx, sizeof(int) * S * 2) == 0);
+}
+
 static void test_capacity(void)
 {
     EXPECT(swy_k_gate_capacity(1.2, 50, 2, 12) == 10);  /* 1.2*100/12 = 10 */
@@ -430,6 +521,7 @@ int main(void)
     test_topk_values();
     test_topk_ties();
     test_gate_bwd();
+    test_topo_reroute();
     test_capacity();
     test_drop_by_hand();
     test_drop_random();
