@@ -375,6 +375,18 @@ SWY_EXPORT swy_status_t swy_moe_ta_target(swy_comm_t comm,
                                           double *expert_weight);
 
 /**
+ * @brief Node of every rank: ranks on one host (same hostname and boot id)
+ *        share a node number; numbers run from 0 in order of each node's
+ *        lowest rank. For topology gates that keep tokens on their node
+ *        (swy-train --gate topo). Local.
+ * @param node_of_rank [nranks] out.
+ * @param nnodes_p     out, may be NULL: number of nodes.
+ * @return SWY_OK; SWY_ERR_INVALID_ARG (NULL).
+ */
+SWY_EXPORT swy_status_t swy_moe_topo_nodes(swy_comm_t comm, int *node_of_rank,
+                                           int *nnodes_p);
+
+/**
  * @brief Modeled time of an all-to-all on this communicator (FasterMoE's
  *        toposim on two levels): the largest of every pair's bytes over
  *        its link bandwidth and every node uplink's egress and ingress

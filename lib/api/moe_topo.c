@@ -66,3 +66,20 @@ swy_status_t swy_moe_model_alltoall(swy_comm_t comm, const double *bytes,
                                          bottleneck_len);
     return SWY_OK;
 }
+
+swy_status_t swy_moe_topo_nodes(swy_comm_t comm, int *node_of_rank,
+                                int *nnodes_p)
+{
+    swy_err_clear();
+    if (comm == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "moe",
+                           "swy_moe_topo_nodes: comm is NULL");
+    if (node_of_rank == NULL)
+        return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "moe",
+                            "swy_moe_topo_nodes: node_of_rank is NULL"));
+    for (int r = 0; r < comm->nranks; r++)
+        node_of_rank[r] = swy_topo_node_of(comm->topo, r);
+    if (nnodes_p != NULL)
+        *nnodes_p = swy_topo_nnodes(comm->topo);
+    return SWY_OK;
+}

@@ -97,6 +97,15 @@ static int run_rank(swy_comm_t comm, int rank, int nranks, void *arg)
     CHECK(fabs(t - (1e6 / 1e9 + 5e-6)) < 1e-12, "model %g s", t);
     CHECK(strstr(why, "link 0->2") != NULL, "bottleneck '%s'", why);
 
+    /* One host: every rank on node 0. */
+    int node_of[W] = {-1, -1, -1}, nnodes = 0;
+    CHECK_OK(swy_moe_topo_nodes(comm, node_of, &nnodes), comm);
+    CHECK(nnodes == 1 && node_of[0] == 0 && node_of[1] == 0 &&
+          node_of[2] == 0, "nodes %d: %d %d %d", nnodes, node_of[0],
+          node_of[1], node_of[2]);
+    CHECK(swy_moe_topo_nodes(comm, NULL, NULL) == SWY_ERR_INVALID_ARG,
+          "NULL nodes");
+
     /* Bad input. */
     CHECK(swy_moe_ta_target(NULL, EPR, share, weight) == SWY_ERR_INVALID_ARG,
           "NULL comm");
