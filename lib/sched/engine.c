@@ -832,6 +832,7 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
     op->seq = s->next_seq++ & 0xFFFFFFu;
     op->args.partition_bytes = s->p.partition_bytes;
     op->deadline = swy_time_s() + s->p.timeout_s;
+    swy_err_clear(); /* what create() or start() set is theirs */
     swy_status_t status = op->algo->create(&op->args, s->p.rank, w,
                                            s->p.partition_bytes, &op->state);
     if (status != SWY_OK) {
