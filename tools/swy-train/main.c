@@ -137,7 +137,8 @@ typedef struct {
 } trainer_t;
 
 #ifdef SWT_HAVE_CUDA
-#define ON_DEVICE(tr, cpu_call, gpu_call) ((tr)->gpu != NULL ? (gpu_call) : (cpu_call))
+#define ON_DEVICE(tr, cpu_call, gpu_call)                                   \
+    ((tr)->gpu != NULL ? (gpu_call) : (cpu_call))
 #else
 #define ON_DEVICE(tr, cpu_call, gpu_call) (cpu_call)
 #endif
