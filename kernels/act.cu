@@ -4,12 +4,6 @@
 
 #include "kc_internal_cuda.h"
 
-/* V elements moved as one aligned load/store (16 bytes). */
-template <typename T, int V>
-struct alignas(sizeof(T) * V) kc_vec {
-    T v[V];
-};
-
 struct kc_op_gelu {
     __device__ float operator()(float x, float) const { return swy_e_gelu(x); }
 };
@@ -48,11 +42,6 @@ __global__ void kc_ew(size_t n, Op op, const T *a, const T *b, T *out)
         kc_st(&out[i], op(kc_ld(&a[i]), b != NULL ? kc_ld(&b[i]) : 0.0f));
 }
 
-static bool aligned16(const void *p)
-{
-    return ((uintptr_t)p & 15u) == 0;
-}
-
 template <typename T, typename Op>
 static int kc_ew_launch(swy_kc_ctx_t *ctx, const char *fn, size_t n, Op op,
                         const T *a, const T *b, T *out)
@@ -62,7 +51,7 @@ static int kc_ew_launch(swy_kc_ctx_t *ctx, const char *fn, size_t n, Op op,
         return 0;
     constexpr int V = 16 / sizeof(T);
     unsigned th = 256;
-    if (aligned16(a) && aligned16(b) && aligned16(out))
+    if (kc_aligned16(a, b, out))
         kc_ew<T, V, Op><<<kc_blocks(ctx, (n + V - 1) / V, th), th, 0,
                           ctx->stream>>>(n, op, a, b, out);
     else

@@ -4,36 +4,55 @@
 
 #define KC_COMBINE_THREADS 256
 
-template <typename T>
+/* Rows are handled V elements at a time (Hv = H / V vectors per row); V is
+ * 16 bytes' worth when H and the pointers allow, else 1.  Each element is
+ * still summed in j order, so V does not change the result. */
+template <typename T, int V>
 __global__ void kc_combine_fwd(const T *rows, const int *row_of_slot,
-                               const float *topk_w, int S, int k, int H,
+                               const float *topk_w, int S, int k, int Hv,
                                T *out)
 {
+    typedef kc_vec<T, V> vec;
+    const vec *rv = (const vec *)rows;
+    vec *ov = (vec *)out;
     for (int t = blockIdx.x; t < S; t += gridDim.x) {
         const int *rs = row_of_slot + (size_t)t * k;
         const float *w = topk_w + (size_t)t * k;
-        for (int h = threadIdx.x; h < H; h += blockDim.x) {
-            float acc = 0.0f;
+        for (int h = threadIdx.x; h < Hv; h += blockDim.x) {
+            float acc[V];
+#pragma unroll
+            for (int i = 0; i < V; i++)
+                acc[i] = 0.0f;
             for (int j = 0; j < k; j++) {
                 int r = rs[j];
-                if (r >= 0)
-                    acc += w[j] * kc_ld(rows + (size_t)r * H + h);
+                if (r < 0)
+                    continue;
+                vec y = rv[(size_t)r * Hv + h];
+                float wj = w[j];
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    acc[i] += wj * kc_ld(&y.v[i]);
             }
-            kc_st(out + (size_t)t * H + h, acc);
+            vec o;
+#pragma unroll
+            for (int i = 0; i < V; i++)
+                kc_st(&o.v[i], acc[i]);
+            ov[(size_t)t * Hv + h] = o;
         }
     }
 }
 
 /* Every branch below depends on t, j and the arguments only, so all threads
  * of a block take it together, as kc_block_sum requires. */
-template <typename T>
+template <typename T, int V>
 __global__ void kc_combine_bwd(const T *rows, const int *row_of_slot,
                                const float *topk_w, const T *dout, int S,
-                               int k, int H, T *drows, float *dtopk_w)
+                               int k, int Hv, T *drows, float *dtopk_w)
 {
+    typedef kc_vec<T, V> vec;
     __shared__ float sh[32];
     for (int t = blockIdx.x; t < S; t += gridDim.x) {
-        const T *d = dout + (size_t)t * H;
+        const vec *d = (const vec *)dout + (size_t)t * Hv;
         for (int j = 0; j < k; j++) {
             size_t s = (size_t)t * k + j;
             int r = row_of_slot[s];
@@ -45,14 +64,24 @@ __global__ void kc_combine_bwd(const T *rows, const int *row_of_slot,
             }
             if (drows != NULL) {
                 float w = topk_w[s];
-                for (int h = threadIdx.x; h < H; h += blockDim.x)
-                    kc_st(drows + (size_t)r * H + h, w * kc_ld(d + h));
+                vec *dr = (vec *)drows + (size_t)r * Hv;
+                for (int h = threadIdx.x; h < Hv; h += blockDim.x) {
+                    vec a = d[h], o;
+#pragma unroll
+                    for (int i = 0; i < V; i++)
+                        kc_st(&o.v[i], w * kc_ld(&a.v[i]));
+                    dr[h] = o;
+                }
             }
             if (dtopk_w != NULL) {
-                const T *y = rows + (size_t)r * H;
+                const vec *y = (const vec *)rows + (size_t)r * Hv;
                 float dot = 0.0f;
-                for (int h = threadIdx.x; h < H; h += blockDim.x)
-                    dot += kc_ld(d + h) * kc_ld(y + h);
+                for (int h = threadIdx.x; h < Hv; h += blockDim.x) {
+                    vec a = d[h], b = y[h];
+#pragma unroll
+                    for (int i = 0; i < V; i++)
+                        dot += kc_ld(&a.v[i]) * kc_ld(&b.v[i]);
+                }
                 dot = kc_block_sum(dot, sh);
                 if (threadIdx.x == 0)
                     dtopk_w[s] = dot;
@@ -78,8 +107,14 @@ static int kc_combine_fwd_launch(swy_kc_ctx_t *ctx, const char *fn,
     KC_TRY(check_combine(fn, S, k, H));
     if (S == 0)
         return 0;
-    kc_combine_fwd<<<kc_blocks(ctx, (size_t)S, 1), KC_COMBINE_THREADS, 0,
-                     ctx->stream>>>(rows, row_of_slot, topk_w, S, k, H, out);
+    constexpr int V = 16 / sizeof(T);
+    unsigned bl = kc_blocks(ctx, (size_t)S, 1);
+    if (H % V == 0 && kc_aligned16(rows, out))
+        kc_combine_fwd<T, V><<<bl, KC_COMBINE_THREADS, 0, ctx->stream>>>(
+            rows, row_of_slot, topk_w, S, k, H / V, out);
+    else
+        kc_combine_fwd<T, 1><<<bl, KC_COMBINE_THREADS, 0, ctx->stream>>>(
+            rows, row_of_slot, topk_w, S, k, H, out);
     KC_LAUNCHED(fn, "kc_combine_fwd");
     return 0;
 }
@@ -94,9 +129,14 @@ static int kc_combine_bwd_launch(swy_kc_ctx_t *ctx, const char *fn,
     KC_TRY(check_combine(fn, S, k, H));
     if (S == 0 || (drows == NULL && dtopk_w == NULL))
         return 0;
-    kc_combine_bwd<<<kc_blocks(ctx, (size_t)S, 1), KC_COMBINE_THREADS, 0,
-                     ctx->stream>>>(rows, row_of_slot, topk_w, dout, S, k, H,
-                                    drows, dtopk_w);
+    constexpr int V = 16 / sizeof(T);
+    unsigned bl = kc_blocks(ctx, (size_t)S, 1);
+    if (H % V == 0 && kc_aligned16(rows, dout, drows))
+        kc_combine_bwd<T, V><<<bl, KC_COMBINE_THREADS, 0, ctx->stream>>>(
+            rows, row_of_slot, topk_w, dout, S, k, H / V, drows, dtopk_w);
+    else
+        kc_combine_bwd<T, 1><<<bl, KC_COMBINE_THREADS, 0, ctx->stream>>>(
+            rows, row_of_slot, topk_w, dout, S, k, H, drows, dtopk_w);
     KC_LAUNCHED(fn, "kc_combine_bwd");
     return 0;
 }

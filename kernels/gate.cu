@@ -250,25 +250,43 @@ __global__ void kc_aux_count(const float *probs, int S, int E, int f_slots,
     }
 }
 
-/* One block: expert by expert, m_e in double by a block sum, f_e scaled,
- * the loss summed in expert order by thread 0 (deterministic). */
+/* One block of KC_AUX_TILE x KC_AUX_TILE threads: threadIdx.x picks an
+ * expert of a tile of experts (coalesced reads of a row), threadIdx.y
+ * strides over tokens; m_e is summed in double in a fixed order, f_e is
+ * scaled, and thread (0, 0) adds the loss up in expert order (as gate.c;
+ * deterministic). */
+#define KC_AUX_TILE 32
 __global__ void kc_aux_finish(const float *probs, int S, int E, int f_slots,
                               float *f, float *laux)
 {
-    __shared__ double sh[32];
-    double loss = 0.0;
-    for (int e = 0; e < E; e++) {
+    __shared__ double part[KC_AUX_TILE][KC_AUX_TILE + 1];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    double loss = 0.0; /* kept by thread (0, 0) */
+    for (int e0 = 0; e0 < E; e0 += KC_AUX_TILE) {
+        int e = e0 + tx;
         double m = 0.0;
-        for (int t = threadIdx.x; t < S; t += blockDim.x)
-            m += probs[(size_t)t * E + e];
-        m = kc_block_sum(m, sh);
-        if (threadIdx.x == 0) {
-            float fe = f[e] / ((float)S * (float)f_slots);
-            f[e] = fe;
-            loss += (double)fe * (m / S);
+        if (e < E)
+            for (int t = ty; t < S; t += KC_AUX_TILE)
+                m += probs[(size_t)t * E + e];
+        part[ty][tx] = m;
+        __syncthreads();
+        /* Column tx is read and rewritten by thread (tx, 0) only. */
+        if (ty == 0) {
+            double me = 0.0;
+            for (int i = 0; i < KC_AUX_TILE; i++)
+                me += part[i][tx];
+            part[0][tx] = me;
         }
+        __syncthreads();
+        if (tx == 0 && ty == 0)
+            for (int i = 0; i < KC_AUX_TILE && e0 + i < E; i++) {
+                float fe = f[e0 + i] / ((float)S * (float)f_slots);
+                f[e0 + i] = fe;
+                loss += (double)fe * (part[0][i] / S);
+            }
+        __syncthreads(); /* before the next tile overwrites part */
     }
-    if (threadIdx.x == 0)
+    if (tx == 0 && ty == 0)
         *laux = (float)(E * loss);
 }
 
@@ -289,8 +307,8 @@ int swy_kc_gate_aux_loss(swy_kc_ctx_t *ctx, const float *probs, int S, int E,
                    KC_GATE_THREADS, 0, ctx->stream>>>(probs, S, E, f_slots,
                                                       f);
     KC_LAUNCHED(fn, "kc_aux_count");
-    kc_aux_finish<<<1, 256, 0, ctx->stream>>>(probs, S, E, f_slots, f,
-                                              laux_d);
+    kc_aux_finish<<<1, dim3(KC_AUX_TILE, KC_AUX_TILE), 0, ctx->stream>>>(
+        probs, S, E, f_slots, f, laux_d);
     KC_LAUNCHED(fn, "kc_aux_finish");
     return 0;
 }

@@ -92,6 +92,21 @@ __device__ __forceinline__ void kc_st(swy_kc_bf16_t *p, float v)
     *p = swy_e_f32_to_bf16(v);
 }
 
+/* V elements moved as one aligned load/store (V * sizeof(T) = 16 bytes in
+ * the vector paths; V = 1 is the scalar fallback). */
+template <typename T, int V>
+struct alignas(sizeof(T) * V) kc_vec {
+    T v[V];
+};
+
+/* True when every pointer is 16-byte aligned (NULL counts as aligned). */
+static inline bool kc_aligned16(const void *a, const void *b = NULL,
+                                const void *c = NULL, const void *d = NULL)
+{
+    return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) &
+            15u) == 0;
+}
+
 /* ---- Block reductions ---------------------------------------------------
  * For blockDim.x a multiple of 32, at most 1024, 1-D blocks.  Every thread
  * of the block must call them (they synchronize); the result is valid in

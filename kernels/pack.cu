@@ -108,21 +108,36 @@ static int kc_pack(swy_kc_ctx_t *ctx, const char *fn, size_t esize,
 }
 
 /* dx[t] = sum over kept j of dsend[row_of_slot[t*k+j]], in j order from 0
- * as the CPU (fp32 results are the CPU's exactly). */
-template <typename T>
+ * as the CPU (fp32 results are the CPU's exactly), V elements at a time
+ * (Hv = H / V). */
+template <typename T, int V>
 __global__ void kc_pack_bwd(const T *dsend, const int *row_of_slot, int S,
-                            int k, int H, T *dx)
+                            int k, int Hv, T *dx)
 {
+    typedef kc_vec<T, V> vec;
+    const vec *dv = (const vec *)dsend;
+    vec *xv = (vec *)dx;
     for (int t = blockIdx.x; t < S; t += gridDim.x) {
         const int *rs = row_of_slot + (size_t)t * k;
-        for (int h = threadIdx.x; h < H; h += blockDim.x) {
-            float acc = 0.0f;
+        for (int h = threadIdx.x; h < Hv; h += blockDim.x) {
+            float acc[V];
+#pragma unroll
+            for (int i = 0; i < V; i++)
+                acc[i] = 0.0f;
             for (int j = 0; j < k; j++) {
                 int r = rs[j];
-                if (r >= 0)
-                    acc += kc_ld(dsend + (size_t)r * H + h);
+                if (r < 0)
+                    continue;
+                vec a = dv[(size_t)r * Hv + h];
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    acc[i] += kc_ld(&a.v[i]);
             }
-            kc_st(dx + (size_t)t * H + h, acc);
+            vec o;
+#pragma unroll
+            for (int i = 0; i < V; i++)
+                kc_st(&o.v[i], acc[i]);
+            xv[(size_t)t * Hv + h] = o;
         }
     }
 }
@@ -137,8 +152,14 @@ static int kc_pack_bwd_launch(swy_kc_ctx_t *ctx, const char *fn,
         return kc_fail(fn, "bad sizes S=%d k=%d H=%d", S, k, H);
     if (S == 0)
         return 0;
-    kc_pack_bwd<<<kc_blocks(ctx, (size_t)S, 1), 256, 0, ctx->stream>>>(
-        dsend, row_of_slot, S, k, H, dx);
+    constexpr int V = 16 / sizeof(T);
+    unsigned bl = kc_blocks(ctx, (size_t)S, 1);
+    if (H % V == 0 && kc_aligned16(dsend, dx))
+        kc_pack_bwd<T, V><<<bl, 256, 0, ctx->stream>>>(dsend, row_of_slot, S,
+                                                       k, H / V, dx);
+    else
+        kc_pack_bwd<T, 1><<<bl, 256, 0, ctx->stream>>>(dsend, row_of_slot, S,
+                                                       k, H, dx);
     KC_LAUNCHED(fn, "kc_pack_bwd");
     return 0;
 }
