@@ -355,10 +355,11 @@ static void check_adam(size_t n, int decoupled, float wd)
 
 /* ---- conversions (bitwise) ----------------------------------------------- */
 
-static void check_convert(size_t n)
+/* off: elements by which the device arrays are shifted (unaligned path). */
+static void check_convert(size_t n, size_t off)
 {
     char shape[96];
-    snprintf(shape, sizeof(shape), "n=%zu +specials", n);
+    snprintf(shape, sizeof(shape), "n=%zu +specials offset=%zu", n, off);
     float *x = kct_rand(n + 16, -1e3, 1e3);
     /* Rounding ties, overflow to infinity, infinities, NaNs (quiet and
      * signalling with a low payload), zeros, denormals. */
@@ -372,12 +373,13 @@ static void check_convert(size_t n)
     float *back = kct_host(m * 4), *back_got = kct_host(m * 4);
     swy_k_f32_to_bf16(x, m, h);
     swy_k_bf16_to_f32(h, m, back);
-    float *x_d = kct_up(x, m * 4), *back_d = kct_dev(m * 4);
-    swy_kc_bf16_t *h_d = kct_dev(m * 2);
-    KCT_OK(swy_kc_f32_to_bf16(kct_ctx, x_d, m, h_d));
-    KCT_OK(swy_kc_bf16_to_f32(kct_ctx, h_d, m, back_d));
-    kct_down(h_got, h_d, m * 2);
-    kct_down(back_got, back_d, m * 4);
+    float *x_d = kct_dev((m + off) * 4), *back_d = kct_dev((m + off) * 4);
+    swy_kc_bf16_t *h_d = kct_dev((m + off) * 2);
+    kct_set(x_d + off, x, m * 4);
+    KCT_OK(swy_kc_f32_to_bf16(kct_ctx, x_d + off, m, h_d + off));
+    KCT_OK(swy_kc_bf16_to_f32(kct_ctx, h_d + off, m, back_d + off));
+    kct_down(h_got, h_d + off, m * 2);
+    kct_down(back_got, back_d + off, m * 4);
     int *a = kct_host(m * sizeof(int)), *b = kct_host(m * sizeof(int));
     for (size_t i = 0; i < m; i++) {
         a[i] = h_got[i];
@@ -439,7 +441,8 @@ int main(void)
     check_adam(4097, 1, 0.01f);
     check_adam(333, 0, 0.01f);
 
-    check_convert(100003);
+    check_convert(100003, 0);
+    check_convert(1001, 1);
 
     return kct_finish("test_kc_dense");
 }
