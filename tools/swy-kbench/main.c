@@ -4,9 +4,9 @@
  *
  * Timing: CUDA events around each call on one stream, 3 warm-up calls,
  * the median of --reps (default 20) timed calls.  Byte counts are the
- * bytes each kernel must read plus write at least once (an index array
- * counts; a row read by two slots counts twice, since both reads are
- * issued).  Exits 77 without a GPU. */
+ * least traffic each kernel needs: every distinct input byte read once and
+ * every output byte written once, index and weight arrays included (a
+ * token row that two slots read counts once).  Exits 77 without a GPU. */
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -443,17 +443,18 @@ static void kb_bench_move(int bf16)
     double idx = (double)n_slots * 4;
     snprintf(shape, sizeof(shape), "S=%d k=%d H=%d rows=%d", t.S, t.k, t.H,
              n_rows);
-    /* pack: each kept slot reads its token row and writes one row. */
+    /* pack: reads every token row, writes one row per kept slot. */
     kb_report("pack", dt, shape, kb_time_ms(kb_pack, &t), 0,
-              2.0 * n_rows * row + idx);
+              (double)t.S * row + (double)n_rows * row + idx);
     kb_report("pack_bwd", dt, shape, kb_time_ms(kb_pack_bwd, &t), 0,
               (double)n_rows * row + (double)t.S * row + idx);
     kb_report("gather_rows", dt, shape, kb_time_ms(kb_gather, &t), 0,
               2.0 * n_rows * row + (double)n_rows * 4);
     kb_report("combine_fwd", dt, shape, kb_time_ms(kb_combine_fwd, &t), 0,
               (double)n_rows * row + (double)t.S * row + 2 * idx);
+    /* Reads rows and dout, writes drows; row_of_slot, topk_w, dtopk_w. */
     kb_report("combine_bwd", dt, shape, kb_time_ms(kb_combine_bwd, &t), 0,
-              3.0 * n_rows * row + (double)t.S * row + 3 * idx);
+              2.0 * n_rows * row + (double)t.S * row + 3 * idx);
     void *free1[] = {t.x, t.dout, t.send, t.rows, t.out, t.drows, t.w, t.dtw,
                      t.row_of_slot, t.map};
     for (size_t i = 0; i < sizeof(free1) / sizeof(free1[0]); i++)
