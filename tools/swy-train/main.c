@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "model.h"
+#include "moe_block.h"
 #ifdef SWT_HAVE_CUDA
 #include "model_cuda.h"
 #endif
@@ -81,6 +82,11 @@ static void usage(FILE *out)
 "                        (changes the model; default 1)\n"
 "  --bucket-bytes N      DDP bucket size, K/M suffixes (default 256K)\n"
 "  --phase-hints 0|1     swy_phase_hint before backward all-to-alls (1)\n"
+"  --gate NAME           gshard (default), ta (TA-MoE: balance loss\n"
+"                        weighted toward bandwidth-proportional dispatch)\n"
+"                        or topo (FasterMoE: reroute cross-node choices)\n"
+"  --topo-cross-frac X   --gate topo: tokens per group that may keep a\n"
+"                        cross-node expert (default 0.14)\n"
 "  --device cpu|cuda     kernels to use (default cpu); cuda: every tensor\n"
 "                        on this rank's GPU (local rank modulo the GPUs),\n"
 "                        --pipeline 1 only\n"
@@ -289,7 +295,7 @@ enum {
     O_LAYERS = 256, O_HIDDEN, O_FFN, O_EPR, O_TOPK, O_CAP, O_GROUP, O_AUX,
     O_TOKENS, O_VOCAB, O_NOISE, O_SEED, O_STEPS, O_LR, O_POLICY, O_PIPE,
     O_PACK, O_BUCKET, O_HINTS, O_DEVICE, O_THREADS, O_SCALE, O_LOG,
-    O_WARMUP, O_JSON, O_TRACE, O_LOSS
+    O_WARMUP, O_JSON, O_TRACE, O_LOSS, O_GATE, O_TOPO_FRAC
 };
 
 /* Parses and checks everything that does not need the communicator.
@@ -317,6 +323,8 @@ static int parse_args(int argc, char **argv, options_t *o)
         {"bucket-bytes", required_argument, NULL, O_BUCKET},
         {"phase-hints", required_argument, NULL, O_HINTS},
         {"device", required_argument, NULL, O_DEVICE},
+        {"gate", required_argument, NULL, O_GATE},
+        {"topo-cross-frac", required_argument, NULL, O_TOPO_FRAC},
         {"threads", required_argument, NULL, O_THREADS},
         {"compute-scale", required_argument, NULL, O_SCALE},
         {"log-every", required_argument, NULL, O_LOG},
@@ -365,6 +373,19 @@ static int parse_args(int argc, char **argv, options_t *o)
         case O_PACK: rc = parse_int(f, a, 1, 256, &m->packing); break;
         case O_BUCKET: rc = parse_bytes(f, a, &m->bucket_bytes); break;
         case O_HINTS: rc = parse_int(f, a, 0, 1, &m->phase_hints); break;
+        case O_GATE:
+            if (strcmp(a, "gshard") == 0) m->gate = SWT_GATE_GSHARD;
+            else if (strcmp(a, "ta") == 0) m->gate = SWT_GATE_TA;
+            else if (strcmp(a, "topo") == 0) m->gate = SWT_GATE_TOPO;
+            else {
+                fprintf(stderr, "swy-train: --gate '%s': expected gshard, "
+                        "ta or topo\n", a);
+                rc = -1;
+            }
+            break;
+        case O_TOPO_FRAC:
+            rc = parse_double(f, a, 0, 1, &m->topo_cross_frac);
+            break;
         case O_DEVICE:
             o->device = a;
             if (strcmp(a, "cpu") != 0 && strcmp(a, "cuda") != 0)
@@ -452,9 +473,12 @@ static void print_header(const options_t *o, int argc, char **argv,
            sysconf(_SC_NPROCESSORS_ONLN), cpu);
     printf("# ranks: %d  policy: %s  pipeline: %d  packing: %d  "
            "bucket: %zu bytes (%d buckets)  phase hints: %s  device: %s  "
-           "blas threads: %d\n", W, policy, m->pipeline, m->packing,
-           m->bucket_bytes, trainer_num_buckets(md),
-           m->phase_hints ? "on" : "off", o->device_desc, o->threads);
+           "blas threads: %d  gate: %s\n", W, policy, m->pipeline,
+           m->packing, m->bucket_bytes, trainer_num_buckets(md),
+           m->phase_hints ? "on" : "off", o->device_desc, o->threads,
+           m->gate == SWT_GATE_TA     ? "ta"
+           : m->gate == SWT_GATE_TOPO ? "topo"
+                                      : "gshard");
     printf("# model: layers %d  hidden %d  ffn %d  experts %d (%d per "
            "rank)  top-k %d  capacity %.3g per group of %d tokens  aux %g  "
            "vocab %d\n", m->layers, m->hidden, m->ffn,
@@ -819,13 +843,19 @@ int main(int argc, char **argv)
                   .experts_per_rank = 2, .packing = 1, .top_k = 2,
                   .pipeline = 1, .tokens = 512, .gate_group = 0,
                   .capacity_factor = 1.25, .aux_coef = 0.01, .lr = 3e-3,
-                  .seed = 1, .bucket_bytes = 256 << 10, .phase_hints = 1},
+                  .seed = 1, .bucket_bytes = 256 << 10, .phase_hints = 1,
+                  .topo_cross_frac = 0.14},
         .steps = 300, .noise = 0.1, .device = "cpu", .compute_scale = 1.0,
         .threads = 1, .warmup = 3};
     int p = parse_args(argc, argv, &o);
     if (p != 0)
         return p > 0 ? 0 : 2;
     snprintf(o.device_desc, sizeof(o.device_desc), "cpu");
+    if (strcmp(o.device, "cuda") == 0 && o.model.gate != SWT_GATE_GSHARD) {
+        fprintf(stderr, "swy-train: --gate ta and --gate topo run on the "
+                "CPU path only (--device cpu); the GPU gate is GShard's\n");
+        return 2;
+    }
     if (strcmp(o.device, "cuda") == 0) {
         int rc = select_gpu(&o);
         if (rc != 0)

@@ -46,6 +46,9 @@ struct swt_model {
     float *dx, *dm, *dtmp;  /* [S][H] backward scratch */
     float *dact;            /* [S][F] */
     swt_ddp_t *ddp;
+    float *ta_weight;       /* [E], --gate ta */
+    int *node_of_expert;    /* [E], --gate topo */
+    int my_node;
 };
 
 static void fill_uniform(float *w, size_t n, uint64_t key, double bound)
@@ -149,6 +152,41 @@ static float *zalloc(size_t n)
     return calloc(n ? n : 1, sizeof(float));
 }
 
+/* What the topology-aware gates need from the communicator: TA-MoE's
+ * per-expert loss weights, or the node of every expert. */
+static swy_status_t gate_setup(swt_model_t *md)
+{
+    swy_status_t st = SWY_OK;
+    if (md->cfg.gate == SWT_GATE_TA) {
+        double *w = calloc((size_t)md->E, sizeof(double));
+        md->ta_weight = calloc((size_t)md->E, sizeof(float));
+        if (w == NULL || md->ta_weight == NULL) {
+            free(w);
+            return SWY_ERR_NO_MEMORY;
+        }
+        st = swy_moe_ta_target(md->comm, md->nl, NULL, w);
+        for (int e = 0; e < md->E; e++)
+            md->ta_weight[e] = (float)w[e];
+        free(w);
+    } else if (md->cfg.gate == SWT_GATE_TOPO) {
+        int *node = calloc((size_t)md->W, sizeof(int));
+        md->node_of_expert = calloc((size_t)md->E, sizeof(int));
+        if (node == NULL || md->node_of_expert == NULL) {
+            free(node);
+            return SWY_ERR_NO_MEMORY;
+        }
+        st = swy_moe_topo_nodes(md->comm, node, NULL);
+        for (int e = 0; e < md->E; e++)
+            md->node_of_expert[e] = node[e / md->nl];
+        md->my_node = node[md->rank];
+        free(node);
+    }
+    if (st != SWY_OK)
+        fprintf(stderr, "swy-train: gate setup: %s: %s\n",
+                swy_status_string(st), swy_last_error(md->comm));
+    return st;
+}
+
 swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
                               swt_model_t **model_p)
 {
@@ -220,6 +258,11 @@ swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
         return SWY_ERR_INTERNAL;
     }
     init_params(md);
+    if (gate_setup(md) != SWY_OK) {
+        free(sizes);
+        swt_model_destroy(md);
+        return SWY_ERR_INTERNAL;
+    }
     for (int l = 0; l < cfg->layers; l++) {
         layer_t *ly = &md->layers[l];
         swt_moe_block_params_t bp = {
@@ -232,6 +275,9 @@ swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
             .aux_weight = cfg->aux_coef /
                           ((double)md->W * (cfg->tokens / cfg->gate_group)),
             .phase_hints = cfg->phase_hints,
+            .gate = cfg->gate, .ta_weight = md->ta_weight,
+            .node_of_expert = md->node_of_expert, .my_node = md->my_node,
+            .topo_cross_frac = cfg->topo_cross_frac,
             .wg = ly->wg, .dwg = ly->dwg,
             .w1 = ly->w1, .b1 = ly->b1, .w2 = ly->w2, .b2 = ly->b2,
             .dw1 = ly->dw1, .db1 = ly->db1, .dw2 = ly->dw2, .db2 = ly->db2};
@@ -257,6 +303,8 @@ void swt_model_destroy(swt_model_t *md)
     if (md == NULL)
         return;
     swt_ddp_destroy(md->ddp);
+    free(md->ta_weight);
+    free(md->node_of_expert);
     if (md->layers != NULL)
         for (int l = 0; l < md->cfg.layers; l++) {
             layer_t *ly = &md->layers[l];

@@ -39,6 +39,8 @@ typedef struct {
     uint64_t seed;
     size_t bucket_bytes;
     int phase_hints;
+    int gate;                  /* swt_gate_kind_t (moe_block.h) */
+    double topo_cross_frac;    /* --gate topo: share kept cross-node */
 } swt_model_config_t;
 
 typedef struct swt_model swt_model_t;

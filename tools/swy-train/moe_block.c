@@ -20,8 +20,9 @@ struct swt_moe_block {
     float *topk_w;    /* [S][k] */
     float *f;         /* [n_groups][E]: GShard's f_e per group */
     int *load;        /* [E] scratch of the capacity drop */
+    int *choice_idx;  /* [S][k] choices before capacity (topo gate) */
     double aux;
-    int dropped;
+    int dropped, rerouted;
     int64_t *sent;    /* [E] */
     swy_moe_route_t route;
     swy_moe_layout_t layout;
@@ -68,13 +69,14 @@ int swt_moe_block_create(swy_moe_plan_t plan, swy_comm_t comm,
     b->grad_topk_w = alloc_floats(S * k);
     b->f = alloc_floats((size_t)b->n_groups * E);
     b->load = malloc(E * sizeof(int));
+    b->choice_idx = malloc((S * k > 0 ? S * k : 1) * sizeof(int));
     b->sent = calloc(E, sizeof(int64_t));
     b->dx_gate = alloc_floats(S * (size_t)b->H);
     b->y = alloc_floats(S * (size_t)b->H);
     snprintf(b->name_fwd, sizeof(b->name_fwd), "L%d.fwd", params->layer);
     snprintf(b->name_bwd, sizeof(b->name_bwd), "L%d.bwd", params->layer);
     if (!b->probs || !b->logits || !b->dprobs || !b->topk_idx ||
-        !b->topk_w || !b->grad_topk_w || !b->f || !b->load || !b->sent ||
+        !b->topk_w || !b->grad_topk_w || !b->f || !b->load || !b->choice_idx || !b->sent ||
         !b->dx_gate || !b->y) {
         swt_moe_block_destroy(b);
         return -1;
@@ -98,6 +100,7 @@ void swt_moe_block_destroy(swt_moe_block_t *b)
     free(b->y);
     free(b->dx_gate);
     free(b->sent);
+    free(b->choice_idx);
     free(b->load);
     free(b->f);
     free(b->grad_topk_w);
@@ -112,6 +115,11 @@ void swt_moe_block_destroy(swt_moe_block_t *b)
 double swt_moe_block_aux(const swt_moe_block_t *b)
 {
     return b->aux;
+}
+
+int swt_moe_block_rerouted(const swt_moe_block_t *b)
+{
+    return b->rerouted;
 }
 
 int swt_moe_block_dropped(const swt_moe_block_t *b)
@@ -209,9 +217,13 @@ static void experts_bwd_chunk(swt_moe_block_t *b, int j)
     }
 }
 
-/* Gate, per group of G tokens: softmax and top-k per token, then the
- * GShard capacity drop (choice order: a second choice never displaces a
- * first) and auxiliary loss over the group. */
+/* Gate, per group of G tokens: softmax and top-k per token, the topology
+ * gate's rerouting (--gate topo), then the GShard capacity drop (choice
+ * order: a second choice never displaces a first) and the auxiliary loss
+ * over the group. With --gate ta the loss is TA-MoE's: each expert's term
+ * f_e m_e weighted by w_e (swy_moe_ta_target), whose minimum lies at the
+ * bandwidth-proportional target; b->f then holds w_e f_e, which is all the
+ * backward needs (d/dm_e of E sum w_e f_e m_e). */
 static void gate_forward(swt_moe_block_t *b)
 {
     int S = b->S, E = b->E, k = b->k, G = b->p.gate_group;
@@ -224,10 +236,32 @@ static void gate_forward(swt_moe_block_t *b)
         cap = -1;
     double aux = 0;
     b->dropped = 0;
+    b->rerouted = 0;
     for (int g = 0; g < b->n_groups; g++) {
         size_t t0 = (size_t)g * G;
-        aux += swy_k_gate_aux_loss(b->probs + t0 * E, G, E, 1,
-                                   b->f + (size_t)g * E);
+        float *f = b->f + (size_t)g * E;
+        if (b->p.gate == SWT_GATE_TOPO)
+            b->rerouted += swy_k_gate_topo_reroute(
+                b->probs + t0 * E, G, E, k, renorm, b->p.node_of_expert,
+                b->p.my_node, b->p.topo_cross_frac, b->topk_idx + t0 * k,
+                b->topk_w + t0 * k);
+        double a = swy_k_gate_aux_loss(b->probs + t0 * E, G, E, 1, f);
+        if (b->p.gate == SWT_GATE_TA) {
+            a = 0.0;
+            for (int e = 0; e < E; e++) {
+                double m = 0.0;
+                for (int t = 0; t < G; t++)
+                    m += b->probs[(t0 + (size_t)t) * E + (size_t)e];
+                f[e] *= b->p.ta_weight[e];
+                a += (double)f[e] * (m / G);
+            }
+            a *= E;
+        }
+        aux += a;
+    }
+    memcpy(b->choice_idx, b->topk_idx, (size_t)S * k * sizeof(int));
+    for (int g = 0; g < b->n_groups; g++) {
+        size_t t0 = (size_t)g * G;
         b->dropped += swy_k_gate_drop(b->topk_idx + t0 * k,
                                       b->topk_w + t0 * k, G, k, E, cap,
                                       SWY_K_DROP_CHOICE_ORDER, b->load);
@@ -298,8 +332,12 @@ swy_status_t swt_moe_block_forward(swt_moe_block_t *b, const float *x,
 static void gate_backward(swt_moe_block_t *b)
 {
     int S = b->S, E = b->E, k = b->k, G = b->p.gate_group;
-    swy_k_gate_topk_bwd(b->probs, b->grad_topk_w, S, E, k, k > 1,
-                        b->dprobs);
+    if (b->p.gate == SWT_GATE_TOPO) /* choices may differ from top-k */
+        swy_k_gate_topk_bwd_idx(b->probs, b->choice_idx, b->grad_topk_w, S,
+                                E, k, k > 1, b->dprobs);
+    else
+        swy_k_gate_topk_bwd(b->probs, b->grad_topk_w, S, E, k, k > 1,
+                            b->dprobs);
     for (int g = 0; g < b->n_groups; g++) {
         size_t t0 = (size_t)g * G;
         swy_k_gate_aux_loss_bwd(b->f + (size_t)g * E, G, E,

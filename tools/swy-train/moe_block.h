@@ -35,6 +35,12 @@ typedef struct {
     double capacity_factor;
     double aux_weight;    /* d(loss)/d(aux of one group) on this rank */
     int phase_hints;      /* call swy_phase_hint before backward a2as */
+    /* gate kind (swt_gate_kind_t) and what it needs: */
+    int gate;
+    const float *ta_weight;     /* [E] TA-MoE per-expert aux weights */
+    const int *node_of_expert;  /* [E] node of each expert (topo) */
+    int my_node;                /* this rank's node (topo) */
+    double topo_cross_frac;     /* tokens that may keep a cross-node choice */
     /* gate: dense */
     const float *wg;      /* [H][E] */
     float *dwg;           /* accumulated */
@@ -42,6 +48,13 @@ typedef struct {
     const float *w1, *b1, *w2, *b2;
     float *dw1, *db1, *dw2, *db2;
 } swt_moe_block_params_t;
+
+/** Gates: GShard's balance loss (the default); TA-MoE's loss weighted
+ *  toward the bandwidth-proportional target (swy_moe_ta_target); FasterMoE's
+ *  topology gate, which reroutes all but a fraction of the tokens with a
+ *  cross-node choice to experts on their own node. */
+typedef enum { SWT_GATE_GSHARD = 0, SWT_GATE_TA = 1, SWT_GATE_TOPO = 2 }
+    swt_gate_kind_t;
 
 typedef struct swt_moe_block swt_moe_block_t;
 
@@ -64,6 +77,9 @@ swy_status_t swt_moe_block_backward(swt_moe_block_t *blk, const float *dout,
 
 /** The last forward's auxiliary loss, mean over gate groups. */
 double swt_moe_block_aux(const swt_moe_block_t *blk);
+
+/** Tokens the topology gate rerouted to their node in the last forward. */
+int swt_moe_block_rerouted(const swt_moe_block_t *blk);
 
 /** Slots dropped by capacity in the last forward. */
 int swt_moe_block_dropped(const swt_moe_block_t *blk);
