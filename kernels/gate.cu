@@ -3,6 +3,8 @@
  * One thread per token for the per-row math (E is small: tens to a few
  * hundred experts), running elem.h's row functions exactly as gate.c does,
  * so the choices are the CPU's. */
+#include <math.h>
+
 #include "kc_internal_cuda.h"
 
 #define KC_GATE_THREADS 128
@@ -174,6 +176,197 @@ int swy_kc_gate_topk_bwd(swy_kc_ctx_t *ctx, const float *probs,
                   0, ctx->stream>>>(probs, dtopk_w, S, E, k, renormalize,
                                     dprobs);
     KC_LAUNCHED(fn, "kc_topk_bwd");
+    return 0;
+}
+
+/* As kc_topk_bwd with the choices given; += as gate.c, so a repeated
+ * expert adds up. */
+__global__ void kc_topk_bwd_idx(const float *probs, const int *choice_idx,
+                                const float *dtopk_w, int S, int E, int k,
+                                int renormalize, float *dprobs)
+{
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < S;
+         t += gridDim.x * blockDim.x) {
+        const float *p = probs + (size_t)t * E;
+        const int *idx = choice_idx + (size_t)t * k;
+        const float *dw = dtopk_w + (size_t)t * k;
+        float *dp = dprobs + (size_t)t * E;
+        for (int e = 0; e < E; e++)
+            dp[e] = 0.0f;
+        if (!renormalize) {
+            for (int j = 0; j < k; j++)
+                dp[idx[j]] += dw[j];
+            continue;
+        }
+        float z = 0.0f, dot = 0.0f;
+        for (int j = 0; j < k; j++)
+            z += p[idx[j]];
+        for (int j = 0; j < k; j++)
+            dot += dw[j] * (p[idx[j]] / z);
+        for (int j = 0; j < k; j++)
+            dp[idx[j]] += (dw[j] - dot) / z;
+    }
+}
+
+int swy_kc_gate_topk_bwd_idx(swy_kc_ctx_t *ctx, const float *probs,
+                             const int *choice_idx, const float *dtopk_w,
+                             int S, int E, int k, int renormalize,
+                             float *dprobs)
+{
+    static const char fn[] = "swy_kc_gate_topk_bwd_idx";
+    KC_CTX(fn, ctx);
+    KC_TRY(check_gate(fn, S, E, k));
+    if (S == 0)
+        return 0;
+    kc_topk_bwd_idx<<<kc_blocks(ctx, (size_t)S, KC_GATE_THREADS),
+                      KC_GATE_THREADS, 0, ctx->stream>>>(
+        probs, choice_idx, dtopk_w, S, E, k, renormalize, dprobs);
+    KC_LAUNCHED(fn, "kc_topk_bwd_idx");
+    return 0;
+}
+
+/* ---- Topology gate (FasterMoE) -------------------------------------------
+ * gate.c reroutes, one at a time, the cross-node token of lowest score
+ * (best probability among its off-node choices), ties to the highest token
+ * index, while more than `budget` cross-node tokens remain; a rerouted
+ * token has score 0 and drops out.  So exactly n = clamp(n_cross - budget,
+ * 0, n_cross) tokens move: those first in the order (score ascending,
+ * token descending).  Here: scores, then the count, then each cross token
+ * finds its rank in that order (an O(S^2) count through shared-memory
+ * tiles; S is one rank's tokens) and reroutes itself when rank < n.
+ * Scores live in a separate array, so a token rewriting its choices never
+ * races with another reading them. */
+#define KC_TOPO_THREADS 256
+
+__device__ float kc_topo_score(const float *p, const int *idx, int k,
+                               const int *node_of_expert, int my_node)
+{
+    float best = 0.0f;
+    for (int j = 0; j < k; j++)
+        if (node_of_expert[idx[j]] != my_node && p[idx[j]] > best)
+            best = p[idx[j]];
+    return best;
+}
+
+__global__ void kc_topo_scores(const float *probs, const int *topk_idx,
+                               int S, int E, int k, const int *node_of_expert,
+                               int my_node, float *score)
+{
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < S;
+         t += gridDim.x * blockDim.x)
+        score[t] = kc_topo_score(probs + (size_t)t * E,
+                                 topk_idx + (size_t)t * k, k, node_of_expert,
+                                 my_node);
+}
+
+/* One block: local experts, cross tokens, and how many to reroute. */
+__global__ void kc_topo_count(const float *score, int S, int E, int k,
+                              const int *node_of_expert, int my_node,
+                              int budget, int *n_reroute, int *rerouted)
+{
+    __shared__ int sh[32];
+    int local = 0, cross = 0;
+    for (int e = threadIdx.x; e < E; e += blockDim.x)
+        local += node_of_expert[e] == my_node;
+    for (int t = threadIdx.x; t < S; t += blockDim.x)
+        cross += score[t] > 0.0f;
+    local = kc_block_sum(local, sh);
+    cross = kc_block_sum(cross, sh);
+    if (threadIdx.x == 0) {
+        int n = 0;
+        if (local >= k && cross > budget)
+            n = budget < 0 ? cross : cross - budget;
+        *n_reroute = n;
+        *rerouted = n;
+    }
+}
+
+__global__ void kc_topo_apply(const float *probs, const float *score, int S,
+                              int E, int k, int renormalize,
+                              const int *node_of_expert, int my_node,
+                              const int *n_reroute, int *topk_idx,
+                              float *topk_w)
+{
+    __shared__ float tile[KC_TOPO_THREADS];
+    int n = *n_reroute;
+    if (n == 0)
+        return; /* uniform across the grid */
+    /* Every thread walks the tiles (they synchronize), whether or not its
+     * own token is a candidate; the grid covers S exactly once. */
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    float st = t < S ? score[t] : 0.0f;
+    int rank = 0;
+    for (int base = 0; base < S; base += blockDim.x) {
+        __syncthreads();
+        int u = base + (int)threadIdx.x;
+        tile[threadIdx.x] = u < S ? score[u] : 0.0f;
+        __syncthreads();
+        int m = S - base < (int)blockDim.x ? S - base : (int)blockDim.x;
+        for (int i = 0; i < m; i++) {
+            float su = tile[i];
+            rank += su > 0.0f && (su < st || (su == st && base + i > t));
+        }
+    }
+    if (t >= S || !(st > 0.0f) || rank >= n)
+        return;
+    const float *p = probs + (size_t)t * E;
+    int *idx = topk_idx + (size_t)t * k;
+    /* Top-k among this node's experts, gate.c's rule. */
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < E; e++) {
+            if (node_of_expert[e] != my_node)
+                continue;
+            int taken = 0;
+            for (int l = 0; l < j; l++)
+                taken |= idx[l] == e;
+            if (!taken && (best < 0 || p[e] > p[best]))
+                best = e;
+        }
+        idx[j] = best;
+    }
+    float z = 0.0f;
+    for (int j = 0; j < k; j++)
+        z += p[idx[j]];
+    for (int j = 0; j < k; j++)
+        topk_w[(size_t)t * k + j] = renormalize ? p[idx[j]] / z : p[idx[j]];
+}
+
+int swy_kc_gate_topo_reroute(swy_kc_ctx_t *ctx, const float *probs, int S,
+                             int E, int k, int renormalize,
+                             const int *node_of_expert, int my_node,
+                             double max_cross_frac, int *topk_idx,
+                             float *topk_w, int *rerouted_d)
+{
+    static const char fn[] = "swy_kc_gate_topo_reroute";
+    KC_CTX(fn, ctx);
+    KC_TRY(check_gate(fn, S, E, k));
+    if (node_of_expert == NULL || rerouted_d == NULL)
+        return kc_fail(fn, "node_of_expert and rerouted_d are required");
+    if (S == 0) {
+        KC_CUDA(fn, cudaMemsetAsync(rerouted_d, 0, sizeof(int), ctx->stream));
+        return 0;
+    }
+    /* As gate.c, on the host in double. */
+    double b = floor(max_cross_frac * S + 1e-9);
+    int budget = b < -1.0 ? -1 : b > (double)S ? S : (int)b;
+    void *work = NULL;
+    KC_TRY(kc_ctx_work(ctx, fn, (size_t)S * sizeof(float), &work));
+    float *score = (float *)work;
+    int *n_reroute = (int *)((char *)ctx->scratch + KC_SCRATCH_TOPO);
+    kc_topo_scores<<<kc_blocks(ctx, (size_t)S, KC_GATE_THREADS),
+                     KC_GATE_THREADS, 0, ctx->stream>>>(
+        probs, topk_idx, S, E, k, node_of_expert, my_node, score);
+    KC_LAUNCHED(fn, "kc_topo_scores");
+    kc_topo_count<<<1, 1024, 0, ctx->stream>>>(score, S, E, k, node_of_expert,
+                                               my_node, budget, n_reroute,
+                                               rerouted_d);
+    KC_LAUNCHED(fn, "kc_topo_count");
+    unsigned blocks = (unsigned)((S + KC_TOPO_THREADS - 1) / KC_TOPO_THREADS);
+    kc_topo_apply<<<blocks, KC_TOPO_THREADS, 0, ctx->stream>>>(
+        probs, score, S, E, k, renormalize, node_of_expert, my_node,
+        n_reroute, topk_idx, topk_w);
+    KC_LAUNCHED(fn, "kc_topo_apply");
     return 0;
 }
 

@@ -28,7 +28,17 @@ struct swy_kc_ctx {
     void *blas_workspace;
     void *scratch; /* KC_SCRATCH_BYTES, 16-byte aligned (cudaMalloc) */
     int n_sm;      /* multiprocessors of the context's device */
+    void *work;    /* grown on demand by kc_ctx_work */
+    size_t work_bytes;
 };
+
+/* Scratch offsets (bytes) of the kernels that use ctx->scratch. */
+#define KC_SCRATCH_LOSS 0   /* loss.cu: struct kc_loss_scratch */
+#define KC_SCRATCH_TOPO 64  /* gate.cu: int, tokens to reroute */
+
+/* *p = at least `bytes` of device workspace owned by the context.  Growing
+ * it synchronizes the stream first (kernels may still use the old one). */
+int kc_ctx_work(swy_kc_ctx_t *ctx, const char *fn, size_t bytes, void **p);
 
 /* Records "fn: <formatted>" as this thread's error; returns 1. */
 int kc_fail(const char *fn, const char *fmt, ...)

@@ -16,6 +16,9 @@ struct kc_loss_scratch {
     int count;
 };
 
+static_assert(KC_SCRATCH_LOSS + sizeof(kc_loss_scratch) <= KC_SCRATCH_TOPO,
+              "loss scratch overlaps the next user's");
+
 __device__ __forceinline__ bool kc_counted(int label, int C)
 {
     return label >= 0 && label < C;
@@ -77,7 +80,8 @@ int swy_kc_xent_fwd(swy_kc_ctx_t *ctx, const float *logits, const int *labels,
     if (S < 0 || C <= 0 || loss_d == NULL)
         return kc_fail(fn, "bad arguments S=%d C=%d loss_d=%p", S, C,
                        (void *)loss_d);
-    kc_loss_scratch *acc = (kc_loss_scratch *)ctx->scratch;
+    kc_loss_scratch *acc =
+        (kc_loss_scratch *)((char *)ctx->scratch + KC_SCRATCH_LOSS);
     KC_CUDA(fn, cudaMemsetAsync(acc, 0, sizeof(*acc), ctx->stream));
     if (S > 0) {
         unsigned rows_per_block = KC_LOSS_THREADS / 32;
@@ -139,7 +143,8 @@ int swy_kc_xent_bwd(swy_kc_ctx_t *ctx, const float *logits, const int *labels,
         return kc_fail(fn, "bad sizes S=%d C=%d", S, C);
     if (S == 0)
         return 0;
-    int *count = &((kc_loss_scratch *)ctx->scratch)->count;
+    int *count = &((kc_loss_scratch *)((char *)ctx->scratch +
+                                       KC_SCRATCH_LOSS))->count;
     KC_CUDA(fn, cudaMemsetAsync(count, 0, sizeof(*count), ctx->stream));
     kc_count_labels<<<kc_blocks(ctx, (size_t)S, 256), 256, 0, ctx->stream>>>(
         labels, S, C, count);

@@ -278,10 +278,29 @@ fail_ctx:
     return 1;
 }
 
+int kc_ctx_work(swy_kc_ctx_t *ctx, const char *fn, size_t bytes, void **p)
+{
+    if (bytes > ctx->work_bytes) {
+        KC_CUDA(fn, cudaStreamSynchronize(ctx->stream));
+        KC_CUDA(fn, cudaFree(ctx->work));
+        ctx->work = NULL;
+        ctx->work_bytes = 0;
+        cudaError_t err = cudaMalloc(&ctx->work, bytes);
+        if (err != cudaSuccess)
+            return kc_fail(fn, "cudaMalloc(%zu bytes of workspace): %s: %s",
+                           bytes, cudaGetErrorName(err),
+                           cudaGetErrorString(err));
+        ctx->work_bytes = bytes;
+    }
+    *p = ctx->work;
+    return 0;
+}
+
 void swy_kc_ctx_destroy(swy_kc_ctx_t *ctx)
 {
     if (ctx == NULL)
         return;
+    cudaFree(ctx->work);
     cublasDestroy(ctx->blas);
     cudaFree(ctx->blas_workspace);
     cudaFree(ctx->scratch);

@@ -168,6 +168,23 @@ int swy_kc_gate_topk_bwd(swy_kc_ctx_t *ctx, const float *probs,
                          const float *dtopk_w, int S, int E, int k,
                          int renormalize, float *dprobs);
 
+/** As swy_k_gate_topk_bwd_idx (choice_idx [S][k] device, valid experts). */
+int swy_kc_gate_topk_bwd_idx(swy_kc_ctx_t *ctx, const float *probs,
+                             const int *choice_idx, const float *dtopk_w,
+                             int S, int E, int k, int renormalize,
+                             float *dprobs);
+
+/** As swy_k_gate_topo_reroute (node_of_expert [E] is a device array); the
+ *  number of rerouted tokens is written to *rerouted_d (device int).  The
+ *  same tokens are rerouted as on the CPU (ties included).  Needs S floats
+ *  of context workspace: the first call with a larger S than before
+ *  synchronizes the context's stream to grow it. */
+int swy_kc_gate_topo_reroute(swy_kc_ctx_t *ctx, const float *probs, int S,
+                             int E, int k, int renormalize,
+                             const int *node_of_expert, int my_node,
+                             double max_cross_frac, int *topk_idx,
+                             float *topk_w, int *rerouted_d);
+
 /** As swy_k_gate_drop; the number of dropped slots is written to
  *  *dropped_d (device int). */
 int swy_kc_gate_drop(swy_kc_ctx_t *ctx, int *topk_idx, float *topk_w, int S,

@@ -79,6 +79,23 @@ static void check_gate(int S, int H, int E, int k, int renormalize)
     kct_cmp_dev("swy_kc_gate_topk_bwd", shape, "dprobs", dp_d, dp, nl,
                 KCT_TOL_F32);
 
+    /* Backward through given choices (random valid experts, repeats
+     * allowed: both sides add them up). */
+    int *cho = kct_host(ns * sizeof(int));
+    for (size_t s = 0; s < ns; s++)
+        cho[s] = kct_int(E);
+    int *cho_d = kct_up(cho, ns * sizeof(int));
+    float *dpi = kct_host(nl * 4), *dpi_d = kct_dev(nl * 4);
+    swy_k_gate_topk_bwd_idx(probs, cho, dtw, S, E, k, renormalize, dpi);
+    KCT_OK(swy_kc_gate_topk_bwd_idx(kct_ctx, probs_d, cho_d, dtw_d, S, E, k,
+                                    renormalize, dpi_d));
+    kct_cmp_dev("swy_kc_gate_topk_bwd_idx", shape, "dprobs", dpi_d, dpi, nl,
+                KCT_TOL_F32);
+    kct_dfree(cho_d);
+    kct_dfree(dpi_d);
+    free(cho);
+    free(dpi);
+
     for (int f_slots = 1; f_slots <= k; f_slots += (k > 1 ? k - 1 : 1)) {
         char sh2[128];
         snprintf(sh2, sizeof(sh2), "%s f_slots=%d", shape, f_slots);
@@ -148,6 +165,45 @@ static void check_gate(int S, int H, int E, int k, int renormalize)
         free(host[i]);
 }
 
+/* Topology gate: the CPU's top-k on grid logits (many equal scores, so the
+ * tie rule matters), experts spread over n_nodes, rerouted on both sides. */
+static void check_topo(int S, int E, int k, int renormalize, int n_nodes,
+                       int my_node, double frac)
+{
+    char shape[96];
+    snprintf(shape, sizeof(shape), "S=%d E=%d k=%d nodes=%d me=%d frac=%g",
+             S, E, k, n_nodes, my_node, frac);
+    size_t nl = (size_t)S * E, ns = (size_t)S * k;
+    float *gl = kct_host(nl * 4), *probs = kct_host(nl * 4);
+    for (size_t i = 0; i < nl; i++)
+        gl[i] = 0.25f * (float)kct_int(8);
+    int *idx = kct_host(ns * sizeof(int)), *node = kct_host((size_t)E * 4);
+    float *w = kct_host(ns * 4);
+    swy_k_gate_topk(gl, S, E, k, renormalize, idx, w, probs);
+    for (int e = 0; e < E; e++)
+        node[e] = e * n_nodes / E;
+    float *probs_d = kct_up(probs, nl * 4), *w_d = kct_up(w, ns * 4);
+    int *idx_d = kct_up(idx, ns * sizeof(int));
+    int *node_d = kct_up(node, (size_t)E * sizeof(int));
+    int *rr_d = kct_dev(sizeof(int));
+    int rr = swy_k_gate_topo_reroute(probs, S, E, k, renormalize, node,
+                                     my_node, frac, idx, w);
+    KCT_OK(swy_kc_gate_topo_reroute(kct_ctx, probs_d, S, E, k, renormalize,
+                                    node_d, my_node, frac, idx_d, w_d, rr_d));
+    kct_cmp_dev_int("swy_kc_gate_topo_reroute", shape, "rerouted", rr_d, &rr,
+                    1);
+    kct_cmp_dev_int("swy_kc_gate_topo_reroute", shape, "topk_idx", idx_d, idx,
+                    ns);
+    kct_cmp_dev("swy_kc_gate_topo_reroute", shape, "topk_w", w_d, w, ns,
+                KCT_TOL_F32);
+    void *dev[] = {probs_d, w_d, idx_d, node_d, rr_d};
+    for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+        kct_dfree(dev[i]);
+    void *host[] = {gl, probs, idx, node, w};
+    for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+        free(host[i]);
+}
+
 int main(void)
 {
     kct_init("test_kc_gate");
@@ -158,5 +214,13 @@ int main(void)
     check_gate(333, 32, 16, 2, 0);
     check_gate(512, 48, 64, 4, 1);
     check_gate(1000, 96, 32, 1, 0);
+    check_topo(0, 8, 2, 1, 2, 0, 0.1);
+    check_topo(300, 16, 2, 1, 4, 0, 0.1);
+    check_topo(300, 16, 2, 0, 4, 3, 0.25);
+    check_topo(1000, 32, 4, 1, 2, 1, 0.3);
+    check_topo(500, 8, 2, 1, 4, 0, 0.0);
+    check_topo(200, 8, 4, 1, 4, 0, 0.5);  /* 2 local experts < k: no-op */
+    check_topo(700, 16, 2, 1, 2, 0, -1.0); /* every cross token moves */
+    check_topo(700, 16, 2, 1, 2, 0, 1.0);  /* none moves */
     return kct_finish("test_kc_gate");
 }
