@@ -501,7 +501,10 @@ static void print_header(const options_t *o, int argc, char **argv,
 }
 
 /* Per-step record, averaged over ranks. */
-enum { R_XENT, R_AUX, R_DROPPED, R_TIMERS, R_LEN = R_TIMERS + SWT_T_COUNT };
+/* Per-step record, summed over ranks: R_ROWS and R_CROSS are the rows
+ * dispatched in all layers and those that crossed to another node. */
+enum { R_XENT, R_AUX, R_DROPPED, R_ROWS, R_CROSS, R_TIMERS,
+       R_LEN = R_TIMERS + SWT_T_COUNT };
 
 static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
 {
@@ -544,6 +547,7 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
     size_t rec_len = R_LEN + (trace ? (size_t)L * E : 0);
     int *ids = malloc((size_t)S * sizeof(int));
     int *labels = malloc((size_t)S * sizeof(int));
+    int *node_of = malloc((size_t)W * sizeof(int));
     double *rec = malloc(rec_len * sizeof(double));
     double *hist = malloc((size_t)steps * R_LEN * sizeof(double));
     double *col = malloc((size_t)steps * sizeof(double));
@@ -551,10 +555,16 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
     swy_load_tracker_t tracker = NULL; /* rank 0, with --trace-loads */
     int64_t *layer_counts = NULL;
     int rc = 1;
-    if (!ids || !labels || !rec || !hist || !col) {
+    if (!ids || !labels || !node_of || !rec || !hist || !col) {
         fprintf(stderr, "swy-train: out of memory\n");
         goto out;
     }
+    if (swy_moe_topo_nodes(comm, node_of, NULL) != SWY_OK) {
+        fprintf(stderr, "swy-train: swy_moe_topo_nodes: %s\n",
+                swy_last_error(comm));
+        goto out;
+    }
+    int n_local = E / W;
     if (rank == 0 && trace) {
         trace_f = fopen(o->trace_loads, "w");
         if (trace_f == NULL)
@@ -616,6 +626,15 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         rec[R_XENT] = res.xent;
         rec[R_AUX] = res.aux;
         rec[R_DROPPED] = res.dropped;
+        rec[R_ROWS] = rec[R_CROSS] = 0.0;
+        for (int l = 0; l < L; l++) {
+            const int64_t *sent = trainer_layer_sent(md, l);
+            for (int e = 0; e < E; e++) {
+                rec[R_ROWS] += (double)sent[e];
+                if (node_of[e / n_local] != node_of[rank])
+                    rec[R_CROSS] += (double)sent[e];
+            }
+        }
         for (int t = 0; t < SWT_T_COUNT; t++)
             rec[R_TIMERS + t] = tm.acc[t];
         if (trace)
@@ -634,7 +653,8 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         }
         double *h = hist + (size_t)(step - 1) * R_LEN;
         for (int i = 0; i < R_LEN; i++)
-            h[i] = i == R_DROPPED ? rec[i] : rec[i] / W;
+            h[i] = i == R_DROPPED || i == R_ROWS || i == R_CROSS
+                       ? rec[i] : rec[i] / W;
         if (rank != 0)
             continue;
         if (loss_f != NULL)
@@ -692,6 +712,13 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         double dropped_total = 0;
         for (int i = 0; i < steps; i++)
             dropped_total += hist[(size_t)i * R_LEN + R_DROPPED];
+        /* Routing at the end: the last quarter of the steps. */
+        double rows_end = 0, cross_end = 0;
+        for (int i = steps - (steps + 3) / 4; i < steps; i++) {
+            rows_end += hist[(size_t)i * R_LEN + R_ROWS];
+            cross_end += hist[(size_t)i * R_LEN + R_CROSS];
+        }
+        double cross_pct = rows_end > 0 ? 100.0 * cross_end / rows_end : 0;
         double tps = (double)S * W / st[SWT_T_STEP].median;
         printf("\n# summary (timings: median [min, max] over steps %d..%d, "
                "mean over ranks)\n", first + 1, steps);
@@ -720,6 +747,8 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         }
         printf("%-22s %.0f\n", "tokens/s", tps);
         printf("%-22s %.0f\n", "slots dropped", dropped_total);
+        printf("%-22s %.1f (last quarter of the steps)\n",
+               "cross-node rows %", cross_pct);
         printf("%-22s %s\n", "dense replicas", identical ? "identical"
                                                          : "DIFFER");
         if (o->compute_scale > 1.0)
@@ -749,7 +778,8 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
                        keys[t], 1e3 * st[t].median, keys[t],
                        1e3 * st[t].min, keys[t], 1e3 * st[t].max);
             printf("\"tokens_per_s\":%.1f,\"dropped\":%.0f,"
-                   "\"dense_identical\":%s}\n", tps, dropped_total,
+                   "\"cross_node_pct\":%.2f,\"dense_identical\":%s}\n",
+                   tps, dropped_total, cross_pct,
                    identical ? "true" : "false");
         }
         fflush(stdout);
@@ -765,6 +795,7 @@ out:
     free(hist);
     free(rec);
     free(labels);
+    free(node_of);
     free(ids);
     trainer_destroy(md);
     swt_task_fini(&task);

@@ -28,6 +28,7 @@ typedef struct {
     /* activations: x (block input), a_pre/a_act [S][F], m (MoE input) */
     float *x, *a_pre, *a_act, *m;
     swt_moe_block_t *moe;
+    float *dwg_local;  /* --gate ta: this rank's own gate gradient [H][E] */
 } layer_t;
 
 struct swt_model {
@@ -283,6 +284,9 @@ swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
             .dw1 = ly->dw1, .db1 = ly->db1, .dw2 = ly->dw2, .db2 = ly->db2};
         if (swt_moe_block_create(md->plan, comm, &bp, &ly->moe) != 0)
             goto nomem;
+        if (cfg->gate == SWT_GATE_TA &&
+            (ly->dwg_local = zalloc(H * (size_t)md->E)) == NULL)
+            goto nomem;
     }
     if (swt_ddp_create(comm, md->ddense, sizes, n_sizes, cfg->bucket_bytes,
                        &md->ddp) != 0)
@@ -309,6 +313,7 @@ void swt_model_destroy(swt_model_t *md)
         for (int l = 0; l < md->cfg.layers; l++) {
             layer_t *ly = &md->layers[l];
             swt_moe_block_destroy(ly->moe);
+            free(ly->dwg_local);
             free(ly->a_act);
             free(ly->a_pre);
             free(ly->m);
@@ -363,14 +368,33 @@ const int64_t *swt_model_layer_sent(const swt_model_t *md, int layer)
     return swt_moe_block_sent(md->layers[layer].moe);
 }
 
+/* Whether dense element i is a rank-local gate weight (--gate ta). */
+static int is_local_gate(const swt_model_t *md, size_t i)
+{
+    if (md->cfg.gate != SWT_GATE_TA)
+        return 0;
+    size_t n = (size_t)md->cfg.hidden * md->E;
+    for (int l = 0; l < md->cfg.layers; l++) {
+        size_t g = (size_t)(md->layers[l].wg - md->dense);
+        if (i >= g && i < g + n)
+            return 1;
+    }
+    return 0;
+}
+
 uint64_t swt_model_dense_hash(const swt_model_t *md)
 {
-    /* FNV-1a over the bytes. */
-    const unsigned char *p = (const unsigned char *)md->dense;
+    /* FNV-1a over the bytes of the replicated parameters (not the
+     * rank-local gates of --gate ta). */
     uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < md->n_dense * sizeof(float); i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
+    for (size_t i = 0; i < md->n_dense; i++) {
+        if (is_local_gate(md, i))
+            continue;
+        const unsigned char *p = (const unsigned char *)(md->dense + i);
+        for (size_t b = 0; b < sizeof(float); b++) {
+            h ^= p[b];
+            h *= 0x100000001b3ull;
+        }
     }
     return h;
 }
@@ -433,6 +457,9 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
     for (int l = c->layers - 1; l >= 0; l--) {
         layer_t *ly = &md->layers[l];
         STEP_CHECK(swt_moe_block_backward(ly->moe, md->dx, md->dm, tm));
+        if (ly->dwg_local != NULL) /* before DDP sums it over ranks */
+            memcpy(ly->dwg_local, ly->dwg,
+                   (size_t)H * md->E * sizeof(float));
         STEP_CHECK(swt_ddp_ready(md->ddp, ly->ready_gate, tm));
         t0 = swt_now();
         swy_k_linear_bwd(ly->a_act, ly->wb, md->dm, S, F, H, md->dact,
@@ -455,6 +482,18 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
     swy_k_embed_bwd(md->dx, ids, S, H, md->demb);
     swt_timing_compute_end(tm, t0);
     STEP_CHECK(swt_ddp_wait(md->ddp, tm));
+    /* --gate ta: each rank's gate is its own. A replicated gate cannot
+     * route rank-dependently: the ranks' topology weights differ (each
+     * favours its own node) and their summed gradients cancel. So the
+     * gate learns from this rank's gradient alone, scaled by W like the
+     * summed ones (the local loss carries 1/W). */
+    for (int l = 0; l < c->layers; l++) {
+        layer_t *ly = &md->layers[l];
+        if (ly->dwg_local == NULL)
+            continue;
+        for (size_t i = 0; i < (size_t)H * md->E; i++)
+            ly->dwg[i] = (float)md->W * ly->dwg_local[i];
+    }
 
     /* ---- Adam: dense replicas see the same summed gradients and stay
      * identical; experts are updated where they live. ---- */
