@@ -6,8 +6,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nccl_plugin.h"
+
+static void nccl_host_identity(char *buf, size_t len);
 
 static void nccl_destroy(nccl_ctx_t *ctx);
 
@@ -128,6 +131,7 @@ swy_status_t nccl_get_address(void *vctx, void *addr, size_t *len_p)
             .device = ctx->device,
         };
         memcpy(head.bus_id, ctx->bus_id, sizeof(head.bus_id));
+        nccl_host_identity(head.host, sizeof(head.host));
         memcpy(address, &head, sizeof(head));
         ncclUniqueId *ids = (ncclUniqueId *)(address + sizeof(head));
         for (int r = 0; r < host->nranks; r++) {
@@ -150,6 +154,52 @@ swy_status_t nccl_get_address(void *vctx, void *addr, size_t *len_p)
     memcpy(addr, ctx->address, ctx->address_len);
     *len_p = ctx->address_len;
     return SWY_OK;
+}
+
+/* hostname:boot-id, so that equal PCI bus ids on two hosts differ. */
+static void nccl_host_identity(char *buf, size_t len)
+{
+    char name[64] = "?", boot[64] = "";
+    gethostname(name, sizeof(name) - 1);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f != NULL) {
+        if (fgets(boot, sizeof(boot), f) == NULL)
+            boot[0] = '\0';
+        fclose(f);
+    }
+    boot[strcspn(boot, "\n")] = '\0';
+    snprintf(buf, len, "%s:%s", name, boot);
+}
+
+/* Two ranks on one GPU: NCCL refuses them, so nothing is created. Every
+ * rank compares every address and reaches the same verdict. */
+static int nccl_find_shared_gpu(nccl_ctx_t *ctx, const void *const *addrs,
+                                const size_t *lens)
+{
+    int n = ctx->host->nranks;
+    for (int a = 0; a < n; a++) {
+        nccl_address_head_t ha, hb;
+        if (addrs[a] == NULL || lens[a] < sizeof(ha))
+            continue;
+        memcpy(&ha, addrs[a], sizeof(ha));
+        ha.bus_id[sizeof(ha.bus_id) - 1] = '\0';
+        ha.host[sizeof(ha.host) - 1] = '\0';
+        for (int b = a + 1; b < n; b++) {
+            if (addrs[b] == NULL || lens[b] < sizeof(hb))
+                continue;
+            memcpy(&hb, addrs[b], sizeof(hb));
+            if (strncmp(ha.host, hb.host, sizeof(ha.host)) == 0 &&
+                strncmp(ha.bus_id, hb.bus_id, sizeof(ha.bus_id)) == 0) {
+                snprintf(ctx->shared_gpu, sizeof(ctx->shared_gpu),
+                         "ranks %d and %d share the GPU %s on %.64s; NCCL "
+                         "needs one GPU per rank (set CUDA_VISIBLE_DEVICES "
+                         "or cudaSetDevice per local rank)", a, b,
+                         ha.bus_id, ha.host);
+                return 1;
+            }
+        }
+    }
+    return 0;
 }
 
 /* The id of dir(r->me, c) from rank r's address, after checking it. */
@@ -331,6 +381,15 @@ swy_status_t nccl_connect(void *vctx, const void *const *addrs,
         if (status != SWY_OK)
             goto out_free;
         npeers++;
+    }
+
+    if (nccl_find_shared_gpu(ctx, addrs, lens)) {
+        /* A CPU job on a GPU host is legitimate: say it at info, and
+         * refuse device buffers later with the reason. */
+        nccl_log(ctx, SWY_LOG_INFO, "device memory disabled: %s",
+                 ctx->shared_gpu);
+        status = SWY_OK;
+        goto out_free;
     }
 
     int prev;

@@ -163,6 +163,11 @@ static swy_status_t nccl_check_post(nccl_ctx_t *ctx, const char *what,
                                     int peer, const void *buf, size_t len,
                                     swy_mem_type_t mem)
 {
+    if (ctx->shared_gpu[0] != '\0') {
+        nccl_log(ctx, SWY_LOG_WARN, "%s of %zu bytes with rank %d refused: "
+                 "%s", what, len, peer, ctx->shared_gpu);
+        return SWY_ERR_UNSUPPORTED;
+    }
     if (ctx->failed != SWY_OK) {
         nccl_log(ctx, SWY_LOG_WARN,
                  "%s of %zu bytes with rank %d refused: this context's NCCL "

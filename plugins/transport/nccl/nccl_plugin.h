@@ -76,7 +76,7 @@ typedef struct {
  * sender); the owner's own entries are zero (self needs no exchange). */
 
 #define NCCL_ADDRESS_MAGIC 0x5357594eu /* "SWYN" */
-#define NCCL_ADDRESS_VERSION 1u
+#define NCCL_ADDRESS_VERSION 2u
 
 typedef struct {
     uint32_t magic;
@@ -84,7 +84,9 @@ typedef struct {
     int32_t rank;
     int32_t nranks;
     int32_t device;          /* CUDA ordinal, for messages */
-    char bus_id[20];         /* PCI bus id, for messages */
+    char bus_id[20];         /* PCI bus id */
+    char host[128];          /* hostname and boot id: with bus_id, which
+                                physical GPU this rank uses */
 } nccl_address_head_t;
 
 /* ---- lists ------------------------------------------------------------- */
@@ -201,6 +203,10 @@ typedef struct {
 
     nccl_peer_t *peers;  /* [nranks] */
     int connect_called;
+    /* Non-empty when two ranks of the communicator share a GPU: NCCL
+     * needs one GPU per rank, so this context serves nothing (every rank
+     * sees the same addresses and decides the same). */
+    char shared_gpu[256];
     /* self: one 1-rank communicator and stream per class */
     ncclComm_t self_comm[NCCL_NCLASSES];
     cudaStream_t self_stream[NCCL_NCLASSES];
