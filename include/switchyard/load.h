@@ -286,6 +286,110 @@ SWY_EXPORT swy_status_t swy_load_predictor_arima_coefs(
     swy_load_predictor_t pred, int expert, double *ar, double *ma,
     double *constant_p);
 
+/* ------------------------------------------------------------------ */
+/* Placement                                                           */
+/* ------------------------------------------------------------------ */
+
+/**
+ * Placement planner parameters (FasterMoE's shadowing, J. He et al.,
+ * PPoPP 2022, section 4; replicate-hot / pack-cold after Cong et al.).
+ *
+ * Latency model of one MoE layer, per step: with a = ffn / hidden,
+ *   lat = 3 * (4 a H^2 / P) * B_comp + 4 * (H b / BW) * B_comm
+ *         + n_shadowed * 2 a H^2 b / BW
+ * where P = @c flops, BW = @c link_bandwidth, b = @c bytes_per_param,
+ * B_comp the tokens the busiest rank computes (the rows of its
+ * non-shadowed experts plus 1/n_ranks of every shadowed expert's rows:
+ * every rank computes its own tokens of a shadowed expert) and B_comm
+ * the rows the busiest rank receives for its non-shadowed experts
+ * (shadowed rows are not dispatched). The 3 counts forward and the two
+ * backward products, the 4 the dispatch and combine of forward and
+ * backward; the last term is the per-step cost of keeping a replica
+ * (FasterMoE's broadcast of its parameters, here also the reduction of
+ * its gradients).
+ */
+typedef struct {
+    size_t struct_size;      /**< sizeof(swy_load_placement_config_t) */
+    int n_ranks;             /**< W >= 1 */
+    int experts_per_rank;    /**< >= 1; E = n_ranks * experts_per_rank,
+                                  global expert e lives on rank
+                                  e / experts_per_rank */
+    int hidden;              /**< H >= 1 */
+    int ffn;                 /**< F >= 1 (a = F / H) */
+    int bytes_per_param;     /**< b >= 1 (4 for fp32) */
+    double link_bandwidth;   /**< BW, bytes/s, > 0 */
+    double flops;            /**< P, flop/s of one rank, > 0 */
+    int max_shadow;          /**< at most this many shadowed experts,
+                                  0..E (0: never shadow) */
+    double cold_fraction;    /**< an expert with load < cold_fraction x
+                                  mean load is cold, >= 0 (0.25) */
+    double pack_slack;       /**< bin capacity (load / n_ranks) x
+                                  (1 + pack_slack), >= 0 (0.1) */
+} swy_load_placement_config_t;
+
+/** Defaults: sizes 0 (must be set), fp32, 12.5 GB/s, 10 Tflop/s, up to
+ *  4 shadowed experts, cold below 0.25 x mean, 10% slack. */
+#define SWY_LOAD_PLACEMENT_CONFIG_INIT                                      \
+    {sizeof(swy_load_placement_config_t), 0, 0, 0, 0, 4, 12.5e9, 1e13, 4,  \
+     0.25, 0.1}
+
+/**
+ * A placement plan. The caller points @c shadow, @c home and @c cold at
+ * arrays of E ints (any may be NULL when not wanted); the planner fills
+ * them and the scalars.
+ */
+typedef struct {
+    size_t struct_size;      /**< sizeof(swy_load_placement_t) */
+    int *shadow;             /**< [E] out: 1 = replicate on every rank */
+    int *home;               /**< [E] out: the rank the expert should live
+                                  on after packing (its current rank
+                                  e / experts_per_rank unless moved); a
+                                  shadowed expert keeps its current rank */
+    int *cold;               /**< [E] out: 1 = cold (load below
+                                  cold_fraction x mean) */
+    int n_shadowed;          /**< out: experts shadowed */
+    int n_cold;              /**< out: cold experts */
+    int n_moved;             /**< out: experts whose home changed */
+    double busiest_before;   /**< out: B_comp of the current placement */
+    double busiest_after;    /**< out: B_comp with shadowing and home[] */
+    double latency_before_s; /**< out: modeled latency, current placement,
+                                  nothing shadowed */
+    double latency_shadow_s; /**< out: with the chosen shadows, experts on
+                                  their current ranks */
+    double latency_after_s;  /**< out: with the shadows and home[] */
+} swy_load_placement_t;
+
+/**
+ * @brief Plan the placement of one MoE layer's experts from their loads.
+ *
+ * Shadowing (FasterMoE): experts are taken by decreasing load (ties: the
+ * lower id first); the k hottest are shadowed for k = 1, 2, ... as long
+ * as the modeled latency (see swy_load_placement_config_t) strictly
+ * decreases, at most @c max_shadow.
+ *
+ * Packing (first-fit decreasing): the non-shadowed experts, by
+ * decreasing load (ties: lower id first), go into n_ranks bins of
+ * capacity (their total load / n_ranks) x (1 + pack_slack). A warm
+ * expert tries its current rank first, then the ranks in order; a cold
+ * expert tries the ranks in order only, so cold experts end up packed
+ * together on the first ranks with room. An expert that fits nowhere
+ * goes to the least loaded bin (lowest rank on ties). The number of
+ * experts per rank is not constrained.
+ *
+ * Pure function: no communication, deterministic, so every rank that
+ * passes the same loads gets the same plan.
+ * @param cfg   Parameters.
+ * @param load  [E] predicted tokens (rows) of every global expert in one
+ *              step, summed over ranks; finite, >= 0.
+ * @param out   struct_size set; arrays as above.
+ * @return SWY_OK; SWY_ERR_INVALID_ARG (NULL, struct_size, a parameter
+ *         out of range, a negative or non-finite load); out is then
+ *         unchanged. SWY_ERR_NO_MEMORY.
+ */
+SWY_EXPORT swy_status_t swy_load_placement_plan(
+    const swy_load_placement_config_t *cfg, const double *load,
+    swy_load_placement_t *out);
+
 #ifdef __cplusplus
 }
 #endif
