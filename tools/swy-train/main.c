@@ -21,6 +21,7 @@
 
 #include "model.h"
 #include "moe_block.h"
+#include "placement.h"
 #ifdef SWT_HAVE_CUDA
 #include "model_cuda.h"
 #endif
@@ -45,6 +46,13 @@ typedef struct {
     int threads;
     int log_every;           /* 0: about 20 lines per run */
     int warmup;              /* steps left out of the timing medians */
+    double skew;             /* Zipf exponent of the token ids, 0 = uniform */
+    int placement;           /* swt_placement_kind_t */
+    int placement_every;
+    const char *oracle_trace;
+    double placement_bw;     /* bytes/s of the placement's latency model */
+    double placement_flops;  /* flop/s of one rank, same */
+    int placement_max_shadow;
 } options_t;
 
 static void usage(FILE *out)
@@ -72,6 +80,8 @@ static void usage(FILE *out)
 "  --noise Q             label noise: a label is uniform with prob. Q\n"
 "                        (default 0.1; sets the loss floor)\n"
 "  --seed N              seed of the task and the init (default 1)\n"
+"  --skew Z              token ids Zipf(Z)-distributed instead of uniform,\n"
+"                        so a few experts get most rows (default 0)\n"
 "Training:\n"
 "  --steps N             steps (default 300)\n"
 "  --lr X                Adam learning rate (default 0.003)\n"
@@ -87,6 +97,18 @@ static void usage(FILE *out)
 "                        or topo (FasterMoE: reroute cross-node choices)\n"
 "  --topo-cross-frac X   --gate topo: tokens per group that may keep a\n"
 "                        cross-node expert (default 0.14)\n"
+"  --placement KIND      none (default), predicted or oracle: every N\n"
+"                        steps plan which experts to shadow (replicate on\n"
+"                        every rank, FasterMoE) from the loads of the next\n"
+"                        N steps, EMA-predicted or read from the trace\n"
+"  --placement-every N   plan every N steps (default 10)\n"
+"  --oracle-trace FILE   --placement oracle: a --trace-loads CSV of an\n"
+"                        earlier run with the same flags\n"
+"  --placement-bw X      link bytes/s of the latency model (default\n"
+"                        1.25e8, the emulated cluster's 1 gbit)\n"
+"  --placement-flops X   flop/s of one rank in the model (default 2e10)\n"
+"  --placement-max-shadow N  experts shadowed per layer at most\n"
+"                        (default 4)\n"
 "  --device cpu|cuda     kernels to use (default cpu); cuda: every tensor\n"
 "                        on this rank's GPU (local rank modulo the GPUs),\n"
 "                        --pipeline 1 only\n"
@@ -217,6 +239,14 @@ static const int64_t *trainer_layer_sent(const trainer_t *tr, int layer)
                      swt_model_cuda_layer_sent(tr->gpu, layer));
 }
 
+/* Rows each expert computed (the GPU model has no shadows: its rows
+ * sent). */
+static const int64_t *trainer_layer_chosen(const trainer_t *tr, int layer)
+{
+    return ON_DEVICE(tr, swt_model_layer_chosen(tr->cpu, layer),
+                     swt_model_cuda_layer_sent(tr->gpu, layer));
+}
+
 static swy_status_t trainer_dense_hash(trainer_t *tr, uint64_t *hash_p)
 {
 #ifdef SWT_HAVE_CUDA
@@ -295,7 +325,9 @@ enum {
     O_LAYERS = 256, O_HIDDEN, O_FFN, O_EPR, O_TOPK, O_CAP, O_GROUP, O_AUX,
     O_TOKENS, O_VOCAB, O_NOISE, O_SEED, O_STEPS, O_LR, O_POLICY, O_PIPE,
     O_PACK, O_BUCKET, O_HINTS, O_DEVICE, O_THREADS, O_SCALE, O_LOG,
-    O_WARMUP, O_JSON, O_TRACE, O_LOSS, O_GATE, O_TOPO_FRAC
+    O_WARMUP, O_JSON, O_TRACE, O_LOSS, O_GATE, O_TOPO_FRAC, O_SKEW,
+    O_PLACE, O_PLACE_EVERY, O_ORACLE, O_PLACE_BW, O_PLACE_FLOPS,
+    O_PLACE_MAX
 };
 
 /* Parses and checks everything that does not need the communicator.
@@ -332,6 +364,13 @@ static int parse_args(int argc, char **argv, options_t *o)
         {"json", no_argument, NULL, O_JSON},
         {"trace-loads", required_argument, NULL, O_TRACE},
         {"loss-file", required_argument, NULL, O_LOSS},
+        {"skew", required_argument, NULL, O_SKEW},
+        {"placement", required_argument, NULL, O_PLACE},
+        {"placement-every", required_argument, NULL, O_PLACE_EVERY},
+        {"oracle-trace", required_argument, NULL, O_ORACLE},
+        {"placement-bw", required_argument, NULL, O_PLACE_BW},
+        {"placement-flops", required_argument, NULL, O_PLACE_FLOPS},
+        {"placement-max-shadow", required_argument, NULL, O_PLACE_MAX},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     swt_model_config_t *m = &o->model;
@@ -400,6 +439,29 @@ static int parse_args(int argc, char **argv, options_t *o)
         case O_JSON: o->json = 1; break;
         case O_TRACE: o->trace_loads = a; break;
         case O_LOSS: o->loss_file = a; break;
+        case O_SKEW: rc = parse_double(f, a, 0, 100, &o->skew); break;
+        case O_PLACE:
+            if (strcmp(a, "none") == 0) o->placement = SWT_PLACE_NONE;
+            else if (strcmp(a, "predicted") == 0)
+                o->placement = SWT_PLACE_PREDICTED;
+            else if (strcmp(a, "oracle") == 0)
+                o->placement = SWT_PLACE_ORACLE;
+            else
+                rc = bad(f, a, "expected none, predicted or oracle");
+            break;
+        case O_PLACE_EVERY:
+            rc = parse_int(f, a, 1, 1 << 24, &o->placement_every);
+            break;
+        case O_ORACLE: o->oracle_trace = a; break;
+        case O_PLACE_BW:
+            rc = parse_double(f, a, 1, 1e15, &o->placement_bw);
+            break;
+        case O_PLACE_FLOPS:
+            rc = parse_double(f, a, 1, 1e18, &o->placement_flops);
+            break;
+        case O_PLACE_MAX:
+            rc = parse_int(f, a, 0, 1 << 20, &o->placement_max_shadow);
+            break;
         case 'h': usage(stdout); return 1;
         default:
             if (optopt != 0 && optopt < 256 && optopt != '?')
@@ -425,6 +487,17 @@ static int parse_args(int argc, char **argv, options_t *o)
     if (m->tokens % m->gate_group != 0) {
         fprintf(stderr, "swy-train: --gate-group %d does not divide "
                 "--tokens-per-rank %d\n", m->gate_group, m->tokens);
+        return -1;
+    }
+    if (o->placement == SWT_PLACE_ORACLE && o->oracle_trace == NULL) {
+        fprintf(stderr, "swy-train: --placement oracle needs --oracle-trace "
+                "FILE (the --trace-loads CSV of a run with the same "
+                "flags)\n");
+        return -1;
+    }
+    if (o->oracle_trace != NULL && o->placement != SWT_PLACE_ORACLE) {
+        fprintf(stderr, "swy-train: --oracle-trace is read by --placement "
+                "oracle only\n");
         return -1;
     }
     if (o->warmup >= o->steps)
@@ -490,7 +563,15 @@ static void print_header(const options_t *o, int argc, char **argv,
            trainer_dense_params(md), trainer_expert_params(md),
            m->tokens, m->tokens * W, m->lr, (unsigned long long)m->seed);
     printf("# task: label = perm[token] with prob. %.3g, else uniform; "
-           "loss floor %.4f nats\n", 1.0 - o->noise, floor_nats);
+           "loss floor %.4f nats; token ids %s (skew %g)\n", 1.0 - o->noise,
+           floor_nats, o->skew > 0 ? "Zipf" : "uniform", o->skew);
+    if (o->placement != SWT_PLACE_NONE)
+        printf("# placement: %s every %d steps (shadowing applied, packing "
+               "reported only); model: link %.3g bytes/s, %.3g flop/s per "
+               "rank, at most %d shadowed per layer\n",
+               swt_placement_name(o->placement), o->placement_every,
+               o->placement_bw, o->placement_flops,
+               o->placement_max_shadow);
     if (o->compute_scale > 1.0)
         printf("# compute-scale %.3g: every compute block is followed by a "
                "sleep of %.3g times its measured time (EMULATED slower "
@@ -498,6 +579,53 @@ static void print_header(const options_t *o, int argc, char **argv,
     printf("%6s %9s %9s %10s %9s %9s %9s %9s\n", "step", "loss", "aux",
            "tokens/s", "step_ms", "a2a_ms", "ar_ms", "exposed");
     fflush(stdout);
+}
+
+/* The last plan's packing per layer: where first-fit decreasing would put
+ * each expert (reported, not applied: ownership does not move). */
+static void print_packing(const swt_placement_t *pl, int L, int E)
+{
+    for (int l = 0; l < L; l++) {
+        double before, after;
+        int moved;
+        const int *home = swt_placement_home(pl, l, &before, &after, &moved);
+        if (home == NULL)
+            return;
+        printf("%-22s layer %d: home", l == 0 ? "packing (not applied)" : "",
+               l);
+        for (int e = 0; e < E; e++)
+            printf(" %d", home[e]);
+        printf("; %d moved; modeled %.2f -> %.2f ms\n", moved, 1e3 * before,
+               1e3 * after);
+    }
+}
+
+/* Every rank plans from the same allreduced counts, so the plans agree;
+ * a disagreement would pair up the wrong broadcasts, so it is checked
+ * (one small allreduce per plan): max and -min of the flags.
+ * @return 0, or -1 (printed). */
+static int check_same_plan(swy_comm_t comm, const int *plan, int L, int E,
+                           double *scratch)
+{
+    size_t n = (size_t)L * E;
+    for (size_t i = 0; i < n; i++) {
+        scratch[i] = plan[i];
+        scratch[n + i] = -plan[i];
+    }
+    if (swy_allreduce(scratch, scratch, 2 * n, SWY_FLOAT64, SWY_MAX, comm,
+                      NULL, NULL) != SWY_OK) {
+        fprintf(stderr, "swy-train: allreduce of the placement plan: %s\n",
+                swy_last_error(comm));
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (scratch[i] != -scratch[n + i]) {
+            fprintf(stderr, "swy-train: internal error: the ranks planned "
+                    "different placements (layer %zu, expert %zu)\n",
+                    i / (size_t)E, i % (size_t)E);
+            return -1;
+        }
+    return 0;
 }
 
 /* Per-step record, averaged over ranks. */
@@ -531,7 +659,7 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
     (void)swy_comm_query(comm, "SWY_POLICY", policy, sizeof(policy));
 
     swt_task_t task;
-    if (swt_task_init(&task, m->vocab, o->noise, m->seed) != 0) {
+    if (swt_task_init(&task, m->vocab, o->noise, o->skew, m->seed) != 0) {
         fprintf(stderr, "swy-train: out of memory for the task\n");
         return 1;
     }
@@ -544,7 +672,10 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
     }
     int S = m->tokens, L = m->layers, trace = o->trace_loads != NULL;
     int steps = o->steps;
-    size_t rec_len = R_LEN + (trace ? (size_t)L * E : 0);
+    /* The per-expert rows of every step, summed over ranks, for the trace
+     * and for the placement (which every rank plans from). */
+    int counts = trace || o->placement != SWT_PLACE_NONE;
+    size_t rec_len = R_LEN + (counts ? (size_t)L * E : 0);
     int *ids = malloc((size_t)S * sizeof(int));
     int *labels = malloc((size_t)S * sizeof(int));
     int *node_of = malloc((size_t)W * sizeof(int));
@@ -554,8 +685,14 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
     FILE *trace_f = NULL, *loss_f = NULL;
     swy_load_tracker_t tracker = NULL; /* rank 0, with --trace-loads */
     int64_t *layer_counts = NULL;
+    swt_placement_t *placement = NULL;
+    int *shadow_plan = malloc((size_t)L * E * sizeof(int));
+    double *plan_check = malloc((size_t)2 * L * E * sizeof(double));
+    int plan_pending = 0;
+    double shadowed_sum = 0, apply_s = 0;
     int rc = 1;
-    if (!ids || !labels || !node_of || !rec || !hist || !col) {
+    if (!ids || !labels || !node_of || !rec || !hist || !col ||
+        !shadow_plan || !plan_check) {
         fprintf(stderr, "swy-train: out of memory\n");
         goto out;
     }
@@ -588,6 +725,21 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         else
             fprintf(loss_f, "step,loss,aux\n");
     }
+    if (o->placement != SWT_PLACE_NONE) {
+        swt_placement_config_t pc = {
+            .kind = o->placement, .every = o->placement_every,
+            .oracle_trace = o->oracle_trace,
+            .link_bandwidth = o->placement_bw,
+            .flops = o->placement_flops,
+            .max_shadow = o->placement_max_shadow, .layers = L, .ranks = W,
+            .experts_per_rank = n_local, .hidden = m->hidden,
+            .ffn = m->ffn, .steps = steps};
+        int prc = swt_placement_create(&pc, &placement);
+        if (prc == -2)
+            goto out;
+        if (prc != 0)
+            rc = 2; /* bad trace: every rank read the same file */
+    }
     if ((rank == 0 && trace && trace_f == NULL) ||
         (rank == 0 && o->loss_file != NULL && loss_f == NULL)) {
         rc = 2; /* every rank must stop: tell them through the barrier */
@@ -616,6 +768,20 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         swt_timing_reset(&tm);
         swt_step_result_t res;
         double t0 = swt_now();
+        /* The plan made after the last step: the broadcasts of newly
+         * shadowed experts count in this step's time. */
+        if (plan_pending) {
+            for (int l = 0; l < L; l++)
+                if (swt_model_set_shadow(md->cpu, l,
+                                         shadow_plan + (size_t)l * E) !=
+                    SWY_OK)
+                    goto out;
+            plan_pending = 0;
+            apply_s += swt_now() - t0;
+        }
+        if (placement != NULL)
+            for (int l = 0; l < L; l++)
+                shadowed_sum += swt_model_num_shadowed(md->cpu, l);
         swy_status_t st = trainer_step(md, ids, labels, step, &tm, &res);
         tm.acc[SWT_T_STEP] = swt_now() - t0;
         if (st != SWY_OK) {
@@ -637,11 +803,11 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         }
         for (int t = 0; t < SWT_T_COUNT; t++)
             rec[R_TIMERS + t] = tm.acc[t];
-        if (trace)
+        if (counts)
             for (int l = 0; l < L; l++) {
-                const int64_t *sent = trainer_layer_sent(md, l);
+                const int64_t *rows = trainer_layer_chosen(md, l);
                 for (int e = 0; e < E; e++)
-                    rec[R_LEN + (size_t)l * E + e] = (double)sent[e];
+                    rec[R_LEN + (size_t)l * E + e] = (double)rows[e];
             }
         /* Outside the timed step: loss and timers, summed over ranks. */
         st = swy_allreduce(rec, rec, rec_len, SWY_FLOAT64, SWY_SUM, comm,
@@ -655,6 +821,17 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         for (int i = 0; i < R_LEN; i++)
             h[i] = i == R_DROPPED || i == R_ROWS || i == R_CROSS
                        ? rec[i] : rec[i] / W;
+        if (placement != NULL) {
+            if (swt_placement_observe(placement, step, rec + R_LEN) != 0)
+                goto out;
+            int planned = swt_placement_plan(placement, step, shadow_plan);
+            if (planned < 0)
+                goto out;
+            if (planned && check_same_plan(comm, shadow_plan, L, E,
+                                           plan_check) != 0)
+                goto out;
+            plan_pending = planned;
+        }
         if (rank != 0)
             continue;
         if (loss_f != NULL)
@@ -693,6 +870,26 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         goto out;
     }
     int identical = hv[0] == -hv[1];
+    /* Shadowing must have kept every replica equal to its owner's copy. */
+    int shadow_compared = 0, shadow_identical = 1;
+    if (placement != NULL) {
+        size_t n = (size_t)L * E;
+        for (int l = 0; l < L; l++)
+            for (int e = 0; e < E; e++) {
+                uint64_t x = swt_model_shadow_hash(md->cpu, l, e);
+                plan_check[(size_t)l * E + e] = (double)(x >> 12);
+                plan_check[n + (size_t)l * E + e] = -(double)(x >> 12);
+                shadow_compared += x != 0;
+            }
+        if (swy_allreduce(plan_check, plan_check, 2 * n, SWY_FLOAT64,
+                          SWY_MAX, comm, NULL, NULL) != SWY_OK) {
+            fprintf(stderr, "swy-train: allreduce: %s\n",
+                    swy_last_error(comm));
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++)
+            shadow_identical &= plan_check[i] == -plan_check[n + i];
+    }
     rc = 0;
     if (rank == 0) {
         int first = o->warmup, n = steps - first;
@@ -751,6 +948,24 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
                "cross-node rows %", cross_pct);
         printf("%-22s %s\n", "dense replicas", identical ? "identical"
                                                          : "DIFFER");
+        double shadowed_mean = steps > 0 && L > 0
+                                   ? shadowed_sum / ((double)steps * L)
+                                   : 0.0;
+        printf("%-22s %s", "placement", swt_placement_name(o->placement));
+        if (placement != NULL)
+            printf(" (every %d steps, %d plans; broadcasts %.1f ms in "
+                   "all)", o->placement_every,
+                   swt_placement_num_plans(placement), 1e3 * apply_s);
+        printf("\n");
+        if (placement != NULL) {
+            printf("%-22s %.2f per layer (of %d; mean over steps)\n",
+                   "experts shadowed (mean)", shadowed_mean, E);
+            printf("%-22s %s (%d shadowed at the end)\n",
+                   "shadow replicas", shadow_identical ? "identical"
+                                                       : "DIFFER",
+                   shadow_compared);
+            print_packing(placement, L, E);
+        }
         if (o->compute_scale > 1.0)
             printf("%-22s %.3g (emulated by sleeping)\n", "compute scale",
                    o->compute_scale);
@@ -778,13 +993,20 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
                        keys[t], 1e3 * st[t].median, keys[t],
                        1e3 * st[t].min, keys[t], 1e3 * st[t].max);
             printf("\"tokens_per_s\":%.1f,\"dropped\":%.0f,"
-                   "\"cross_node_pct\":%.2f,\"dense_identical\":%s}\n",
+                   "\"cross_node_pct\":%.2f,\"dense_identical\":%s,"
+                   "\"skew\":%g,\"placement\":\"%s\","
+                   "\"shadowed_mean\":%.4f,\"shadow_identical\":%s}\n",
                    tps, dropped_total, cross_pct,
-                   identical ? "true" : "false");
+                   identical ? "true" : "false", o->skew,
+                   swt_placement_name(o->placement), shadowed_mean,
+                   shadow_identical ? "true" : "false");
         }
         fflush(stdout);
     }
 out:
+    swt_placement_destroy(placement);
+    free(plan_check);
+    free(shadow_plan);
     swy_load_tracker_destroy(tracker);
     free(layer_counts);
     if (trace_f != NULL)
@@ -877,7 +1099,9 @@ int main(int argc, char **argv)
                   .seed = 1, .bucket_bytes = 256 << 10, .phase_hints = 1,
                   .topo_cross_frac = 0.14},
         .steps = 300, .noise = 0.1, .device = "cpu", .compute_scale = 1.0,
-        .threads = 1, .warmup = 3};
+        .threads = 1, .warmup = 3, .placement_every = 10,
+        .placement_bw = 1.25e8, .placement_flops = 2e10,
+        .placement_max_shadow = 4};
     int p = parse_args(argc, argv, &o);
     if (p != 0)
         return p > 0 ? 0 : 2;
@@ -885,6 +1109,12 @@ int main(int argc, char **argv)
     if (strcmp(o.device, "cuda") == 0 && o.model.gate != SWT_GATE_GSHARD) {
         fprintf(stderr, "swy-train: --gate ta and --gate topo run on the "
                 "CPU path only (--device cpu); the GPU gate is GShard's\n");
+        return 2;
+    }
+    if (strcmp(o.device, "cuda") == 0 && o.placement != SWT_PLACE_NONE) {
+        fprintf(stderr, "swy-train: --placement %s runs on the CPU path "
+                "only (--device cpu); the GPU model has no shadowing\n",
+                swt_placement_name(o.placement));
         return 2;
     }
     if (strcmp(o.device, "cuda") == 0) {

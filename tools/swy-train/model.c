@@ -29,6 +29,15 @@ typedef struct {
     float *x, *a_pre, *a_act, *m;
     swt_moe_block_t *moe;
     float *dwg_local;  /* --gate ta: this rank's own gate gradient [H][E] */
+    /* shadowing (--placement): shadowed[E] flags; a replica of each
+     * shadowed expert this rank does not own, [params | m | v | grad] of
+     * expert_elems each (w1, b1, w2, b2 back to back); the gradients of
+     * the shadowed experts packed by id for their allreduce */
+    int *shadowed;
+    int n_shadowed;
+    float **replica;   /* [E], NULL unless shadowed here and not owned */
+    float *sh_grad;    /* [n_shadowed][expert_elems] */
+    swy_request_t sh_req;
 } layer_t;
 
 struct swt_model {
@@ -47,6 +56,7 @@ struct swt_model {
     float *dx, *dm, *dtmp;  /* [S][H] backward scratch */
     float *dact;            /* [S][F] */
     swt_ddp_t *ddp;
+    size_t expert_elems;    /* parameters of one expert: 2HF + F + H */
     float *ta_weight;       /* [E], --gate ta */
     int *node_of_expert;    /* [E], --gate topo */
     int my_node;
@@ -204,7 +214,8 @@ swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
            F = (size_t)cfg->ffn, V = (size_t)cfg->vocab,
            S = (size_t)cfg->tokens;
     md->n_dense = 2 * H * V + V + L * (H * (size_t)md->E + 2 * H * F + H + F);
-    md->n_expert = L * (size_t)md->nl * (2 * H * F + H + F);
+    md->expert_elems = 2 * H * F + H + F;
+    md->n_expert = L * (size_t)md->nl * md->expert_elems;
 
     swy_moe_config_t mc = SWY_MOE_CONFIG_INIT;
     mc.experts_per_rank = cfg->experts_per_rank;
@@ -248,7 +259,10 @@ swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
         ly->m = zalloc(S * H);
         ly->a_pre = zalloc(S * F);
         ly->a_act = zalloc(S * F);
-        if (!ly->x || !ly->m || !ly->a_pre || !ly->a_act)
+        ly->shadowed = calloc((size_t)md->E, sizeof(int));
+        ly->replica = calloc((size_t)md->E, sizeof(float *));
+        if (!ly->x || !ly->m || !ly->a_pre || !ly->a_act || !ly->shadowed ||
+            !ly->replica)
             goto nomem;
     }
     int n_sizes = 0;
@@ -313,6 +327,15 @@ void swt_model_destroy(swt_model_t *md)
         for (int l = 0; l < md->cfg.layers; l++) {
             layer_t *ly = &md->layers[l];
             swt_moe_block_destroy(ly->moe);
+            if (ly->sh_req != NULL) /* a failed step left it posted */
+                (void)swy_wait(ly->sh_req);
+            swy_request_free(ly->sh_req);
+            free(ly->sh_grad);
+            if (ly->replica != NULL)
+                for (int e = 0; e < md->E; e++)
+                    free(ly->replica[e]);
+            free(ly->replica);
+            free(ly->shadowed);
             free(ly->dwg_local);
             free(ly->a_act);
             free(ly->a_pre);
@@ -366,6 +389,289 @@ int swt_model_num_buckets(const swt_model_t *md)
 const int64_t *swt_model_layer_sent(const swt_model_t *md, int layer)
 {
     return swt_moe_block_sent(md->layers[layer].moe);
+}
+
+const int64_t *swt_model_layer_chosen(const swt_model_t *md, int layer)
+{
+    return swt_moe_block_chosen(md->layers[layer].moe);
+}
+
+int swt_model_num_shadowed(const swt_model_t *md, int layer)
+{
+    return md->layers[layer].n_shadowed;
+}
+
+/* ---- shadowing ----
+ * An owned expert's tensors are strided over the layer's local experts;
+ * a replica keeps them back to back. These copy one expert between the
+ * two layouts, for any of the parallel buffers (parameters, gradients,
+ * Adam's m and v share the offsets of md->expert). */
+static void owned_pieces(const swt_model_t *md, const layer_t *ly, int local,
+                         size_t off[4], size_t len[4])
+{
+    size_t H = (size_t)md->cfg.hidden, F = (size_t)md->cfg.ffn;
+    size_t e = (size_t)local;
+    off[0] = (size_t)(ly->w1 - md->expert) + e * H * F;
+    off[1] = (size_t)(ly->b1 - md->expert) + e * F;
+    off[2] = (size_t)(ly->w2 - md->expert) + e * F * H;
+    off[3] = (size_t)(ly->b2 - md->expert) + e * H;
+    len[0] = H * F;
+    len[1] = F;
+    len[2] = F * H;
+    len[3] = H;
+}
+
+static void owned_pack(const swt_model_t *md, const layer_t *ly, int local,
+                       const float *base, float *dst)
+{
+    size_t off[4], len[4];
+    owned_pieces(md, ly, local, off, len);
+    for (int i = 0; i < 4; i++) {
+        memcpy(dst, base + off[i], len[i] * sizeof(float));
+        dst += len[i];
+    }
+}
+
+static void owned_unpack(const swt_model_t *md, const layer_t *ly, int local,
+                         const float *src, float *base)
+{
+    size_t off[4], len[4];
+    owned_pieces(md, ly, local, off, len);
+    for (int i = 0; i < 4; i++) {
+        memcpy(base + off[i], src, len[i] * sizeof(float));
+        src += len[i];
+    }
+}
+
+/* The block's view of shadowed expert g: the owner's slot here, or the
+ * replica. */
+static swt_shadow_expert_t shadow_view(const swt_model_t *md,
+                                       const layer_t *ly, int g)
+{
+    size_t H = (size_t)md->cfg.hidden, F = (size_t)md->cfg.ffn;
+    swt_shadow_expert_t v = {.expert = g};
+    if (g / md->nl == md->rank) {
+        size_t e = (size_t)(g % md->nl);
+        v.w1 = ly->w1 + e * H * F;
+        v.b1 = ly->b1 + e * F;
+        v.w2 = ly->w2 + e * F * H;
+        v.b2 = ly->b2 + e * H;
+        v.dw1 = ly->dw1 + e * H * F;
+        v.db1 = ly->db1 + e * F;
+        v.dw2 = ly->dw2 + e * F * H;
+        v.db2 = ly->db2 + e * H;
+    } else {
+        float *p = ly->replica[g], *d = p + 3 * md->expert_elems;
+        v.w1 = p;
+        v.b1 = p + H * F;
+        v.w2 = p + H * F + F;
+        v.b2 = p + 2 * H * F + F;
+        v.dw1 = d;
+        v.db1 = d + H * F;
+        v.dw2 = d + H * F + F;
+        v.db2 = d + 2 * H * F + F;
+    }
+    return v;
+}
+
+static swy_status_t shadow_fail(const char *what, int layer, int g,
+                                swy_status_t st, swy_comm_t comm)
+{
+    fprintf(stderr, "swy-train: layer %d, expert %d: %s: %s: %s\n", layer,
+            g, what, swy_status_string(st), swy_last_error(comm));
+    return st;
+}
+
+swy_status_t swt_model_set_shadow(swt_model_t *md, int layer,
+                                  const int *shadow)
+{
+    layer_t *ly = &md->layers[layer];
+    size_t P = md->expert_elems;
+    int E = md->E, n_new = 0, n = 0;
+    for (int g = 0; g < E; g++) {
+        n += shadow[g] != 0;
+        n_new += shadow[g] && !ly->shadowed[g];
+    }
+    /* Newly shadowed experts: the owner broadcasts parameters, m and v
+     * (one buffer of 3P each) at low priority; the replicas keep them. */
+    float **buf = calloc((size_t)(n_new ? n_new : 1), sizeof(float *));
+    swy_request_t *req = calloc((size_t)(n_new ? n_new : 1),
+                                sizeof(swy_request_t));
+    float *grad = n > 0 ? malloc((size_t)n * P * sizeof(float)) : NULL;
+    swt_shadow_expert_t *view = calloc((size_t)(n ? n : 1), sizeof(*view));
+    swy_status_t st = SWY_OK;
+    int posted = 0;
+    if (buf == NULL || req == NULL || view == NULL || (n > 0 && !grad)) {
+        st = SWY_ERR_NO_MEMORY;
+        goto out;
+    }
+    /* A failure stops the posts; what is posted is still waited for
+     * before its buffer goes. */
+    for (int g = 0; g < E && st == SWY_OK; g++) {
+        if (!shadow[g] || ly->shadowed[g])
+            continue;
+        int owner = g / md->nl, i = posted;
+        buf[i] = calloc(4 * P, sizeof(float)); /* a replica's layout */
+        if (buf[i] == NULL) {
+            st = SWY_ERR_NO_MEMORY;
+            break;
+        }
+        if (owner == md->rank) {
+            owned_pack(md, ly, g % md->nl, md->expert, buf[i]);
+            owned_pack(md, ly, g % md->nl, md->m_expert, buf[i] + P);
+            owned_pack(md, ly, g % md->nl, md->v_expert, buf[i] + 2 * P);
+        }
+        char name[48];
+        snprintf(name, sizeof(name), "shadow L%d e%d", layer, g);
+        swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+        attr.priority = SWY_PRIO_LOW;
+        attr.order = layer;
+        attr.name = name;
+        st = swy_broadcast(buf[i], 3 * P, SWY_FLOAT32, owner, md->comm,
+                           &attr, &req[i]);
+        if (st != SWY_OK)
+            shadow_fail("broadcast of the parameters", layer, g, st,
+                        md->comm);
+        else
+            posted++;
+    }
+    for (int i = 0; i < posted; i++) {
+        swy_status_t w = swy_wait(req[i]);
+        swy_request_free(req[i]);
+        if (w != SWY_OK && st == SWY_OK)
+            st = shadow_fail("broadcast of the parameters", layer, -1, w,
+                             md->comm);
+    }
+    if (st != SWY_OK)
+        goto out;
+    /* Commit: replicas in, stale ones out (an expert no longer shadowed
+     * lives on in its owner's copy, identical to the replicas). */
+    for (int g = 0, i = 0; g < E; g++) {
+        if (shadow[g] && !ly->shadowed[g]) {
+            if (g / md->nl != md->rank) {
+                ly->replica[g] = buf[i];
+                buf[i] = NULL;
+            }
+            i++;
+        } else if (!shadow[g] && ly->replica[g] != NULL) {
+            free(ly->replica[g]);
+            ly->replica[g] = NULL;
+        }
+        ly->shadowed[g] = shadow[g] != 0;
+    }
+    for (int g = 0, i = 0; g < E; g++)
+        if (ly->shadowed[g])
+            view[i++] = shadow_view(md, ly, g);
+    if (swt_moe_block_set_shadow(ly->moe, n, view) != 0) {
+        st = SWY_ERR_NO_MEMORY;
+        goto out;
+    }
+    free(ly->sh_grad);
+    ly->sh_grad = grad;
+    grad = NULL;
+    ly->n_shadowed = n;
+    st = SWY_OK;
+out:
+    if (st == SWY_ERR_NO_MEMORY)
+        fprintf(stderr, "swy-train: layer %d: out of memory for %d shadowed "
+                "experts\n", layer, n);
+    for (int i = 0; buf != NULL && i < n_new; i++)
+        free(buf[i]);
+    free(view);
+    free(grad);
+    free(req);
+    free(buf);
+    return st;
+}
+
+static uint64_t fnv_floats(uint64_t h, const float *x, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)x;
+    for (size_t i = 0; i < n * sizeof(float); i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+uint64_t swt_model_shadow_hash(const swt_model_t *md, int layer, int g)
+{
+    const layer_t *ly = &md->layers[layer];
+    size_t P = md->expert_elems;
+    uint64_t h = 0xcbf29ce484222325ull;
+    if (!ly->shadowed[g])
+        return 0;
+    if (g / md->nl != md->rank)
+        return fnv_floats(h, ly->replica[g], 3 * P);
+    float *tmp = malloc(P * sizeof(float));
+    if (tmp == NULL)
+        return 0;
+    const float *bases[3] = {md->expert, md->m_expert, md->v_expert};
+    for (int i = 0; i < 3; i++) {
+        owned_pack(md, ly, g % md->nl, bases[i], tmp);
+        h = fnv_floats(h, tmp, P);
+    }
+    free(tmp);
+    return h;
+}
+
+/* After layer l's backward: sum the shadowed experts' gradients over
+ * ranks, at low priority, while backward goes on. */
+static swy_status_t shadow_grad_post(swt_model_t *md, int layer)
+{
+    layer_t *ly = &md->layers[layer];
+    size_t P = md->expert_elems;
+    float *dst = ly->sh_grad;
+    for (int g = 0; g < md->E; g++) {
+        if (!ly->shadowed[g])
+            continue;
+        if (g / md->nl == md->rank)
+            owned_pack(md, ly, g % md->nl, md->dexpert, dst);
+        else
+            memcpy(dst, ly->replica[g] + 3 * P, P * sizeof(float));
+        dst += P;
+    }
+    char name[32];
+    snprintf(name, sizeof(name), "shadow L%d grad", layer);
+    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+    attr.priority = SWY_PRIO_LOW;
+    attr.order = layer;
+    attr.name = name;
+    swy_status_t st = swy_allreduce(ly->sh_grad, ly->sh_grad,
+                                    (size_t)ly->n_shadowed * P, SWY_FLOAT32,
+                                    SWY_SUM, md->comm, &attr, &ly->sh_req);
+    if (st != SWY_OK)
+        return shadow_fail("allreduce of the gradients", layer, -1, st,
+                           md->comm);
+    return SWY_OK;
+}
+
+/* Before Adam: wait for the sum and give it to every copy, so the owner
+ * and every replica take the same step from the same state. */
+static swy_status_t shadow_grad_finish(swt_model_t *md, int layer,
+                                       swt_timing_t *tm)
+{
+    layer_t *ly = &md->layers[layer];
+    size_t P = md->expert_elems;
+    double t0 = swt_now();
+    swy_status_t st = swy_wait(ly->sh_req);
+    swy_request_free(ly->sh_req);
+    ly->sh_req = NULL;
+    swt_timing_add(tm, SWT_T_AR_WAIT, swt_now() - t0);
+    if (st != SWY_OK)
+        return shadow_fail("allreduce of the gradients", layer, -1, st,
+                           md->comm);
+    const float *src = ly->sh_grad;
+    for (int g = 0; g < md->E; g++) {
+        if (!ly->shadowed[g])
+            continue;
+        if (g / md->nl == md->rank)
+            owned_unpack(md, ly, g % md->nl, src, md->dexpert);
+        else
+            memcpy(ly->replica[g] + 3 * P, src, P * sizeof(float));
+        src += P;
+    }
+    return SWY_OK;
 }
 
 /* Whether dense element i is a rank-local gate weight (--gate ta). */
@@ -424,6 +730,11 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
     size_t SH = (size_t)S * H, SF = (size_t)S * F;
     memset(md->ddense, 0, md->n_dense * sizeof(float));
     memset(md->dexpert, 0, md->n_expert * sizeof(float));
+    for (int l = 0; l < c->layers; l++)
+        for (int g = 0; g < md->E; g++)
+            if (md->layers[l].replica[g] != NULL)
+                memset(md->layers[l].replica[g] + 3 * md->expert_elems, 0,
+                       md->expert_elems * sizeof(float));
 
     /* ---- forward ---- */
     /* Each block writes its output straight into the next block's input
@@ -457,6 +768,8 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
     for (int l = c->layers - 1; l >= 0; l--) {
         layer_t *ly = &md->layers[l];
         STEP_CHECK(swt_moe_block_backward(ly->moe, md->dx, md->dm, tm));
+        if (ly->n_shadowed > 0)
+            STEP_CHECK(shadow_grad_post(md, l));
         if (ly->dwg_local != NULL) /* before DDP sums it over ranks */
             memcpy(ly->dwg_local, ly->dwg,
                    (size_t)H * md->E * sizeof(float));
@@ -482,6 +795,9 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
     swy_k_embed_bwd(md->dx, ids, S, H, md->demb);
     swt_timing_compute_end(tm, t0);
     STEP_CHECK(swt_ddp_wait(md->ddp, tm));
+    for (int l = 0; l < c->layers; l++)
+        if (md->layers[l].n_shadowed > 0)
+            STEP_CHECK(shadow_grad_finish(md, l, tm));
     /* --gate ta: each rank's gate is its own. A replicated gate cannot
      * route rank-dependently: the ranks' topology weights differ (each
      * favours its own node) and their summed gradients cancel. So the
@@ -503,6 +819,14 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
                     md->n_dense, &hp, step);
     swy_k_adam_step(md->expert, md->dexpert, md->m_expert, md->v_expert,
                     md->n_expert, &hp, step);
+    size_t P = md->expert_elems;
+    for (int l = 0; l < c->layers; l++)
+        for (int g = 0; g < md->E; g++) {
+            float *r = md->layers[l].replica[g];
+            if (r != NULL)
+                swy_k_adam_step(r, r + 3 * P, r + P, r + 2 * P, P, &hp,
+                                step);
+        }
     swt_timing_compute_end(tm, t0);
 
     result_p->xent = xent;

@@ -79,6 +79,33 @@ swy_status_t swt_model_step(swt_model_t *model, const int *ids,
  *  [E]. */
 const int64_t *swt_model_layer_sent(const swt_model_t *model, int layer);
 
+/** Rows of this rank that each global expert computed in layer l's last
+ *  forward (sent plus computed locally by shadows), [E]. */
+const int64_t *swt_model_layer_chosen(const swt_model_t *model, int layer);
+
+/**
+ * Shadowing (FasterMoE; --placement): from the next step on, replicate
+ * the experts of layer @p layer with shadow[g] != 0 on every rank.
+ * Collective: every rank must pass the same flags. An expert that becomes
+ * shadowed gets its owner's parameters and Adam state by swy_broadcast at
+ * SWY_PRIO_LOW; each step its gradients are summed over ranks by
+ * swy_allreduce at SWY_PRIO_LOW after the layer's backward, and every copy
+ * takes the same Adam step, so the copies stay identical. An expert that
+ * stops being shadowed keeps its owner's copy. Between steps only.
+ * Prints the cause on failure.
+ * @return SWY_OK, SWY_ERR_NO_MEMORY or the collective's error.
+ */
+swy_status_t swt_model_set_shadow(swt_model_t *model, int layer,
+                                  const int *shadow);
+
+/** Experts of layer l shadowed now. */
+int swt_model_num_shadowed(const swt_model_t *model, int layer);
+
+/** A hash of the parameters and Adam state of shadowed expert g of layer
+ *  l in this rank's copy (equal on every rank while shadowing keeps the
+ *  copies identical); 0 when g is not shadowed (or out of memory). */
+uint64_t swt_model_shadow_hash(const swt_model_t *model, int layer, int g);
+
 /** A hash of the dense parameters' bytes (equal on every rank when data
  *  parallelism keeps the replicas identical). */
 uint64_t swt_model_dense_hash(const swt_model_t *model);

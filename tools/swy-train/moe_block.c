@@ -36,6 +36,19 @@ struct swt_moe_block {
     float *dx_gate;     /* [S][H] */
     float *y;           /* [S][H]: MoE(x) */
     char name_fwd[32], name_bwd[32];
+    /* shadowing (see moe_block.h): n_shadow experts computed locally */
+    int n_shadow;
+    swt_shadow_expert_t *shadow; /* [n_shadow], by id */
+    int *shadow_of;     /* [E]: index into shadow, or -1 */
+    int *route_idx;     /* [S][k]: topk_idx without the shadowed slots */
+    int64_t *chosen;    /* [E] */
+    /* the last forward's shadowed slots, grouped by shadow: slots
+     * sh_slot[sh_off[i] .. sh_off[i+1]) (t*k + j, in slot order) went to
+     * shadow i; row r of the sh_* buffers is slot sh_slot[r] */
+    int *sh_slot;       /* [S*k] */
+    int *sh_off;        /* [n_shadow + 1] */
+    float *sh_in, *sh_out, *sh_gout, *sh_gin; /* [S*k][H] */
+    float *sh_hpre, *sh_hact, *sh_dh;         /* [S*k][F] */
 };
 
 static void *alloc_floats(size_t n)
@@ -71,12 +84,13 @@ int swt_moe_block_create(swy_moe_plan_t plan, swy_comm_t comm,
     b->load = malloc(E * sizeof(int));
     b->choice_idx = malloc((S * k > 0 ? S * k : 1) * sizeof(int));
     b->sent = calloc(E, sizeof(int64_t));
+    b->chosen = calloc(E, sizeof(int64_t));
     b->dx_gate = alloc_floats(S * (size_t)b->H);
     b->y = alloc_floats(S * (size_t)b->H);
     snprintf(b->name_fwd, sizeof(b->name_fwd), "L%d.fwd", params->layer);
     snprintf(b->name_bwd, sizeof(b->name_bwd), "L%d.bwd", params->layer);
     if (!b->probs || !b->logits || !b->dprobs || !b->topk_idx ||
-        !b->topk_w || !b->grad_topk_w || !b->f || !b->load || !b->choice_idx || !b->sent ||
+        !b->topk_w || !b->grad_topk_w || !b->f || !b->load || !b->choice_idx || !b->sent || !b->chosen ||
         !b->dx_gate || !b->y) {
         swt_moe_block_destroy(b);
         return -1;
@@ -90,6 +104,19 @@ void swt_moe_block_destroy(swt_moe_block_t *b)
     if (b == NULL)
         return;
     swy_moe_route_destroy(b->route);
+    free(b->sh_dh);
+    free(b->sh_hact);
+    free(b->sh_hpre);
+    free(b->sh_gin);
+    free(b->sh_gout);
+    free(b->sh_out);
+    free(b->sh_in);
+    free(b->sh_off);
+    free(b->sh_slot);
+    free(b->route_idx);
+    free(b->shadow_of);
+    free(b->shadow);
+    free(b->chosen);
     free(b->dh);
     free(b->grad_expert_in);
     free(b->grad_expert_out);
@@ -130,6 +157,71 @@ int swt_moe_block_dropped(const swt_moe_block_t *b)
 const int64_t *swt_moe_block_sent(const swt_moe_block_t *b)
 {
     return b->sent;
+}
+
+const int64_t *swt_moe_block_chosen(const swt_moe_block_t *b)
+{
+    return b->chosen;
+}
+
+/* The shadow buffers hold at most every slot of the rank, S*k rows; they
+ * are allocated with the first shadow and kept. */
+static int alloc_shadow_buffers(swt_moe_block_t *b)
+{
+    if (b->shadow_of != NULL)
+        return 0;
+    size_t S = (size_t)b->S, k = (size_t)b->k, E = (size_t)b->E;
+    size_t rows = S * k, H = (size_t)b->H, F = (size_t)b->F;
+    b->shadow_of = malloc(E * sizeof(int));
+    b->route_idx = malloc((rows ? rows : 1) * sizeof(int));
+    b->sh_slot = malloc((rows ? rows : 1) * sizeof(int));
+    b->sh_off = malloc((E + 1) * sizeof(int));
+    b->sh_in = alloc_floats(rows * H);
+    b->sh_out = alloc_floats(rows * H);
+    b->sh_gout = alloc_floats(rows * H);
+    b->sh_gin = alloc_floats(rows * H);
+    b->sh_hpre = alloc_floats(rows * F);
+    b->sh_hact = alloc_floats(rows * F);
+    b->sh_dh = alloc_floats(rows * F);
+    if (!b->shadow_of || !b->route_idx || !b->sh_slot || !b->sh_off ||
+        !b->sh_in || !b->sh_out || !b->sh_gout || !b->sh_gin ||
+        !b->sh_hpre || !b->sh_hact || !b->sh_dh) {
+        void *bufs[] = {b->shadow_of, b->route_idx, b->sh_slot, b->sh_off,
+                        b->sh_in, b->sh_out, b->sh_gout, b->sh_gin,
+                        b->sh_hpre, b->sh_hact, b->sh_dh};
+        for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+            free(bufs[i]);
+        b->shadow_of = NULL;
+        b->route_idx = b->sh_slot = b->sh_off = NULL;
+        b->sh_in = b->sh_out = b->sh_gout = b->sh_gin = NULL;
+        b->sh_hpre = b->sh_hact = b->sh_dh = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int swt_moe_block_set_shadow(swt_moe_block_t *b, int n,
+                             const swt_shadow_expert_t *experts)
+{
+    swt_shadow_expert_t *copy = NULL;
+    if (n > 0) {
+        copy = malloc((size_t)n * sizeof(*copy));
+        if (copy == NULL || alloc_shadow_buffers(b) != 0) {
+            free(copy);
+            return -1;
+        }
+        memcpy(copy, experts, (size_t)n * sizeof(*copy));
+    }
+    free(b->shadow);
+    b->shadow = copy;
+    b->n_shadow = n;
+    if (b->shadow_of != NULL) {
+        for (int e = 0; e < b->E; e++)
+            b->shadow_of[e] = -1;
+        for (int i = 0; i < n; i++)
+            b->shadow_of[experts[i].expert] = i;
+    }
+    return 0;
 }
 
 /* The expert-side buffers grow to the largest route seen; the number of
@@ -217,6 +309,111 @@ static void experts_bwd_chunk(swt_moe_block_t *b, int j)
     }
 }
 
+/* Takes the shadowed slots out of the route (route_idx) and lists them by
+ * shadow, in slot order, so that every shadow's rows are contiguous. */
+static void shadow_split(swt_moe_block_t *b)
+{
+    size_t slots = (size_t)b->S * b->k;
+    int n = b->n_shadow;
+    memcpy(b->route_idx, b->topk_idx, slots * sizeof(int));
+    for (int i = 0; i <= n; i++)
+        b->sh_off[i] = 0;
+    for (size_t s = 0; s < slots; s++) {
+        int e = b->topk_idx[s];
+        if (e >= 0 && b->shadow_of[e] >= 0)
+            b->sh_off[b->shadow_of[e] + 1]++;
+    }
+    for (int i = 0; i < n; i++)
+        b->sh_off[i + 1] += b->sh_off[i];
+    int *fill = b->load; /* [E] scratch, free after the gate */
+    for (int i = 0; i < n; i++)
+        fill[i] = b->sh_off[i];
+    for (size_t s = 0; s < slots; s++) {
+        int e = b->topk_idx[s];
+        if (e >= 0 && b->shadow_of[e] >= 0) {
+            b->sh_slot[fill[b->shadow_of[e]]++] = (int)s;
+            b->route_idx[s] = -1;
+        }
+    }
+}
+
+/* Forward of the shadowed experts on this rank's own rows. */
+static void shadow_forward(swt_moe_block_t *b)
+{
+    size_t H = (size_t)b->H, F = (size_t)b->F;
+    int rows_total = b->sh_off[b->n_shadow];
+    for (int r = 0; r < rows_total; r++)
+        memcpy(b->sh_in + (size_t)r * H,
+               b->x + (size_t)(b->sh_slot[r] / b->k) * H, H * sizeof(float));
+    for (int i = 0; i < b->n_shadow; i++) {
+        const swt_shadow_expert_t *sx = &b->shadow[i];
+        size_t r0 = (size_t)b->sh_off[i];
+        int rows = b->sh_off[i + 1] - b->sh_off[i];
+        if (rows == 0)
+            continue;
+        swy_k_ffn_fwd(b->sh_in + r0 * H, &rows, 1, b->H, b->F, sx->w1,
+                      sx->b1, sx->w2, sx->b2, b->sh_hpre + r0 * F,
+                      b->sh_hact + r0 * F, b->sh_out + r0 * H);
+    }
+}
+
+/* y[t] += w(t, j) * out row of each shadowed slot (t, j). */
+static void shadow_combine(swt_moe_block_t *b)
+{
+    size_t H = (size_t)b->H;
+    int rows_total = b->sh_off[b->n_shadow];
+    for (int r = 0; r < rows_total; r++) {
+        int s = b->sh_slot[r];
+        float w = b->topk_w[s], *y = b->y + (size_t)(s / b->k) * H;
+        const float *o = b->sh_out + (size_t)r * H;
+        for (size_t h = 0; h < H; h++)
+            y[h] += w * o[h];
+    }
+}
+
+/* Backward of the shadowed slots, as the combine backward and the
+ * experts' backward do it for routed ones: grad_topk_w of the slot, the
+ * expert's input gradient (sh_gin) and its weight gradients. */
+static void shadow_backward(swt_moe_block_t *b, const float *dout)
+{
+    size_t H = (size_t)b->H, F = (size_t)b->F;
+    int rows_total = b->sh_off[b->n_shadow];
+    for (int r = 0; r < rows_total; r++) {
+        int s = b->sh_slot[r];
+        const float *g = dout + (size_t)(s / b->k) * H;
+        const float *o = b->sh_out + (size_t)r * H;
+        float *go = b->sh_gout + (size_t)r * H, w = b->topk_w[s];
+        double dot = 0.0;
+        for (size_t h = 0; h < H; h++) {
+            dot += (double)g[h] * o[h];
+            go[h] = w * g[h];
+        }
+        b->grad_topk_w[s] = (float)dot;
+    }
+    for (int i = 0; i < b->n_shadow; i++) {
+        const swt_shadow_expert_t *sx = &b->shadow[i];
+        size_t r0 = (size_t)b->sh_off[i];
+        int rows = b->sh_off[i + 1] - b->sh_off[i];
+        if (rows == 0)
+            continue;
+        swy_k_ffn_bwd(b->sh_in + r0 * H, b->sh_hpre + r0 * F,
+                      b->sh_hact + r0 * F, b->sh_gout + r0 * H, &rows, 1,
+                      b->H, b->F, sx->w1, sx->w2, b->sh_dh + r0 * F,
+                      b->sh_gin + r0 * H, sx->dw1, sx->db1, sx->dw2,
+                      sx->db2);
+    }
+}
+
+/* dx[t] += input gradient of each shadowed slot of token t. */
+static void shadow_add_dx(swt_moe_block_t *b, float *dx)
+{
+    size_t H = (size_t)b->H;
+    int rows_total = b->sh_off[b->n_shadow];
+    for (int r = 0; r < rows_total; r++)
+        swy_k_add(b->sh_gin + (size_t)r * H, H,
+                  dx + (size_t)(b->sh_slot[r] / b->k) * H);
+}
+
 /* Gate, per group of G tokens: softmax and top-k per token, the topology
  * gate's rerouting (--gate topo), then the GShard capacity drop (choice
  * order: a second choice never displaces a first) and the auxiliary loss
@@ -275,12 +472,16 @@ swy_status_t swt_moe_block_forward(swt_moe_block_t *b, const float *x,
     b->x = x;
     double t0 = swt_now();
     gate_forward(b);
+    if (b->n_shadow > 0)
+        shadow_split(b);
     swt_timing_compute_end(tm, t0);
 
     swy_moe_route_destroy(b->route);
     b->route = NULL;
     double tr = swt_now();
-    MOE_CHECK(b, swy_moe_route(b->plan, b->topk_idx, b->S, &b->route),
+    MOE_CHECK(b, swy_moe_route(b->plan,
+                               b->n_shadow > 0 ? b->route_idx : b->topk_idx,
+                               b->S, &b->route),
               "route");
     double dt = swt_now() - tr;
     swt_timing_add(tm, SWT_T_A2A, dt);
@@ -289,6 +490,9 @@ swy_status_t swt_moe_block_forward(swt_moe_block_t *b, const float *x,
     MOE_CHECK(b, swy_moe_route_layout(b->route, &b->layout), "route_layout");
     MOE_CHECK(b, swy_moe_route_counts(b->route, b->sent, NULL),
               "route_counts");
+    memcpy(b->chosen, b->sent, (size_t)b->E * sizeof(int64_t));
+    for (int i = 0; i < b->n_shadow; i++)
+        b->chosen[b->shadow[i].expert] += b->sh_off[i + 1] - b->sh_off[i];
     if (reserve_rows(b, (size_t)b->layout.recv_rows) != 0)
         return fail(b, "allocating expert buffers", SWY_ERR_NO_MEMORY);
 
@@ -298,6 +502,11 @@ swy_status_t swt_moe_block_forward(swt_moe_block_t *b, const float *x,
     double seg0 = swt_now(), disp_end = seg0, comb0 = seg0;
     MOE_CHECK(b, swy_moe_dispatch(b->route, x, b->expert_in, &attr,
                                   SWY_MOE_ASYNC), "dispatch");
+    if (b->n_shadow > 0) { /* while the dispatch travels */
+        double tc = swt_now();
+        shadow_forward(b);
+        swt_timing_add(tm, SWT_T_EXPERT, swt_timing_compute_end(tm, tc));
+    }
     for (int j = 0; j < d; j++) {
         double tw = swt_now();
         MOE_CHECK(b, swy_moe_wait_chunk(b->route, j), "dispatch wait");
@@ -320,6 +529,8 @@ swy_status_t swt_moe_block_forward(swt_moe_block_t *b, const float *x,
     swt_timing_add(tm, SWT_T_MOE_SEG, end - seg0);
 
     t0 = swt_now();
+    if (b->n_shadow > 0)
+        shadow_combine(b);
     size_t n = (size_t)b->S * b->H;
     memcpy(out, x, n * sizeof(float));
     swy_k_add(b->y, n, out);
@@ -364,6 +575,11 @@ swy_status_t swt_moe_block_backward(swt_moe_block_t *b, const float *dout,
                                           b->grad_expert_out, b->grad_topk_w,
                                           &attr, SWY_MOE_ASYNC),
               "combine backward");
+    if (b->n_shadow > 0) { /* while the combine backward travels */
+        double tc = swt_now();
+        shadow_backward(b, dout);
+        swt_timing_add(tm, SWT_T_EXPERT, swt_timing_compute_end(tm, tc));
+    }
     for (int j = 0; j < d; j++) {
         double tw = swt_now();
         MOE_CHECK(b, swy_moe_wait_chunk(b->route, j),
@@ -393,6 +609,8 @@ swy_status_t swt_moe_block_backward(swt_moe_block_t *b, const float *dout,
     b->route = NULL;
 
     double t0 = swt_now();
+    if (b->n_shadow > 0)
+        shadow_add_dx(b, dx);
     gate_backward(b);
     size_t n = (size_t)b->S * b->H;
     swy_k_add(b->dx_gate, n, dx);

@@ -58,6 +58,14 @@ typedef enum { SWT_GATE_GSHARD = 0, SWT_GATE_TA = 1, SWT_GATE_TOPO = 2 }
 
 typedef struct swt_moe_block swt_moe_block_t;
 
+/** One shadowed expert as a block sees it: its weights and gradient
+ *  accumulators ([H][F], [F], [F][H], [H] each), borrowed. */
+typedef struct {
+    int expert; /* global id */
+    const float *w1, *b1, *w2, *b2;
+    float *dw1, *db1, *dw2, *db2;
+} swt_shadow_expert_t;
+
 /** @return 0, or -1 when out of memory. The plan (and its comm) are
  *  borrowed. */
 int swt_moe_block_create(swy_moe_plan_t plan, swy_comm_t comm,
@@ -75,6 +83,12 @@ swy_status_t swt_moe_block_forward(swt_moe_block_t *blk, const float *x,
 swy_status_t swt_moe_block_backward(swt_moe_block_t *blk, const float *dout,
                                     float *dx, swt_timing_t *tm);
 
+/** Compute @p n experts (sorted by id, copied) locally as shadows from
+ *  the next forward on; n = 0: none. Between steps only.
+ *  @return 0, or -1 when out of memory (the block keeps its old set). */
+int swt_moe_block_set_shadow(swt_moe_block_t *blk, int n,
+                             const swt_shadow_expert_t *experts);
+
 /** The last forward's auxiliary loss, mean over gate groups. */
 double swt_moe_block_aux(const swt_moe_block_t *blk);
 
@@ -84,7 +98,13 @@ int swt_moe_block_rerouted(const swt_moe_block_t *blk);
 /** Slots dropped by capacity in the last forward. */
 int swt_moe_block_dropped(const swt_moe_block_t *blk);
 
-/** Rows this rank sent to each global expert in the last forward, [E]. */
+/** Rows this rank sent to each global expert in the last forward, [E]
+ *  (a shadowed expert's rows are not sent). */
 const int64_t *swt_moe_block_sent(const swt_moe_block_t *blk);
+
+/** Rows of this rank that each global expert computed in the last
+ *  forward, after capacity: the rows sent plus those computed locally by
+ *  shadows, [E]. Without shadows it equals swt_moe_block_sent(). */
+const int64_t *swt_moe_block_chosen(const swt_moe_block_t *blk);
 
 #endif /* SWT_MOE_BLOCK_H */

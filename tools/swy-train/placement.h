@@ -1,0 +1,69 @@
+/* Load-driven expert placement of swy-train (--placement): which experts
+ * to shadow, decided every N steps from the loads of the coming steps.
+ *
+ *  - predicted: each layer's per-expert rows of every step (summed over
+ *    ranks, the same numbers on every rank) go into a load tracker; an EMA
+ *    predictor (switchyard/load.h, horizon N) predicts the proportions of
+ *    the next steps, scaled by the last step's rows;
+ *  - oracle: the mean over the next N steps of a --trace-loads CSV of an
+ *    earlier run with the same flags (the true future loads);
+ * and swy_load_placement_plan() turns the loads into a plan: the shadow
+ * flags (applied by the model, model.h) and the packed homes, which are
+ * reported but not applied (expert ownership does not move).
+ *
+ * Every rank computes the same plan from the same numbers; the caller
+ * checks that. Not thread-safe. */
+#ifndef SWT_PLACEMENT_H
+#define SWT_PLACEMENT_H
+
+#include <stdint.h>
+
+typedef enum {
+    SWT_PLACE_NONE = 0,
+    SWT_PLACE_PREDICTED = 1,
+    SWT_PLACE_ORACLE = 2
+} swt_placement_kind_t;
+
+typedef struct {
+    int kind;                  /* swt_placement_kind_t */
+    int every;                 /* N >= 1: plan after steps N, 2N, ... */
+    const char *oracle_trace;  /* CSV step,layer,expert,tokens (oracle) */
+    double link_bandwidth;     /* bytes/s of the latency model */
+    double flops;              /* flop/s of one rank */
+    int max_shadow;            /* per layer */
+    /* the model */
+    int layers, ranks, experts_per_rank, hidden, ffn, steps;
+} swt_placement_config_t;
+
+typedef struct swt_placement swt_placement_t;
+
+/** Reads the oracle trace (it must hold every step 1..steps of every
+ *  layer and expert). Prints the cause on failure.
+ *  @return 0; -1 bad input (exit 2); -2 out of memory. */
+int swt_placement_create(const swt_placement_config_t *cfg,
+                         swt_placement_t **pl_p);
+void swt_placement_destroy(swt_placement_t *pl);
+
+/** Step @p step's rows per expert, [layers][E], summed over ranks.
+ *  @return 0, or -1 (printed). */
+int swt_placement_observe(swt_placement_t *pl, long step,
+                          const double *rows);
+
+/** Whether a plan is due after @p step; if so, plan and write the shadow
+ *  flags of every layer to shadow [layers][E].
+ *  @return 1 planned, 0 not due, -1 failure (printed). */
+int swt_placement_plan(swt_placement_t *pl, long step, int *shadow);
+
+/** The last plan's packing of layer @p layer: home [E] (NULL before the
+ *  first plan) and the modeled latencies (seconds) before and after
+ *  shadowing and packing. */
+const int *swt_placement_home(const swt_placement_t *pl, int layer,
+                              double *lat_before_p, double *lat_after_p,
+                              int *moved_p);
+
+/** Plans made so far. */
+int swt_placement_num_plans(const swt_placement_t *pl);
+
+const char *swt_placement_name(int kind);
+
+#endif /* SWT_PLACEMENT_H */
