@@ -16,6 +16,16 @@
 #             --pipeline 1 within 1e-4 over 20 steps (packing changes the
 #             number of experts, so only d is varied).
 #   badflags  bad input exits 2, with and without a launcher.
+#   placement 4 ranks, 30 steps: --placement predicted gives the loss
+#             curve of --placement none within 1e-4 on uniform token ids
+#             (no expert is worth shadowing there), and within 1e-3 on a
+#             skewed workload (--skew 2, no capacity limit, a plan every
+#             5 steps) where experts ARE shadowed (shadowed_mean > 0):
+#             the shadowed rows' outputs are summed in another order
+#             (observed about 3e-7). --placement oracle, fed the
+#             --trace-loads CSV of the none run, likewise. Every run ends
+#             with identical dense replicas and every shadow replica equal
+#             to its owner's copy (parameters and Adam state).
 #   gates     (root; emulated 2 nodes x 2 ranks, 1 gbit) the share of
 #             dispatched rows that cross nodes in the last quarter of 60
 #             steps: GShard's gate keeps about half (45..55%); --gate ta
@@ -74,6 +84,30 @@ gates)
             fail "--gate $g: cross-node rows $pct% outside [$lo, $hi]"
     done
     ;;
+placement)
+    # value KEY FILE: a number from the JSON line
+    value() { sed -n "s/.*\"$1\":\([-0-9.e]*\).*/\1/p" "$tmp/$2.out"; }
+    check_run() { # check_run NAME: replicas identical, print shadowing
+        grep -q '"dense_identical":true' "$tmp/$1.out" || fail "$1: dense replicas differ"
+        grep -q '"shadow_identical":true' "$tmp/$1.out" || fail "$1: a shadow replica differs from its owner"
+        echo "$1: experts shadowed (mean per layer) $(value shadowed_mean "$1")"
+    }
+    small="--steps 30 --tokens-per-rank 128"
+    run u_none 4 $small --placement none
+    run u_pred 4 $small --placement predicted
+    check_run u_pred
+    compare u_none u_pred 1e-4 || fail "placement changes the loss curve (uniform)"
+    skewed="$small --skew 2 --capacity-factor 0 --placement-every 5"
+    run s_none 4 $skewed --placement none --trace-loads "$tmp/trace.csv"
+    run s_pred 4 $skewed --placement predicted
+    run s_orac 4 $skewed --placement oracle --oracle-trace "$tmp/trace.csv"
+    for r in s_pred s_orac; do
+        check_run $r
+        awk -v v="$(value shadowed_mean $r)" 'BEGIN { exit !(v > 0) }' ||
+            fail "$r: no expert was shadowed, the test exercises nothing"
+        compare s_none $r 1e-3 || fail "$r: shadowing changes the loss curve"
+    done
+    ;;
 equiv)
     run one 1 --steps 20 --tokens-per-rank 512 --experts-per-rank 8 \
         --gate-group 128
@@ -114,13 +148,25 @@ badflags)
                 "--bucket-bytes -5" "--pipeline 0" "--packing 0" \
                 "--gate-group 7" "--threads 0" "--compute-scale 0.5" \
                 "--noise 2" "--device tpu" "--device cuda" "--no-such-flag" \
-                "--steps" "stray"; do
+                "--steps" "stray" "--skew -1" "--placement bogus" \
+                "--placement oracle" "--oracle-trace x.csv" \
+                "--placement-every 0" "--placement-bw 0" \
+                "--placement predicted --device cuda"; do
         # shellcheck disable=SC2086
         check "$train" $args
     done
     # Needs the number of ranks: checked on every rank after init.
     check "$swy_run" -n 2 --timeout 30 "$train" --top-k 5 --experts-per-rank 2
     check "$swy_run" -n 2 --timeout 30 "$train" --policy no-such-policy
+    # The oracle trace is read on every rank: missing, malformed, short.
+    check "$swy_run" -n 2 --timeout 30 "$train" --placement oracle \
+        --oracle-trace "$tmp/no-such.csv"
+    printf 'step,layer,expert,tokens\n1,0,99,5\n' >"$tmp/bad.csv"
+    check "$swy_run" -n 2 --timeout 30 "$train" --placement oracle \
+        --oracle-trace "$tmp/bad.csv"
+    printf 'step,layer,expert,tokens\n1,0,0,5\n' >"$tmp/short.csv"
+    check "$swy_run" -n 2 --timeout 30 "$train" --placement oracle \
+        --oracle-trace "$tmp/short.csv"
     echo "all bad inputs exit 2"
     ;;
 *)
