@@ -3,6 +3,7 @@
 
 extern const swy_coll_algo_t swy_coll_alltoallv_pairwise;
 extern const swy_coll_algo_t swy_coll_allreduce_ring;
+extern const swy_coll_algo_t swy_coll_allreduce_rhd;
 extern const swy_coll_algo_t swy_coll_allgather_ring;
 extern const swy_coll_algo_t swy_coll_broadcast_chain;
 extern const swy_coll_algo_t swy_coll_barrier_dissemination;
@@ -17,6 +18,14 @@ const swy_coll_algo_t *swy_coll_algo(swy_coll_kind_t kind)
     case SWY_COLL_BARRIER: return &swy_coll_barrier_dissemination;
     default: return NULL;
     }
+}
+
+const swy_coll_algo_t *swy_coll_algo_for(const swy_coll_args_t *args,
+                                         int nranks)
+{
+    if (swy_coll_allreduce_rhd_applies(args, nranks))
+        return &swy_coll_allreduce_rhd;
+    return swy_coll_algo(args->kind);
 }
 
 static int add_peer(int *peers, int n, int peer)
@@ -41,7 +50,11 @@ int swy_coll_data_peers(const swy_coll_args_t *args, int rank, int nranks,
         break;
     case SWY_COLL_ALLREDUCE:
         /* Device buffers are staged: only host memory travels. */
-        if (nranks > 1 && args->count > 0 && args->mem == SWY_MEM_HOST) {
+        if (swy_coll_allreduce_rhd_applies(args, nranks)) {
+            for (int m = 1; m < nranks; m <<= 1)
+                n = add_peer(peers, n, rank ^ m);
+        } else if (nranks > 1 && args->count > 0 &&
+                   args->mem == SWY_MEM_HOST) {
             n = add_peer(peers, n, right);
             n = add_peer(peers, n, left);
         }

@@ -110,6 +110,17 @@ typedef struct {
 } swy_coll_algo_t;
 
 const swy_coll_algo_t *swy_coll_algo(swy_coll_kind_t kind);
+/* The algorithm for this op: the kind's, except allreduce of host buffers
+ * of at most SWY_COLL_ALLREDUCE_RHD_MAX_BYTES on a power of two >= 4 of
+ * ranks, which takes recursive halving and doubling (fewer steps). A
+ * function of the op's arguments only, which the header check makes
+ * equal on every rank. */
+#ifndef SWY_COLL_ALLREDUCE_RHD_MAX_BYTES /* -D for experiments only */
+#define SWY_COLL_ALLREDUCE_RHD_MAX_BYTES (1u << 20)
+#endif
+const swy_coll_algo_t *swy_coll_algo_for(const swy_coll_args_t *args,
+                                         int nranks);
+int swy_coll_allreduce_rhd_applies(const swy_coll_args_t *args, int nranks);
 const char *swy_coll_kind_name(swy_coll_kind_t kind);
 
 /* Header peers of an op: fills peers (capacity nranks), returns count. */

@@ -32,6 +32,16 @@ int swy_coll_header_peers(const swy_coll_args_t *args, int rank, int nranks,
     int left = (rank - 1 + nranks) % nranks;
     if (left != peers[0])
         peers[n++] = left;
+    /* Recursive halving and doubling talks to rank ^ 2^i as well: hear
+     * from them too, so a disagreement there fails before data moves. */
+    if (swy_coll_allreduce_rhd_applies(args, nranks))
+        for (int m = 1; m < nranks; m <<= 1) {
+            int p = rank ^ m, seen = 0;
+            for (int i = 0; i < n; i++)
+                seen |= peers[i] == p;
+            if (!seen)
+                peers[n++] = p;
+        }
     return n;
 }
 

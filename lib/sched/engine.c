@@ -798,7 +798,7 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
     op->deferred_peer = -1;
     snprintf(op->name, sizeof(op->name), "%s", name ? name : "");
     op->args = *args;
-    op->algo = swy_coll_algo(args->kind);
+    op->algo = swy_coll_algo_for(args, s->p.nranks);
     swy_list_init(&op->uops);
     swy_list_init(&op->gated);
     swy_list_init(&op->link);

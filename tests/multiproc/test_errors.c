@@ -217,6 +217,23 @@ static int case_allreduce(swy_comm_t comm, int rank, int w, void *arg)
     return expect_failure(comm, req, SWY_ERR_MISMATCH, "count", 10);
 }
 
+/* Counts on both sides of the recursive-halving limit (1 MiB): the ranks
+ * would run different algorithms with different peers; they must all
+ * fail with SWY_ERR_MISMATCH instead of waiting for each other. */
+static int case_allreduce_algo(swy_comm_t comm, int rank, int w, void *arg)
+{
+    size_t big = (2u << 20) / sizeof(float); /* 2 MiB: the ring */
+    float *buf = calloc(big, sizeof(float));
+    swy_request_t req;
+    CHECK(buf != NULL, "out of memory");
+    POST_OR_EXPECT(swy_allreduce(buf, buf, rank == w - 1 ? big : 64,
+                                 SWY_FLOAT32, SWY_SUM, comm, NULL, &req),
+                   SWY_ERR_MISMATCH, "count");
+    int rc = expect_failure(comm, req, SWY_ERR_MISMATCH, "count", 10);
+    free(buf);
+    return rc;
+}
+
 /* Ranks that cut transfers differently (SWY_PARTITION_BYTES) are told so
  * on every rank, instead of receiving chunks that do not fit. */
 static int case_partition(swy_comm_t comm, int rank, int w, void *arg)
@@ -327,6 +344,7 @@ int main(int argc, char **argv)
     else if (!strcmp(which, "counts")) fn = case_counts;
     else if (!strcmp(which, "kinds")) fn = case_kinds;
     else if (!strcmp(which, "allreduce")) fn = case_allreduce;
+    else if (!strcmp(which, "allreduce_algo")) fn = case_allreduce_algo;
     else if (!strcmp(which, "kill")) fn = case_kill;
     else if (!strcmp(which, "partition")) fn = case_partition;
     else if (!strcmp(which, "abort")) fn = case_abort;

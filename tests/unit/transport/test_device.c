@@ -104,6 +104,14 @@ static void test_data_peers(void)
                           .count = 100};
     CHECK(swy_coll_data_peers(&ar, 1, 4, peers) == 0);
     ar.mem = SWY_MEM_HOST;
+    /* small, 4 ranks: recursive halving and doubling, partners 1^1, 1^2 */
+    n = swy_coll_data_peers(&ar, 1, 4, peers);
+    CHECK(n == 2 && has_peer(peers, n, 0) && has_peer(peers, n, 3));
+    /* 3 ranks, or above the size limit: the ring's neighbours */
+    n = swy_coll_data_peers(&ar, 1, 3, peers);
+    CHECK(n == 2 && has_peer(peers, n, 0) && has_peer(peers, n, 2));
+    ar.dtype = SWY_FLOAT32;
+    ar.count = 2u << 20; /* 8 MiB */
     n = swy_coll_data_peers(&ar, 1, 4, peers);
     CHECK(n == 2 && has_peer(peers, n, 0) && has_peer(peers, n, 2));
 
