@@ -22,6 +22,6 @@ for ((r = 1; r <= reps; r++)); do
         "$build/tools/swy-run/swy-run" --nodes 2 --ranks-per-node 2 \
             --link "$link" --timeout 600 --no-prefix \
             "$build/tools/swy-train/swy-train" $c "$@" --json |
-            sed -n "s/^{/{\"rep\":$r,\"config\":\"$c\",/p"
+            sed -n "s|^{|{\"rep\":$r,\"config\":\"$c\",|p"
     done
 done
