@@ -112,6 +112,71 @@ SWY_HD static inline void swy_e_topk_row(const float *p, int n, int k,
     }
 }
 
+/* Gradient of one token's top-k weights to its probabilities, with the
+ * choices idx[0..k) given: w_j = p_j (renormalize 0) or p_j / z with
+ * z = sum_l p_l over the chosen, so dL/dp_j = dw_j or (dw_j - sum_l dw_l
+ * w_l) / z.  Adds into dp (zeroed by the caller). */
+SWY_HD static inline void swy_e_topk_bwd_row(const float *p, const int *idx,
+                                             const float *dw, int k,
+                                             int renormalize, float *dp)
+{
+    if (!renormalize) {
+        for (int j = 0; j < k; j++)
+            dp[idx[j]] += dw[j];
+        return;
+    }
+    float z = 0.0f, dot = 0.0f;
+    for (int j = 0; j < k; j++)
+        z += p[idx[j]];
+    for (int j = 0; j < k; j++)
+        dot += dw[j] * (p[idx[j]] / z);
+    for (int j = 0; j < k; j++)
+        dp[idx[j]] += (dw[j] - dot) / z;
+}
+
+/* ---- Topology gate (FasterMoE) -------------------------------------------
+ * A token's score: its best probability among choices off my_node (0 when
+ * every choice is on the node). */
+SWY_HD static inline float swy_e_topo_cross_score(const float *p,
+                                                  const int *idx, int k,
+                                                  const int *node_of_expert,
+                                                  int my_node)
+{
+    float best = 0.0f;
+    for (int j = 0; j < k; j++)
+        if (node_of_expert[idx[j]] != my_node && p[idx[j]] > best)
+            best = p[idx[j]];
+    return best;
+}
+
+/* Reroute one token: its top-k among the experts on my_node (largest
+ * first, lower id on ties, as swy_e_topk_row) and their weights. */
+SWY_HD static inline void swy_e_topo_local_topk(const float *p, int E, int k,
+                                                int renormalize,
+                                                const int *node_of_expert,
+                                                int my_node, int *idx,
+                                                float *w)
+{
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < E; e++) {
+            if (node_of_expert[e] != my_node)
+                continue;
+            int taken = 0;
+            for (int l = 0; l < j; l++)
+                taken |= idx[l] == e;
+            if (!taken && (best < 0 || p[e] > p[best]))
+                best = e;
+        }
+        idx[j] = best;
+    }
+    float z = 0.0f;
+    for (int j = 0; j < k; j++)
+        z += p[idx[j]];
+    for (int j = 0; j < k; j++)
+        w[j] = renormalize ? p[idx[j]] / z : p[idx[j]];
+}
+
 /* ---- Cross-entropy ------------------------------------------------------
  * Loss of one row given its max and expsum (see above) and the logit of the
  * true class: -log softmax(x)_y = log(sum exp(x - m)) + m - x_y. */

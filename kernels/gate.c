@@ -89,21 +89,7 @@ void swy_k_gate_topk_bwd(const float *probs, const float *dtopk_w, int S,
         const float *dw = dtopk_w + (size_t)t * k;
         float *dp = dprobs + (size_t)t * E;
         swy_e_topk_row(p, E, k, idx);
-        if (!renormalize) {
-            for (int j = 0; j < k; j++)
-                dp[idx[j]] = dw[j];
-            continue;
-        }
-        /* w_j = p_j / z with z = sum_l p_l over the chosen:
-         * dL/dp_j = (dw_j - sum_l dw_l w_l) / z. */
-        float z = 0.0f;
-        for (int j = 0; j < k; j++)
-            z += p[idx[j]];
-        float dot = 0.0f;
-        for (int j = 0; j < k; j++)
-            dot += dw[j] * (p[idx[j]] / z);
-        for (int j = 0; j < k; j++)
-            dp[idx[j]] = (dw[j] - dot) / z;
+        swy_e_topk_bwd_row(p, idx, dw, k, renormalize, dp);
     }
 }
 
@@ -196,35 +182,10 @@ void swy_k_gate_topk_bwd_idx(const float *probs, const int *choice_idx,
 {
     assert(S >= 0 && E > 0 && k >= 1 && k <= E);
     memset(dprobs, 0, (size_t)S * E * sizeof(*dprobs));
-    for (int t = 0; t < S; t++) {
-        const float *p = probs + (size_t)t * E;
-        const int *idx = choice_idx + (size_t)t * k;
-        const float *dw = dtopk_w + (size_t)t * k;
-        float *dp = dprobs + (size_t)t * E;
-        if (!renormalize) {
-            for (int j = 0; j < k; j++)
-                dp[idx[j]] += dw[j];
-            continue;
-        }
-        float z = 0.0f, dot = 0.0f;
-        for (int j = 0; j < k; j++)
-            z += p[idx[j]];
-        for (int j = 0; j < k; j++)
-            dot += dw[j] * (p[idx[j]] / z);
-        for (int j = 0; j < k; j++)
-            dp[idx[j]] += (dw[j] - dot) / z;
-    }
-}
-
-/* Best cross-node probability among a token's choices (0 if none). */
-static float topo_cross_score(const float *p, const int *idx, int k,
-                              const int *node_of_expert, int my_node)
-{
-    float best = 0.0f;
-    for (int j = 0; j < k; j++)
-        if (node_of_expert[idx[j]] != my_node && p[idx[j]] > best)
-            best = p[idx[j]];
-    return best;
+    for (int t = 0; t < S; t++)
+        swy_e_topk_bwd_row(probs + (size_t)t * E, choice_idx + (size_t)t * k,
+                           dtopk_w + (size_t)t * k, k, renormalize,
+                           dprobs + (size_t)t * E);
 }
 
 int swy_k_gate_topo_reroute(const float *probs, int S, int E, int k,
@@ -244,18 +205,19 @@ int swy_k_gate_topo_reroute(const float *probs, int S, int E, int k,
      * by token order (stable), so the result is deterministic. */
     int n_cross = 0;
     for (int t = 0; t < S; t++)
-        if (topo_cross_score(probs + (size_t)t * E, topk_idx + (size_t)t * k,
-                             k, node_of_expert, my_node) > 0.0f)
+        if (swy_e_topo_cross_score(probs + (size_t)t * E,
+                                   topk_idx + (size_t)t * k, k,
+                                   node_of_expert, my_node) > 0.0f)
             n_cross++;
-    for (int kept = 0; n_cross > budget && kept <= S; kept++) {
+    while (n_cross > budget) {
         /* Reroute the weakest remaining cross token: O(S) per token,
          * small S per gate group. */
         int worst = -1;
         float worst_score = 0.0f;
         for (int t = S - 1; t >= 0; t--) {
-            float sc = topo_cross_score(probs + (size_t)t * E,
-                                        topk_idx + (size_t)t * k, k,
-                                        node_of_expert, my_node);
+            float sc = swy_e_topo_cross_score(probs + (size_t)t * E,
+                                              topk_idx + (size_t)t * k, k,
+                                              node_of_expert, my_node);
             if (sc > 0.0f && (worst < 0 || sc < worst_score)) {
                 worst = t;
                 worst_score = sc;
@@ -263,29 +225,10 @@ int swy_k_gate_topo_reroute(const float *probs, int S, int E, int k,
         }
         if (worst < 0)
             break;
-        const float *p = probs + (size_t)worst * E;
-        int *idx = topk_idx + (size_t)worst * k;
-        /* Top-k among this node's experts: largest first, lower id on
-         * ties (the rule of swy_k_gate_topk). */
-        for (int j = 0; j < k; j++) {
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                if (node_of_expert[e] != my_node)
-                    continue;
-                int taken = 0;
-                for (int l = 0; l < j; l++)
-                    taken |= idx[l] == e;
-                if (!taken && (best < 0 || p[e] > p[best]))
-                    best = e;
-            }
-            idx[j] = best;
-        }
-        float z = 0.0f;
-        for (int j = 0; j < k; j++)
-            z += p[idx[j]];
-        for (int j = 0; j < k; j++)
-            topk_w[(size_t)worst * k + j] =
-                renormalize ? p[idx[j]] / z : p[idx[j]];
+        swy_e_topo_local_topk(probs + (size_t)worst * E, E, k, renormalize,
+                              node_of_expert, my_node,
+                              topk_idx + (size_t)worst * k,
+                              topk_w + (size_t)worst * k);
         rerouted++;
         n_cross--;
     }

@@ -93,19 +93,7 @@ __global__ void kc_topk_bwd(const float *probs, const float *dtopk_w, int S,
         for (int e = 0; e < E; e++)
             dp[e] = 0.0f;
         swy_e_topk_row(p, E, k, idx);
-        if (!renormalize) {
-            for (int j = 0; j < k; j++)
-                dp[idx[j]] = dw[j];
-            continue;
-        }
-        float z = 0.0f;
-        for (int j = 0; j < k; j++)
-            z += p[idx[j]];
-        float dot = 0.0f;
-        for (int j = 0; j < k; j++)
-            dot += dw[j] * (p[idx[j]] / z);
-        for (int j = 0; j < k; j++)
-            dp[idx[j]] = (dw[j] - dot) / z;
+        swy_e_topk_bwd_row(p, idx, dw, k, renormalize, dp);
     }
 }
 
@@ -193,18 +181,7 @@ __global__ void kc_topk_bwd_idx(const float *probs, const int *choice_idx,
         float *dp = dprobs + (size_t)t * E;
         for (int e = 0; e < E; e++)
             dp[e] = 0.0f;
-        if (!renormalize) {
-            for (int j = 0; j < k; j++)
-                dp[idx[j]] += dw[j];
-            continue;
-        }
-        float z = 0.0f, dot = 0.0f;
-        for (int j = 0; j < k; j++)
-            z += p[idx[j]];
-        for (int j = 0; j < k; j++)
-            dot += dw[j] * (p[idx[j]] / z);
-        for (int j = 0; j < k; j++)
-            dp[idx[j]] += (dw[j] - dot) / z;
+        swy_e_topk_bwd_row(p, idx, dw, k, renormalize, dp);
     }
 }
 
@@ -238,23 +215,13 @@ int swy_kc_gate_topk_bwd_idx(swy_kc_ctx_t *ctx, const float *probs,
  * races with another reading them. */
 #define KC_TOPO_THREADS 256
 
-__device__ float kc_topo_score(const float *p, const int *idx, int k,
-                               const int *node_of_expert, int my_node)
-{
-    float best = 0.0f;
-    for (int j = 0; j < k; j++)
-        if (node_of_expert[idx[j]] != my_node && p[idx[j]] > best)
-            best = p[idx[j]];
-    return best;
-}
-
 __global__ void kc_topo_scores(const float *probs, const int *topk_idx,
                                int S, int E, int k, const int *node_of_expert,
                                int my_node, float *score)
 {
     for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < S;
          t += gridDim.x * blockDim.x)
-        score[t] = kc_topo_score(probs + (size_t)t * E,
+        score[t] = swy_e_topo_cross_score(probs + (size_t)t * E,
                                  topk_idx + (size_t)t * k, k, node_of_expert,
                                  my_node);
 }
@@ -309,27 +276,10 @@ __global__ void kc_topo_apply(const float *probs, const float *score, int S,
     }
     if (t >= S || !(st > 0.0f) || rank >= n)
         return;
-    const float *p = probs + (size_t)t * E;
-    int *idx = topk_idx + (size_t)t * k;
     /* Top-k among this node's experts, gate.c's rule. */
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int e = 0; e < E; e++) {
-            if (node_of_expert[e] != my_node)
-                continue;
-            int taken = 0;
-            for (int l = 0; l < j; l++)
-                taken |= idx[l] == e;
-            if (!taken && (best < 0 || p[e] > p[best]))
-                best = e;
-        }
-        idx[j] = best;
-    }
-    float z = 0.0f;
-    for (int j = 0; j < k; j++)
-        z += p[idx[j]];
-    for (int j = 0; j < k; j++)
-        topk_w[(size_t)t * k + j] = renormalize ? p[idx[j]] / z : p[idx[j]];
+    swy_e_topo_local_topk(probs + (size_t)t * E, E, k, renormalize,
+                          node_of_expert, my_node, topk_idx + (size_t)t * k,
+                          topk_w + (size_t)t * k);
 }
 
 int swy_kc_gate_topo_reroute(swy_kc_ctx_t *ctx, const float *probs, int S,
