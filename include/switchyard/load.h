@@ -325,13 +325,21 @@ typedef struct {
                                   mean load is cold, >= 0 (0.25) */
     double pack_slack;       /**< bin capacity (load / n_ranks) x
                                   (1 + pack_slack), >= 0 (0.1) */
+    int fixed_slots;         /**< 0 (default): packing as described at
+                                  swy_load_placement_plan; 1: every rank
+                                  keeps exactly experts_per_rank experts
+                                  (lib/moe's slots), see there */
+    const int *current_rank; /**< [E] the rank each expert lives on now
+                                  (each rank holding experts_per_rank),
+                                  or NULL (default): e / experts_per_rank */
 } swy_load_placement_config_t;
 
 /** Defaults: sizes 0 (must be set), fp32, 12.5 GB/s, 10 Tflop/s, up to
- *  4 shadowed experts, cold below 0.25 x mean, 10% slack. */
+ *  4 shadowed experts, cold below 0.25 x mean, 10% slack, packing not
+ *  held to the slots, experts on their initial ranks. */
 #define SWY_LOAD_PLACEMENT_CONFIG_INIT                                      \
     {sizeof(swy_load_placement_config_t), 0, 0, 0, 0, 4, 12.5e9, 1e13, 4,  \
-     0.25, 0.1}
+     0.25, 0.1, 0, NULL}
 
 /**
  * A placement plan. The caller points @c shadow, @c home and @c cold at
@@ -376,6 +384,18 @@ typedef struct {
  * goes to the least loaded bin (lowest rank on ties). The number of
  * experts per rank is not constrained.
  *
+ * With @c fixed_slots, packing keeps exactly experts_per_rank experts on
+ * every rank: a shadowed expert keeps its slot on its current rank; the
+ * others, by decreasing load (ties: lower id first), each stay on their
+ * current rank when it has a free slot and stays within the capacity
+ * above, else go to the rank with the lowest load so far that still has
+ * a free slot (ties: the expert's current rank, then the lower rank).
+ * Cold experts thus fill the slots left on the ranks that took hot ones,
+ * and a balanced placement does not move.
+ *
+ * "Current" is @c current_rank when given, else e / experts_per_rank;
+ * home[], n_moved and the latencies before refer to it.
+ *
  * Pure function: no communication, deterministic, so every rank that
  * passes the same loads gets the same plan.
  * @param cfg   Parameters.
@@ -383,7 +403,9 @@ typedef struct {
  *              step, summed over ranks; finite, >= 0.
  * @param out   struct_size set; arrays as above.
  * @return SWY_OK; SWY_ERR_INVALID_ARG (NULL, struct_size, a parameter
- *         out of range, a negative or non-finite load); out is then
+ *         out of range, a current_rank out of range or not holding
+ *         experts_per_rank experts on every rank, a negative or non-finite
+ *         load); out is then
  *         unchanged. SWY_ERR_NO_MEMORY.
  */
 SWY_EXPORT swy_status_t swy_load_placement_plan(

@@ -43,6 +43,35 @@ static swy_status_t check_config(const swy_load_placement_config_t *c)
         return BAD("cold_fraction %g must be >= 0", c->cold_fraction);
     if (!(c->pack_slack >= 0) || !isfinite(c->pack_slack))
         return BAD("pack_slack %g must be >= 0", c->pack_slack);
+    if (c->fixed_slots != 0 && c->fixed_slots != 1)
+        return BAD("fixed_slots %d must be 0 or 1", c->fixed_slots);
+    return SWY_OK;
+}
+
+/* cur[e] = the rank expert e lives on now; a current_rank must hold
+ * experts_per_rank experts on every rank (lib/moe's slots). count is
+ * scratch [W]. */
+static swy_status_t current_ranks(const swy_load_placement_config_t *c,
+                                  int *cur, int *count)
+{
+    int W = c->n_ranks, E = W * c->experts_per_rank;
+    for (int e = 0; e < E; e++)
+        cur[e] = c->current_rank != NULL ? c->current_rank[e]
+                                         : e / c->experts_per_rank;
+    if (c->current_rank == NULL)
+        return SWY_OK;
+    for (int r = 0; r < W; r++)
+        count[r] = 0;
+    for (int e = 0; e < E; e++) {
+        if (cur[e] < 0 || cur[e] >= W)
+            return BAD("current_rank[%d] = %d not in 0..%d", e, cur[e],
+                       W - 1);
+        count[cur[e]]++;
+    }
+    for (int r = 0; r < W; r++)
+        if (count[r] != c->experts_per_rank)
+            return BAD("current_rank puts %d experts on rank %d, expected "
+                       "%d", count[r], r, c->experts_per_rank);
     return SWY_OK;
 }
 
@@ -65,11 +94,11 @@ static cost_t costs(const swy_load_placement_config_t *c)
 }
 
 /* Modeled latency of a placement: experts on home[] (NULL: current
- * ranks), shadowed ones replicated. rank_load is scratch [W] (rows of
+ * ranks cur[]), shadowed ones replicated. rank_load is scratch [W] (rows of
  * the rank's non-shadowed experts). B_comp is returned in *busiest_p. */
 static double latency(const swy_load_placement_config_t *c, const cost_t *k,
                       const double *load, const int *shadow, const int *home,
-                      double *rank_load, double *busiest_p)
+                      const int *cur, double *rank_load, double *busiest_p)
 {
     int W = c->n_ranks, E = W * c->experts_per_rank, n_shadow = 0;
     double shadowed = 0.0;
@@ -80,8 +109,7 @@ static double latency(const swy_load_placement_config_t *c, const cost_t *k,
             shadowed += load[e];
             n_shadow++;
         } else {
-            rank_load[home != NULL ? home[e] : e / c->experts_per_rank] +=
-                load[e];
+            rank_load[home != NULL ? home[e] : cur[e]] += load[e];
         }
     }
     double b_comm = 0.0;
@@ -115,12 +143,12 @@ static int by_load_desc(const void *pa, const void *pb)
 /* First-fit decreasing of the non-shadowed experts (see load.h). */
 static void pack(const swy_load_placement_config_t *c, const double *load,
                  const int *order, const int *shadow, const int *cold,
-                 double *bin, int *home)
+                 const int *cur_rank, double *bin, int *home)
 {
     int W = c->n_ranks, E = W * c->experts_per_rank;
     double total = 0.0;
     for (int e = 0; e < E; e++) {
-        home[e] = e / c->experts_per_rank;
+        home[e] = cur_rank[e];
         if (!shadow[e])
             total += load[e];
     }
@@ -131,7 +159,7 @@ static void pack(const swy_load_placement_config_t *c, const double *load,
         int e = order[i], to = -1;
         if (shadow[e])
             continue;
-        int cur = e / c->experts_per_rank;
+        int cur = cur_rank[e];
         if (!cold[e] && bin[cur] + load[e] <= capacity)
             to = cur;
         for (int r = 0; to < 0 && r < W; r++)
@@ -144,6 +172,52 @@ static void pack(const swy_load_placement_config_t *c, const double *load,
                     to = r;
         }
         bin[to] += load[e];
+        home[e] = to;
+    }
+}
+
+/* Packing into lib/moe's fixed slots (fixed_slots, see load.h): each
+ * non-shadowed expert, by decreasing load, stays on its current rank if
+ * that rank has a free slot and stays within the bin capacity (a move
+ * costs parameters and Adam state on the link, so a balanced placement
+ * stays put), else goes to the least loaded rank with a free slot, ties
+ * to its current rank, then the lower rank. free_slots is scratch [W]. */
+static void pack_slots(const swy_load_placement_config_t *c,
+                       const double *load, const int *order,
+                       const int *shadow, const int *cur, double *bin,
+                       int *free_slots, int *home)
+{
+    int W = c->n_ranks, E = W * c->experts_per_rank;
+    double total = 0.0;
+    for (int r = 0; r < W; r++) {
+        bin[r] = 0.0;
+        free_slots[r] = c->experts_per_rank;
+    }
+    for (int e = 0; e < E; e++) {
+        home[e] = cur[e];
+        if (shadow[e]) /* keeps its slot */
+            free_slots[cur[e]]--;
+        else
+            total += load[e];
+    }
+    double capacity = total / W * (1.0 + c->pack_slack);
+    for (int i = 0; i < E; i++) {
+        int e = order[i], to = -1;
+        if (shadow[e])
+            continue;
+        if (free_slots[cur[e]] > 0) {
+            to = cur[e];
+            if (bin[to] + load[e] > capacity)
+                for (int r = 0; r < W; r++)
+                    if (free_slots[r] > 0 && bin[r] < bin[to])
+                        to = r;
+        } else {
+            for (int r = 0; r < W; r++)
+                if (free_slots[r] > 0 && (to < 0 || bin[r] < bin[to]))
+                    to = r;
+        }
+        bin[to] += load[e];
+        free_slots[to]--;
         home[e] = to;
     }
 }
@@ -173,15 +247,20 @@ swy_status_t swy_load_placement_plan(const swy_load_placement_config_t *cfg,
     int *shadow = swy_calloc((size_t)E, sizeof(int));
     int *cold = swy_calloc((size_t)E, sizeof(int));
     int *home = swy_malloc((size_t)E * sizeof(int));
+    int *cur = swy_malloc((size_t)E * sizeof(int));
+    int *slots = swy_malloc((size_t)W * sizeof(int));
     double *scratch = swy_malloc((size_t)W * sizeof(double));
     swy_status_t status = SWY_OK;
-    if (order == NULL || ranked == NULL || shadow == NULL || cold == NULL || home == NULL ||
-        scratch == NULL) {
+    if (order == NULL || ranked == NULL || shadow == NULL || cold == NULL ||
+        home == NULL || cur == NULL || slots == NULL || scratch == NULL) {
         status = swy_err_set(SWY_ERR_NO_MEMORY, subsys,
                              "swy_load_placement_plan: no memory for %d "
                              "experts", E);
         goto out;
     }
+    status = current_ranks(cfg, cur, slots);
+    if (status != SWY_OK)
+        goto out;
     for (int e = 0; e < E; e++)
         ranked[e] = (ranked_t){load[e], e};
     qsort(ranked, (size_t)E, sizeof(ranked_t), by_load_desc);
@@ -191,14 +270,15 @@ swy_status_t swy_load_placement_plan(const swy_load_placement_config_t *cfg,
     /* Shadow the hottest while the modeled latency strictly falls. */
     cost_t k = costs(cfg);
     double b_before, b_try, b_after;
-    double lat_before = latency(cfg, &k, load, NULL, NULL, scratch,
+    double lat_before = latency(cfg, &k, load, NULL, NULL, cur, scratch,
                                 &b_before);
     double lat_shadow = lat_before;
     int n_shadow = 0;
     while (n_shadow < cfg->max_shadow) {
         int e = order[n_shadow];
         shadow[e] = 1;
-        double lat = latency(cfg, &k, load, shadow, NULL, scratch, &b_try);
+        double lat = latency(cfg, &k, load, shadow, NULL, cur, scratch,
+                             &b_try);
         if (!(lat < lat_shadow)) {
             shadow[e] = 0;
             break;
@@ -213,11 +293,14 @@ swy_status_t swy_load_placement_plan(const swy_load_placement_config_t *cfg,
         cold[e] = !shadow[e] && load[e] < cfg->cold_fraction * mean;
         n_cold += cold[e];
     }
-    pack(cfg, load, order, shadow, cold, scratch, home);
+    if (cfg->fixed_slots)
+        pack_slots(cfg, load, order, shadow, cur, scratch, slots, home);
+    else
+        pack(cfg, load, order, shadow, cold, cur, scratch, home);
     int n_moved = 0;
     for (int e = 0; e < E; e++)
-        n_moved += home[e] != e / cfg->experts_per_rank;
-    double lat_after = latency(cfg, &k, load, shadow, home, scratch,
+        n_moved += home[e] != cur[e];
+    double lat_after = latency(cfg, &k, load, shadow, home, cur, scratch,
                                &b_after);
 
     if (out->shadow != NULL)
@@ -236,6 +319,8 @@ swy_status_t swy_load_placement_plan(const swy_load_placement_config_t *cfg,
     out->latency_after_s = lat_after;
 out:
     swy_free(scratch);
+    swy_free(slots);
+    swy_free(cur);
     swy_free(home);
     swy_free(cold);
     swy_free(shadow);

@@ -285,6 +285,103 @@ static void test_bad_input(void)
 #undef EXPECT_BAD
 }
 
+/* fixed_slots: exactly experts_per_rank per rank. W 2 x 2, nothing
+ * shadowed, loads 100 90 5 5 (ranks 0 0 1 1), capacity 200 / 2 x 1.1 =
+ * 110. By load: e0 stays on rank 0 (100 <= 110); e1 would make rank 0
+ * 190: to the least loaded, rank 1 (90); e2 stays on rank 1 (95); e3
+ * finds rank 1 full and takes rank 0's last slot (105). Before: rank 0
+ * has 190 rows -> 190 + 760 = 950; after: 105 -> 105 + 420 = 525. */
+static void test_slots(void)
+{
+    swy_load_placement_config_t c = unit_config(2, 2);
+    c.max_shadow = 0;
+    c.fixed_slots = 1;
+    double load[4] = {100, 90, 5, 5};
+    plan_t pl;
+    plan(&c, load, &pl);
+    int home[4] = {0, 1, 1, 0};
+    check_ints("home", pl.home, home, 4);
+    CHECK(pl.p.n_moved == 2 && pl.p.n_cold == 2 && pl.p.n_shadowed == 0,
+          "moved %d, cold %d, shadowed %d", pl.p.n_moved, pl.p.n_cold,
+          pl.p.n_shadowed);
+    CHECK_NEAR(pl.p.busiest_before, 190, 0);
+    CHECK_NEAR(pl.p.busiest_after, 105, 0);
+    CHECK_NEAR(pl.p.latency_before_s, 950, 1e-9);
+    CHECK_NEAR(pl.p.latency_after_s, 525, 1e-9);
+
+    /* 3 ranks x 2, loads 60 50 40 3 2 1, capacity 156 / 3 x 1.1 = 57.2:
+     * e0 over capacity anyway, every rank at 0: the tie keeps it on rank
+     * 0 (60); e1 (rank 0 would be 110) to rank 1, idle, lower than rank
+     * 2 on the tie; e2 (rank 1 would be 90) to the idle rank 2 (40); e3
+     * stays on rank 1 (53); e4 stays on rank 2 (42); e5's rank 2 is full:
+     * rank 0's last slot (61). Before: rank 0 110 -> 550; after 61 ->
+     * 305. */
+    swy_load_placement_config_t c3 = unit_config(3, 2);
+    c3.max_shadow = 0;
+    c3.fixed_slots = 1;
+    double load3[6] = {60, 50, 40, 3, 2, 1};
+    plan(&c3, load3, &pl);
+    int home3[6] = {0, 1, 2, 1, 2, 0}, count[3] = {0, 0, 0};
+    check_ints("home", pl.home, home3, 6);
+    for (int e = 0; e < 6; e++)
+        count[pl.home[e]]++;
+    for (int r = 0; r < 3; r++)
+        CHECK(count[r] == 2, "rank %d holds %d experts", r, count[r]);
+    CHECK(pl.p.n_moved == 3, "moved %d", pl.p.n_moved);
+    CHECK_NEAR(pl.p.latency_before_s, 550, 1e-9);
+    CHECK_NEAR(pl.p.latency_after_s, 305, 1e-9);
+
+    /* Already packed (current_rank 1 0 0 1): every expert stays within
+     * capacity on its rank: nothing moves; rank 1 has 105 rows -> 525
+     * before and after. */
+    int now[4] = {1, 0, 0, 1};
+    c.current_rank = now;
+    plan(&c, load, &pl);
+    check_ints("home", pl.home, now, 4);
+    CHECK(pl.p.n_moved == 0, "moved %d", pl.p.n_moved);
+    CHECK_NEAR(pl.p.latency_before_s, 525, 1e-9);
+    CHECK_NEAR(pl.p.latency_after_s, 525, 1e-9);
+
+    /* Uniform loads: every expert stays (within capacity on its rank). */
+    double even[6] = {7, 7, 7, 7, 7, 7};
+    c3.max_shadow = 6;
+    plan(&c3, even, &pl);
+    int same[6] = {0, 0, 1, 1, 2, 2};
+    check_ints("home", pl.home, same, 6);
+    CHECK(pl.p.n_moved == 0 && pl.p.n_shadowed == 0,
+          "uniform: moved %d, shadowed %d", pl.p.n_moved, pl.p.n_shadowed);
+
+    /* A shadowed expert keeps its slot: test_hot's loads shadow e0 (on
+     * rank 0), leaving rank 0 one slot: e1 keeps it, e2 stays on rank 1
+     * and e3, over capacity (20 > 30 / 2 x 1.1), finds only rank 1 with
+     * a free slot. */
+    swy_load_placement_config_t ch = unit_config(2, 2);
+    ch.fixed_slots = 1;
+    double hot[4] = {100, 10, 10, 10};
+    plan(&ch, hot, &pl);
+    int hhome[4] = {0, 0, 1, 1};
+    check_ints("home", pl.home, hhome, 4);
+    CHECK(pl.shadow[0] == 1 && pl.p.n_shadowed == 1 && pl.p.n_moved == 0,
+          "hot: shadow[0] %d, shadowed %d, moved %d", pl.shadow[0],
+          pl.p.n_shadowed, pl.p.n_moved);
+
+    /* A current_rank that does not fill every rank is refused. */
+    int bad[4] = {0, 0, 0, 1};
+    c.current_rank = bad;
+    swy_load_placement_t out = {sizeof(out), NULL, NULL, NULL, 0, 0, 0,
+                                0, 0, 0, 0, 0};
+    CHECK(swy_load_placement_plan(&c, load, &out) == SWY_ERR_INVALID_ARG,
+          "unbalanced current_rank accepted");
+    int out_of_range[4] = {0, 2, 1, 1};
+    c.current_rank = out_of_range;
+    CHECK(swy_load_placement_plan(&c, load, &out) == SWY_ERR_INVALID_ARG,
+          "current_rank out of range accepted");
+    c.current_rank = NULL;
+    c.fixed_slots = 2;
+    CHECK(swy_load_placement_plan(&c, load, &out) == SWY_ERR_INVALID_ARG,
+          "fixed_slots 2 accepted");
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -292,7 +389,8 @@ int main(int argc, char **argv)
         void (*fn)(void);
     } cases[] = {{"uniform", test_uniform}, {"hot", test_hot},
                  {"max_shadow", test_max_shadow}, {"ffd", test_ffd},
-                 {"bad_input", test_bad_input}};
+                 {"bad_input", test_bad_input},
+                 {"slots", test_slots}};
     if (argc != 2) {
         fprintf(stderr, "usage: test_placement CASE\n");
         return 2;
