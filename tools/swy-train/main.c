@@ -567,9 +567,14 @@ static void print_header(const options_t *o, int argc, char **argv,
            floor_nats, o->skew > 0 ? "Zipf" : "uniform", o->skew);
     if (o->placement != SWT_PLACE_NONE)
         printf("# placement: %s every %d steps (shadowing applied, packing "
-               "reported only); model: link %.3g bytes/s, %.3g flop/s per "
+               "%s); model: link %.3g bytes/s, %.3g flop/s per "
                "rank, at most %d shadowed per layer\n",
                swt_placement_name(o->placement), o->placement_every,
+               o->model.gate == SWT_GATE_GSHARD
+                   ? "applied into the fixed slots when it lowers the "
+                     "modeled latency"
+                   : "reported only: --gate ta and topo weigh experts by "
+                     "their rank",
                o->placement_bw, o->placement_flops,
                o->placement_max_shadow);
     if (o->compute_scale > 1.0)
@@ -581,9 +586,10 @@ static void print_header(const options_t *o, int argc, char **argv,
     fflush(stdout);
 }
 
-/* The last plan's packing per layer: where first-fit decreasing would put
- * each expert (reported, not applied: ownership does not move). */
-static void print_packing(const swt_placement_t *pl, int L, int E)
+/* The last plan's packing per layer: the home rank of each expert and
+ * whether the plan moved experts there (swt_model_set_slots). */
+static void print_packing(const swt_placement_t *pl, int L, int E,
+                          int moved_total)
 {
     for (int l = 0; l < L; l++) {
         double before, after;
@@ -591,12 +597,16 @@ static void print_packing(const swt_placement_t *pl, int L, int E)
         const int *home = swt_placement_home(pl, l, &before, &after, &moved);
         if (home == NULL)
             return;
-        printf("%-22s layer %d: home", l == 0 ? "packing (not applied)" : "",
-               l);
+        if (l == 0)
+            printf("%-22s %s (%d moves in all)\n", "packing",
+                   moved_total > 0 ? "applied" : "not applied",
+                   moved_total);
+        printf("%-22s layer %d: home", "", l);
         for (int e = 0; e < E; e++)
             printf(" %d", home[e]);
-        printf("; %d moved; modeled %.2f -> %.2f ms\n", moved, 1e3 * before,
-               1e3 * after);
+        printf("; %d %s; modeled %.2f -> %.2f ms\n", moved,
+               swt_placement_packed(pl, l) ? "moved" : "would move (kept)",
+               1e3 * before, 1e3 * after);
     }
 }
 
@@ -687,12 +697,14 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
     int64_t *layer_counts = NULL;
     swt_placement_t *placement = NULL;
     int *shadow_plan = malloc((size_t)L * E * sizeof(int));
+    int *slot_cur = malloc((size_t)L * E * sizeof(int));
+    int *slot_plan = malloc((size_t)L * E * sizeof(int));
     double *plan_check = malloc((size_t)2 * L * E * sizeof(double));
-    int plan_pending = 0;
+    int plan_pending = 0, moved_total = 0;
     double shadowed_sum = 0, apply_s = 0;
     int rc = 1;
     if (!ids || !labels || !node_of || !rec || !hist || !col ||
-        !shadow_plan || !plan_check) {
+        !shadow_plan || !slot_cur || !slot_plan || !plan_check) {
         fprintf(stderr, "swy-train: out of memory\n");
         goto out;
     }
@@ -733,7 +745,8 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
             .flops = o->placement_flops,
             .max_shadow = o->placement_max_shadow, .layers = L, .ranks = W,
             .experts_per_rank = n_local, .hidden = m->hidden,
-            .ffn = m->ffn, .steps = steps};
+            .ffn = m->ffn, .steps = steps,
+            .apply_packing = m->gate == SWT_GATE_GSHARD};
         int prc = swt_placement_create(&pc, &placement);
         if (prc == -2)
             goto out;
@@ -769,13 +782,21 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         swt_step_result_t res;
         double t0 = swt_now();
         /* The plan made after the last step: the broadcasts of newly
-         * shadowed experts count in this step's time. */
+         * shadowed experts and the moves of packed ones count in this
+         * step's time. Shadows first: an expert no longer shadowed may
+         * move, a newly shadowed one keeps its slot. */
         if (plan_pending) {
-            for (int l = 0; l < L; l++)
+            for (int l = 0; l < L; l++) {
+                int moved = 0;
                 if (swt_model_set_shadow(md->cpu, l,
                                          shadow_plan + (size_t)l * E) !=
-                    SWY_OK)
+                        SWY_OK ||
+                    swt_model_set_slots(md->cpu, l,
+                                        slot_plan + (size_t)l * E,
+                                        &moved) != SWY_OK)
                     goto out;
+                moved_total += moved;
+            }
             plan_pending = 0;
             apply_s += swt_now() - t0;
         }
@@ -795,9 +816,12 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         rec[R_ROWS] = rec[R_CROSS] = 0.0;
         for (int l = 0; l < L; l++) {
             const int64_t *sent = trainer_layer_sent(md, l);
+            const int *slot = placement != NULL
+                                  ? swt_model_slot_of(md->cpu, l) : NULL;
             for (int e = 0; e < E; e++) {
+                int where = slot != NULL ? slot[e] : e;
                 rec[R_ROWS] += (double)sent[e];
-                if (node_of[e / n_local] != node_of[rank])
+                if (node_of[where / n_local] != node_of[rank])
                     rec[R_CROSS] += (double)sent[e];
             }
         }
@@ -824,11 +848,17 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         if (placement != NULL) {
             if (swt_placement_observe(placement, step, rec + R_LEN) != 0)
                 goto out;
-            int planned = swt_placement_plan(placement, step, shadow_plan);
+            for (int l = 0; l < L; l++)
+                memcpy(slot_cur + (size_t)l * E, swt_model_slot_of(md->cpu, l),
+                       (size_t)E * sizeof(int));
+            int planned = swt_placement_plan(placement, step, slot_cur,
+                                             shadow_plan, slot_plan);
             if (planned < 0)
                 goto out;
-            if (planned && check_same_plan(comm, shadow_plan, L, E,
-                                           plan_check) != 0)
+            if (planned && (check_same_plan(comm, shadow_plan, L, E,
+                                            plan_check) != 0 ||
+                            check_same_plan(comm, slot_plan, L, E,
+                                            plan_check) != 0))
                 goto out;
             plan_pending = planned;
         }
@@ -953,8 +983,8 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
                                    : 0.0;
         printf("%-22s %s", "placement", swt_placement_name(o->placement));
         if (placement != NULL)
-            printf(" (every %d steps, %d plans; broadcasts %.1f ms in "
-                   "all)", o->placement_every,
+            printf(" (every %d steps, %d plans; broadcasts and moves "
+                   "%.1f ms in all)", o->placement_every,
                    swt_placement_num_plans(placement), 1e3 * apply_s);
         printf("\n");
         if (placement != NULL) {
@@ -964,7 +994,8 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
                    "shadow replicas", shadow_identical ? "identical"
                                                        : "DIFFER",
                    shadow_compared);
-            print_packing(placement, L, E);
+            printf("%-22s %d\n", "experts moved (total)", moved_total);
+            print_packing(placement, L, E, moved_total);
         }
         if (o->compute_scale > 1.0)
             printf("%-22s %.3g (emulated by sleeping)\n", "compute scale",
@@ -995,17 +1026,20 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
             printf("\"tokens_per_s\":%.1f,\"dropped\":%.0f,"
                    "\"cross_node_pct\":%.2f,\"dense_identical\":%s,"
                    "\"skew\":%g,\"placement\":\"%s\","
-                   "\"shadowed_mean\":%.4f,\"shadow_identical\":%s}\n",
+                   "\"shadowed_mean\":%.4f,\"shadow_identical\":%s,"
+                   "\"moved_total\":%d}\n",
                    tps, dropped_total, cross_pct,
                    identical ? "true" : "false", o->skew,
                    swt_placement_name(o->placement), shadowed_mean,
-                   shadow_identical ? "true" : "false");
+                   shadow_identical ? "true" : "false", moved_total);
         }
         fflush(stdout);
     }
 out:
     swt_placement_destroy(placement);
     free(plan_check);
+    free(slot_plan);
+    free(slot_cur);
     free(shadow_plan);
     swy_load_tracker_destroy(tracker);
     free(layer_counts);

@@ -38,6 +38,10 @@ typedef struct {
     float **replica;   /* [E], NULL unless shadowed here and not owned */
     float *sh_grad;    /* [n_shadowed][expert_elems] */
     swy_request_t sh_req;
+    /* packing (--placement): slot_of[g] = the global slot of logical
+     * expert g, a permutation; slot s lives on rank s / nl at local index
+     * s % nl (lib/moe's fixed slots) */
+    int *slot_of;
 } layer_t;
 
 struct swt_model {
@@ -261,9 +265,12 @@ swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
         ly->a_act = zalloc(S * F);
         ly->shadowed = calloc((size_t)md->E, sizeof(int));
         ly->replica = calloc((size_t)md->E, sizeof(float *));
+        ly->slot_of = malloc((size_t)md->E * sizeof(int));
         if (!ly->x || !ly->m || !ly->a_pre || !ly->a_act || !ly->shadowed ||
-            !ly->replica)
+            !ly->replica || !ly->slot_of)
             goto nomem;
+        for (int g = 0; g < md->E; g++)
+            ly->slot_of[g] = g;
     }
     int n_sizes = 0;
     if (layout_params(md, sizes, &n_sizes) != 0) {
@@ -295,7 +302,8 @@ swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
             .topo_cross_frac = cfg->topo_cross_frac,
             .wg = ly->wg, .dwg = ly->dwg,
             .w1 = ly->w1, .b1 = ly->b1, .w2 = ly->w2, .b2 = ly->b2,
-            .dw1 = ly->dw1, .db1 = ly->db1, .dw2 = ly->dw2, .db2 = ly->db2};
+            .dw1 = ly->dw1, .db1 = ly->db1, .dw2 = ly->dw2, .db2 = ly->db2,
+            .slot_of = ly->slot_of};
         if (swt_moe_block_create(md->plan, comm, &bp, &ly->moe) != 0)
             goto nomem;
         if (cfg->gate == SWT_GATE_TA &&
@@ -335,6 +343,7 @@ void swt_model_destroy(swt_model_t *md)
                 for (int e = 0; e < md->E; e++)
                     free(ly->replica[e]);
             free(ly->replica);
+            free(ly->slot_of);
             free(ly->shadowed);
             free(ly->dwg_local);
             free(ly->a_act);
@@ -443,6 +452,17 @@ static void owned_unpack(const swt_model_t *md, const layer_t *ly, int local,
     }
 }
 
+/* The rank that owns logical expert g now, and its index there. */
+static int owner_of(const swt_model_t *md, const layer_t *ly, int g)
+{
+    return ly->slot_of[g] / md->nl;
+}
+
+static int local_of(const swt_model_t *md, const layer_t *ly, int g)
+{
+    return ly->slot_of[g] % md->nl;
+}
+
 /* The block's view of shadowed expert g: the owner's slot here, or the
  * replica. */
 static swt_shadow_expert_t shadow_view(const swt_model_t *md,
@@ -450,8 +470,8 @@ static swt_shadow_expert_t shadow_view(const swt_model_t *md,
 {
     size_t H = (size_t)md->cfg.hidden, F = (size_t)md->cfg.ffn;
     swt_shadow_expert_t v = {.expert = g};
-    if (g / md->nl == md->rank) {
-        size_t e = (size_t)(g % md->nl);
+    if (owner_of(md, ly, g) == md->rank) {
+        size_t e = (size_t)local_of(md, ly, g);
         v.w1 = ly->w1 + e * H * F;
         v.b1 = ly->b1 + e * F;
         v.w2 = ly->w2 + e * F * H;
@@ -510,16 +530,16 @@ swy_status_t swt_model_set_shadow(swt_model_t *md, int layer,
     for (int g = 0; g < E && st == SWY_OK; g++) {
         if (!shadow[g] || ly->shadowed[g])
             continue;
-        int owner = g / md->nl, i = posted;
+        int owner = owner_of(md, ly, g), i = posted;
         buf[i] = calloc(4 * P, sizeof(float)); /* a replica's layout */
         if (buf[i] == NULL) {
             st = SWY_ERR_NO_MEMORY;
             break;
         }
         if (owner == md->rank) {
-            owned_pack(md, ly, g % md->nl, md->expert, buf[i]);
-            owned_pack(md, ly, g % md->nl, md->m_expert, buf[i] + P);
-            owned_pack(md, ly, g % md->nl, md->v_expert, buf[i] + 2 * P);
+            owned_pack(md, ly, local_of(md, ly, g), md->expert, buf[i]);
+            owned_pack(md, ly, local_of(md, ly, g), md->m_expert, buf[i] + P);
+            owned_pack(md, ly, local_of(md, ly, g), md->v_expert, buf[i] + 2 * P);
         }
         char name[48];
         snprintf(name, sizeof(name), "shadow L%d e%d", layer, g);
@@ -548,7 +568,7 @@ swy_status_t swt_model_set_shadow(swt_model_t *md, int layer,
      * lives on in its owner's copy, identical to the replicas). */
     for (int g = 0, i = 0; g < E; g++) {
         if (shadow[g] && !ly->shadowed[g]) {
-            if (g / md->nl != md->rank) {
+            if (owner_of(md, ly, g) != md->rank) {
                 ly->replica[g] = buf[i];
                 buf[i] = NULL;
             }
@@ -584,6 +604,144 @@ out:
     return st;
 }
 
+/* ---- packing ----
+ * Whether slot_of is a permutation of 0..E-1; a bad plan must never lose
+ * or duplicate an expert. seen is scratch [E]. */
+static int is_permutation(const int *slot_of, int E, char *seen)
+{
+    memset(seen, 0, (size_t)E);
+    for (int g = 0; g < E; g++) {
+        if (slot_of[g] < 0 || slot_of[g] >= E || seen[slot_of[g]])
+            return 0;
+        seen[slot_of[g]] = 1;
+    }
+    return 1;
+}
+
+swy_status_t swt_model_set_slots(swt_model_t *md, int layer,
+                                 const int *slot_new, int *moved_p)
+{
+    layer_t *ly = &md->layers[layer];
+    int E = md->E, W = md->W, nl = md->nl, me = md->rank;
+    size_t P = md->expert_elems, X = 3 * P; /* parameters, m, v */
+    char *seen = malloc((size_t)E);
+    size_t *cnt = calloc(4 * (size_t)W, sizeof(size_t));
+    float *sendbuf = NULL, *recvbuf = NULL;
+    swy_status_t st = SWY_OK;
+    if (seen == NULL || cnt == NULL) {
+        st = SWY_ERR_NO_MEMORY;
+        goto out;
+    }
+    if (!is_permutation(slot_new, E, seen)) {
+        fprintf(stderr, "swy-train: layer %d: packing plan is not a "
+                "permutation of the %d slots; not applied\n", layer, E);
+        st = SWY_ERR_INTERNAL;
+        goto out;
+    }
+    size_t *scount = cnt, *sdispl = cnt + W, *rcount = cnt + 2 * W,
+           *rdispl = cnt + 3 * W;
+    int moved = 0;
+    for (int g = 0; g < E; g++) {
+        if (slot_new[g] == ly->slot_of[g])
+            continue;
+        if (ly->shadowed[g]) { /* its replicas point at this slot */
+            fprintf(stderr, "swy-train: layer %d: packing would move "
+                    "shadowed expert %d; not applied\n", layer, g);
+            st = SWY_ERR_INTERNAL;
+            goto out;
+        }
+        int from = ly->slot_of[g] / nl, to = slot_new[g] / nl;
+        moved++;
+        if (from == me)
+            scount[to] += X;
+        if (to == me)
+            rcount[from] += X;
+    }
+    if (moved == 0) {
+        *moved_p = 0;
+        goto out;
+    }
+    size_t sn = 0, rn = 0;
+    for (int r = 0; r < W; r++) {
+        sdispl[r] = sn;
+        rdispl[r] = rn;
+        sn += scount[r];
+        rn += rcount[r];
+    }
+    /* Every moving expert leaves its old slot into a staging copy before
+     * any slot is overwritten: a slot may be both source and target. The
+     * order inside each (from, to) pair is by logical id on both sides. */
+    sendbuf = malloc((sn ? sn : 1) * sizeof(float));
+    recvbuf = malloc((rn ? rn : 1) * sizeof(float));
+    if (sendbuf == NULL || recvbuf == NULL) {
+        st = SWY_ERR_NO_MEMORY;
+        goto out;
+    }
+    const float *bases[3] = {md->expert, md->m_expert, md->v_expert};
+    for (int g = 0; g < E; g++) {
+        int to = slot_new[g] / nl;
+        if (slot_new[g] == ly->slot_of[g] || owner_of(md, ly, g) != me)
+            continue;
+        for (int i = 0; i < 3; i++)
+            owned_pack(md, ly, local_of(md, ly, g), bases[i],
+                       sendbuf + sdispl[to] + (size_t)i * P);
+        sdispl[to] += X;
+    }
+    for (int r = 0; r < W; r++) /* back to the starts */
+        sdispl[r] -= scount[r];
+    char name[32];
+    snprintf(name, sizeof(name), "pack L%d", layer);
+    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+    attr.priority = SWY_PRIO_LOW;
+    attr.order = layer;
+    attr.name = name;
+    swy_request_t req = NULL;
+    st = swy_alltoallv(sendbuf, scount, sdispl, recvbuf, rcount, rdispl,
+                       SWY_FLOAT32, md->comm, &attr, &req);
+    if (st == SWY_OK) {
+        st = swy_wait(req);
+        swy_request_free(req);
+    }
+    if (st != SWY_OK) {
+        shadow_fail("alltoallv of the packed experts", layer, -1, st,
+                    md->comm);
+        goto out;
+    }
+    float *dst_bases[3] = {md->expert, md->m_expert, md->v_expert};
+    for (int g = 0; g < E; g++) {
+        int from = ly->slot_of[g] / nl;
+        if (slot_new[g] == ly->slot_of[g] || slot_new[g] / nl != me)
+            continue;
+        for (int i = 0; i < 3; i++)
+            owned_unpack(md, ly, slot_new[g] % nl,
+                         recvbuf + rdispl[from] + (size_t)i * P,
+                         dst_bases[i]);
+        rdispl[from] += X;
+    }
+    memcpy(ly->slot_of, slot_new, (size_t)E * sizeof(int));
+    /* Debug check: the installed map is still a permutation. */
+    if (!is_permutation(ly->slot_of, E, seen)) {
+        fprintf(stderr, "swy-train: layer %d: internal error: slots are "
+                "no longer a permutation\n", layer);
+        abort();
+    }
+    *moved_p = moved;
+out:
+    if (st == SWY_ERR_NO_MEMORY)
+        fprintf(stderr, "swy-train: layer %d: out of memory for packing\n",
+                layer);
+    free(recvbuf);
+    free(sendbuf);
+    free(cnt);
+    free(seen);
+    return st;
+}
+
+const int *swt_model_slot_of(const swt_model_t *md, int layer)
+{
+    return md->layers[layer].slot_of;
+}
+
 static uint64_t fnv_floats(uint64_t h, const float *x, size_t n)
 {
     const unsigned char *p = (const unsigned char *)x;
@@ -601,14 +759,14 @@ uint64_t swt_model_shadow_hash(const swt_model_t *md, int layer, int g)
     uint64_t h = 0xcbf29ce484222325ull;
     if (!ly->shadowed[g])
         return 0;
-    if (g / md->nl != md->rank)
+    if (owner_of(md, ly, g) != md->rank)
         return fnv_floats(h, ly->replica[g], 3 * P);
     float *tmp = malloc(P * sizeof(float));
     if (tmp == NULL)
         return 0;
     const float *bases[3] = {md->expert, md->m_expert, md->v_expert};
     for (int i = 0; i < 3; i++) {
-        owned_pack(md, ly, g % md->nl, bases[i], tmp);
+        owned_pack(md, ly, local_of(md, ly, g), bases[i], tmp);
         h = fnv_floats(h, tmp, P);
     }
     free(tmp);
@@ -625,8 +783,8 @@ static swy_status_t shadow_grad_post(swt_model_t *md, int layer)
     for (int g = 0; g < md->E; g++) {
         if (!ly->shadowed[g])
             continue;
-        if (g / md->nl == md->rank)
-            owned_pack(md, ly, g % md->nl, md->dexpert, dst);
+        if (owner_of(md, ly, g) == md->rank)
+            owned_pack(md, ly, local_of(md, ly, g), md->dexpert, dst);
         else
             memcpy(dst, ly->replica[g] + 3 * P, P * sizeof(float));
         dst += P;
@@ -665,8 +823,8 @@ static swy_status_t shadow_grad_finish(swt_model_t *md, int layer,
     for (int g = 0; g < md->E; g++) {
         if (!ly->shadowed[g])
             continue;
-        if (g / md->nl == md->rank)
-            owned_unpack(md, ly, g % md->nl, src, md->dexpert);
+        if (owner_of(md, ly, g) == md->rank)
+            owned_unpack(md, ly, local_of(md, ly, g), src, md->dexpert);
         else
             memcpy(ly->replica[g] + 3 * P, src, P * sizeof(float));
         src += P;

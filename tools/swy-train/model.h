@@ -75,8 +75,8 @@ swy_status_t swt_model_step(swt_model_t *model, const int *ids,
                             const int *labels, long step, swt_timing_t *tm,
                             swt_step_result_t *result_p);
 
-/** Rows sent to each global expert by this rank in layer l's last forward,
- *  [E]. */
+/** Rows sent to each logical expert by this rank in layer l's last
+ *  forward, [E]. */
 const int64_t *swt_model_layer_sent(const swt_model_t *model, int layer);
 
 /** Rows of this rank that each global expert computed in layer l's last
@@ -97,6 +97,26 @@ const int64_t *swt_model_layer_chosen(const swt_model_t *model, int layer);
  */
 swy_status_t swt_model_set_shadow(swt_model_t *model, int layer,
                                   const int *shadow);
+
+/**
+ * Packing (--placement): from the next step on, logical expert g of layer
+ * @p layer lives in global slot slot_new[g] (rank slot / n_local, local
+ * index slot % n_local; lib/moe's slots do not change). Every expert
+ * whose slot changes moves its parameters and Adam state (m, v) from its
+ * old rank to its new one in one swy_alltoallv at SWY_PRIO_LOW, through
+ * a staging copy, then is installed. Collective: every rank must pass the
+ * same map. Refused (SWY_ERR_INTERNAL, nothing changes) when slot_new is
+ * not a permutation or would move a shadowed expert. Between steps only.
+ * Prints the cause on failure.
+ * @param moved_p  experts moved.
+ * @return SWY_OK, SWY_ERR_INTERNAL, SWY_ERR_NO_MEMORY or the
+ *         collective's error.
+ */
+swy_status_t swt_model_set_slots(swt_model_t *model, int layer,
+                                 const int *slot_new, int *moved_p);
+
+/** The slot of every logical expert of layer l, [E]. */
+const int *swt_model_slot_of(const swt_model_t *model, int layer);
 
 /** Experts of layer l shadowed now. */
 int swt_model_num_shadowed(const swt_model_t *model, int layer);

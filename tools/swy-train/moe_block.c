@@ -23,7 +23,8 @@ struct swt_moe_block {
     int *choice_idx;  /* [S][k] choices before capacity (topo gate) */
     double aux;
     int dropped, rerouted;
-    int64_t *sent;    /* [E] */
+    int64_t *sent;    /* [E], by logical expert */
+    int64_t *sent_slot; /* [E], by slot (slot_of) */
     swy_moe_route_t route;
     swy_moe_layout_t layout;
     /* expert side, [rows][H] or [rows][F], grown to the largest route */
@@ -40,7 +41,8 @@ struct swt_moe_block {
     int n_shadow;
     swt_shadow_expert_t *shadow; /* [n_shadow], by id */
     int *shadow_of;     /* [E]: index into shadow, or -1 */
-    int *route_idx;     /* [S][k]: topk_idx without the shadowed slots */
+    int *route_idx;     /* [S][k]: topk_idx without the shadowed slots,
+                         * as global slots (slot_of) */
     int64_t *chosen;    /* [E] */
     /* the last forward's shadowed slots, grouped by shadow: slots
      * sh_slot[sh_off[i] .. sh_off[i+1]) (t*k + j, in slot order) went to
@@ -84,6 +86,8 @@ int swt_moe_block_create(swy_moe_plan_t plan, swy_comm_t comm,
     b->load = malloc(E * sizeof(int));
     b->choice_idx = malloc((S * k > 0 ? S * k : 1) * sizeof(int));
     b->sent = calloc(E, sizeof(int64_t));
+    b->sent_slot = calloc(E, sizeof(int64_t));
+    b->route_idx = malloc((S * k > 0 ? S * k : 1) * sizeof(int));
     b->chosen = calloc(E, sizeof(int64_t));
     b->dx_gate = alloc_floats(S * (size_t)b->H);
     b->y = alloc_floats(S * (size_t)b->H);
@@ -91,6 +95,7 @@ int swt_moe_block_create(swy_moe_plan_t plan, swy_comm_t comm,
     snprintf(b->name_bwd, sizeof(b->name_bwd), "L%d.bwd", params->layer);
     if (!b->probs || !b->logits || !b->dprobs || !b->topk_idx ||
         !b->topk_w || !b->grad_topk_w || !b->f || !b->load || !b->choice_idx || !b->sent || !b->chosen ||
+        !b->sent_slot || !b->route_idx ||
         !b->dx_gate || !b->y) {
         swt_moe_block_destroy(b);
         return -1;
@@ -126,6 +131,7 @@ void swt_moe_block_destroy(swt_moe_block_t *b)
     free(b->expert_in);
     free(b->y);
     free(b->dx_gate);
+    free(b->sent_slot);
     free(b->sent);
     free(b->choice_idx);
     free(b->load);
@@ -173,7 +179,6 @@ static int alloc_shadow_buffers(swt_moe_block_t *b)
     size_t S = (size_t)b->S, k = (size_t)b->k, E = (size_t)b->E;
     size_t rows = S * k, H = (size_t)b->H, F = (size_t)b->F;
     b->shadow_of = malloc(E * sizeof(int));
-    b->route_idx = malloc((rows ? rows : 1) * sizeof(int));
     b->sh_slot = malloc((rows ? rows : 1) * sizeof(int));
     b->sh_off = malloc((E + 1) * sizeof(int));
     b->sh_in = alloc_floats(rows * H);
@@ -183,16 +188,16 @@ static int alloc_shadow_buffers(swt_moe_block_t *b)
     b->sh_hpre = alloc_floats(rows * F);
     b->sh_hact = alloc_floats(rows * F);
     b->sh_dh = alloc_floats(rows * F);
-    if (!b->shadow_of || !b->route_idx || !b->sh_slot || !b->sh_off ||
+    if (!b->shadow_of || !b->sh_slot || !b->sh_off ||
         !b->sh_in || !b->sh_out || !b->sh_gout || !b->sh_gin ||
         !b->sh_hpre || !b->sh_hact || !b->sh_dh) {
-        void *bufs[] = {b->shadow_of, b->route_idx, b->sh_slot, b->sh_off,
+        void *bufs[] = {b->shadow_of, b->sh_slot, b->sh_off,
                         b->sh_in, b->sh_out, b->sh_gout, b->sh_gin,
                         b->sh_hpre, b->sh_hact, b->sh_dh};
         for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
             free(bufs[i]);
         b->shadow_of = NULL;
-        b->route_idx = b->sh_slot = b->sh_off = NULL;
+        b->sh_slot = b->sh_off = NULL;
         b->sh_in = b->sh_out = b->sh_gout = b->sh_gin = NULL;
         b->sh_hpre = b->sh_hact = b->sh_dh = NULL;
         return -1;
@@ -466,30 +471,50 @@ static void gate_forward(swt_moe_block_t *b)
     b->aux = b->n_groups > 0 ? aux / b->n_groups : 0.0;
 }
 
+/* The routed choices as global slots: route_idx[s] = slot_of[e] of the
+ * logical expert e in src[s] (which may be route_idx itself). */
+static void map_slots(swt_moe_block_t *b, const int *src)
+{
+    size_t slots = (size_t)b->S * b->k;
+    for (size_t s = 0; s < slots; s++)
+        b->route_idx[s] = src[s] < 0 ? -1 : b->p.slot_of[src[s]];
+}
+
 swy_status_t swt_moe_block_forward(swt_moe_block_t *b, const float *x,
                                    float *out, swt_timing_t *tm)
 {
     b->x = x;
     double t0 = swt_now();
     gate_forward(b);
-    if (b->n_shadow > 0)
+    const int *routed = b->topk_idx;
+    if (b->n_shadow > 0) {
         shadow_split(b);
+        routed = b->route_idx;
+    }
+    if (b->p.slot_of != NULL) {
+        map_slots(b, routed);
+        routed = b->route_idx;
+    }
     swt_timing_compute_end(tm, t0);
 
     swy_moe_route_destroy(b->route);
     b->route = NULL;
     double tr = swt_now();
-    MOE_CHECK(b, swy_moe_route(b->plan,
-                               b->n_shadow > 0 ? b->route_idx : b->topk_idx,
-                               b->S, &b->route),
-              "route");
+    MOE_CHECK(b, swy_moe_route(b->plan, routed, b->S, &b->route), "route");
     double dt = swt_now() - tr;
     swt_timing_add(tm, SWT_T_A2A, dt);
     swt_timing_add(tm, SWT_T_A2A_WAIT, dt);
     b->layout.struct_size = sizeof(b->layout);
     MOE_CHECK(b, swy_moe_route_layout(b->route, &b->layout), "route_layout");
-    MOE_CHECK(b, swy_moe_route_counts(b->route, b->sent, NULL),
-              "route_counts");
+    if (b->p.slot_of != NULL) {
+        MOE_CHECK(b, swy_moe_route_counts(b->route, b->sent_slot, NULL),
+                  "route_counts");
+        for (int e = 0; e < b->E; e++)
+            b->sent[e] = b->sent_slot[b->p.slot_of[e]];
+    } else {
+        MOE_CHECK(b, swy_moe_route_counts(b->route, b->sent, NULL),
+                  "route_counts");
+    }
     memcpy(b->chosen, b->sent, (size_t)b->E * sizeof(int64_t));
     for (int i = 0; i < b->n_shadow; i++)
         b->chosen[b->shadow[i].expert] += b->sh_off[i + 1] - b->sh_off[i];

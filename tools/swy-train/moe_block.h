@@ -44,9 +44,15 @@ typedef struct {
     /* gate: dense */
     const float *wg;      /* [H][E] */
     float *dwg;           /* accumulated */
-    /* local experts, [n_local] each */
+    /* local experts, [n_local] each: those of global slots
+     * rank * n_local .. + n_local - 1 */
     const float *w1, *b1, *w2, *b2;
     float *dw1, *db1, *dw2, *db2;
+    /* packing (--placement): slot_of[e] = the global slot of logical
+     * expert e ([E], a permutation, borrowed; the owner may change it
+     * between steps), or NULL: slot e. The gate, the shadows and the
+     * counts speak of logical experts; only the route sees slots. */
+    const int *slot_of;
 } swt_moe_block_params_t;
 
 /** Gates: GShard's balance loss (the default); TA-MoE's loss weighted
@@ -98,7 +104,7 @@ int swt_moe_block_rerouted(const swt_moe_block_t *blk);
 /** Slots dropped by capacity in the last forward. */
 int swt_moe_block_dropped(const swt_moe_block_t *blk);
 
-/** Rows this rank sent to each global expert in the last forward, [E]
+/** Rows this rank sent to each logical expert in the last forward, [E]
  *  (a shadowed expert's rows are not sent). */
 const int64_t *swt_moe_block_sent(const swt_moe_block_t *blk);
 

@@ -25,6 +25,9 @@ struct swt_placement {
     int *home;                      /* [layers][E], last plan */
     double *lat_before, *lat_after; /* [layers], last plan */
     int *moved;                     /* [layers], last plan */
+    int *packed;                    /* [layers], last plan: slots change */
+    int *cur;                       /* [E] scratch: current ranks */
+    int *fill;                      /* [ranks] scratch */
     int n_plans;
 };
 
@@ -113,9 +116,13 @@ int swt_placement_create(const swt_placement_config_t *cfg,
     pl->lat_before = calloc(L, sizeof(double));
     pl->lat_after = calloc(L, sizeof(double));
     pl->moved = calloc(L, sizeof(int));
+    pl->packed = calloc(L, sizeof(int));
+    pl->cur = calloc(E, sizeof(int));
+    pl->fill = calloc((size_t)cfg->ranks, sizeof(int));
     int rc = 0;
     if (!pl->last_total || !pl->counts || !pl->load || !pl->home ||
-        !pl->lat_before || !pl->lat_after || !pl->moved) {
+        !pl->lat_before || !pl->lat_after || !pl->moved || !pl->packed ||
+        !pl->cur || !pl->fill) {
         rc = -2;
     } else if (cfg->kind == SWT_PLACE_PREDICTED) {
         swy_load_predictor_config_t pc = SWY_LOAD_PREDICTOR_CONFIG_INIT;
@@ -151,6 +158,9 @@ void swt_placement_destroy(swt_placement_t *pl)
         return;
     swy_load_predictor_destroy(pl->predictor);
     swy_load_tracker_destroy(pl->tracker);
+    free(pl->fill);
+    free(pl->cur);
+    free(pl->packed);
     free(pl->moved);
     free(pl->lat_after);
     free(pl->lat_before);
@@ -217,7 +227,41 @@ static int layer_loads(swt_placement_t *pl, long step, int l)
     return 0;
 }
 
-int swt_placement_plan(swt_placement_t *pl, long step, int *shadow)
+/* The slots of a packing: an expert whose home is its current rank
+ * keeps its slot; the others take, by logical id, the slots freed on
+ * their home rank, lowest first. home holds experts_per_rank experts per
+ * rank (fixed_slots), so the slots come out a permutation. */
+static void slots_from_home(swt_placement_t *pl, const int *slot_of,
+                            const int *home, int *slot_new)
+{
+    int E = pl->E, nl = pl->cfg.experts_per_rank, W = pl->cfg.ranks;
+    char *taken = (char *)pl->counts; /* [E] bytes of scratch */
+    memset(taken, 0, (size_t)E);
+    for (int e = 0; e < E; e++) {
+        slot_new[e] = -1;
+        if (home[e] == slot_of[e] / nl) {
+            slot_new[e] = slot_of[e];
+            taken[slot_of[e]] = 1;
+        }
+    }
+    for (int r = 0; r < W; r++)
+        pl->fill[r] = r * nl; /* next slot to try on rank r */
+    for (int e = 0; e < E; e++) {
+        if (slot_new[e] >= 0)
+            continue;
+        int r = home[e];
+        while (pl->fill[r] < (r + 1) * nl && taken[pl->fill[r]])
+            pl->fill[r]++;
+        if (pl->fill[r] < (r + 1) * nl) { /* else: not a permutation, which
+                                           * the model refuses */
+            slot_new[e] = pl->fill[r];
+            taken[pl->fill[r]] = 1;
+        }
+    }
+}
+
+int swt_placement_plan(swt_placement_t *pl, long step, const int *slot_of,
+                       int *shadow, int *slot_new)
 {
     const swt_placement_config_t *c = &pl->cfg;
     if (c->kind == SWT_PLACE_NONE || step % c->every != 0 ||
@@ -233,9 +277,15 @@ int swt_placement_plan(swt_placement_t *pl, long step, int *shadow)
     pc.link_bandwidth = c->link_bandwidth;
     pc.flops = c->flops;
     pc.max_shadow = c->max_shadow < E ? c->max_shadow : E;
+    pc.fixed_slots = c->apply_packing != 0;
     for (int l = 0; l < c->layers; l++) {
+        const int *sl = slot_of + (size_t)l * E;
+        int *sn = slot_new + (size_t)l * E;
         if (layer_loads(pl, step, l) != 0)
             return -1;
+        for (int e = 0; e < E; e++)
+            pl->cur[e] = sl[e] / c->experts_per_rank;
+        pc.current_rank = pl->cur;
         swy_load_placement_t out = {sizeof(out), shadow + (size_t)l * E,
                                     pl->home + (size_t)l * E, NULL, 0, 0,
                                     0, 0, 0, 0, 0, 0};
@@ -247,6 +297,14 @@ int swt_placement_plan(swt_placement_t *pl, long step, int *shadow)
         pl->lat_before[l] = out.latency_before_s;
         pl->lat_after[l] = out.latency_after_s;
         pl->moved[l] = out.n_moved;
+        /* Moving costs parameters and Adam state on the link: only when
+         * the model says packing beats shadowing alone. */
+        pl->packed[l] = c->apply_packing && out.n_moved > 0 &&
+                        out.latency_after_s < out.latency_shadow_s;
+        if (pl->packed[l])
+            slots_from_home(pl, sl, pl->home + (size_t)l * E, sn);
+        else
+            memcpy(sn, sl, (size_t)E * sizeof(int));
     }
     pl->n_plans++;
     return 1;
@@ -267,4 +325,9 @@ const int *swt_placement_home(const swt_placement_t *pl, int layer,
 int swt_placement_num_plans(const swt_placement_t *pl)
 {
     return pl->n_plans;
+}
+
+int swt_placement_packed(const swt_placement_t *pl, int layer)
+{
+    return pl->n_plans > 0 && pl->packed[layer];
 }

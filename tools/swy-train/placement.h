@@ -8,8 +8,11 @@
  *  - oracle: the mean over the next N steps of a --trace-loads CSV of an
  *    earlier run with the same flags (the true future loads);
  * and swy_load_placement_plan() turns the loads into a plan: the shadow
- * flags (applied by the model, model.h) and the packed homes, which are
- * reported but not applied (expert ownership does not move).
+ * flags (applied by the model, model.h) and, with apply_packing, the
+ * packed homes with experts_per_rank experts on every rank (fixed_slots),
+ * which become a new map of logical experts to slots (applied by the
+ * model, swt_model_set_slots) when the modeled latency improves.
+ * Loads are by logical expert.
  *
  * Every rank computes the same plan from the same numbers; the caller
  * checks that. Not thread-safe. */
@@ -31,6 +34,8 @@ typedef struct {
     double link_bandwidth;     /* bytes/s of the latency model */
     double flops;              /* flop/s of one rank */
     int max_shadow;            /* per layer */
+    int apply_packing;         /* 1: plan slot maps to apply; 0: report
+                                  the unconstrained packing only */
     /* the model */
     int layers, ranks, experts_per_rank, hidden, ffn, steps;
 } swt_placement_config_t;
@@ -50,9 +55,15 @@ int swt_placement_observe(swt_placement_t *pl, long step,
                           const double *rows);
 
 /** Whether a plan is due after @p step; if so, plan and write the shadow
- *  flags of every layer to shadow [layers][E].
+ *  flags of every layer to shadow [layers][E] and the new slot of every
+ *  logical expert to slot_new [layers][E], from the current slots
+ *  slot_of [layers][E]. An expert stays in its slot unless packing moves
+ *  it to another rank (then it takes a slot freed there, by logical id);
+ *  without apply_packing, or when packing does not lower the modeled
+ *  latency, slot_new = slot_of.
  *  @return 1 planned, 0 not due, -1 failure (printed). */
-int swt_placement_plan(swt_placement_t *pl, long step, int *shadow);
+int swt_placement_plan(swt_placement_t *pl, long step, const int *slot_of,
+                       int *shadow, int *slot_new);
 
 /** The last plan's packing of layer @p layer: home [E] (NULL before the
  *  first plan) and the modeled latencies (seconds) before and after
@@ -60,6 +71,9 @@ int swt_placement_plan(swt_placement_t *pl, long step, int *shadow);
 const int *swt_placement_home(const swt_placement_t *pl, int layer,
                               double *lat_before_p, double *lat_after_p,
                               int *moved_p);
+
+/** Whether the last plan of layer @p layer changed its slots. */
+int swt_placement_packed(const swt_placement_t *pl, int layer);
 
 /** Plans made so far. */
 int swt_placement_num_plans(const swt_placement_t *pl);
