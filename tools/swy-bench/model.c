@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define MODEL_MAX_PATTERNS 8
 
@@ -145,39 +144,6 @@ static int pattern_shares(swy_comm_t comm, const char *name, const int *node,
     } else {
         return -1;
     }
-    return 0;
-}
-
-/* Node number of every rank, from the link classes the comm reports
- * through the model: two ranks share a node when a flow between them does
- * not touch an uplink. Simpler and exact: swy-run's emulated nodes have
- * distinct hostnames, so allgather a hash of the hostname. */
-static int nodes_gather(swy_comm_t comm, int *node)
-{
-    int n = swy_comm_size(comm);
-    char host[64] = "";
-    double mine, *all = calloc((size_t)n, sizeof(*all));
-    if (all == NULL)
-        return -1;
-    gethostname(host, sizeof(host) - 1);
-    unsigned long h = 5381;
-    for (const char *p = host; *p; p++)
-        h = h * 33u + (unsigned char)*p;
-    mine = (double)(h % 1000003u);
-    if (model_check(comm, swy_allgather(&mine, all, 1, SWY_FLOAT64, comm,
-                                        NULL, NULL), "swy_allgather") != 0) {
-        free(all);
-        return -1;
-    }
-    for (int r = 0; r < n; r++) {
-        node[r] = r;
-        for (int q = 0; q < r; q++)
-            if (all[q] == all[r]) {
-                node[r] = node[q];
-                break;
-            }
-    }
-    free(all);
     return 0;
 }
 
@@ -338,7 +304,9 @@ int swyb_model_main(int argc, char **argv)
     }
     int n = swy_comm_size(comm), rc = 0;
     int *node = calloc((size_t)n, sizeof(int));
-    if (node == NULL || nodes_gather(comm, node) != 0) {
+    if (node == NULL ||
+        model_check(comm, swy_moe_topo_nodes(comm, node, NULL),
+                    "swy_moe_topo_nodes") != 0) {
         free(node);
         swy_comm_destroy(comm);
         return 1;
