@@ -93,17 +93,14 @@ struct swy_coll_state {
     void *user_recv;
 };
 
-static size_t seg_count(const swy_coll_state_t *st, int seg)
-{
-    size_t base = st->args.count / (size_t)st->nranks;
-    return base + ((size_t)seg < st->args.count % (size_t)st->nranks);
-}
-
 static size_t seg_offset(const swy_coll_state_t *st, int seg)
 {
-    size_t base = st->args.count / (size_t)st->nranks;
-    size_t extra = st->args.count % (size_t)st->nranks;
-    return base * (size_t)seg + SWY_MIN((size_t)seg, extra);
+    return swy_coll_seg_offset(st->args.count, st->nranks, seg);
+}
+
+static size_t seg_count(const swy_coll_state_t *st, int seg)
+{
+    return seg_offset(st, seg + 1) - seg_offset(st, seg);
 }
 
 static int mod(int a, int n)

@@ -39,9 +39,7 @@ struct swy_coll_state {
 
 static size_t seg_offset(const swy_coll_state_t *st, int seg)
 {
-    size_t base = st->args.count / (size_t)st->nranks;
-    size_t extra = st->args.count % (size_t)st->nranks;
-    return base * (size_t)seg + SWY_MIN((size_t)seg, extra);
+    return swy_coll_seg_offset(st->args.count, st->nranks, seg);
 }
 
 /* Segments [lo, hi) that rank holds before reduce-scatter step k. */

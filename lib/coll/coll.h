@@ -157,6 +157,15 @@ void swy_coll_reduce(void *dst, const void *src_a, const void *src_b,
 void swy_coll_scale_avg(void *dst, size_t count, swy_dtype_t dtype,
                         int divisor);
 
+/* First element of segment seg when count elements are cut into nranks
+ * near-equal segments (the first count % nranks one element longer);
+ * seg = nranks gives count. The allreduce algorithms share this cut. */
+static inline size_t swy_coll_seg_offset(size_t count, int nranks, int seg)
+{
+    size_t base = count / (size_t)nranks, extra = count % (size_t)nranks;
+    return base * (size_t)seg + ((size_t)seg < extra ? (size_t)seg : extra);
+}
+
 /* Elements per chunk for a partition, at least 1, and large enough that
  * max_elems fits in max_chunks chunks. */
 size_t swy_coll_chunk_elems(size_t partition_bytes, size_t dsize,
