@@ -76,8 +76,10 @@
  * that routes from several threads serializes them. The plan must outlive
  * its routes and the communicator must outlive the plan. Buffers
  * passed to a posted exchange are borrowed until it completes (the last
- * swy_moe_wait_chunk() or the *_finish() call). Only host memory and
- * SWY_FLOAT32 are supported in this version.
+ * swy_moe_wait_chunk() or the *_finish() call). Rows are host memory
+ * of SWY_FLOAT32, SWY_FLOAT16 or SWY_BFLOAT16 (the plan's dtype);
+ * device buffers go through swy_alltoallv directly (swy-train --device
+ * cuda does so).
  */
 #ifndef SWITCHYARD_MOE_H
 #define SWITCHYARD_MOE_H
@@ -99,7 +101,10 @@ typedef struct {
     size_t struct_size;     /**< sizeof(swy_moe_config_t) */
     int experts_per_rank;   /**< E_loc >= 1, before packing */
     int hidden;             /**< H >= 1: elements per token row */
-    swy_dtype_t dtype;      /**< row element type: SWY_FLOAT32 */
+    swy_dtype_t dtype;      /**< row element type: SWY_FLOAT32,
+                                 SWY_FLOAT16 or SWY_BFLOAT16 (combine and
+                                 the backward sums run in fp32 and round
+                                 once; topk_w and its gradient stay fp32) */
     int top_k;              /**< k, 1..E: slots per token */
     double capacity_factor; /**< the gate's capacity factor; informational
                                  (>= 0, 0 = none); not checked across
@@ -161,7 +166,7 @@ typedef struct {
  * @return SWY_OK; SWY_ERR_INVALID_ARG (NULL argument, struct_size wrong,
  *         a field out of range — on any rank, reported on every rank with
  *         the rank, field and value); SWY_ERR_UNSUPPORTED (dtype other
- *         than SWY_FLOAT32); SWY_ERR_MISMATCH (ranks disagree: the message
+ *         than SWY_FLOAT32, SWY_FLOAT16, SWY_BFLOAT16); SWY_ERR_MISMATCH (ranks disagree: the message
  *         names the field, rank 0's value and the other rank's value);
  *         SWY_ERR_NO_MEMORY; errors of swy_allgather().
  */

@@ -30,21 +30,23 @@ swy_status_t swy_moe_combine_finish(swy_moe_route_t route,
                            route->S);
     SWY_CHECK(swy_moe_rev_wait_all(route));
     route->combined = 1;
-    size_t H = route->H;
+    size_t H = route->H, rb = route->rb;
     int k = route->k;
-    float *out = tokens_out;
+    char *out = tokens_out;
+    float *acc = route->acc;
     for (int t = 0; t < route->S; t++) {
-        float *dst = out + (size_t)t * H;
-        memset(dst, 0, H * sizeof(float));
+        memset(acc, 0, H * sizeof(float));
         for (int s = 0; s < k; s++) {
             int64_t row = route->slot_row[(size_t)t * k + s];
             if (row < 0)
                 continue; /* dropped: contributes nothing */
             float w = topk_w[(size_t)t * k + s];
-            const float *src = route->comb_buf + (size_t)row * H;
+            const char *src = route->comb_buf + (size_t)row * rb;
             for (size_t h = 0; h < H; h++)
-                dst[h] += w * src[h];
+                acc[h] += w * swy_moe_get(route, src, h);
         }
+        for (size_t h = 0; h < H; h++)
+            swy_moe_put(route, out + (size_t)t * rb, h, acc[h]);
     }
     return SWY_OK;
 }
@@ -95,11 +97,11 @@ swy_status_t swy_moe_combine_backward(swy_moe_route_t route,
         return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: grad_expert_out "
                            "is NULL with %lld rows to receive", fn,
                            (long long)route->recv_rows);
-    size_t H = route->H;
+    size_t H = route->H, rb = route->rb;
     int k = route->k;
-    const float *grad = grad_tokens_out;
+    const char *grad = grad_tokens_out;
     for (int t = 0; t < route->S; t++) {
-        const float *g = grad + (size_t)t * H;
+        const char *g = grad + (size_t)t * rb;
         for (int s = 0; s < k; s++) {
             size_t slot = (size_t)t * k + s;
             int64_t row = route->slot_row[slot];
@@ -108,13 +110,14 @@ swy_status_t swy_moe_combine_backward(swy_moe_route_t route,
                     grad_topk_w[slot] = 0.0f;
                 continue;
             }
-            const float *y = route->comb_buf + (size_t)row * H;
-            float *dst = route->tok_buf + (size_t)row * H;
+            const char *y = route->comb_buf + (size_t)row * rb;
+            char *dst = route->tok_buf + (size_t)row * rb;
             float w = topk_w[slot];
             double dot = 0;
             for (size_t h = 0; h < H; h++) {
-                dot += (double)g[h] * y[h];
-                dst[h] = w * g[h];
+                float gh = swy_moe_get(route, g, h);
+                dot += (double)gh * swy_moe_get(route, y, h);
+                swy_moe_put(route, dst, h, w * gh);
             }
             if (grad_topk_w != NULL)
                 grad_topk_w[slot] = (float)dot;

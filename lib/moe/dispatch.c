@@ -6,15 +6,15 @@
 #include "util/status.h"
 
 /* Copy token t's row once per valid slot into the token-side send rows. */
-static void pack_tokens(swy_moe_route_t route, const float *tokens)
+static void pack_tokens(swy_moe_route_t route, const char *tokens)
 {
-    size_t H = route->H;
+    size_t rb = route->rb;
     for (int t = 0; t < route->S; t++)
         for (int s = 0; s < route->k; s++) {
             int64_t row = route->slot_row[(size_t)t * route->k + s];
             if (row >= 0)
-                memcpy(route->tok_buf + (size_t)row * H,
-                       tokens + (size_t)t * H, H * sizeof(float));
+                memcpy(route->tok_buf + (size_t)row * rb,
+                       tokens + (size_t)t * rb, rb);
         }
 }
 
@@ -66,19 +66,21 @@ swy_status_t swy_moe_dispatch_backward_finish(swy_moe_route_t route,
     SWY_CHECK(swy_moe_rev_wait_all(route));
     /* The gradient of a token copied to several slots is the sum of the
      * slots' gradients. */
-    size_t H = route->H;
-    float *out = grad_tokens;
+    size_t H = route->H, rb = route->rb;
+    char *out = grad_tokens;
+    float *acc = route->acc;
     for (int t = 0; t < route->S; t++) {
-        float *dst = out + (size_t)t * H;
-        memset(dst, 0, H * sizeof(float));
+        memset(acc, 0, H * sizeof(float));
         for (int s = 0; s < route->k; s++) {
             int64_t row = route->slot_row[(size_t)t * route->k + s];
             if (row < 0)
                 continue;
-            const float *src = route->tok_buf + (size_t)row * H;
+            const char *src = route->tok_buf + (size_t)row * rb;
             for (size_t h = 0; h < H; h++)
-                dst[h] += src[h];
+                acc[h] += swy_moe_get(route, src, h);
         }
+        for (size_t h = 0; h < H; h++)
+            swy_moe_put(route, out + (size_t)t * rb, h, acc[h]);
     }
     return SWY_OK;
 }

@@ -80,7 +80,7 @@ static swy_op_attr_t chunk_attr(const swy_op_attr_t *attr,
 }
 
 static void start(swy_moe_route_t route, swy_moe_xchg_t *x,
-                  swy_moe_xchg_kind_t kind, float *expert_buf)
+                  swy_moe_xchg_kind_t kind, char *expert_buf)
 {
     x->kind = kind;
     x->posted = x->completed = 0;
@@ -104,11 +104,11 @@ void swy_moe_xchg_drain(swy_moe_route_t route, swy_moe_xchg_t *x)
 
 /* Copies block rows between a staging (rank-major) and an expert-side
  * (expert-major) buffer for chunk j; to_expert picks the direction. */
-static void restage_chunk(swy_moe_route_t route, int j, float *expert_buf,
+static void restage_chunk(swy_moe_route_t route, int j, char *expert_buf,
                           int to_expert)
 {
     int W = route->W, nl = route->nl, d = route->d;
-    size_t H = route->H;
+    size_t rb = route->rb;
     for (int r = 0; r < W; r++)
         for (int e = 0; e < nl; e++) {
             size_t si = ((size_t)j * W + r) * nl + e;
@@ -116,12 +116,12 @@ static void restage_chunk(swy_moe_route_t route, int j, float *expert_buf,
             int64_t rows = route->stg_off[si + 1] - route->stg_off[si];
             if (rows == 0)
                 continue;
-            float *stage = route->stage_buf + (size_t)route->stg_off[si] * H;
-            float *expert = expert_buf + (size_t)route->exp_off[ei] * H;
+            char *stage = route->stage_buf + (size_t)route->stg_off[si] * rb;
+            char *expert = expert_buf + (size_t)route->exp_off[ei] * rb;
             if (to_expert)
-                memcpy(expert, stage, (size_t)rows * H * sizeof(float));
+                memcpy(expert, stage, (size_t)rows * rb);
             else
-                memcpy(stage, expert, (size_t)rows * H * sizeof(float));
+                memcpy(stage, expert, (size_t)rows * rb);
         }
 }
 
@@ -145,14 +145,14 @@ static void chunk_counts(swy_moe_route_t route, int j, size_t *tok_counts,
 }
 
 swy_status_t swy_moe_fwd_post(swy_moe_route_t route, swy_moe_xchg_kind_t kind,
-                              float *expert_buf, const swy_op_attr_t *attr,
+                              void *expert_buf, const swy_op_attr_t *attr,
                               const char *fn)
 {
     int W = route->W;
     size_t *tc = route->scratch, *td = tc + W, *sc = td + W, *sd = sc + W;
     /* With one local expert the staging order is the expert order: land
      * in the user's buffer directly. */
-    float *recvbuf = route->nl == 1 ? expert_buf : route->stage_buf;
+    char *recvbuf = route->nl == 1 ? expert_buf : route->stage_buf;
     swy_moe_xchg_t *x = &route->fwd;
     start(route, x, kind, expert_buf);
     for (int j = 0; j < route->d; j++) {
@@ -161,7 +161,7 @@ swy_status_t swy_moe_fwd_post(swy_moe_route_t route, swy_moe_xchg_kind_t kind,
                                      sizeof(name));
         chunk_counts(route, j, tc, td, sc, sd);
         swy_status_t status = swy_alltoallv(route->tok_buf, tc, td, recvbuf,
-                                            sc, sd, SWY_FLOAT32,
+                                            sc, sd, route->dtype,
                                             route->plan->comm, &a,
                                             &x->reqs[j]);
         if (status != SWY_OK) {
@@ -251,7 +251,7 @@ swy_status_t swy_moe_test_chunk(swy_moe_route_t route, int chunk, int *done_p)
 
 swy_status_t swy_moe_rev_post_chunk(swy_moe_route_t route,
                                     swy_moe_xchg_kind_t kind, int chunk,
-                                    const float *expert_buf,
+                                    const void *expert_buf,
                                     const swy_op_attr_t *attr, const char *fn)
 {
     SWY_CHECK(check_route(route, fn));
@@ -281,15 +281,15 @@ swy_status_t swy_moe_rev_post_chunk(swy_moe_route_t route,
                            (long long)route->recv_rows);
     int W = route->W;
     size_t *tc = route->scratch, *td = tc + W, *sc = td + W, *sd = sc + W;
-    const float *sendbuf = expert_buf;
+    const char *sendbuf = expert_buf;
     if (route->nl > 1) {
         /* The chunk is copied out now, so the caller may reuse the buffer
          * rows at once; with one expert the rows go out in place. */
-        restage_chunk(route, chunk, (float *)expert_buf, 0);
+        restage_chunk(route, chunk, (char *)expert_buf, 0);
         sendbuf = route->stage_buf;
     }
-    float *recvbuf = kind == SWY_MOE_XCHG_COMBINE ? route->comb_buf
-                                                  : route->tok_buf;
+    char *recvbuf = kind == SWY_MOE_XCHG_COMBINE ? route->comb_buf
+                                                 : route->tok_buf;
     if (chunk == 0) {
         start(route, x, kind, NULL);
         if (kind == SWY_MOE_XCHG_COMBINE)
@@ -300,7 +300,7 @@ swy_status_t swy_moe_rev_post_chunk(swy_moe_route_t route,
                                  sizeof(name));
     chunk_counts(route, chunk, tc, td, sc, sd);
     swy_status_t status = swy_alltoallv(sendbuf, sc, sd, recvbuf, tc, td,
-                                        SWY_FLOAT32, route->plan->comm, &a,
+                                        route->dtype, route->plan->comm, &a,
                                         &x->reqs[chunk]);
     if (status != SWY_OK) {
         char msg[SWY_ERRMSG_MAX];

@@ -22,7 +22,9 @@
 #define SWY_MOE_IMPL_H
 
 #include <stdint.h>
+#include <string.h>
 
+#include "coll/coll.h"
 #include "switchyard/moe.h"
 #include "switchyard/switchyard.h"
 
@@ -50,13 +52,15 @@ typedef struct {
     int completed;             /* chunks completed */
     swy_request_t *reqs;       /* [d] */
     unsigned char *chunk_done; /* [d] */
-    float *expert_buf;         /* forward: where chunks land */
+    char *expert_buf;          /* forward: where chunks land */
 } swy_moe_xchg_t;
 
 struct swy_moe_route {
     struct swy_moe_plan *plan;
     int S, k, W, nl, d;
     size_t H;
+    swy_dtype_t dtype;      /* of every row: fp32, fp16 or bf16 */
+    size_t rb;              /* bytes per row: H * element size */
     int64_t send_rows, recv_rows;
     int64_t *send_count;    /* [W*nl], index r*nl + e */
     int64_t *recv_count;    /* [W*nl], index r*nl + e (from rank r) */
@@ -69,8 +73,9 @@ struct swy_moe_route {
     /* Token-side rows: tok_buf is the dispatch and combine-backward send
      * buffer and the dispatch-backward receive buffer; comb_buf receives
      * the combine and is kept for combine backward. */
-    float *tok_buf, *comb_buf;
-    float *stage_buf;       /* [recv_rows][H] when nl > 1, else NULL */
+    char *tok_buf, *comb_buf;
+    char *stage_buf;        /* [recv_rows] rows when nl > 1, else NULL */
+    float *acc;             /* [H]: a row summed in fp32 */
     size_t *scratch;        /* 4*W counts and displacements */
     /* At most one exchange per direction in flight, so that a pipelined
      * combine (reverse) overlaps the dispatch (forward) it follows. */
@@ -97,7 +102,7 @@ swy_status_t swy_moe_rev_check_idle(swy_moe_route_t route, const char *fn);
  * the expert-side buffer expert_buf. On failure, whatever was posted is
  * waited for and the route is idle again. */
 swy_status_t swy_moe_fwd_post(swy_moe_route_t route, swy_moe_xchg_kind_t kind,
-                              float *expert_buf, const swy_op_attr_t *attr,
+                              void *expert_buf, const swy_op_attr_t *attr,
                               const char *fn);
 /* Wait for forward chunk j and unstage it into expert_buf. */
 swy_status_t swy_moe_fwd_wait_chunk(swy_moe_route_t route, int chunk);
@@ -111,7 +116,7 @@ swy_status_t swy_moe_fwd_wait_all(swy_moe_route_t route);
  * and token-side rows of chunk j. */
 swy_status_t swy_moe_rev_post_chunk(swy_moe_route_t route,
                                     swy_moe_xchg_kind_t kind, int chunk,
-                                    const float *expert_buf,
+                                    const void *expert_buf,
                                     const swy_op_attr_t *attr,
                                     const char *fn);
 /* Check that the reverse exchange `kind` has every chunk posted. */
@@ -124,5 +129,44 @@ swy_status_t swy_moe_rev_wait_all(swy_moe_route_t route);
 
 /* Wait for and release every request still outstanding in x; idle. */
 void swy_moe_xchg_drain(swy_moe_route_t route, swy_moe_xchg_t *x);
+
+/* Element h of a row of the route's dtype, as fp32, and back (round to
+ * nearest even). Sums over slots run in fp32 and round once. */
+static inline float swy_moe_get(const swy_moe_route_t route, const char *row,
+                                size_t h)
+{
+    uint16_t b;
+    float f;
+    switch (route->dtype) {
+    case SWY_FLOAT16:
+        memcpy(&b, row + 2 * h, 2);
+        return swy_half_to_float(b);
+    case SWY_BFLOAT16:
+        memcpy(&b, row + 2 * h, 2);
+        return swy_bf16_to_float(b);
+    default:
+        memcpy(&f, row + 4 * h, 4);
+        return f;
+    }
+}
+
+static inline void swy_moe_put(const swy_moe_route_t route, char *row,
+                               size_t h, float v)
+{
+    uint16_t b;
+    switch (route->dtype) {
+    case SWY_FLOAT16:
+        b = swy_float_to_half(v);
+        memcpy(row + 2 * h, &b, 2);
+        break;
+    case SWY_BFLOAT16:
+        b = swy_float_to_bf16(v);
+        memcpy(row + 2 * h, &b, 2);
+        break;
+    default:
+        memcpy(row + 4 * h, &v, 4);
+        break;
+    }
+}
 
 #endif

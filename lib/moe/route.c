@@ -203,18 +203,20 @@ static swy_status_t build_layouts(swy_moe_route_t route, const int *topk_idx)
     swy_free(chunk);
     swy_free(seen);
 
-    size_t row_bytes = route->H * sizeof(float), tok_bytes, exp_bytes;
+    size_t row_bytes = route->rb, tok_bytes, exp_bytes;
     if (swy_mul_overflow((size_t)route->send_rows, row_bytes, &tok_bytes) ||
         swy_mul_overflow((size_t)route->recv_rows, row_bytes, &exp_bytes))
         return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: %lld sent or "
                            "%lld received rows of %zu bytes overflow",
                            fn, (long long)route->send_rows,
                            (long long)route->recv_rows, row_bytes);
+    route->acc = swy_malloc((route->H ? route->H : 1) * sizeof(float));
     route->tok_buf = swy_malloc(tok_bytes ? tok_bytes : 1);
     route->comb_buf = swy_malloc(tok_bytes ? tok_bytes : 1);
     if (nl > 1)
         route->stage_buf = swy_malloc(exp_bytes ? exp_bytes : 1);
     if (route->tok_buf == NULL || route->comb_buf == NULL ||
+        route->acc == NULL ||
         (nl > 1 && route->stage_buf == NULL))
         return swy_err_set(SWY_ERR_NO_MEMORY, "moe", "%s: out of memory for "
                            "%lld sent and %lld received rows", fn,
@@ -243,6 +245,8 @@ swy_status_t swy_moe_route(swy_moe_plan_t plan, const int *topk_idx, int S,
     route->nl = nl;
     route->d = d;
     route->H = (size_t)plan->cfg.hidden;
+    route->dtype = plan->cfg.dtype;
+    route->rb = route->H * swy_dtype_size(route->dtype);
     size_t blocks = (size_t)W * nl, slots = (size_t)route->S * k;
     route->send_count = swy_calloc(blocks, sizeof(int64_t));
     route->recv_count = swy_calloc(blocks, sizeof(int64_t));
@@ -298,6 +302,7 @@ void swy_moe_route_destroy(swy_moe_route_t route)
     swy_moe_xchg_drain(route, &route->rev);
     swy_moe_xchg_drain(route, &route->fwd);
     swy_free(route->stage_buf);
+    swy_free(route->acc);
     swy_free(route->comb_buf);
     swy_free(route->tok_buf);
     swy_free(route->rev.chunk_done);

@@ -395,7 +395,7 @@ static int rank_errors(swy_comm_t comm, int rank, int W, void *arg)
         return 1;
     /* Unsupported dtype everywhere. */
     c = cfg;
-    c.dtype = SWY_BFLOAT16;
+    c.dtype = SWY_INT32;
     if (expect_plan(comm, &c, SWY_ERR_UNSUPPORTED, "dtype"))
         return 1;
 
@@ -537,12 +537,157 @@ static int rank_diverge(swy_comm_t comm, int rank, int W, void *arg)
     return 200;
 }
 
+/* ---- 16-bit rows --------------------------------------------------------
+ * Decoders written here, independently of the library's conversions. The
+ * inputs are multiples of 1/8 in [-1, 1] and the toy expert's outputs
+ * multiples of 1/8 below 32: exact in fp16 and bf16, so only combine's
+ * rounding of its fp32 sum (and the weight gradient's inputs) differ from
+ * the double reference. */
+static float dec16(uint16_t b, swy_dtype_t dt)
+{
+    if (dt == SWY_BFLOAT16) {
+        uint32_t u = (uint32_t)b << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    int sign = b >> 15, e = (b >> 10) & 31, m = b & 1023;
+    double v = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
+    return (float)(sign ? -v : v);
+}
+
+/* Exact values only (multiples of 1/8 below 64 in magnitude). */
+static uint16_t enc16(float f, swy_dtype_t dt)
+{
+    if (dt == SWY_BFLOAT16) {
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        return (uint16_t)(u >> 16);
+    }
+    if (f == 0.0f)
+        return 0;
+    int e;
+    double m = frexp(fabs(f), &e); /* f = m 2^e, m in [0.5, 1) */
+    uint16_t b = (uint16_t)(((e + 14) << 10) | ((int)(m * 2048) - 1024));
+    return f < 0 ? (uint16_t)(b | 0x8000) : b;
+}
+
+static int rank_dtype16(swy_comm_t comm, int rank, int W, void *arg)
+{
+    static const swy_dtype_t types[2] = {SWY_FLOAT16, SWY_BFLOAT16};
+    const int k = 2;
+    for (int ti = 0; ti < 2; ti++) {
+        swy_dtype_t dt = types[ti];
+        double tol = dt == SWY_BFLOAT16 ? 1e-2 : 2e-3;
+        swy_moe_config_t cfg = SWY_MOE_CONFIG_INIT;
+        cfg.experts_per_rank = E_LOC;
+        cfg.hidden = HIDDEN;
+        cfg.top_k = k;
+        cfg.dtype = dt;
+        swy_moe_plan_t plan;
+        swy_status_t st = swy_moe_plan_create(comm, &cfg, &plan);
+        CHECK(st == SWY_OK, "plan (dtype %d): %s", dt, swy_last_error(NULL));
+        int E = W * E_LOC;
+        rank_input_t in;
+        gen_input(rank, W, E, k, 7 + ti, &in);
+        size_t S = (size_t)in.S;
+        for (size_t i = 0; i < S * HIDDEN; i++) /* exact in 16 bits */
+            in.tokens[i] = roundf(in.tokens[i] * 8.0f) / 8.0f;
+        uint16_t *tok16 = malloc((S * HIDDEN + 1) * 2);
+        uint16_t *gout16 = malloc((S * HIDDEN + 1) * 2);
+        for (size_t i = 0; i < S * HIDDEN; i++) {
+            in.grad_out[i] = roundf(in.grad_out[i] * 8.0f) / 8.0f;
+            tok16[i] = enc16(in.tokens[i], dt);
+            gout16[i] = enc16(in.grad_out[i], dt);
+        }
+        swy_moe_route_t route;
+        CHECK(swy_moe_route(plan, in.idx, in.S, &route) == SWY_OK, "route");
+        swy_moe_layout_t L = {.struct_size = sizeof(L)};
+        CHECK(swy_moe_route_layout(route, &L) == SWY_OK, "layout");
+        size_t R = (size_t)L.recv_rows;
+        uint16_t *ein = malloc((R * HIDDEN + 1) * 2);
+        uint16_t *eout = malloc((R * HIDDEN + 1) * 2);
+        uint16_t *tout = malloc((S * HIDDEN + 1) * 2);
+        uint16_t *gtok = malloc((S * HIDDEN + 1) * 2);
+        float *gw = malloc((S * k + 1) * sizeof(float));
+        CHECK(swy_moe_dispatch(route, tok16, ein, NULL, SWY_MOE_BLOCKING) ==
+                  SWY_OK, "dispatch: %s", swy_last_error(NULL));
+        for (int e = 0; e < L.num_local_experts; e++) {
+            int g = L.first_expert + e;
+            for (int64_t i = L.expert_offset[e] * HIDDEN;
+                 i < L.expert_offset[e + 1] * HIDDEN; i++)
+                eout[i] = enc16((float)(g + 1) * dec16(ein[i], dt) +
+                                (float)g, dt);
+        }
+        CHECK(swy_moe_combine(route, eout, in.w, tout, NULL) == SWY_OK,
+              "combine: %s", swy_last_error(NULL));
+        /* The expert gradient is the combine-backward rows as they came. */
+        CHECK(swy_moe_combine_backward(route, gout16, in.w, eout, gw, NULL,
+                                       SWY_MOE_BLOCKING) == SWY_OK,
+              "combine backward: %s", swy_last_error(NULL));
+        CHECK(swy_moe_dispatch_backward(route, eout, gtok, NULL) == SWY_OK,
+              "dispatch backward: %s", swy_last_error(NULL));
+        for (size_t t = 0; t < S; t++) {
+            for (int h = 0; h < HIDDEN; h++) {
+                double y = 0, gx = 0;
+                float x = in.tokens[t * HIDDEN + h];
+                float gy = in.grad_out[t * HIDDEN + h];
+                for (int s = 0; s < k; s++) {
+                    int g = in.idx[t * k + s];
+                    if (g < 0)
+                        continue;
+                    y += in.w[t * k + s] * ((g + 1.0) * x + g);
+                    /* each slot's w * gy is rounded to 16 bits on its
+                     * way back: hence the doubled tolerance below */
+                    gx += in.w[t * k + s] * gy;
+                }
+                double got_y = dec16(tout[t * HIDDEN + h], dt);
+                double got_g = dec16(gtok[t * HIDDEN + h], dt);
+                CHECK(fabs(got_y - y) <= tol * fmax(1.0, fabs(y)),
+                      "dtype %d tokens_out[%zu][%d] = %.6g, reference %.6g",
+                      dt, t, h, got_y, y);
+                CHECK(fabs(got_g - gx) <= 2 * tol * fmax(1.0, fabs(gx)),
+                      "dtype %d grad_tokens[%zu][%d] = %.6g, reference %.6g",
+                      dt, t, h, got_g, gx);
+            }
+            for (int s = 0; s < k; s++) {
+                int g = in.idx[t * k + s];
+                double ref = 0;
+                for (int h = 0; g >= 0 && h < HIDDEN; h++)
+                    ref += (double)in.grad_out[t * HIDDEN + h] *
+                           ((g + 1.0) * in.tokens[t * HIDDEN + h] + g);
+                CHECK(fabs(gw[t * k + s] - ref) <= tol * fmax(1.0, fabs(ref)),
+                      "dtype %d grad_topk_w[%zu][%d] = %.6g, reference %.6g",
+                      dt, t, s, gw[t * k + s], ref);
+            }
+        }
+        swy_moe_route_destroy(route);
+        swy_moe_plan_destroy(plan);
+        free(tok16);
+        free(gout16);
+        free(ein);
+        free(eout);
+        free(tout);
+        free(gtok);
+        free(gw);
+        free_input(&in);
+    }
+    CHECK_OK(swy_barrier(comm), comm);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int nranks = argc > 1 ? atoi(argv[1]) : 2;
     if (argc > 2 && strcmp(argv[2], "errors") == 0) {
         int rc = swy_test_spawn(nranks, rank_errors, NULL, 60, NULL);
         printf("%s: moe errors, %d ranks\n", rc ? "FAIL" : "PASS", nranks);
+        return rc;
+    }
+    if (argc > 2 && strcmp(argv[2], "dtype16") == 0) {
+        int rc = swy_test_spawn(nranks, rank_dtype16, NULL, 60, NULL);
+        printf("%s: moe fp16 and bf16 rows, %d ranks\n", rc ? "FAIL" : "PASS",
+               nranks);
         return rc;
     }
     if (argc > 2 && strcmp(argv[2], "diverge") == 0) {
