@@ -11,29 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "switchyard/load.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);            \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
-
-#define CHECK_OK(expr)                                                      \
-    do {                                                                    \
-        swy_status_t st_ = (expr);                                          \
-        if (st_ != SWY_OK) {                                                \
-            fprintf(stderr, "FAIL %s:%d: %s -> %d: %s\n", __FILE__,         \
-                    __LINE__, #expr, st_, swy_last_error(NULL));            \
-            exit(1);                                                        \
-        }                                                                   \
-    } while (0)
+#include "load_test.h"
 
 /* Deterministic normal draws (xorshift + Box–Muller). */
 static uint64_t rng_state = 88172645463325252ull;
