@@ -336,13 +336,9 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
     struct evbuffer *in = bufferevent_get_input(bev);
     boot->last_recv_s = swy_time_s();
     while (!atomic_load(&boot->conn_lost)) {
-        size_t avail = evbuffer_get_length(in);
-        if (avail < SWY_BOOT_HEADER_LEN)
+        uint32_t type, len;
+        if (!swy_boot_frame_peek(in, &type, &len))
             return;
-        uint8_t header[SWY_BOOT_HEADER_LEN];
-        evbuffer_copyout(in, header, sizeof(header));
-        uint32_t type = swy_boot_get_u32(header);
-        uint32_t len = swy_boot_get_u32(header + 4);
         const char *problem = NULL;
         char detail[160];
         if (type == 0 || type > SWY_BOOT_MSG_LAST)
@@ -356,13 +352,8 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
             client_lost(boot, detail);
             return;
         }
-        if (avail < SWY_BOOT_HEADER_LEN + (size_t)len) {
-            bufferevent_setwatermark(bev, EV_READ,
-                                     SWY_BOOT_HEADER_LEN + (size_t)len, 0);
+        if (!swy_boot_frame_ready(bev, len))
             return;
-        }
-        bufferevent_setwatermark(bev, EV_READ, 0, 0);
-        evbuffer_drain(in, SWY_BOOT_HEADER_LEN);
         if (type == SWY_BOOT_MSG_COLL_RESULT) {
             problem = client_take_result(boot, in, len);
         } else {

@@ -574,13 +574,9 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
     struct evbuffer *in = bufferevent_get_input(bev);
     conn->last_recv_s = swy_time_s();
     while (conn->state != CONN_CLOSING) {
-        size_t avail = evbuffer_get_length(in);
-        if (avail < SWY_BOOT_HEADER_LEN)
+        uint32_t type, len;
+        if (!swy_boot_frame_peek(in, &type, &len))
             return;
-        uint8_t header[SWY_BOOT_HEADER_LEN];
-        evbuffer_copyout(in, header, sizeof(header));
-        uint32_t type = swy_boot_get_u32(header);
-        uint32_t len = swy_boot_get_u32(header + 4);
         if (type == 0 || type > SWY_BOOT_MSG_LAST) {
             conn_reject(conn, SWY_ERR_INVALID_ARG,
                         "unknown message type %u (length field %u)", type,
@@ -599,14 +595,8 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
                             : " before the handshake completes");
             break;
         }
-        if (avail < SWY_BOOT_HEADER_LEN + (size_t)len) {
-            /* Wake up only once the whole frame is here. */
-            bufferevent_setwatermark(bev, EV_READ,
-                                     SWY_BOOT_HEADER_LEN + (size_t)len, 0);
+        if (!swy_boot_frame_ready(bev, len))
             return;
-        }
-        bufferevent_setwatermark(bev, EV_READ, 0, 0);
-        evbuffer_drain(in, SWY_BOOT_HEADER_LEN);
         uint8_t *payload = NULL;
         if (len > 0) {
             payload = swy_malloc(len);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <event2/event.h>
 #include <event2/thread.h>
 
 #include "util/status.h"
@@ -57,6 +58,32 @@ int swy_boot_frame_write2(struct bufferevent *bev, uint32_t type,
     if (len2 > 0 && evbuffer_add(out, part2, len2) != 0)
         return -1;
     return 0;
+}
+
+int swy_boot_frame_peek(struct evbuffer *in, uint32_t *type_p,
+                        uint32_t *len_p)
+{
+    uint8_t header[SWY_BOOT_HEADER_LEN];
+    if (evbuffer_get_length(in) < SWY_BOOT_HEADER_LEN)
+        return 0;
+    evbuffer_copyout(in, header, sizeof(header));
+    *type_p = swy_boot_get_u32(header);
+    *len_p = swy_boot_get_u32(header + 4);
+    return 1;
+}
+
+int swy_boot_frame_ready(struct bufferevent *bev, uint32_t len)
+{
+    struct evbuffer *in = bufferevent_get_input(bev);
+    size_t whole = SWY_BOOT_HEADER_LEN + (size_t)len;
+    if (evbuffer_get_length(in) < whole) {
+        /* Wake up only once the whole frame is here. */
+        bufferevent_setwatermark(bev, EV_READ, whole, 0);
+        return 0;
+    }
+    bufferevent_setwatermark(bev, EV_READ, 0, 0);
+    evbuffer_drain(in, SWY_BOOT_HEADER_LEN);
+    return 1;
 }
 
 int swy_boot_frame_write(struct bufferevent *bev, uint32_t type,

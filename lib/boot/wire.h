@@ -95,6 +95,15 @@ swy_status_t swy_boot_status_from_wire(int32_t value);
  * it so that frames never interleave. Returns 0, -1 on allocation failure. */
 int swy_boot_frame_write(struct bufferevent *bev, uint32_t type,
                          const void *payload, size_t len);
+/* Reading frames, for the read callbacks of root and client. frame_peek:
+ * 1 and the header's type and length when a whole header is buffered in
+ * `in`, else 0 (nothing is consumed). frame_ready, once the caller has
+ * accepted that header: 1 when the whole frame is buffered (the header
+ * is drained, so the payload comes next in the input), else 0 after
+ * asking libevent to call back only once it is. */
+int swy_boot_frame_peek(struct evbuffer *in, uint32_t *type_p,
+                        uint32_t *len_p);
+int swy_boot_frame_ready(struct bufferevent *bev, uint32_t len);
 /* As above with a payload in two pieces (a fixed part, then a blob). */
 int swy_boot_frame_write2(struct bufferevent *bev, uint32_t type,
                           const void *part1, size_t len1, const void *part2,
