@@ -21,31 +21,7 @@
 
 #include "switchyard/switchyard.h"
 #include "transport/device.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__,  \
-                    #cond);                                                   \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "\n");                                            \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
-
-/* A CUDA call that must succeed; the test cannot go on without it. */
-#define CUDA_OK(call)                                                         \
-    do {                                                                      \
-        cudaError_t cuda_err_ = (call);                                       \
-        if (cuda_err_ != cudaSuccess) {                                       \
-            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__,          \
-                    __LINE__, #call, cudaGetErrorString(cuda_err_),           \
-                    cudaGetErrorName(cuda_err_));                             \
-            exit(1);                                                          \
-        }                                                                     \
-    } while (0)
+#include "../gputest.h"
 
 /* A Switchyard call that must succeed. */
 #define SWY_OK_OR_FAIL(comm, call)                                            \

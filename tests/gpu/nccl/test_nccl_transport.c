@@ -24,36 +24,12 @@
 
 #include "switchyard/swy_device_v1.h"
 #include "switchyard/swy_transport_v1.h"
+#include "../gputest.h"
 
 #define SKIP 77
 #define WAIT_S 10.0
 #define GUARD 64
 #define GUARD_BYTE 0xEE
-
-static int failures;
-
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__,  \
-                    #cond);                                                   \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "\n");                                            \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
-
-/* A CUDA call of the test itself; failing one ends the test. */
-#define CUDA_OK(call)                                                         \
-    do {                                                                      \
-        cudaError_t err_ = (call);                                            \
-        if (err_ != cudaSuccess) {                                            \
-            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__,          \
-                    __LINE__, #call, cudaGetErrorString(err_),                \
-                    cudaGetErrorName(err_));                                  \
-            exit(1);                                                          \
-        }                                                                     \
-    } while (0)
 
 static const char *status_name(swy_status_t s)
 {
