@@ -8,6 +8,7 @@ typedef struct {
     size_t begin, end;   /* element range in the flat buffer */
     swy_request_t req;   /* NULL when not posted or complete */
     int posted, done;
+    int applied;         /* overlap: handed to the apply callback */
     char name[32];
 } bucket_t;
 
@@ -20,6 +21,8 @@ struct swt_ddp {
     double first_post_s; /* this step */
     double last_done_s;
     void *stream;        /* device gradients: their producer's stream */
+    int overlap;         /* swt_ddp_set_overlap() */
+    int n_applied;       /* buckets finished this round */
 };
 
 int swt_ddp_create(swy_comm_t comm, float *grad, const size_t *tensor_elems,
@@ -76,6 +79,16 @@ void swt_ddp_set_stream(swt_ddp_t *ddp, void *stream)
     ddp->stream = stream;
 }
 
+void swt_ddp_set_overlap(swt_ddp_t *ddp, int on)
+{
+    ddp->overlap = on != 0;
+}
+
+int swt_ddp_pending(const swt_ddp_t *ddp)
+{
+    return ddp->next_post > 0;
+}
+
 swy_status_t swt_ddp_ready(swt_ddp_t *ddp, size_t ready_elems,
                            swt_timing_t *tm)
 {
@@ -85,7 +98,11 @@ swy_status_t swt_ddp_ready(swt_ddp_t *ddp, size_t ready_elems,
         bucket_t *b = &ddp->buckets[ddp->next_post];
         swy_op_attr_t attr = SWY_OP_ATTR_INIT;
         attr.priority = SWY_PRIO_LOW;
-        attr.order = ddp->next_post;
+        /* Without overlap the optimizer needs every bucket: the order
+         * they come in. With it, the next forward needs the last bucket
+         * (the embedding's) first: ByteScheduler's order. */
+        attr.order = ddp->overlap ? ddp->n_buckets - 1 - ddp->next_post
+                                  : ddp->next_post;
         attr.name = b->name;
         attr.stream = ddp->stream;
         if (ddp->next_post == 0)
@@ -139,23 +156,57 @@ swy_status_t swt_ddp_poll(swt_ddp_t *ddp)
     return SWY_OK;
 }
 
-swy_status_t swt_ddp_wait(swt_ddp_t *ddp, swt_timing_t *tm)
+swy_status_t swt_ddp_post_rest(swt_ddp_t *ddp, swt_timing_t *tm)
 {
-    swy_status_t first = swt_ddp_ready(ddp, (size_t)-1, tm);
-    double t0 = swt_now();
+    return swt_ddp_ready(ddp, (size_t)-1, tm);
+}
+
+swy_status_t swt_ddp_finish(swt_ddp_t *ddp, size_t begin, size_t end,
+                            swt_ddp_apply_fn apply, void *arg,
+                            swt_timing_t *tm)
+{
+    swy_status_t first = SWY_OK;
+    if (ddp->next_post == 0)
+        return SWY_OK; /* nothing in flight this round */
+    double blocked = 0;
     for (int i = 0; i < ddp->n_buckets; i++) {
         bucket_t *b = &ddp->buckets[i];
-        if (b->posted && !b->done) {
+        if (b->applied || b->end <= begin || b->begin >= end)
+            continue;
+        if (!b->posted) {
+            /* A caller that asks for a bucket backward has not produced
+             * is a bug in the caller: say so rather than hang. */
+            fprintf(stderr, "swy-train: internal error: %s finished "
+                    "before it was posted\n", b->name);
+            return SWY_ERR_INTERNAL;
+        }
+        if (!b->done) {
+            double t0 = swt_now();
             swy_status_t status = complete(ddp, b, 1);
+            blocked += swt_now() - t0;
             if (first == SWY_OK)
                 first = status;
         }
+        if (apply != NULL && first == SWY_OK)
+            apply(arg, b->begin, b->end);
+        b->applied = 1;
+        ddp->n_applied++;
     }
-    swt_timing_add(tm, SWT_T_AR_WAIT, swt_now() - t0);
-    if (ddp->n_buckets > 0)
+    swt_timing_add(tm, SWT_T_AR_WAIT, blocked);
+    if (ddp->n_applied == ddp->n_buckets) {
         swt_timing_add(tm, SWT_T_AR, ddp->last_done_s - ddp->first_post_s);
-    for (int i = 0; i < ddp->n_buckets; i++)
-        ddp->buckets[i].posted = ddp->buckets[i].done = 0;
-    ddp->next_post = 0;
+        for (int i = 0; i < ddp->n_buckets; i++)
+            ddp->buckets[i].posted = ddp->buckets[i].done =
+                ddp->buckets[i].applied = 0;
+        ddp->next_post = 0;
+        ddp->n_applied = 0;
+    }
     return first;
+}
+
+swy_status_t swt_ddp_wait(swt_ddp_t *ddp, swt_timing_t *tm)
+{
+    swy_status_t first = swt_ddp_post_rest(ddp, tm);
+    swy_status_t status = swt_ddp_finish(ddp, 0, (size_t)-1, NULL, NULL, tm);
+    return first != SWY_OK ? first : status;
 }

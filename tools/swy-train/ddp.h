@@ -7,6 +7,15 @@
  * MoE all-to-alls of the earlier layers on the links (Lina's setting).
  * swt_ddp_wait() completes every bucket before the optimizer step.
  *
+ * Overlap (swt_ddp_set_overlap, swy-train --overlap): ByteScheduler's
+ * crossing of the iteration boundary. Backward ends with
+ * swt_ddp_post_rest() and does not wait; the next forward calls
+ * swt_ddp_finish() for each parameter range right before it reads those
+ * parameters, which waits for the buckets holding their gradients and
+ * hands each to the caller's optimizer. The allreduce then also overlaps
+ * the next forward, and the buckets go in the order that forward needs
+ * them (the last posted, the embedding's, first).
+ *
  * The gradients are of the global-mean loss already (each rank scales its
  * local loss by 1/W), so buckets are summed (SWY_SUM). Not thread-safe: one
  * training thread calls everything. */
@@ -50,6 +59,32 @@ swy_status_t swt_ddp_ready(swt_ddp_t *ddp, size_t ready_elems,
 
 /** Test posted buckets without blocking, noting completion times. */
 swy_status_t swt_ddp_poll(swt_ddp_t *ddp);
+
+/** Overlap mode (see above): bucket order reversed. Set before the
+ *  first step. */
+void swt_ddp_set_overlap(swt_ddp_t *ddp, int on);
+
+/** Whether buckets of the last backward are posted and not all finished
+ *  yet. */
+int swt_ddp_pending(const swt_ddp_t *ddp);
+
+/** Post every bucket not posted yet (the end of backward). */
+swy_status_t swt_ddp_post_rest(swt_ddp_t *ddp, swt_timing_t *tm);
+
+/** Gradients [begin, end) summed over ranks: called once per bucket,
+ *  whole buckets (they lie at tensor boundaries). */
+typedef void (*swt_ddp_apply_fn)(void *arg, size_t begin, size_t end);
+
+/**
+ * Wait for every posted bucket that overlaps [begin, end) and was not
+ * finished yet, and call @p apply (may be NULL) on each. Once every
+ * bucket is finished, the round ends: the allreduce span goes to @p tm
+ * and the buckets can be posted again. Nothing posted: returns at once.
+ * @return SWY_OK or the first failing bucket's status.
+ */
+swy_status_t swt_ddp_finish(swt_ddp_t *ddp, size_t begin, size_t end,
+                            swt_ddp_apply_fn apply, void *arg,
+                            swt_timing_t *tm);
 
 /** Post what is left, wait for every bucket, add the allreduce span and
  *  the time blocked to @p tm, and reset for the next step. */

@@ -92,6 +92,11 @@ static void usage(FILE *out)
 "                        (changes the model; default 1)\n"
 "  --bucket-bytes N      DDP bucket size, K/M suffixes (default 256K)\n"
 "  --phase-hints 0|1     swy_phase_hint before backward all-to-alls (1)\n"
+"  --overlap 0|1         1: the dense allreduce overlaps the next forward\n"
+"                        (ByteScheduler): each tensor's wait and Adam step\n"
+"                        move to just before its first use, buckets go in\n"
+"                        the order that forward needs them; same loss\n"
+"                        curve (default 0: wait before the optimizer)\n"
 "  --gate NAME           gshard (default), ta (TA-MoE: balance loss\n"
 "                        weighted toward bandwidth-proportional dispatch)\n"
 "                        or topo (FasterMoE: reroute cross-node choices)\n"
@@ -327,7 +332,8 @@ enum {
     O_PACK, O_BUCKET, O_HINTS, O_DEVICE, O_THREADS, O_SCALE, O_LOG,
     O_WARMUP, O_JSON, O_TRACE, O_LOSS, O_GATE, O_TOPO_FRAC, O_SKEW,
     O_PLACE, O_PLACE_EVERY, O_ORACLE, O_PLACE_BW, O_PLACE_FLOPS,
-    O_PLACE_MAX
+    O_PLACE_MAX,
+    O_OVERLAP
 };
 
 /* Parses and checks everything that does not need the communicator.
@@ -371,6 +377,7 @@ static int parse_args(int argc, char **argv, options_t *o)
         {"placement-bw", required_argument, NULL, O_PLACE_BW},
         {"placement-flops", required_argument, NULL, O_PLACE_FLOPS},
         {"placement-max-shadow", required_argument, NULL, O_PLACE_MAX},
+        {"overlap", required_argument, NULL, O_OVERLAP},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     swt_model_config_t *m = &o->model;
@@ -412,6 +419,7 @@ static int parse_args(int argc, char **argv, options_t *o)
         case O_PACK: rc = parse_int(f, a, 1, 256, &m->packing); break;
         case O_BUCKET: rc = parse_bytes(f, a, &m->bucket_bytes); break;
         case O_HINTS: rc = parse_int(f, a, 0, 1, &m->phase_hints); break;
+        case O_OVERLAP: rc = parse_int(f, a, 0, 1, &m->overlap); break;
         case O_GATE:
             if (strcmp(a, "gshard") == 0) m->gate = SWT_GATE_GSHARD;
             else if (strcmp(a, "ta") == 0) m->gate = SWT_GATE_TA;
@@ -546,12 +554,14 @@ static void print_header(const options_t *o, int argc, char **argv,
            sysconf(_SC_NPROCESSORS_ONLN), cpu);
     printf("# ranks: %d  policy: %s  pipeline: %d  packing: %d  "
            "bucket: %zu bytes (%d buckets)  phase hints: %s  device: %s  "
-           "blas threads: %d  gate: %s\n", W, policy, m->pipeline,
+           "blas threads: %d  gate: %s  overlap: %s\n", W, policy,
+           m->pipeline,
            m->packing, m->bucket_bytes, trainer_num_buckets(md),
            m->phase_hints ? "on" : "off", o->device_desc, o->threads,
            m->gate == SWT_GATE_TA     ? "ta"
            : m->gate == SWT_GATE_TOPO ? "topo"
-                                      : "gshard");
+                                      : "gshard",
+           m->overlap ? "next forward" : "off");
     printf("# model: layers %d  hidden %d  ffn %d  experts %d (%d per "
            "rank)  top-k %d  capacity %.3g per group of %d tokens  aux %g  "
            "vocab %d\n", m->layers, m->hidden, m->ffn,
@@ -889,6 +899,16 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         }
     }
 
+    /* --overlap: the last step's dense update is still in flight. */
+    if (md->cpu != NULL) {
+        swt_timing_t flush_tm = {{0}, 1.0};
+        swy_status_t st = swt_model_flush(md->cpu, &flush_tm);
+        if (st != SWY_OK) {
+            fprintf(stderr, "swy-train: rank %d: last dense update: %s\n",
+                    rank, swy_status_string(st));
+            goto out;
+        }
+    }
     /* Data parallelism must have kept the dense replicas identical. */
     uint64_t hash = 0;
     if (trainer_dense_hash(md, &hash) != SWY_OK)
@@ -1005,14 +1025,15 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         if (o->json) {
             printf("{\"bench\":\"train\",\"commit\":\"%s\",\"ranks\":%d,"
                    "\"steps\":%d,\"device\":\"%s\",\"policy\":\"%s\","
-                   "\"pipeline\":%d,"
+                   "\"pipeline\":%d,\"overlap\":%d,"
                    "\"packing\":%d,\"layers\":%d,\"hidden\":%d,\"ffn\":%d,"
                    "\"experts\":%d,\"top_k\":%d,\"tokens_per_rank\":%d,"
                    "\"bucket_bytes\":%zu,\"compute_scale\":%g,"
                    "\"loss_first\":%.6f,\"loss_last\":%.6f,"
                    "\"loss_floor\":%.6f,", SWT_GIT_COMMIT, W, steps,
                    o->device_desc, policy,
-                   m->pipeline, m->packing, m->layers, m->hidden, m->ffn, E,
+                   m->pipeline, m->overlap, m->packing, m->layers, m->hidden,
+                   m->ffn, E,
                    m->top_k, m->tokens, m->bucket_bytes, o->compute_scale,
                    loss_first, loss_last, floor_nats);
             static const char *const keys[SWT_T_COUNT + 1] = {
@@ -1092,6 +1113,11 @@ static int select_gpu(options_t *o)
         fprintf(stderr, "swy-train: --device cuda: --pipeline %d is not "
                 "implemented on the GPU path (use --pipeline 1)\n",
                 o->model.pipeline);
+        return 2;
+    }
+    if (o->model.overlap) {
+        fprintf(stderr, "swy-train: --device cuda: --overlap 1 is not "
+                "implemented on the GPU path (use --overlap 0)\n");
         return 2;
     }
     int dev = -1;

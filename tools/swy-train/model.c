@@ -64,6 +64,8 @@ struct swt_model {
     float *ta_weight;       /* [E], --gate ta */
     int *node_of_expert;    /* [E], --gate topo */
     int my_node;
+    long applied_step;      /* --overlap: Adam step of the pending grads */
+    swt_timing_t *apply_tm; /* --overlap: the step being timed */
 };
 
 static void fill_uniform(float *w, size_t n, uint64_t key, double bound)
@@ -313,6 +315,7 @@ swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
     if (swt_ddp_create(comm, md->ddense, sizes, n_sizes, cfg->bucket_bytes,
                        &md->ddp) != 0)
         goto nomem;
+    swt_ddp_set_overlap(md->ddp, cfg->overlap);
     free(sizes);
     *model_p = md;
     return SWY_OK;
@@ -879,6 +882,58 @@ static void dense_forward(swt_model_t *md, layer_t *ly)
     swy_k_add(ly->x, (size_t)S * H, ly->m);
 }
 
+/* The summed gradients of dense[begin, end) are in: the rank-local gates
+ * of --gate ta take this rank's own gradient back, then Adam. Elementwise,
+ * so applying it bucket by bucket is the same arithmetic as one call. */
+static void dense_apply(void *arg, size_t begin, size_t end)
+{
+    swt_model_t *md = arg;
+    const swt_model_config_t *c = &md->cfg;
+    double t0 = swt_now();
+    /* --gate ta: each rank's gate is its own. A replicated gate cannot
+     * route rank-dependently: the ranks' topology weights differ (each
+     * favours its own node) and their summed gradients cancel. So the
+     * gate learns from this rank's gradient alone, scaled by W like the
+     * summed ones (the local loss carries 1/W). Buckets hold whole
+     * tensors, so a gate lies wholly inside or outside [begin, end). */
+    size_t n_gate = (size_t)c->hidden * md->E;
+    for (int l = 0; l < c->layers; l++) {
+        layer_t *ly = &md->layers[l];
+        size_t g = (size_t)(ly->wg - md->dense);
+        if (ly->dwg_local == NULL || g < begin || g >= end)
+            continue;
+        for (size_t i = 0; i < n_gate; i++)
+            ly->dwg[i] = (float)md->W * ly->dwg_local[i];
+    }
+    swy_k_adam_params_t hp = {(float)c->lr, 0.9f, 0.999f, 1e-8f, 0.0f, 0};
+    swy_k_adam_step(md->dense + begin, md->ddense + begin,
+                    md->m_dense + begin, md->v_dense + begin, end - begin,
+                    &hp, md->applied_step);
+    if (c->overlap) /* the next backward adds into it */
+        memset(md->ddense + begin, 0, (end - begin) * sizeof(float));
+    if (md->apply_tm != NULL)
+        swt_timing_compute_end(md->apply_tm, t0);
+}
+
+/* --overlap: the parameters [begin, end) are about to be read. */
+static swy_status_t dense_need(swt_model_t *md, const float *begin,
+                               const float *end, swt_timing_t *tm)
+{
+    if (!md->cfg.overlap)
+        return SWY_OK;
+    md->apply_tm = tm;
+    swy_status_t st = swt_ddp_finish(md->ddp, (size_t)(begin - md->dense),
+                                     (size_t)(end - md->dense), dense_apply,
+                                     md, tm);
+    md->apply_tm = NULL;
+    return st;
+}
+
+swy_status_t swt_model_flush(swt_model_t *md, swt_timing_t *tm)
+{
+    return dense_need(md, md->dense, md->dense + md->n_dense, tm);
+}
+
 swy_status_t swt_model_step(swt_model_t *md, const int *ids,
                             const int *labels, long step, swt_timing_t *tm,
                             swt_step_result_t *result_p)
@@ -886,7 +941,10 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
     const swt_model_config_t *c = &md->cfg;
     int S = c->tokens, H = c->hidden, F = c->ffn, V = c->vocab;
     size_t SH = (size_t)S * H, SF = (size_t)S * F;
-    memset(md->ddense, 0, md->n_dense * sizeof(float));
+    /* --overlap: the last step's buckets are zeroed as they are applied
+     * in this forward. */
+    if (!swt_ddp_pending(md->ddp))
+        memset(md->ddense, 0, md->n_dense * sizeof(float));
     memset(md->dexpert, 0, md->n_expert * sizeof(float));
     for (int l = 0; l < c->layers; l++)
         for (int g = 0; g < md->E; g++)
@@ -897,6 +955,7 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
     /* ---- forward ---- */
     /* Each block writes its output straight into the next block's input
      * (kept for the backward). */
+    STEP_CHECK(dense_need(md, md->emb, md->emb + (size_t)V * H, tm));
     double t0 = swt_now();
     swy_k_embed_fwd(md->emb, ids, S, H, md->layers[0].x);
     swt_timing_compute_end(tm, t0);
@@ -904,6 +963,8 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
     int dropped = 0;
     for (int l = 0; l < c->layers; l++) {
         layer_t *ly = &md->layers[l];
+        /* This layer's gate, W_b, b_b, W_a, b_a (layout_params). */
+        STEP_CHECK(dense_need(md, ly->wg, md->dense + ly->ready_wa, tm));
         t0 = swt_now();
         dense_forward(md, ly);
         swt_timing_compute_end(tm, t0);
@@ -912,6 +973,9 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
         aux += swt_moe_block_aux(ly->moe);
         dropped += swt_moe_block_dropped(ly->moe);
     }
+    STEP_CHECK(dense_need(md, md->out_w, md->dense + md->ready_out, tm));
+    /* Every dense tensor was read: nothing of the last step is left. */
+    STEP_CHECK(swt_model_flush(md, tm));
     t0 = swt_now();
     swy_k_linear_fwd(md->x_final, md->out_w, md->out_b, S, H, V, md->logits);
     double xent = swy_k_xent_fwd(md->logits, labels, S, V, NULL);
@@ -952,29 +1016,25 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
     t0 = swt_now();
     swy_k_embed_bwd(md->dx, ids, S, H, md->demb);
     swt_timing_compute_end(tm, t0);
-    STEP_CHECK(swt_ddp_wait(md->ddp, tm));
+    md->applied_step = step;
+    if (c->overlap)
+        STEP_CHECK(swt_ddp_post_rest(md->ddp, tm));
+    else
+        STEP_CHECK(swt_ddp_wait(md->ddp, tm));
     for (int l = 0; l < c->layers; l++)
         if (md->layers[l].n_shadowed > 0)
             STEP_CHECK(shadow_grad_finish(md, l, tm));
-    /* --gate ta: each rank's gate is its own. A replicated gate cannot
-     * route rank-dependently: the ranks' topology weights differ (each
-     * favours its own node) and their summed gradients cancel. So the
-     * gate learns from this rank's gradient alone, scaled by W like the
-     * summed ones (the local loss carries 1/W). */
-    for (int l = 0; l < c->layers; l++) {
-        layer_t *ly = &md->layers[l];
-        if (ly->dwg_local == NULL)
-            continue;
-        for (size_t i = 0; i < (size_t)H * md->E; i++)
-            ly->dwg[i] = (float)md->W * ly->dwg_local[i];
-    }
 
     /* ---- Adam: dense replicas see the same summed gradients and stay
-     * identical; experts are updated where they live. ---- */
+     * identical (now, or in the next forward with --overlap); experts are
+     * updated where they live. ---- */
+    if (!c->overlap) {
+        md->apply_tm = tm;
+        dense_apply(md, 0, md->n_dense);
+        md->apply_tm = NULL;
+    }
     t0 = swt_now();
     swy_k_adam_params_t hp = {(float)c->lr, 0.9f, 0.999f, 1e-8f, 0.0f, 0};
-    swy_k_adam_step(md->dense, md->ddense, md->m_dense, md->v_dense,
-                    md->n_dense, &hp, step);
     swy_k_adam_step(md->expert, md->dexpert, md->m_expert, md->v_expert,
                     md->n_expert, &hp, step);
     size_t P = md->expert_elems;

@@ -41,6 +41,8 @@ typedef struct {
     int phase_hints;
     int gate;                  /* swt_gate_kind_t (moe_block.h) */
     double topo_cross_frac;    /* --gate topo: share kept cross-node */
+    int overlap;               /* --overlap: dense optimizer step of each
+                                  tensor in the next forward (ddp.h) */
 } swt_model_config_t;
 
 typedef struct swt_model swt_model_t;
@@ -68,12 +70,20 @@ typedef struct {
 
 /**
  * One training step: forward, backward with DDP buckets, wait, Adam.
+ * With cfg.overlap the dense parameters' wait and Adam step move into the
+ * next step's forward, each tensor's right before its first use (the
+ * same arithmetic, so the same loss curve); swt_model_flush() finishes
+ * the last step's.
  * @param ids, labels  [S] this rank's tokens.
  * @param step         1, 2, ... (Adam's bias correction).
  */
 swy_status_t swt_model_step(swt_model_t *model, const int *ids,
                             const int *labels, long step, swt_timing_t *tm,
                             swt_step_result_t *result_p);
+
+/** --overlap: wait for the last step's dense gradients and apply them
+ *  (before reading the parameters outside a step). No-op otherwise. */
+swy_status_t swt_model_flush(swt_model_t *model, swt_timing_t *tm);
 
 /** Rows sent to each logical expert by this rank in layer l's last
  *  forward, [E]. */
