@@ -68,6 +68,7 @@ static void usage(FILE *out)
 "  --layers N            blocks L (default 2)\n"
 "  --hidden N            hidden size H (default 128)\n"
 "  --ffn N               FFN inner size F, dense and expert (default 256)\n"
+"  --dense-ffn N         the dense block's inner size, if not --ffn's\n"
 "  --experts-per-rank N  experts per rank before packing (default 2);\n"
 "                        the model has ranks*N*packing experts\n"
 "  --top-k N             experts per token (default 2)\n"
@@ -333,7 +334,8 @@ enum {
     O_WARMUP, O_JSON, O_TRACE, O_LOSS, O_GATE, O_TOPO_FRAC, O_SKEW,
     O_PLACE, O_PLACE_EVERY, O_ORACLE, O_PLACE_BW, O_PLACE_FLOPS,
     O_PLACE_MAX,
-    O_OVERLAP
+    O_OVERLAP,
+    O_DENSE_FFN
 };
 
 /* Parses and checks everything that does not need the communicator.
@@ -378,6 +380,7 @@ static int parse_args(int argc, char **argv, options_t *o)
         {"placement-flops", required_argument, NULL, O_PLACE_FLOPS},
         {"placement-max-shadow", required_argument, NULL, O_PLACE_MAX},
         {"overlap", required_argument, NULL, O_OVERLAP},
+        {"dense-ffn", required_argument, NULL, O_DENSE_FFN},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     swt_model_config_t *m = &o->model;
@@ -393,6 +396,9 @@ static int parse_args(int argc, char **argv, options_t *o)
         case O_LAYERS: rc = parse_int(f, a, 1, 1024, &m->layers); break;
         case O_HIDDEN: rc = parse_int(f, a, 1, 1 << 16, &m->hidden); break;
         case O_FFN: rc = parse_int(f, a, 1, 1 << 16, &m->ffn); break;
+        case O_DENSE_FFN:
+            rc = parse_int(f, a, 1, 1 << 16, &m->dense_ffn);
+            break;
         case O_EPR:
             rc = parse_int(f, a, 1, 4096, &m->experts_per_rank);
             break;
@@ -562,9 +568,9 @@ static void print_header(const options_t *o, int argc, char **argv,
            : m->gate == SWT_GATE_TOPO ? "topo"
                                       : "gshard",
            m->overlap ? "next forward" : "off");
-    printf("# model: layers %d  hidden %d  ffn %d  experts %d (%d per "
-           "rank)  top-k %d  capacity %.3g per group of %d tokens  aux %g  "
-           "vocab %d\n", m->layers, m->hidden, m->ffn,
+    printf("# model: layers %d  hidden %d  ffn %d (dense %d)  experts %d "
+           "(%d per rank)  top-k %d  capacity %.3g per group of %d tokens  "
+           "aux %g  vocab %d\n", m->layers, m->hidden, m->ffn, m->dense_ffn,
            trainer_num_experts(md), trainer_num_local_experts(md),
            m->top_k, m->capacity_factor, m->gate_group, m->aux_coef,
            m->vocab);
@@ -1027,13 +1033,14 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
                    "\"steps\":%d,\"device\":\"%s\",\"policy\":\"%s\","
                    "\"pipeline\":%d,\"overlap\":%d,"
                    "\"packing\":%d,\"layers\":%d,\"hidden\":%d,\"ffn\":%d,"
+                   "\"dense_ffn\":%d,"
                    "\"experts\":%d,\"top_k\":%d,\"tokens_per_rank\":%d,"
                    "\"bucket_bytes\":%zu,\"compute_scale\":%g,"
                    "\"loss_first\":%.6f,\"loss_last\":%.6f,"
                    "\"loss_floor\":%.6f,", SWT_GIT_COMMIT, W, steps,
                    o->device_desc, policy,
                    m->pipeline, m->overlap, m->packing, m->layers, m->hidden,
-                   m->ffn, E,
+                   m->ffn, m->dense_ffn, E,
                    m->top_k, m->tokens, m->bucket_bytes, o->compute_scale,
                    loss_first, loss_last, floor_nats);
             static const char *const keys[SWT_T_COUNT + 1] = {
@@ -1120,6 +1127,11 @@ static int select_gpu(options_t *o)
                 "implemented on the GPU path (use --overlap 0)\n");
         return 2;
     }
+    if (o->model.dense_ffn != o->model.ffn) {
+        fprintf(stderr, "swy-train: --device cuda: --dense-ffn other than "
+                "--ffn is not implemented on the GPU path\n");
+        return 2;
+    }
     int dev = -1;
     char name[128], why[256];
     int rc = swt_cuda_device_select(local_rank_from_env(), &dev, name,
@@ -1165,6 +1177,8 @@ int main(int argc, char **argv)
     int p = parse_args(argc, argv, &o);
     if (p != 0)
         return p > 0 ? 0 : 2;
+    if (o.model.dense_ffn == 0)
+        o.model.dense_ffn = o.model.ffn;
     snprintf(o.device_desc, sizeof(o.device_desc), "cpu");
     if (strcmp(o.device, "cuda") == 0 && o.model.gate != SWT_GATE_GSHARD) {
         fprintf(stderr, "swy-train: --gate ta and --gate topo run on the "

@@ -25,7 +25,7 @@ typedef struct {
     float *dw1, *db1, *dw2, *db2;
     /* backward has produced the dense gradients below these offsets */
     size_t ready_gate, ready_wb, ready_wa;
-    /* activations: x (block input), a_pre/a_act [S][F], m (MoE input) */
+    /* activations: x (block input), a_pre/a_act [S][Fd], m (MoE input) */
     float *x, *a_pre, *a_act, *m;
     swt_moe_block_t *moe;
     float *dwg_local;  /* --gate ta: this rank's own gate gradient [H][E] */
@@ -58,7 +58,7 @@ struct swt_model {
     float *x_final;         /* [S][H]: output of the last block */
     float *logits;          /* [S][V]; reused as dlogits */
     float *dx, *dm, *dtmp;  /* [S][H] backward scratch */
-    float *dact;            /* [S][F] */
+    float *dact;            /* [S][Fd] */
     swt_ddp_t *ddp;
     size_t expert_elems;    /* parameters of one expert: 2HF + F + H */
     float *ta_weight;       /* [E], --gate ta */
@@ -78,6 +78,7 @@ static void init_params(swt_model_t *md)
 {
     const swt_model_config_t *c = &md->cfg;
     size_t H = (size_t)c->hidden, F = (size_t)c->ffn, V = (size_t)c->vocab;
+    size_t Fd = (size_t)c->dense_ffn;
     uint64_t s = c->seed;
     /* Bounds as torch.nn.Linear's default, 1/sqrt(fan_in); biases zero.
      * The embedding is U(-1, 1). */
@@ -87,14 +88,14 @@ static void init_params(swt_model_t *md)
     memset(md->out_b, 0, V * sizeof(float));
     for (int l = 0; l < c->layers; l++) {
         layer_t *ly = &md->layers[l];
-        fill_uniform(ly->wa, H * F, swt_rng_key(s, P_WA, (uint64_t)l, 0),
+        fill_uniform(ly->wa, H * Fd, swt_rng_key(s, P_WA, (uint64_t)l, 0),
                      1.0 / sqrt((double)H));
-        fill_uniform(ly->wb, F * H, swt_rng_key(s, P_WB, (uint64_t)l, 0),
-                     1.0 / sqrt((double)F));
+        fill_uniform(ly->wb, Fd * H, swt_rng_key(s, P_WB, (uint64_t)l, 0),
+                     1.0 / sqrt((double)Fd));
         fill_uniform(ly->wg, H * (size_t)md->E,
                      swt_rng_key(s, P_WG, (uint64_t)l, 0),
                      1.0 / sqrt((double)H));
-        memset(ly->ba, 0, F * sizeof(float));
+        memset(ly->ba, 0, Fd * sizeof(float));
         memset(ly->bb, 0, H * sizeof(float));
         for (int e = 0; e < md->nl; e++) {
             uint64_t g = (uint64_t)(md->rank * md->nl + e);
@@ -116,6 +117,7 @@ static int layout_params(swt_model_t *md, size_t *sizes, int *n_sizes)
 {
     const swt_model_config_t *c = &md->cfg;
     size_t H = (size_t)c->hidden, F = (size_t)c->ffn, V = (size_t)c->vocab;
+    size_t Fd = (size_t)c->dense_ffn;
     size_t E = (size_t)md->E, nl = (size_t)md->nl;
     size_t pos = 0;
     int nt = 0;
@@ -133,11 +135,11 @@ static int layout_params(swt_model_t *md, size_t *sizes, int *n_sizes)
         layer_t *ly = &md->layers[l];
         DENSE(ly->wg, ly->dwg, H * E);
         ly->ready_gate = pos;
-        DENSE(ly->wb, ly->dwb, F * H);
+        DENSE(ly->wb, ly->dwb, Fd * H);
         DENSE(ly->bb, ly->dbb, H);
         ly->ready_wb = pos;
-        DENSE(ly->wa, ly->dwa, H * F);
-        DENSE(ly->ba, ly->dba, F);
+        DENSE(ly->wa, ly->dwa, H * Fd);
+        DENSE(ly->ba, ly->dba, Fd);
         ly->ready_wa = pos;
     }
     DENSE(md->emb, md->demb, V * H);
@@ -219,7 +221,8 @@ swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
     size_t L = (size_t)cfg->layers, H = (size_t)cfg->hidden,
            F = (size_t)cfg->ffn, V = (size_t)cfg->vocab,
            S = (size_t)cfg->tokens;
-    md->n_dense = 2 * H * V + V + L * (H * (size_t)md->E + 2 * H * F + H + F);
+    size_t Fd = (size_t)cfg->dense_ffn;
+    md->n_dense = 2 * H * V + V + L * (H * (size_t)md->E + 2 * H * Fd + H + Fd);
     md->expert_elems = 2 * H * F + H + F;
     md->n_expert = L * (size_t)md->nl * md->expert_elems;
 
@@ -252,7 +255,7 @@ swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
     md->dx = zalloc(S * H);
     md->dm = zalloc(S * H);
     md->dtmp = zalloc(S * H);
-    md->dact = zalloc(S * F);
+    md->dact = zalloc(S * Fd);
     size_t *sizes = calloc(4 + 5 * L, sizeof(size_t));
     if (!md->dense || !md->ddense || !md->m_dense || !md->v_dense ||
         !md->expert || !md->dexpert || !md->m_expert || !md->v_expert ||
@@ -263,8 +266,8 @@ swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
         layer_t *ly = &md->layers[l];
         ly->x = zalloc(S * H);
         ly->m = zalloc(S * H);
-        ly->a_pre = zalloc(S * F);
-        ly->a_act = zalloc(S * F);
+        ly->a_pre = zalloc(S * Fd);
+        ly->a_act = zalloc(S * Fd);
         ly->shadowed = calloc((size_t)md->E, sizeof(int));
         ly->replica = calloc((size_t)md->E, sizeof(float *));
         ly->slot_of = malloc((size_t)md->E * sizeof(int));
@@ -875,7 +878,7 @@ uint64_t swt_model_dense_hash(const swt_model_t *md)
 
 static void dense_forward(swt_model_t *md, layer_t *ly)
 {
-    int S = md->cfg.tokens, H = md->cfg.hidden, F = md->cfg.ffn;
+    int S = md->cfg.tokens, H = md->cfg.hidden, F = md->cfg.dense_ffn;
     swy_k_linear_fwd(ly->x, ly->wa, ly->ba, S, H, F, ly->a_pre);
     swy_k_gelu_fwd(ly->a_pre, (size_t)S * F, ly->a_act);
     swy_k_linear_fwd(ly->a_act, ly->wb, ly->bb, S, F, H, ly->m);
@@ -939,7 +942,8 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
                             swt_step_result_t *result_p)
 {
     const swt_model_config_t *c = &md->cfg;
-    int S = c->tokens, H = c->hidden, F = c->ffn, V = c->vocab;
+    /* F: the dense block's inner size (the experts' is their own). */
+    int S = c->tokens, H = c->hidden, F = c->dense_ffn, V = c->vocab;
     size_t SH = (size_t)S * H, SF = (size_t)S * F;
     /* --overlap: the last step's buckets are zeroed as they are applied
      * in this forward. */

@@ -30,6 +30,8 @@
 
 typedef struct {
     int layers, hidden, ffn, vocab;
+    int dense_ffn;         /* the dense block's inner size (ffn: the
+                              experts'); set, not 0 */
     int experts_per_rank, packing, top_k, pipeline;
     int tokens;            /* S per rank */
     int gate_group;        /* G, divides S */

@@ -180,7 +180,8 @@ badflags)
                 "--placement oracle" "--oracle-trace x.csv" \
                 "--placement-every 0" "--placement-bw 0" \
                 "--placement predicted --device cuda" "--overlap 2" \
-                "--overlap 1 --device cuda"; do
+                "--overlap 1 --device cuda" "--dense-ffn 0" \
+                "--dense-ffn 64 --device cuda"; do
         # shellcheck disable=SC2086
         check "$train" $args
     done
