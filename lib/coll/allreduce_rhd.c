@@ -3,8 +3,9 @@
  * ring's 2 (W - 1), moving the same bytes. Below a few MiB each step's
  * fixed cost (a receive completing, the progress thread waking, the next
  * send leaving) dominates, so fewer steps win; above, the ring's per-chunk
- * pipelining wins (swy_coll_algo_for() chooses: up to 1 MiB on this
- * machine, see docs/performance.md "coll").
+ * pipelining wins. swy_coll_allreduce_choose() in algos.c chooses, with
+ * the two-step direct algorithm between them (the figures are there).
+ * It needs count >= W: a step with nothing to receive would not end.
  *
  * The buffer is cut into W segments as in the ring. Reduce-scatter, step
  * k = 0..L-1 (L = log2 W), mask m = W >> (k + 1): each rank holds a range
@@ -276,12 +277,3 @@ static void rhd_destroy(swy_coll_state_t *st)
 const swy_coll_algo_t swy_coll_allreduce_rhd = {
     .name = "allreduce/rhd", .create = rhd_create, .start = rhd_start,
     .recv_done = rhd_recv_done, .finish = NULL, .destroy = rhd_destroy};
-
-int swy_coll_allreduce_rhd_applies(const swy_coll_args_t *args, int nranks)
-{
-    size_t bytes = args->count * swy_dtype_size(args->dtype);
-    return args->kind == SWY_COLL_ALLREDUCE && args->mem == SWY_MEM_HOST &&
-           nranks >= 4 && (nranks & (nranks - 1)) == 0 &&
-           args->count >= (size_t)nranks &&
-           bytes <= SWY_COLL_ALLREDUCE_RHD_MAX_BYTES;
-}

@@ -50,6 +50,10 @@ typedef struct {
     size_t count; /* allreduce, allgather (per rank), broadcast */
     int root;     /* broadcast */
     size_t partition_bytes; /* micro-op size: must agree between ranks */
+    /* allreduce: the algorithm, a swy_coll_ar_algo_t. The scheduler sets
+     * it when the op is posted (SWY_ALLREDUCE_ALGO resolved by
+     * swy_coll_allreduce_choose); left AUTO, the automatic rule holds. */
+    uint8_t allreduce_algo;
     /* alltoallv: arrays of nranks elements, owned by the op (copies) */
     size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
 } swy_coll_args_t;
@@ -61,6 +65,7 @@ typedef struct {
     uint32_t seq;
     uint8_t kind, dtype, redop;
     uint8_t mem;            /* swy_mem_type_t of the user's buffers */
+    uint8_t algo;           /* allreduce: swy_coll_ar_algo_t it runs */
     int32_t root;
     uint64_t count;         /* op-wide count (allreduce/allgather/bcast) */
     uint64_t send_to_peer;  /* alltoallv: elements I send to the reader */
@@ -109,18 +114,45 @@ typedef struct {
     void (*destroy)(swy_coll_state_t *state);
 } swy_coll_algo_t;
 
-const swy_coll_algo_t *swy_coll_algo(swy_coll_kind_t kind);
-/* The algorithm for this op: the kind's, except allreduce of host buffers
- * of at most SWY_COLL_ALLREDUCE_RHD_MAX_BYTES on a power of two >= 4 of
- * ranks, which takes recursive halving and doubling (fewer steps). A
- * function of the op's arguments only, which the header check makes
- * equal on every rank. */
+/* Allreduce algorithms, as SWY_ALLREDUCE_ALGO names them and the header
+ * carries them. */
+typedef enum {
+    SWY_COLL_AR_AUTO = 0, /* by size and number of ranks (algos.c) */
+    SWY_COLL_AR_RING,     /* allreduce.c; any op, device buffers too */
+    SWY_COLL_AR_RHD,      /* allreduce_rhd.c; a power of two of ranks */
+    SWY_COLL_AR_DIRECT,   /* allreduce_direct.c */
+    SWY_COLL_AR_NALGOS
+} swy_coll_ar_algo_t;
+
+/* Largest allreduce, in bytes, that AUTO gives to halving/doubling; then
+ * the direct algorithm up to SWY_COLL_ALLREDUCE_DIRECT_MAX_BYTES on at
+ * most SWY_COLL_ALLREDUCE_DIRECT_MAX_RANKS ranks; then the ring. */
 #ifndef SWY_COLL_ALLREDUCE_RHD_MAX_BYTES /* -D for experiments only */
-#define SWY_COLL_ALLREDUCE_RHD_MAX_BYTES (1u << 20)
+#define SWY_COLL_ALLREDUCE_RHD_MAX_BYTES (256u << 10)
 #endif
+#ifndef SWY_COLL_ALLREDUCE_DIRECT_MAX_BYTES
+#define SWY_COLL_ALLREDUCE_DIRECT_MAX_BYTES (16u << 20)
+#endif
+#define SWY_COLL_ALLREDUCE_DIRECT_MAX_RANKS 8
+
+const swy_coll_algo_t *swy_coll_algo(swy_coll_kind_t kind);
+/* The allreduce algorithm an op runs when `wanted` is asked for: AUTO
+ * applies the rule above; an algorithm that cannot run this op (device
+ * buffers, one rank, a count below the ranks, halving/doubling on a
+ * number of ranks that is no power of two) gives way to the ring. A
+ * function of the op's arguments and nranks only. */
+swy_coll_ar_algo_t swy_coll_allreduce_choose(const swy_coll_args_t *args,
+                                             swy_coll_ar_algo_t wanted,
+                                             int nranks);
+/* SWY_ALLREDUCE_ALGO as this process reads it now (AUTO, with a warning,
+ * for a value it does not know). */
+swy_coll_ar_algo_t swy_coll_allreduce_setting(void);
+const char *swy_coll_allreduce_algo_name(swy_coll_ar_algo_t algo);
+/* The algorithm for this op: the kind's, and for allreduce the one
+ * swy_coll_allreduce_choose() gives for args->allreduce_algo. The header
+ * check makes the arguments equal on every rank. */
 const swy_coll_algo_t *swy_coll_algo_for(const swy_coll_args_t *args,
                                          int nranks);
-int swy_coll_allreduce_rhd_applies(const swy_coll_args_t *args, int nranks);
 const char *swy_coll_kind_name(swy_coll_kind_t kind);
 
 /* Header peers of an op: fills peers (capacity nranks), returns count. */

@@ -21,7 +21,12 @@ int swy_coll_header_peers(const swy_coll_args_t *args, int rank, int nranks,
     int n = 0;
     if (nranks == 1)
         return 0;
-    if (args->kind == SWY_COLL_ALLTOALLV) {
+    /* The direct allreduce talks to everyone, as alltoallv does. */
+    if (args->kind == SWY_COLL_ALLTOALLV ||
+        (args->kind == SWY_COLL_ALLREDUCE &&
+         swy_coll_allreduce_choose(args,
+                                   (swy_coll_ar_algo_t)args->allreduce_algo,
+                                   nranks) == SWY_COLL_AR_DIRECT)) {
         for (int s = 1; s < nranks; s++)
             peers[n++] = (rank + s) % nranks;
         return n;
@@ -34,7 +39,10 @@ int swy_coll_header_peers(const swy_coll_args_t *args, int rank, int nranks,
         peers[n++] = left;
     /* Recursive halving and doubling talks to rank ^ 2^i as well: hear
      * from them too, so a disagreement there fails before data moves. */
-    if (swy_coll_allreduce_rhd_applies(args, nranks))
+    if (args->kind == SWY_COLL_ALLREDUCE &&
+        swy_coll_allreduce_choose(args,
+                                  (swy_coll_ar_algo_t)args->allreduce_algo,
+                                  nranks) == SWY_COLL_AR_RHD)
         for (int m = 1; m < nranks; m <<= 1) {
             int p = rank ^ m, seen = 0;
             for (int i = 0; i < n; i++)
@@ -55,6 +63,7 @@ void swy_coll_header_make(const swy_coll_args_t *args, uint32_t seq, int peer,
     hdr->dtype = (uint8_t)args->dtype;
     hdr->redop = (uint8_t)args->redop;
     hdr->mem = (uint8_t)args->mem;
+    hdr->algo = args->kind == SWY_COLL_ALLREDUCE ? args->allreduce_algo : 0;
     hdr->root = args->root;
     hdr->count = args->count;
     hdr->partition_bytes = args->partition_bytes;
@@ -130,6 +139,17 @@ swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
                  op_name, rank,
                  swy_mem_type_name((swy_mem_type_t)mine.mem), peer,
                  swy_mem_type_name((swy_mem_type_t)hdr->mem));
+        return SWY_ERR_MISMATCH;
+    }
+    /* Different algorithms wait for different messages: fail instead. */
+    if (hdr->algo != mine.algo) {
+        snprintf(msg, msg_len,
+                 "op #%u allreduce '%s': rank %d chose the %s algorithm, "
+                 "rank %d the %s algorithm: set SWY_ALLREDUCE_ALGO to the "
+                 "same value on every rank", seq, op_name, rank,
+                 swy_coll_allreduce_algo_name((swy_coll_ar_algo_t)mine.algo),
+                 peer,
+                 swy_coll_allreduce_algo_name((swy_coll_ar_algo_t)hdr->algo));
         return SWY_ERR_MISMATCH;
     }
     if (hdr->partition_bytes != mine.partition_bytes) {

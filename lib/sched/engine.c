@@ -798,7 +798,12 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
     op->deferred_peer = -1;
     snprintf(op->name, sizeof(op->name), "%s", name ? name : "");
     op->args = *args;
-    op->algo = swy_coll_algo_for(args, s->p.nranks);
+    /* This rank's SWY_ALLREDUCE_ALGO, resolved for the op: the header
+     * carries it, so ranks that chose differently fail, not wait. */
+    if (args->kind == SWY_COLL_ALLREDUCE)
+        op->args.allreduce_algo = (uint8_t)swy_coll_allreduce_choose(
+            args, swy_coll_allreduce_setting(), w);
+    op->algo = swy_coll_algo_for(&op->args, s->p.nranks);
     swy_list_init(&op->uops);
     swy_list_init(&op->gated);
     swy_list_init(&op->link);

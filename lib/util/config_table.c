@@ -56,6 +56,7 @@ const swy_config_entry_t swy_config_table[] = {
      "Colon-separated directories searched for plugins before the "
      "install directory."},
     /* coll / sched */
+    {"SWY_ALLREDUCE_ALGO", "auto", "Allreduce algorithm for host buffers: auto (by size and ranks), ring, rhd (halving/doubling, a power of two of ranks) or direct (two steps, all peers at once); must be the same on every rank."},
     {"SWY_PARTITION_BYTES", "auto",
      "Micro-op size in bytes (K/M/G suffixes). auto: about 2 ms of the "
      "slowest link's time, between 64 KiB and 32 MiB."},

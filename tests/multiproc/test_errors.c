@@ -217,12 +217,12 @@ static int case_allreduce(swy_comm_t comm, int rank, int w, void *arg)
     return expect_failure(comm, req, SWY_ERR_MISMATCH, "count", 10);
 }
 
-/* Counts on both sides of the recursive-halving limit (1 MiB): the ranks
+/* Counts on both sides of the recursive-halving limit (256 KiB): the ranks
  * would run different algorithms with different peers; they must all
  * fail with SWY_ERR_MISMATCH instead of waiting for each other. */
 static int case_allreduce_algo(swy_comm_t comm, int rank, int w, void *arg)
 {
-    size_t big = (2u << 20) / sizeof(float); /* 2 MiB: the ring */
+    size_t big = (2u << 20) / sizeof(float); /* 2 MiB: direct */
     float *buf = calloc(big, sizeof(float));
     swy_request_t req;
     CHECK(buf != NULL, "out of memory");

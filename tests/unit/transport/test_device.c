@@ -107,13 +107,23 @@ static void test_data_peers(void)
     /* small, 4 ranks: recursive halving and doubling, partners 1^1, 1^2 */
     n = swy_coll_data_peers(&ar, 1, 4, peers);
     CHECK(n == 2 && has_peer(peers, n, 0) && has_peer(peers, n, 3));
-    /* 3 ranks, or above the size limit: the ring's neighbours */
+    /* 3 ranks: the direct algorithm, every other rank */
     n = swy_coll_data_peers(&ar, 1, 3, peers);
     CHECK(n == 2 && has_peer(peers, n, 0) && has_peer(peers, n, 2));
     ar.dtype = SWY_FLOAT32;
-    ar.count = 2u << 20; /* 8 MiB */
+    ar.count = 2u << 20; /* 8 MiB: direct */
+    n = swy_coll_data_peers(&ar, 1, 4, peers);
+    CHECK(n == 3 && has_peer(peers, n, 0) && has_peer(peers, n, 2) &&
+          has_peer(peers, n, 3));
+    /* above the direct limit, or the ring asked for: the neighbours */
+    ar.count = 8u << 20; /* 32 MiB */
     n = swy_coll_data_peers(&ar, 1, 4, peers);
     CHECK(n == 2 && has_peer(peers, n, 0) && has_peer(peers, n, 2));
+    ar.count = 100;
+    ar.allreduce_algo = SWY_COLL_AR_RING;
+    n = swy_coll_data_peers(&ar, 1, 4, peers);
+    CHECK(n == 2 && has_peer(peers, n, 0) && has_peer(peers, n, 2));
+    ar.allreduce_algo = SWY_COLL_AR_AUTO;
 
     /* broadcast chain 2 -> 3 -> 0 -> 1 */
     swy_coll_args_t bc = {.kind = SWY_COLL_BROADCAST, .mem = SWY_MEM_CUDA,
