@@ -1,0 +1,106 @@
+/* Ranks with different SWY_ALLREDUCE_ALGO: where the algorithms they
+ * resolve to differ, every rank fails with SWY_ERR_MISMATCH naming both
+ * choices within a few seconds (never a hang); where different settings
+ * resolve to the same algorithm, the allreduce succeeds. One rank of a
+ * job started by swy-run, which sets SWY_RANK and SWY_WORLD_SIZE; the
+ * variable is set here, before init, because it differs between ranks.
+ * Usage: test_allreduce_algo ALGO_OTHERS ALGO_LAST COUNT mismatch|ok */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "switchyard/switchyard.h"
+
+#define FAIL(...)                                                             \
+    do {                                                                      \
+        fprintf(stderr, __VA_ARGS__);                                         \
+        fprintf(stderr, "\n");                                                \
+        return 1;                                                             \
+    } while (0)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int expect_mismatch(swy_comm_t comm, swy_status_t got, double t0,
+                           const char *algo_a, const char *algo_b)
+{
+    const char *msg = swy_last_error(comm);
+    double took = now_s() - t0;
+    fprintf(stderr, "%s after %.2f s: %s\n", swy_status_string(got), took,
+            msg);
+    if (got != SWY_ERR_MISMATCH)
+        FAIL("got %s, expected SWY_ERR_MISMATCH", swy_status_string(got));
+    if (strstr(msg, algo_a) == NULL || strstr(msg, algo_b) == NULL ||
+        strstr(msg, "SWY_ALLREDUCE_ALGO") == NULL)
+        FAIL("message does not name both choices (%s, %s)", algo_a, algo_b);
+    if (took > 10)
+        FAIL("took %.1f s", took);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 5)
+        FAIL("usage: %s ALGO_OTHERS ALGO_LAST COUNT mismatch|ok", argv[0]);
+    const char *rank_s = getenv("SWY_RANK"), *size_s = getenv("SWY_WORLD_SIZE");
+    if (rank_s == NULL || size_s == NULL)
+        FAIL("start me with swy-run");
+    int rank = atoi(rank_s), w = atoi(size_s);
+    const char *mine = rank == w - 1 ? argv[2] : argv[1];
+    size_t count = strtoull(argv[3], NULL, 10);
+    int want_ok = strcmp(argv[4], "ok") == 0;
+    setenv("SWY_ALLREDUCE_ALGO", mine, 1);
+
+    swy_comm_t comm;
+    if (swy_comm_init_env(&comm) != SWY_OK)
+        FAIL("init_env failed: %s", swy_last_error(NULL));
+    float *buf = malloc(count * sizeof(float));
+    if (buf == NULL)
+        FAIL("out of memory");
+    for (size_t i = 0; i < count; i++)
+        buf[i] = (float)(rank + 1) * (float)(i % 5);
+    double t0 = now_s();
+    swy_request_t req;
+    swy_status_t got = swy_allreduce(buf, buf, count, SWY_FLOAT32, SWY_SUM,
+                                     comm, NULL, &req);
+    if (got == SWY_OK) {
+        got = swy_wait(req);
+        swy_request_free(req);
+    }
+    int rc = 0;
+    if (want_ok) {
+        if (got != SWY_OK)
+            FAIL("allreduce failed: %s", swy_last_error(comm));
+        float scale = (float)w * (float)(w + 1) / 2;
+        for (size_t i = 0; i < count; i++)
+            if (buf[i] != scale * (float)(i % 5))
+                FAIL("element %zu is %g, expected %g", i, buf[i],
+                     scale * (float)(i % 5));
+        printf("rank %d (%s): ok\n", rank, mine);
+    } else {
+        /* A rank outside the disagreement may finish its part; the comm is
+         * failed all the same, and its next call says so. */
+        if (got == SWY_OK)
+            got = swy_barrier(comm);
+        rc = expect_mismatch(comm, got, t0, argv[1], argv[2]);
+        if (rc == 0)
+            printf("rank %d (%s): mismatch reported\n", rank, mine);
+    }
+    /* Peers may still be reading buf (a rendezvous that began before the
+     * failure reached them): keep it until the comm is gone, and give the
+     * failure time to reach every rank before this process leaves (a
+     * peer whose send to a vanished process fails first would report a
+     * transport error instead of the mismatch under test). */
+    if (!want_ok)
+        sleep(1);
+    if (swy_comm_destroy(comm) != SWY_OK && want_ok)
+        FAIL("destroy failed");
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,136 @@
+/* The allreduce algorithm choice: the automatic rule by size and number
+ * of ranks, the fall-backs to the ring where an algorithm cannot run the
+ * op, the header and data peers of each choice, and the header check that
+ * names both choices when ranks disagree. Usage: test_allreduce_choice */
+#include <stdio.h>
+#include <string.h>
+
+#include "coll/coll.h"
+
+static int failures;
+
+#define CHECK(cond)                                                           \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,  \
+                    #cond);                                                   \
+            failures++;                                                       \
+        }                                                                     \
+    } while (0)
+
+static swy_coll_args_t allreduce(size_t bytes, swy_coll_ar_algo_t algo)
+{
+    swy_coll_args_t a = {.kind = SWY_COLL_ALLREDUCE, .dtype = SWY_FLOAT32,
+                         .redop = SWY_SUM, .mem = SWY_MEM_HOST,
+                         .count = bytes / 4, .root = -1,
+                         .partition_bytes = 1u << 20,
+                         .allreduce_algo = (uint8_t)algo};
+    return a;
+}
+
+static swy_coll_ar_algo_t choose(size_t bytes, swy_coll_ar_algo_t wanted,
+                                 int nranks)
+{
+    swy_coll_args_t a = allreduce(bytes, wanted);
+    return swy_coll_allreduce_choose(&a, wanted, nranks);
+}
+
+static void test_auto(void)
+{
+    /* halving/doubling for small ops on a power of two >= 4 */
+    CHECK(choose(16, SWY_COLL_AR_AUTO, 4) == SWY_COLL_AR_RHD);
+    CHECK(choose(12, SWY_COLL_AR_AUTO, 4) == SWY_COLL_AR_DIRECT); /* 3 < 4 */
+    CHECK(choose(256u << 10, SWY_COLL_AR_AUTO, 4) == SWY_COLL_AR_RHD);
+    CHECK(choose(256u << 10, SWY_COLL_AR_AUTO, 16) == SWY_COLL_AR_RHD);
+    /* above it, direct up to 16 MiB on at most 8 ranks */
+    CHECK(choose((256u << 10) + 4, SWY_COLL_AR_AUTO, 4) ==
+          SWY_COLL_AR_DIRECT);
+    CHECK(choose(16u << 20, SWY_COLL_AR_AUTO, 8) == SWY_COLL_AR_DIRECT);
+    CHECK(choose(4, SWY_COLL_AR_AUTO, 3) == SWY_COLL_AR_DIRECT);
+    CHECK(choose(4, SWY_COLL_AR_AUTO, 2) == SWY_COLL_AR_DIRECT);
+    /* then the ring; and on more than 8 ranks past halving/doubling */
+    CHECK(choose((16u << 20) + 4, SWY_COLL_AR_AUTO, 4) == SWY_COLL_AR_RING);
+    CHECK(choose(1u << 20, SWY_COLL_AR_AUTO, 16) == SWY_COLL_AR_RING);
+    CHECK(choose(4, SWY_COLL_AR_AUTO, 12) == SWY_COLL_AR_RING);
+}
+
+static void test_forced(void)
+{
+    CHECK(choose(64u << 20, SWY_COLL_AR_DIRECT, 16) == SWY_COLL_AR_DIRECT);
+    CHECK(choose(4, SWY_COLL_AR_RING, 4) == SWY_COLL_AR_RING);
+    CHECK(choose(64u << 20, SWY_COLL_AR_RHD, 2) == SWY_COLL_AR_RHD);
+    /* what cannot run gives way to the ring */
+    CHECK(choose(1u << 20, SWY_COLL_AR_RHD, 3) == SWY_COLL_AR_RING);
+    CHECK(choose(8, SWY_COLL_AR_RHD, 4) == SWY_COLL_AR_RING); /* 2 < 4 */
+    CHECK(choose(4, SWY_COLL_AR_DIRECT, 1) == SWY_COLL_AR_RING);
+    CHECK(choose(0, SWY_COLL_AR_DIRECT, 4) == SWY_COLL_AR_RING);
+    swy_coll_args_t dev = allreduce(1u << 20, SWY_COLL_AR_DIRECT);
+    dev.mem = SWY_MEM_CUDA;
+    CHECK(swy_coll_allreduce_choose(&dev, SWY_COLL_AR_DIRECT, 4) ==
+          SWY_COLL_AR_RING);
+    /* the op's field decides which algorithm runs */
+    swy_coll_args_t a = allreduce(1u << 20, SWY_COLL_AR_DIRECT);
+    CHECK(strcmp(swy_coll_algo_for(&a, 4)->name, "allreduce/direct") == 0);
+    a.allreduce_algo = SWY_COLL_AR_RING;
+    CHECK(strcmp(swy_coll_algo_for(&a, 4)->name, "allreduce/ring") == 0);
+    a.allreduce_algo = SWY_COLL_AR_RHD;
+    CHECK(strcmp(swy_coll_algo_for(&a, 4)->name, "allreduce/rhd") == 0);
+}
+
+static int has(const int *peers, int n, int p)
+{
+    for (int i = 0; i < n; i++)
+        if (peers[i] == p)
+            return 1;
+    return 0;
+}
+
+/* Direct talks to everyone: its header and data peers are all others. */
+static void test_peers(void)
+{
+    int peers[8];
+    swy_coll_args_t a = allreduce(1u << 20, SWY_COLL_AR_DIRECT);
+    int n = swy_coll_header_peers(&a, 2, 6, peers);
+    CHECK(n == 5);
+    for (int p = 0; p < 6; p++)
+        CHECK(has(peers, n, p) == (p != 2));
+    n = swy_coll_data_peers(&a, 2, 6, peers);
+    CHECK(n == 5 && !has(peers, n, 2));
+    a.allreduce_algo = SWY_COLL_AR_RING;
+    n = swy_coll_header_peers(&a, 2, 6, peers);
+    CHECK(n == 2 && has(peers, n, 1) && has(peers, n, 3));
+}
+
+static void test_header(void)
+{
+    swy_coll_args_t mine = allreduce(1u << 20, SWY_COLL_AR_DIRECT);
+    swy_coll_args_t theirs = allreduce(1u << 20, SWY_COLL_AR_RING);
+    swy_coll_header_t hdr;
+    char msg[512];
+    swy_coll_header_make(&theirs, 3, 0, &hdr);
+    CHECK(swy_coll_header_check(&mine, 3, "grads", 0, 1, &hdr, msg,
+                                sizeof(msg)) == SWY_ERR_MISMATCH);
+    CHECK(strstr(msg, "rank 0 chose the direct algorithm, rank 1 the ring "
+                      "algorithm") != NULL);
+    CHECK(strstr(msg, "SWY_ALLREDUCE_ALGO") != NULL);
+    CHECK(strstr(msg, "'grads'") != NULL);
+    swy_coll_header_make(&mine, 3, 0, &hdr);
+    CHECK(swy_coll_header_check(&mine, 3, "grads", 0, 1, &hdr, msg,
+                                sizeof(msg)) == SWY_OK);
+    /* a count that differs is named as such, before the algorithm */
+    theirs = allreduce(2u << 20, SWY_COLL_AR_DIRECT);
+    swy_coll_header_make(&theirs, 3, 0, &hdr);
+    CHECK(swy_coll_header_check(&mine, 3, "grads", 0, 1, &hdr, msg,
+                                sizeof(msg)) == SWY_ERR_MISMATCH);
+    CHECK(strstr(msg, "count") != NULL && strstr(msg, "algorithm") == NULL);
+}
+
+int main(void)
+{
+    test_auto();
+    test_forced();
+    test_peers();
+    test_header();
+    printf("%s (%d failed checks)\n", failures ? "FAIL" : "PASS", failures);
+    return failures != 0;
+}
