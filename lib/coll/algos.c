@@ -49,18 +49,21 @@ swy_coll_ar_algo_t swy_coll_allreduce_setting(void)
 }
 
 /* The automatic rule. Measured on 4 local ranks over UCX shared memory
- * on 2 cores (float32 sum, median us of 5 alternating runs, SWY_*
- * defaults: one chunk per segment):
+ * on 2 shared, busy cores (float32 sum, SWY_* defaults, which make one
+ * chunk per segment; median us over 15 runs of 3 alternating sessions,
+ * 25 for direct; single runs vary by 20-50%):
  *            256K   512K    1M    2M    4M    8M    16M
- *   rhd       202    335   693  1383  2930  8021  16334
- *   direct    238    296   553  1209  3121  7934  16323
- *   ring      241    389   730  1672  3262  8366  17876
- * Every step needs every rank scheduled, so the fewest steps win:
- * halving/doubling up to 256 KiB (its messages are smallest), the direct
- * algorithm (2 steps) above, to 16 MiB where all three are within noise,
- * then the ring. The direct algorithm sends W-1 times the ring's bytes
- * over each link, and this choice cannot tell an inter-node link from a
- * local one: it stops at 8 ranks. */
+ *   rhd       248    398   716  1693  3521  8310  16509
+ *   direct    240    394   736  1614  4078  8716  17492
+ *   ring      301    442   827  1756  3378  8366  17797
+ * Every step needs every rank scheduled, so the fewest steps win while
+ * the messages are small: halving/doubling (2 log2 W steps) up to
+ * 256 KiB, the direct algorithm (2 steps) up to 2 MiB (between them the
+ * two are within noise; direct also runs on any W), then the ring, as
+ * direct's W-1 transfers at once lose to the ring's one at a time from
+ * 4 MiB. The direct algorithm sends W-1 times the ring's bytes over each
+ * link, and this choice cannot tell an inter-node link from a local one:
+ * it stops at 8 ranks. */
 static swy_coll_ar_algo_t ar_auto(size_t count, size_t bytes, int nranks)
 {
     int pow2 = (nranks & (nranks - 1)) == 0;

@@ -111,7 +111,7 @@ static void test_data_peers(void)
     n = swy_coll_data_peers(&ar, 1, 3, peers);
     CHECK(n == 2 && has_peer(peers, n, 0) && has_peer(peers, n, 2));
     ar.dtype = SWY_FLOAT32;
-    ar.count = 2u << 20; /* 8 MiB: direct */
+    ar.count = 512u << 10; /* 2 MiB: direct */
     n = swy_coll_data_peers(&ar, 1, 4, peers);
     CHECK(n == 3 && has_peer(peers, n, 0) && has_peer(peers, n, 2) &&
           has_peer(peers, n, 3));
