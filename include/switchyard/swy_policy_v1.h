@@ -64,6 +64,13 @@ typedef struct {
     size_t credit_bytes;         /**< SWY_CREDIT_BYTES */
     size_t partition_bytes;      /**< SWY_PARTITION_BYTES in effect */
     uint64_t now_ns;             /**< monotonic time of the decision */
+    /** The links that share this one's way out of the rank: for a peer on
+     *  another host, every link of this rank to another host (they leave
+     *  through one network uplink, where a micro-op waits behind all the
+     *  others queued there); for a peer on this host, this link alone.
+     *  (Added at the end of v1: older plugins do not read them.) */
+    size_t uplink_inflight_bytes;    /**< all priorities */
+    size_t uplink_inflight_le_bytes; /**< priority <= the candidate's */
 } swy_policy_link_v1_t;
 
 /** admit() answers. */

@@ -110,12 +110,15 @@ swy_status_t swy_get_unique_id(swy_unique_id_t *id)
     return SWY_OK;
 }
 
-/* About 2 ms of the slowest link's time (Lina's 30 MB on 100 Gb/s is
+/* About 2 ms of the slowest flow's time (Lina's 30 MB on 100 Gb/s is
  * 2.4 ms), so a low-priority micro-op delays a high-priority one by at
- * most that much. The slowest link of the whole communicator, not this
- * rank's: sender and receiver cut a transfer into the same chunks, so
- * every rank must arrive at the same size (the matrix is the same on
- * every rank). */
+ * most that much. A flow to another host shares its node's uplink (and
+ * the queue in front of it) with every other rank's flows off the node,
+ * each of which may have a low-priority micro-op queued there: the
+ * uplink's share per flow counts (swy_topo_flow_bandwidth). The slowest
+ * flow of the whole communicator, not this rank's: sender and receiver
+ * cut a transfer into the same chunks, so every rank must arrive at the
+ * same size (the matrix is the same on every rank). */
 static size_t auto_partition_bytes(const swy_topo_t *topo)
 {
     int n = swy_topo_nranks(topo);
@@ -124,7 +127,7 @@ static size_t auto_partition_bytes(const swy_topo_t *topo)
         for (int b = 0; b < n; b++) {
             if (a == b && n > 1)
                 continue;
-            double bw = swy_topo_bandwidth(topo, a, b);
+            double bw = swy_topo_flow_bandwidth(topo, a, b);
             if (slowest == 0 || bw < slowest)
                 slowest = bw;
         }
@@ -192,7 +195,16 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
     SWY_CHECK_GOTO(swy_boot_barrier(comm->boot, comm->timeout_s), status,
                    err_transports);
     size_t auto_partition = auto_partition_bytes(comm->topo);
+    uint8_t *remote = swy_calloc((size_t)nranks, 1);
+    if (remote == NULL) {
+        status = swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+        goto err_transports;
+    }
+    for (int r = 0; r < nranks; r++)
+        remote[r] = swy_topo_node_of(comm->topo, r) !=
+                    swy_topo_node_of(comm->topo, rank);
     swy_sched_params_t params = {
+        .peer_remote = remote,
         .auto_partition_bytes = auto_partition,
         .rank = rank,
         .nranks = nranks,
@@ -212,6 +224,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
         strcmp(progress, "caller") != 0) {
         status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "SWY_PROGRESS=%s: "
                              "use thread or caller", progress);
+        swy_free(remote);
         goto err_transports;
     }
     params.progress_thread = progress == NULL || strcmp(progress, "thread") == 0;
@@ -219,8 +232,10 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
         params.partition_bytes = 1;
     if (params.window_bytes == 0)
         params.window_bytes = 1;
-    SWY_CHECK_GOTO(swy_sched_create(&params, &comm->sched), status,
-                   err_transports);
+    status = swy_sched_create(&params, &comm->sched);
+    swy_free(remote);
+    if (status != SWY_OK)
+        goto err_transports;
     if (swy_config_get_bool("SWY_TOPO_PROBE", 0)) {
         /* Measured links replace the model; "auto" follows them. */
         status = swy_api_probe_links(comm);

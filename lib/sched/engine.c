@@ -33,13 +33,20 @@ enum { UOP_READY, UOP_POSTED, UOP_DONE };
  * (Holding such sends back until the header arrives does the same but
  * costs every large op a message latency: 25% of a 4 MiB alltoallv on
  * 4 ranks sharing 2 cores.) Sends up to the eager size are small enough
- * to count at once.
+ * to count at once. An op keeps at most UNCONFIRMED_PARTITIONS partitions
+ * unconfirmed per link (its other micro-ops wait for the header, without
+ * holding anyone else's back), and once the header arrives its unconfirmed
+ * sends in flight count like any other: otherwise an op posted before its
+ * peer would hand the whole of itself to the transport at once, past
+ * every window and credit, into a queue a later high-priority op must
+ * wait behind.
  * Device memory is the exception: a send through NCCL blocks its stream
  * until the receiver matched it, whatever its size, so a device send of
  * op X to P waits in op->gated until P's header for X arrived (P then has
  * posted every receive of X). */
 enum { HDR_NONE = 0, HDR_EXPECTED = 1, HDR_SEEN = 2 };
 #define UNCONFIRMED_MIN_BYTES 8192
+#define UNCONFIRMED_PARTITIONS 2
 
 typedef struct swy_uop {
     swy_list_t op_link; /* op->uops, or sched->detached */
@@ -54,6 +61,7 @@ typedef struct swy_uop {
     uint64_t fair_key;   /* start tag (bytes) for fair sharing of a link */
     uint8_t is_header, state, waited_behind_lower;
     uint8_t unconfirmed; /* issued before the peer posted its op */
+    uint8_t fair_keyed;  /* fair_key assigned (ready_insert) */
     swy_transport_t *tp;
     void *handle;
     swy_status_t status;
@@ -74,8 +82,12 @@ struct swy_request {
     int n_live;
     swy_coll_header_t *hdr_out, *hdr_in; /* indexed by peer rank */
     uint8_t *hdr_seen; /* by peer rank: HDR_NONE, HDR_EXPECTED, HDR_SEEN */
-    swy_list_t gated;  /* device sends waiting for their peer's header */
+    swy_list_t gated;  /* sends waiting for their peer's header: device
+                          sends, and host sends beyond the unconfirmed
+                          allowance (UNCONFIRMED_PARTITIONS) */
     size_t *inflight_by_peer;            /* send bytes in flight per link */
+    size_t *unconfirmed_by_peer;         /* of them unconfirmed, not counted
+                                            in inflight_by_peer */
     uint64_t *fair_finish;               /* last finish tag per link */
     uint64_t post_ns;
     int deferred_peer; /* peer whose data disagreed before its header */
@@ -101,6 +113,7 @@ typedef struct {
     prio_tally_t inflight_by_prio;
     int last_prio; /* of the last data micro-op issued, -1 before any */
     uint64_t fair_clock; /* start tag of the last micro-op issued */
+    int remote;    /* the peer is on another host: shares the uplink */
 } swy_link_t;
 
 struct swy_sched {
@@ -121,6 +134,9 @@ struct swy_sched {
     int partition_auto;          /* partition follows the link model */
     size_t auto_partition_bytes; /* what "auto" means for this comm */
     prio_tally_t pending_ops; /* incomplete ops per priority */
+    /* in flight on every link to another host (swy_link_t.remote) */
+    size_t uplink_inflight_bytes;
+    prio_tally_t uplink_inflight_by_prio;
     swy_trace_t *trace;
     /* progress thread (SWY_PROGRESS=thread) */
     int max_prio_seen;
@@ -214,6 +230,7 @@ static void op_free(struct swy_request *op)
     swy_free(op->hdr_in);
     swy_free(op->hdr_seen);
     swy_free(op->inflight_by_peer);
+    swy_free(op->unconfirmed_by_peer);
     swy_free(op->fair_finish);
     swy_free(op);
 }
@@ -332,9 +349,13 @@ static void ready_insert(swy_sched_t *s, swy_uop_t *uop)
      * current virtual time if the op was idle — so an op that arrives
      * late shares the link from now on instead of owning it. */
     struct swy_request *rop = uop->op;
-    uint64_t start = SWY_MAX(rop->fair_finish[uop->x.peer], link->fair_clock);
-    uop->fair_key = start;
-    rop->fair_finish[uop->x.peer] = start + uop->x.bytes;
+    if (!uop->fair_keyed) { /* once: a gated micro-op comes back keyed */
+        uint64_t start = SWY_MAX(rop->fair_finish[uop->x.peer],
+                                 link->fair_clock);
+        uop->fair_key = start;
+        rop->fair_finish[uop->x.peer] = start + uop->x.bytes;
+        uop->fair_keyed = 1;
+    }
     /* Held behind lower priority already on the wire? (stats) */
     uop->waited_behind_lower =
         tally_sum(&link->inflight_by_prio, uop->prio - 1, 1) > 0;
@@ -433,8 +454,23 @@ static void emit_post(void *ctx, const swy_coll_xfer_t *x)
 static void link_account(swy_sched_t *s, swy_uop_t *uop, int sign)
 {
     swy_link_t *link = &s->links[uop->x.peer];
-    if (uop->unconfirmed)
-        return; /* see UNCONFIRMED_MIN_BYTES */
+    if (uop->unconfirmed) { /* see UNCONFIRMED_MIN_BYTES */
+        if (uop->op != NULL) {
+            size_t *u = &uop->op->unconfirmed_by_peer[uop->x.peer];
+            *u = sign > 0 ? *u + uop->x.bytes
+                          : *u - SWY_MIN(*u, uop->x.bytes);
+        }
+        return;
+    }
+    if (link->remote) {
+        if (sign > 0) {
+            s->uplink_inflight_bytes += uop->x.bytes;
+            tally_add(&s->uplink_inflight_by_prio, uop->prio, uop->x.bytes);
+        } else {
+            s->uplink_inflight_bytes -= uop->x.bytes;
+            tally_sub(&s->uplink_inflight_by_prio, uop->prio, uop->x.bytes);
+        }
+    }
     if (sign > 0) {
         link->inflight_bytes += uop->x.bytes;
         tally_add(&link->inflight_by_prio, uop->prio, uop->x.bytes);
@@ -477,8 +513,32 @@ static int issue_link(swy_sched_t *s, int peer)
             .max_priority_seen = s->max_prio_seen,
             .window_bytes = s->p.window_bytes, .credit_bytes = s->credit_bytes,
             .partition_bytes = s->p.partition_bytes, .now_ns = now};
-        int verdict = uop->is_header ? SWY_POLICY_ISSUE
-                                     : policy->admit(s->policy.ctx, &lv, &view);
+        if (link->remote) {
+            lv.uplink_inflight_bytes = s->uplink_inflight_bytes;
+            lv.uplink_inflight_le_bytes =
+                tally_sum(&s->uplink_inflight_by_prio, uop->prio, 1);
+        } else {
+            lv.uplink_inflight_bytes = lv.inflight_bytes;
+            lv.uplink_inflight_le_bytes = lv.inflight_le_bytes;
+        }
+        int unconfirmed = !uop->is_header &&
+                          uop->op->hdr_seen[peer] == HDR_EXPECTED &&
+                          uop->x.bytes >= UNCONFIRMED_MIN_BYTES;
+        size_t unconf = unconfirmed ? uop->op->unconfirmed_by_peer[peer] : 0;
+        if (unconf > 0 && unconf + uop->x.bytes >
+                              UNCONFIRMED_PARTITIONS * s->p.partition_bytes) {
+            /* Enough of this op is out unconfirmed: the rest waits for
+             * the peer's header in op->gated, out of the queue (where it
+             * would use up the scan's skips and hide other ops'
+             * micro-ops that the peer may be waiting for). */
+            pos = pos->next;
+            swy_list_del(&uop->q_link);
+            swy_list_push_back(&uop->op->gated, &uop->q_link);
+            continue;
+        }
+        int verdict = uop->is_header
+                          ? SWY_POLICY_ISSUE
+                          : policy->admit(s->policy.ctx, &lv, &view);
         if (verdict == SWY_POLICY_STOP)
             break;
         pos = pos->next;
@@ -489,9 +549,7 @@ static int issue_link(swy_sched_t *s, int peer)
         swy_list_del(&uop->q_link);
         uop->state = UOP_POSTED;
         uop->posted_ns = now;
-        uop->unconfirmed = !uop->is_header &&
-                           uop->op->hdr_seen[peer] == HDR_EXPECTED &&
-                           uop->x.bytes >= UNCONFIRMED_MIN_BYTES;
+        uop->unconfirmed = (uint8_t)unconfirmed;
         link_account(s, uop, +1);
         if (!uop->is_header)
             link->fair_clock = SWY_MAX(link->fair_clock, uop->fair_key);
@@ -568,8 +626,19 @@ static void handle_header(struct swy_request *op, swy_uop_t *uop)
         swy_sched_fail_comm(s, status, msg, 1);
         return;
     }
-    /* The peer has posted this op: its device sends may go. */
+    /* The peer has posted this op: what was sent to it unconfirmed now
+     * counts against the link like any send in flight. */
     swy_list_t *pos, *tmp;
+    swy_list_for_each_safe(pos, tmp, &op->uops) {
+        swy_uop_t *u = swy_container_of(pos, swy_uop_t, op_link);
+        if (u->unconfirmed && u->x.is_send && u->state == UOP_POSTED &&
+            u->x.peer == peer) {
+            link_account(s, u, -1); /* out of unconfirmed_by_peer */
+            u->unconfirmed = 0;
+            link_account(s, u, +1);
+        }
+    }
+    /* The peer has posted this op: its device sends may go. */
     swy_list_for_each_safe(pos, tmp, &op->gated) {
         swy_uop_t *gated = swy_container_of(pos, swy_uop_t, q_link);
         if (gated->x.peer != peer)
@@ -738,6 +807,8 @@ swy_status_t swy_sched_create(const swy_sched_params_t *params,
     for (int i = 0; i < params->nranks; i++) {
         swy_list_init(&s->links[i].ready);
         s->links[i].last_prio = -1;
+        s->links[i].remote = params->peer_remote != NULL &&
+                             params->peer_remote[i] != 0;
     }
     swy_list_init(&s->ops);
     swy_list_init(&s->completed);
@@ -866,10 +937,11 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
     op->hdr_in = swy_calloc((size_t)w, sizeof(*op->hdr_in));
     op->hdr_seen = swy_calloc((size_t)w, 1);
     op->inflight_by_peer = swy_calloc((size_t)w, sizeof(size_t));
+    op->unconfirmed_by_peer = swy_calloc((size_t)w, sizeof(size_t));
     op->fair_finish = swy_calloc((size_t)w, sizeof(uint64_t));
     if (peers == NULL || op->hdr_out == NULL || op->hdr_in == NULL ||
         op->hdr_seen == NULL || op->inflight_by_peer == NULL ||
-        op->fair_finish == NULL) {
+        op->unconfirmed_by_peer == NULL || op->fair_finish == NULL) {
         swy_free(peers);
         op_error(op, SWY_ERR_NO_MEMORY, "op #%u: out of memory", op->seq);
         goto posted;

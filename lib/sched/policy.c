@@ -13,7 +13,9 @@
  *           priority; a priority below the highest the comm has used (it
  *           may be preempted), and anything below an incomplete higher
  *           priority op or an all-to-all announced by swy_phase_hint, has
- *           at most SWY_CREDIT_BYTES in flight per link.
+ *           at most SWY_CREDIT_BYTES in flight per link, and none starts
+ *           while higher priority is in flight on its link or, for a peer
+ *           on another host, on any link through the same uplink.
  *   credit  ByteScheduler's credit queue (SOSP'19, BytePS
  *           scheduled_queue.cc): ordered by priority, and a micro-op leaves
  *           only if it fits the link's remaining credit, whatever its
@@ -121,8 +123,12 @@ static int lina_admit(void *ctx, const swy_policy_link_v1_t *link,
          * (Lina: allreduce micro-ops go only when no all-to-all is
          * pending). A higher op that has nothing on this link yet (its
          * peer has not posted it) does not stop lower ones, within the
-         * credit: that peer may be waiting for exactly them. */
-        int higher_on_link = link->inflight_bytes > link->inflight_le_bytes;
+         * credit: that peer may be waiting for exactly them. Links to
+         * other hosts share one uplink and the queue in front of it: a
+         * micro-op to one peer there waits behind what went to the
+         * others, so higher priority on any of them holds this one. */
+        int higher_on_link =
+            link->uplink_inflight_bytes > link->uplink_inflight_le_bytes;
         if (link->higher_pending && higher_on_link)
             return SWY_POLICY_STOP;
         return fits(link->inflight_le_bytes, uop->bytes, link->credit_bytes)

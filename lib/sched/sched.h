@@ -39,6 +39,11 @@ typedef struct {
     size_t credit_bytes;    /* SWY_CREDIT_BYTES (0: one partition) */
     int progress_thread;    /* SWY_PROGRESS=thread */
     size_t auto_partition_bytes; /* what SWY_PARTITION_BYTES=auto means */
+    /* [nranks]: 1 for a peer on another host. Every link to another host
+     * leaves through this host's network uplink, so the policies see the
+     * bytes in flight on all of them together (swy_policy_link_v1_t's
+     * uplink_* fields). NULL: no peer is remote. Borrowed for create. */
+    const uint8_t *peer_remote;
 } swy_sched_params_t;
 
 swy_status_t swy_sched_create(const swy_sched_params_t *params,

@@ -97,25 +97,33 @@ double swy_topo_model_alltoall(const swy_topo_t *topo, const double *bytes,
     return worst + lat;
 }
 
-void swy_topo_ta_shares(const swy_topo_t *topo, int rank, double *share)
+double swy_topo_flow_bandwidth(const swy_topo_t *topo, int a, int b)
 {
     int n = swy_topo_nranks(topo);
-    int node = swy_topo_node_of(topo, rank);
+    int node = swy_topo_node_of(topo, a);
+    double bw = swy_topo_bandwidth(topo, a, b);
+    if (swy_topo_node_of(topo, b) == node)
+        return bw;
     int on_node = 0;
-    double sum = 0.0;
-
     for (int j = 0; j < n; j++)
         on_node += swy_topo_node_of(topo, j) == node;
     double up = topo_uplink(topo, node);
+    if (up > 0.0) {
+        double shared = up / ((double)on_node * (double)(n - on_node));
+        if (shared < bw)
+            bw = shared;
+    }
+    return bw;
+}
+
+void swy_topo_ta_shares(const swy_topo_t *topo, int rank, double *share)
+{
+    int n = swy_topo_nranks(topo);
+    double sum = 0.0;
+
     for (int j = 0; j < n; j++) {
-        double bw = swy_topo_bandwidth(topo, rank, j);
-        if (swy_topo_node_of(topo, j) != node && up > 0.0) {
-            double shared = up / ((double)on_node * (double)(n - on_node));
-            if (shared < bw)
-                bw = shared;
-        }
-        share[j] = bw;
-        sum += bw;
+        share[j] = swy_topo_flow_bandwidth(topo, rank, j);
+        sum += share[j];
     }
     for (int j = 0; j < n; j++)
         share[j] = sum > 0.0 ? share[j] / sum : 1.0 / n;

@@ -103,6 +103,12 @@ void swy_topo_describe_local(const swy_topo_local_t *local, char *buf,
 double swy_topo_model_alltoall(const swy_topo_t *topo, const double *bytes,
                                char *why, size_t why_len);
 
+/* Bandwidth of the flow a -> b when every rank sends to every other at
+ * once: the link's, and for a peer on another node at most a's node
+ * uplink divided among the flows through it (ranks on the node x ranks
+ * off it). */
+double swy_topo_flow_bandwidth(const swy_topo_t *topo, int a, int b);
+
 /* TA-MoE dispatch target of one rank: share[j] (sums to 1) proportional to
  * the bandwidth rank can get to j, cross-node links capped at the node's
  * uplink divided among the node's ranks and the ranks off the node. */
