@@ -62,11 +62,19 @@ swy_coll_ar_algo_t swy_coll_allreduce_setting(void)
  * two are within noise; direct also runs on any W), then the ring, as
  * direct's W-1 transfers at once lose to the ring's one at a time from
  * 4 MiB. The direct algorithm sends W-1 times the ring's bytes over each
- * link, and this choice cannot tell an inter-node link from a local one:
- * it stops at 8 ranks. */
-static swy_coll_ar_algo_t ar_auto(size_t count, size_t bytes, int nranks)
+ * link: it stops at 8 ranks, and ranks on several hosts take
+ * halving/doubling (or the ring) at every size. */
+static swy_coll_ar_algo_t ar_auto(size_t count, size_t bytes, int nranks,
+                                  int multi_host)
 {
     int pow2 = (nranks & (nranks - 1)) == 0;
+    /* Across hosts the uplink is the bottleneck: halving/doubling with
+     * its nearest partners first sends D/2 per rank each way through it,
+     * the ring 2 (W - 1) / W D, the direct algorithm (W - W_host) / W D
+     * per segment phase. */
+    if (multi_host)
+        return pow2 && count >= (size_t)nranks ? SWY_COLL_AR_RHD
+                                               : SWY_COLL_AR_RING;
     if (pow2 && nranks >= 4 && count >= (size_t)nranks &&
         bytes <= SWY_COLL_ALLREDUCE_RHD_MAX_BYTES)
         return SWY_COLL_AR_RHD;
@@ -89,7 +97,7 @@ swy_coll_ar_algo_t swy_coll_allreduce_choose(const swy_coll_args_t *args,
     size_t bytes = args->count * swy_dtype_size(args->dtype);
     swy_coll_ar_algo_t algo = wanted;
     if (algo == SWY_COLL_AR_AUTO || algo >= SWY_COLL_AR_NALGOS)
-        algo = ar_auto(args->count, bytes, nranks);
+        algo = ar_auto(args->count, bytes, nranks, args->multi_host);
     if (algo == SWY_COLL_AR_RHD &&
         ((nranks & (nranks - 1)) != 0 || args->count < (size_t)nranks))
         algo = SWY_COLL_AR_RING;

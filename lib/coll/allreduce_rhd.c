@@ -8,13 +8,20 @@
  * It needs count >= W: a step with nothing to receive would not end.
  *
  * The buffer is cut into W segments as in the ring. Reduce-scatter, step
- * k = 0..L-1 (L = log2 W), mask m = W >> (k + 1): each rank holds a range
- * of 2m segments, keeps the half given by its bit (rank & m), sends the
- * other half to rank ^ m and reduces the partner's half of the kept range
- * into recvbuf. After L steps rank r holds the full reduction of segment
- * r (computed there only, so every rank ends with identical bits).
- * Allgather, step j = 0..L-1, mask 1 << j: swap the owned range with
- * rank ^ mask; the ranges double. A step's sends leave once every chunk
+ * k = 0..L-1 (L = log2 W), partner rank ^ b_k with b_k = 1 << k: each
+ * rank holds a range of 2 h segments (h = W >> (k + 1)), keeps the half
+ * given by its bit (rank & b_k), sends the other half to the partner and
+ * reduces the partner's half of the kept range into recvbuf. After L
+ * steps rank r holds the full reduction of one segment, own_segment(r)
+ * (its bits reversed; computed there only, so every rank ends with
+ * identical bits). Allgather, step j = 0..L-1, partner rank ^ b_{L-1-j}:
+ * swap the owned range (the one held before reduce-scatter step L - j)
+ * with the partner; the ranges double.
+ * The nearest partners come first: step 0, which moves half the buffer,
+ * pairs ranks 2i and 2i + 1, step 1 a quarter with rank ^ 2, and so on.
+ * Launchers place consecutive ranks on one host, so across hosts only the
+ * small late steps travel: D/2 bytes per rank each way for a buffer of D
+ * on two hosts, against the ring's 2 (W - 1) / W D through the uplink. A step's sends leave once every chunk
  * of the previous step landed (the data they carry was just reduced or
  * received); all receives are posted when the op starts. */
 #include "coll/coll.h"
@@ -43,14 +50,21 @@ static size_t seg_offset(const swy_coll_state_t *st, int seg)
     return swy_coll_seg_offset(st->args.count, st->nranks, seg);
 }
 
+/* The partner bit of reduce-scatter step k (nearest first). */
+static int rs_bit(int k)
+{
+    return 1 << k;
+}
+
 /* Segments [lo, hi) that rank holds before reduce-scatter step k. */
-static void rs_range(const swy_coll_state_t *st, int k, int *lo, int *hi)
+static void rs_range(const swy_coll_state_t *st, int rank, int k, int *lo,
+                     int *hi)
 {
     *lo = 0;
     *hi = st->nranks;
     for (int i = 0; i < k; i++) {
-        int m = st->nranks >> (i + 1), mid = *lo + m;
-        if (st->rank & m)
+        int mid = *lo + (st->nranks >> (i + 1));
+        if (rank & rs_bit(i))
             *lo = mid;
         else
             *hi = mid;
@@ -61,23 +75,28 @@ static void rs_range(const swy_coll_state_t *st, int k, int *lo, int *hi)
 static void rs_halves(const swy_coll_state_t *st, int k, int *keep_lo,
                       int *keep_hi, int *give_lo, int *give_hi)
 {
-    int lo, hi, m = st->nranks >> (k + 1);
-    rs_range(st, k, &lo, &hi);
-    int mid = lo + m;
-    if (st->rank & m) {
+    int lo, hi;
+    rs_range(st, st->rank, k, &lo, &hi);
+    int mid = lo + (st->nranks >> (k + 1));
+    if (st->rank & rs_bit(k)) {
         *keep_lo = mid, *keep_hi = hi, *give_lo = lo, *give_hi = mid;
     } else {
         *keep_lo = lo, *keep_hi = mid, *give_lo = mid, *give_hi = hi;
     }
 }
 
-/* Segments rank owns before allgather step j: 2^j of them, aligned. */
+/* Segments rank owns before allgather step j: 2^j of them, the range it
+ * held before reduce-scatter step L - j. */
 static void ag_range(const swy_coll_state_t *st, int j, int rank, int *lo,
                      int *hi)
 {
-    int size = 1 << j;
-    *lo = rank & ~(size - 1);
-    *hi = *lo + size;
+    rs_range(st, rank, st->levels - j, lo, hi);
+}
+
+/* The partner of allgather step j: the reduce-scatter's, in reverse. */
+static int ag_partner(const swy_coll_state_t *st, int j)
+{
+    return st->rank ^ rs_bit(st->levels - 1 - j);
 }
 
 static size_t range_chunks(const swy_coll_state_t *st, int lo, int hi)
@@ -161,15 +180,15 @@ static void rs_send(swy_coll_state_t *st, const swy_coll_emit_t *emit, int k)
     rs_halves(st, k, &kl, &kh, &gl, &gh);
     /* Step 0 gives away our own, unreduced values. */
     char *base = (char *)(k == 0 ? st->args.sendbuf : st->args.recvbuf);
-    emit_range(st, emit, PHASE_RS, k, st->rank ^ (st->nranks >> (k + 1)), 1,
-               base, 0, gl, gh);
+    emit_range(st, emit, PHASE_RS, k, st->rank ^ rs_bit(k), 1, base, 0, gl,
+               gh);
 }
 
 static void ag_send(swy_coll_state_t *st, const swy_coll_emit_t *emit, int j)
 {
     int lo, hi;
     ag_range(st, j, st->rank, &lo, &hi);
-    emit_range(st, emit, PHASE_AG, j, st->rank ^ (1 << j), 1,
+    emit_range(st, emit, PHASE_AG, j, ag_partner(st, j), 1,
                (char *)st->args.recvbuf, 0, lo, hi);
 }
 
@@ -180,12 +199,12 @@ static swy_status_t rhd_start(swy_coll_state_t *st,
         int kl, kh, gl, gh;
         rs_halves(st, k, &kl, &kh, &gl, &gh);
         st->left[k] = (int)range_chunks(st, kl, kh);
-        emit_range(st, emit, PHASE_RS, k, st->rank ^ (st->nranks >> (k + 1)),
-                   0, st->scratch + st->scratch_off[k] * st->dsize,
+        emit_range(st, emit, PHASE_RS, k, st->rank ^ rs_bit(k), 0,
+                   st->scratch + st->scratch_off[k] * st->dsize,
                    seg_offset(st, kl), kl, kh);
     }
     for (int j = 0; j < st->levels; j++) {
-        int partner = st->rank ^ (1 << j), lo, hi;
+        int partner = ag_partner(st, j), lo, hi;
         ag_range(st, j, partner, &lo, &hi);
         st->left[st->levels + j] = (int)range_chunks(st, lo, hi);
         emit_range(st, emit, PHASE_AG, j, partner, 0,
@@ -243,12 +262,14 @@ static swy_status_t rhd_recv_done(swy_coll_state_t *st,
     /* Finish steps in order, taking up chunks that landed early. */
     while (st->left[st->rs_step] == 0) {
         int k = ++st->rs_step;
-        if (k == st->levels) { /* segment rank is complete */
+        if (k == st->levels) { /* our segment is complete */
             if (a->redop == SWY_AVG) {
-                size_t off = seg_offset(st, st->rank);
+                int lo, hi;
+                rs_range(st, st->rank, st->levels, &lo, &hi);
+                size_t off = seg_offset(st, lo);
                 swy_coll_scale_avg((char *)a->recvbuf + off * st->dsize,
-                                   seg_offset(st, st->rank + 1) - off,
-                                   a->dtype, st->nranks);
+                                   seg_offset(st, hi) - off, a->dtype,
+                                   st->nranks);
             }
             ag_advance(st, emit);
             break;

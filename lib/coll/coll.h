@@ -54,6 +54,9 @@ typedef struct {
      * it when the op is posted (SWY_ALLREDUCE_ALGO resolved by
      * swy_coll_allreduce_choose); left AUTO, the automatic rule holds. */
     uint8_t allreduce_algo;
+    /* The comm's ranks are on more than one host (the scheduler sets it;
+     * the same on every rank, from the shared topology). */
+    uint8_t multi_host;
     /* alltoallv: arrays of nranks elements, owned by the op (copies) */
     size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
 } swy_coll_args_t;

@@ -137,6 +137,7 @@ struct swy_sched {
     /* in flight on every link to another host (swy_link_t.remote) */
     size_t uplink_inflight_bytes;
     prio_tally_t uplink_inflight_by_prio;
+    int multi_host; /* some peer is on another host */
     swy_trace_t *trace;
     /* progress thread (SWY_PROGRESS=thread) */
     int max_prio_seen;
@@ -809,6 +810,7 @@ swy_status_t swy_sched_create(const swy_sched_params_t *params,
         s->links[i].last_prio = -1;
         s->links[i].remote = params->peer_remote != NULL &&
                              params->peer_remote[i] != 0;
+        s->multi_host |= s->links[i].remote;
     }
     swy_list_init(&s->ops);
     swy_list_init(&s->completed);
@@ -871,9 +873,10 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
     op->args = *args;
     /* This rank's SWY_ALLREDUCE_ALGO, resolved for the op: the header
      * carries it, so ranks that chose differently fail, not wait. */
+    op->args.multi_host = (uint8_t)s->multi_host;
     if (args->kind == SWY_COLL_ALLREDUCE)
         op->args.allreduce_algo = (uint8_t)swy_coll_allreduce_choose(
-            args, swy_coll_allreduce_setting(), w);
+            &op->args, swy_coll_allreduce_setting(), w);
     op->algo = swy_coll_algo_for(&op->args, s->p.nranks);
     swy_list_init(&op->uops);
     swy_list_init(&op->gated);

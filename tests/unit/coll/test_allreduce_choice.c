@@ -54,6 +54,29 @@ static void test_auto(void)
     CHECK(choose(4, SWY_COLL_AR_AUTO, 12) == SWY_COLL_AR_RING);
 }
 
+/* Ranks on several hosts: halving/doubling (nearest partners first, the
+ * fewest bytes through the uplink) at every size on a power of two, else
+ * the ring; never the direct algorithm. */
+static void test_multi_host(void)
+{
+    static const size_t sizes[] = {16, 1u << 20, 4u << 20, 64u << 20};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        swy_coll_args_t a = allreduce(sizes[i], SWY_COLL_AR_AUTO);
+        a.multi_host = 1;
+        CHECK(swy_coll_allreduce_choose(&a, SWY_COLL_AR_AUTO, 4) ==
+              SWY_COLL_AR_RHD);
+        CHECK(swy_coll_allreduce_choose(&a, SWY_COLL_AR_AUTO, 6) ==
+              SWY_COLL_AR_RING);
+        /* asked for explicitly, the direct algorithm still runs */
+        CHECK(swy_coll_allreduce_choose(&a, SWY_COLL_AR_DIRECT, 4) ==
+              SWY_COLL_AR_DIRECT);
+    }
+    swy_coll_args_t few = allreduce(8, SWY_COLL_AR_AUTO); /* 2 < 4 */
+    few.multi_host = 1;
+    CHECK(swy_coll_allreduce_choose(&few, SWY_COLL_AR_AUTO, 4) ==
+          SWY_COLL_AR_RING);
+}
+
 static void test_forced(void)
 {
     CHECK(choose(64u << 20, SWY_COLL_AR_DIRECT, 16) == SWY_COLL_AR_DIRECT);
@@ -128,6 +151,7 @@ static void test_header(void)
 int main(void)
 {
     test_auto();
+    test_multi_host();
     test_forced();
     test_peers();
     test_header();
