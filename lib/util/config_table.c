@@ -59,7 +59,8 @@ const swy_config_entry_t swy_config_table[] = {
     {"SWY_ALLREDUCE_ALGO", "auto", "Allreduce algorithm for host buffers: auto (by size and ranks), ring, rhd (halving/doubling, a power of two of ranks) or direct (two steps, all peers at once); must be the same on every rank."},
     {"SWY_PARTITION_BYTES", "auto",
      "Micro-op size in bytes (K/M/G suffixes). auto: about 2 ms of the "
-     "slowest link's time, between 64 KiB and 32 MiB."},
+     "slowest flow's time (a flow to another host gets its share of the "
+     "node uplink), between 64 KiB and 32 MiB."},
     {"SWY_WINDOW_BYTES", "8M",
      "Upper bound of the bytes of micro-ops in flight per peer link "
      "(fifo; lina keeps its top priority to two partitions of it)."},
