@@ -71,6 +71,10 @@ typedef struct {
      *  (Added at the end of v1: older plugins do not read them.) */
     size_t uplink_inflight_bytes;    /**< all priorities */
     size_t uplink_inflight_le_bytes; /**< priority <= the candidate's */
+    /** About 4 ms of this link's own bandwidth (not its share of an
+     *  uplink): enough in flight to keep the link busy while the
+     *  receiver answers. (Added at the end of v1.) */
+    size_t burst_bytes;
 } swy_policy_link_v1_t;
 
 /** admit() answers. */

@@ -200,11 +200,22 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
         status = swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
         goto err_transports;
     }
-    for (int r = 0; r < nranks; r++)
+    size_t *burst = swy_calloc((size_t)nranks, sizeof(size_t));
+    if (burst == NULL) {
+        swy_free(remote);
+        status = swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+        goto err_transports;
+    }
+    for (int r = 0; r < nranks; r++) {
         remote[r] = swy_topo_node_of(comm->topo, r) !=
                     swy_topo_node_of(comm->topo, rank);
+        /* 4 ms of the link (bytes/s * 0.004), at least 64 KiB */
+        double b = swy_topo_bandwidth(comm->topo, rank, r) * 0.004;
+        burst[r] = b < 65536.0 ? 65536 : b > 1e15 ? (size_t)1e15 : (size_t)b;
+    }
     swy_sched_params_t params = {
         .peer_remote = remote,
+        .peer_burst_bytes = burst,
         .auto_partition_bytes = auto_partition,
         .rank = rank,
         .nranks = nranks,
@@ -225,6 +236,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
         status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "SWY_PROGRESS=%s: "
                              "use thread or caller", progress);
         swy_free(remote);
+        swy_free(burst);
         goto err_transports;
     }
     params.progress_thread = progress == NULL || strcmp(progress, "thread") == 0;
@@ -234,6 +246,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
         params.window_bytes = 1;
     status = swy_sched_create(&params, &comm->sched);
     swy_free(remote);
+    swy_free(burst);
     if (status != SWY_OK)
         goto err_transports;
     if (swy_config_get_bool("SWY_TOPO_PROBE", 0)) {

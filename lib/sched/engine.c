@@ -114,6 +114,7 @@ typedef struct {
     int last_prio; /* of the last data micro-op issued, -1 before any */
     uint64_t fair_clock; /* start tag of the last micro-op issued */
     int remote;    /* the peer is on another host: shares the uplink */
+    size_t burst_bytes; /* swy_sched_params_t.peer_burst_bytes */
 } swy_link_t;
 
 struct swy_sched {
@@ -513,7 +514,8 @@ static int issue_link(swy_sched_t *s, int peer)
             .phase = s->phase, .oldest_op_seq = oldest,
             .max_priority_seen = s->max_prio_seen,
             .window_bytes = s->p.window_bytes, .credit_bytes = s->credit_bytes,
-            .partition_bytes = s->p.partition_bytes, .now_ns = now};
+            .partition_bytes = s->p.partition_bytes, .now_ns = now,
+            .burst_bytes = link->burst_bytes};
         if (link->remote) {
             lv.uplink_inflight_bytes = s->uplink_inflight_bytes;
             lv.uplink_inflight_le_bytes =
@@ -811,6 +813,9 @@ swy_status_t swy_sched_create(const swy_sched_params_t *params,
         s->links[i].remote = params->peer_remote != NULL &&
                              params->peer_remote[i] != 0;
         s->multi_host |= s->links[i].remote;
+        s->links[i].burst_bytes = params->peer_burst_bytes != NULL
+                                      ? params->peer_burst_bytes[i]
+                                      : params->window_bytes;
     }
     swy_list_init(&s->ops);
     swy_list_init(&s->completed);

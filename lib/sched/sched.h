@@ -44,6 +44,9 @@ typedef struct {
      * bytes in flight on all of them together (swy_policy_link_v1_t's
      * uplink_* fields). NULL: no peer is remote. Borrowed for create. */
     const uint8_t *peer_remote;
+    /* [nranks]: about 4 ms of the link to each peer at its own bandwidth
+     * (swy_policy_link_v1_t.burst_bytes). NULL: the window. Borrowed. */
+    const size_t *peer_burst_bytes;
 } swy_sched_params_t;
 
 swy_status_t swy_sched_create(const swy_sched_params_t *params,
