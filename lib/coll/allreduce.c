@@ -19,63 +19,11 @@
  * op starts, one host-to-device copy of the result in finish(), before
  * the request completes); every transfer is then host memory. On one rank
  * the op is a copy, done by the device. */
-#include <pthread.h>
 
 #include "coll/coll.h"
 #include "transport/device.h"
 #include "util/alloc.h"
 #include "util/status.h"
-
-/* Scratch buffers are about as large as the whole buffer. Above glibc's
- * mmap threshold every malloc returns fresh pages, each costing a page
- * fault (and zeroing) on first touch: keep the last few large ones for
- * the next allreduce. Smaller ones come from the heap, already warm. */
-#define SCRATCH_CACHE_MIN (32u << 20)
-#define SCRATCH_CACHE 4
-static pthread_mutex_t scratch_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    void *ptr;
-    size_t bytes;
-} scratch_cache[SCRATCH_CACHE];
-
-static void *scratch_get(size_t bytes)
-{
-    void *ptr = NULL;
-    if (bytes < SCRATCH_CACHE_MIN)
-        return swy_malloc(bytes);
-    pthread_mutex_lock(&scratch_lock);
-    for (int i = 0; i < SCRATCH_CACHE && ptr == NULL; i++)
-        if (scratch_cache[i].ptr != NULL && scratch_cache[i].bytes >= bytes &&
-            scratch_cache[i].bytes <= 4 * bytes + (1u << 20)) {
-            ptr = scratch_cache[i].ptr;
-            scratch_cache[i].ptr = NULL;
-        }
-    pthread_mutex_unlock(&scratch_lock);
-    return ptr != NULL ? ptr : swy_malloc(bytes);
-}
-
-static void scratch_put(void *ptr, size_t bytes)
-{
-    if (ptr == NULL || bytes < SCRATCH_CACHE_MIN) {
-        swy_free(ptr);
-        return;
-    }
-    pthread_mutex_lock(&scratch_lock);
-    int slot = 0;
-    for (int i = 0; i < SCRATCH_CACHE; i++) {
-        if (scratch_cache[i].ptr == NULL) {
-            slot = i;
-            break;
-        }
-        if (scratch_cache[i].bytes < scratch_cache[slot].bytes)
-            slot = i;
-    }
-    void *evicted = scratch_cache[slot].ptr;
-    scratch_cache[slot].ptr = ptr;
-    scratch_cache[slot].bytes = bytes;
-    pthread_mutex_unlock(&scratch_lock);
-    swy_free(evicted);
-}
 
 enum { PHASE_RS = 0, PHASE_AG = 1 };
 
@@ -164,7 +112,7 @@ static swy_status_t ar_create(const swy_coll_args_t *args, int rank,
         size_t bytes;
         if (swy_mul_overflow(st->max_seg * st->dsize, (size_t)(nranks - 1),
                              &bytes) != 0 ||
-            (st->scratch = scratch_get(bytes)) == NULL) {
+            (st->scratch = swy_coll_scratch_get(bytes)) == NULL) {
             swy_free(st);
             return SWY_ERR_NO_MEMORY;
         }
@@ -173,7 +121,7 @@ static swy_status_t ar_create(const swy_coll_args_t *args, int rank,
     if (args->mem != SWY_MEM_HOST && nranks > 1 && args->count > 0) {
         swy_status_t status = ar_stage_create(st);
         if (status != SWY_OK) {
-            scratch_put(st->scratch, st->scratch_bytes);
+            swy_coll_scratch_put(st->scratch, st->scratch_bytes);
             swy_free(st);
             return status;
         }
@@ -277,7 +225,7 @@ static void ar_destroy(swy_coll_state_t *st)
 {
     if (st == NULL)
         return;
-    scratch_put(st->scratch, st->scratch_bytes);
+    swy_coll_scratch_put(st->scratch, st->scratch_bytes);
     if (st->stage != NULL)
         swy_device_ops()->host_free(st->stage);
     swy_free(st);

@@ -38,6 +38,7 @@ struct swy_coll_state {
     size_t dsize, chunk_elems, max_chunks;
     size_t own_count;  /* elements of segment rank */
     char *scratch;     /* W-1 slots of own_count elements, by peer */
+    size_t scratch_bytes;
     uint32_t *landed;  /* [chunks of own segment] partials landed */
 };
 
@@ -110,9 +111,9 @@ static swy_status_t direct_create(const swy_coll_args_t *args, int rank,
         size_t chunks = seg_chunks(st, rank);
         if (swy_mul_overflow(st->own_count * st->dsize, (size_t)(nranks - 1),
                              &bytes) != 0 ||
-            (st->scratch = swy_malloc(bytes)) == NULL ||
+            (st->scratch = swy_coll_scratch_get(bytes)) == NULL ||
             (st->landed = swy_calloc(chunks, sizeof(*st->landed))) == NULL) {
-            swy_free(st->scratch);
+            swy_coll_scratch_put(st->scratch, bytes);
             swy_free(st);
             return swy_err_set(SWY_ERR_NO_MEMORY, "coll", "allreduce/direct "
                                "of %zu elements on %d ranks: no memory for "
@@ -120,6 +121,7 @@ static swy_status_t direct_create(const swy_coll_args_t *args, int rank,
                                args->count, nranks, nranks - 1,
                                st->own_count);
         }
+        st->scratch_bytes = bytes;
     }
     *state_p = st;
     return SWY_OK;
@@ -201,7 +203,7 @@ static void direct_destroy(swy_coll_state_t *st)
     if (st == NULL)
         return;
     swy_free(st->landed);
-    swy_free(st->scratch);
+    swy_coll_scratch_put(st->scratch, st->scratch_bytes);
     swy_free(st);
 }
 

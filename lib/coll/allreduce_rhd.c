@@ -35,6 +35,7 @@ struct swy_coll_state {
     int rank, nranks, levels;
     size_t dsize, chunk_elems, max_chunks;
     char *scratch;          /* the partner's partials of every RS step */
+    size_t scratch_bytes;
     size_t *scratch_off;    /* [levels] element offset of step k's slot */
     int *left;              /* [2 * levels] chunks still to handle */
     /* Reduce-scatter steps are reduced in order: a chunk of step k + 1 may
@@ -160,11 +161,13 @@ static swy_status_t rhd_create(const swy_coll_args_t *args, int rank,
         st->scratch_off[k] = total;
         total += seg_offset(st, kh) - seg_offset(st, kl);
     }
-    st->scratch = st->scratch_off != NULL ? swy_malloc(total * st->dsize)
-                                          : NULL;
+    st->scratch_bytes = total * st->dsize;
+    st->scratch = st->scratch_off != NULL
+                      ? swy_coll_scratch_get(st->scratch_bytes)
+                      : NULL;
     if (st->scratch == NULL || st->left == NULL || st->landed == NULL) {
         swy_free(st->landed);
-        swy_free(st->scratch);
+        swy_coll_scratch_put(st->scratch, st->scratch_bytes);
         swy_free(st->scratch_off);
         swy_free(st->left);
         swy_free(st);
@@ -288,7 +291,7 @@ static void rhd_destroy(swy_coll_state_t *st)
 {
     if (st == NULL)
         return;
-    swy_free(st->scratch);
+    swy_coll_scratch_put(st->scratch, st->scratch_bytes);
     swy_free(st->scratch_off);
     swy_free(st->left);
     swy_free(st->landed);

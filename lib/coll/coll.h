@@ -138,6 +138,12 @@ typedef enum {
 #endif
 #define SWY_COLL_ALLREDUCE_DIRECT_MAX_RANKS 8
 
+/* Scratch memory of the algorithms (scratch.c): blocks kept warm between
+ * ops, since fresh pages cost a fault each. put accepts NULL; the size
+ * given to put must be the one asked of get. */
+void *swy_coll_scratch_get(size_t bytes);
+void swy_coll_scratch_put(void *ptr, size_t bytes);
+
 const swy_coll_algo_t *swy_coll_algo(swy_coll_kind_t kind);
 /* The allreduce algorithm an op runs when `wanted` is asked for: AUTO
  * applies the rule above; an algorithm that cannot run this op (device
