@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "switchyard/switchyard.h"
 
@@ -48,6 +49,18 @@ int swy_test_spawn(int nranks, swy_test_rank_fn fn, void *arg,
             return 1;                                                         \
         }                                                                     \
     } while (0)
+
+/* The number after key ("\"ts\":") in a line of a Chrome trace that
+ * SWY_TRACE wrote. Returns 0, or -1 if the line has no such key. */
+static inline int swy_test_trace_num(const char *line, const char *key,
+                                     double *value)
+{
+    const char *p = strstr(line, key);
+    if (p == NULL)
+        return -1;
+    *value = strtod(p + strlen(key), NULL);
+    return 0;
+}
 
 /* Deterministic generator (splitmix64) shared by all ranks. */
 static inline uint64_t swy_test_rand(uint64_t *state)

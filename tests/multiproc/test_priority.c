@@ -21,15 +21,6 @@ typedef struct {
     size_t bytes;
 } ev_t;
 
-static int num_field(const char *line, const char *key, double *value)
-{
-    const char *p = strstr(line, key);
-    if (p == NULL)
-        return -1;
-    *value = strtod(p + strlen(key), NULL);
-    return 0;
-}
-
 /* Parse this rank's trace: send events and the high op's post time. */
 static int check_trace(int rank, int w)
 {
@@ -42,10 +33,11 @@ static int check_trace(int rank, int w)
     double high_post = -1;
     while (fgets(line, sizeof(line), f) && n < 200000) {
         double ts, dur, tid, prio, bytes;
-        if (num_field(line, "\"ts\":", &ts) || num_field(line, "\"dur\":", &dur) ||
-            num_field(line, "\"tid\":", &tid) ||
-            num_field(line, "\"priority\":", &prio) ||
-            num_field(line, "\"bytes\":", &bytes))
+        if (swy_test_trace_num(line, "\"ts\":", &ts) ||
+            swy_test_trace_num(line, "\"dur\":", &dur) ||
+            swy_test_trace_num(line, "\"tid\":", &tid) ||
+            swy_test_trace_num(line, "\"priority\":", &prio) ||
+            swy_test_trace_num(line, "\"bytes\":", &bytes))
             continue;
         if (strstr(line, "\"cat\":\"send\""))
             evs[n++] = (ev_t){ts, dur, (int)tid, (int)prio, (size_t)bytes};

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "harness.h"
 #include "switchyard/moe.h"
 #include "switchyard/switchyard.h"
 
@@ -50,15 +51,6 @@ typedef struct {
     int peer, prio;
 } ev_t;
 
-static int field(const char *line, const char *key, double *value)
-{
-    const char *p = strstr(line, key);
-    if (p == NULL)
-        return -1;
-    *value = strtod(p + strlen(key), NULL);
-    return 0;
-}
-
 /* This rank's send micro-ops of data (not headers: those are small and
  * never held). */
 static int read_sends(const char *path, ev_t *evs, int max, int *n_p)
@@ -71,10 +63,11 @@ static int read_sends(const char *path, ev_t *evs, int max, int *n_p)
     while (fgets(line, sizeof(line), f) != NULL && n < max) {
         double ts, dur, peer, prio, bytes;
         if (strstr(line, "\"cat\":\"send\"") == NULL ||
-            field(line, "\"ts\":", &ts) || field(line, "\"dur\":", &dur) ||
-            field(line, "\"peer\":", &peer) ||
-            field(line, "\"priority\":", &prio) ||
-            field(line, "\"bytes\":", &bytes) || bytes < 4096)
+            swy_test_trace_num(line, "\"ts\":", &ts) ||
+            swy_test_trace_num(line, "\"dur\":", &dur) ||
+            swy_test_trace_num(line, "\"peer\":", &peer) ||
+            swy_test_trace_num(line, "\"priority\":", &prio) ||
+            swy_test_trace_num(line, "\"bytes\":", &bytes) || bytes < 4096)
             continue;
         evs[n++] = (ev_t){ts, ts + dur, (int)peer, (int)prio};
     }
