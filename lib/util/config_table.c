@@ -63,7 +63,8 @@ const swy_config_entry_t swy_config_table[] = {
      "node uplink), between 64 KiB and 32 MiB."},
     {"SWY_WINDOW_BYTES", "8M",
      "Upper bound of the bytes of micro-ops in flight per peer link "
-     "(fifo; lina keeps its top priority to two partitions of it)."},
+     "(fifo; lina keeps its top priority to about 4 ms of the link, at "
+     "least two partitions, within it)."},
     {"SWY_CREDIT_BYTES", "auto",
      "lina: bytes in flight per link of a priority that may be preempted; "
      "credit: bytes in flight per link of any priority. auto: one "
