@@ -188,7 +188,7 @@ swy_status_t swt_ddp_finish(swt_ddp_t *ddp, size_t begin, size_t end,
                 first = status;
         }
         if (apply != NULL && first == SWY_OK)
-            apply(arg, b->begin, b->end);
+            apply(arg, b->begin, b->end, tm);
         b->applied = 1;
         ddp->n_applied++;
     }

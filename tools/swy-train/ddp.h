@@ -72,8 +72,10 @@ int swt_ddp_pending(const swt_ddp_t *ddp);
 swy_status_t swt_ddp_post_rest(swt_ddp_t *ddp, swt_timing_t *tm);
 
 /** Gradients [begin, end) summed over ranks: called once per bucket,
- *  whole buckets (they lie at tensor boundaries). */
-typedef void (*swt_ddp_apply_fn)(void *arg, size_t begin, size_t end);
+ *  whole buckets (they lie at tensor boundaries); its compute time goes
+ *  to @p tm. */
+typedef void (*swt_ddp_apply_fn)(void *arg, size_t begin, size_t end,
+                                 swt_timing_t *tm);
 
 /**
  * Wait for every posted bucket that overlaps [begin, end) and was not

@@ -65,7 +65,6 @@ struct swt_model {
     int *node_of_expert;    /* [E], --gate topo */
     int my_node;
     long applied_step;      /* --overlap: Adam step of the pending grads */
-    swt_timing_t *apply_tm; /* --overlap: the step being timed */
 };
 
 static void fill_uniform(float *w, size_t n, uint64_t key, double bound)
@@ -888,7 +887,8 @@ static void dense_forward(swt_model_t *md, layer_t *ly)
 /* The summed gradients of dense[begin, end) are in: the rank-local gates
  * of --gate ta take this rank's own gradient back, then Adam. Elementwise,
  * so applying it bucket by bucket is the same arithmetic as one call. */
-static void dense_apply(void *arg, size_t begin, size_t end)
+static void dense_apply(void *arg, size_t begin, size_t end,
+                        swt_timing_t *tm)
 {
     swt_model_t *md = arg;
     const swt_model_config_t *c = &md->cfg;
@@ -914,8 +914,7 @@ static void dense_apply(void *arg, size_t begin, size_t end)
                     &hp, md->applied_step);
     if (c->overlap) /* the next backward adds into it */
         memset(md->ddense + begin, 0, (end - begin) * sizeof(float));
-    if (md->apply_tm != NULL)
-        swt_timing_compute_end(md->apply_tm, t0);
+    swt_timing_compute_end(tm, t0);
 }
 
 /* --overlap: the parameters [begin, end) are about to be read. */
@@ -924,12 +923,8 @@ static swy_status_t dense_need(swt_model_t *md, const float *begin,
 {
     if (!md->cfg.overlap)
         return SWY_OK;
-    md->apply_tm = tm;
-    swy_status_t st = swt_ddp_finish(md->ddp, (size_t)(begin - md->dense),
-                                     (size_t)(end - md->dense), dense_apply,
-                                     md, tm);
-    md->apply_tm = NULL;
-    return st;
+    return swt_ddp_finish(md->ddp, (size_t)(begin - md->dense),
+                          (size_t)(end - md->dense), dense_apply, md, tm);
 }
 
 swy_status_t swt_model_flush(swt_model_t *md, swt_timing_t *tm)
@@ -1033,9 +1028,7 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
      * identical (now, or in the next forward with --overlap); experts are
      * updated where they live. ---- */
     if (!c->overlap) {
-        md->apply_tm = tm;
-        dense_apply(md, 0, md->n_dense);
-        md->apply_tm = NULL;
+        dense_apply(md, 0, md->n_dense, tm);
     }
     t0 = swt_now();
     swy_k_adam_params_t hp = {(float)c->lr, 0.9f, 0.999f, 1e-8f, 0.0f, 0};
