@@ -104,7 +104,7 @@ static swy_status_t ar_create(const swy_coll_args_t *args, int rank,
     st->dsize = swy_dtype_size(args->dtype);
     st->max_seg = seg_count(st, 0);
     size_t steps = 2 * (size_t)(nranks - 1);
-    st->chunk_elems = swy_coll_chunk_elems(
+    st->chunk_elems = swy_coll_pipeline_chunk_elems(
         partition_bytes, st->dsize, st->max_seg,
         steps ? SWY_COLL_TAG_MAX / steps : SWY_COLL_TAG_MAX);
     st->max_chunks = (st->max_seg + st->chunk_elems - 1) / st->chunk_elems;

@@ -102,8 +102,8 @@ static swy_status_t direct_create(const swy_coll_args_t *args, int rank,
     st->nranks = nranks;
     st->dsize = swy_dtype_size(args->dtype);
     size_t max_seg = seg_offset(st, 1); /* segment 0 is the longest */
-    st->chunk_elems = swy_coll_chunk_elems(partition_bytes, st->dsize,
-                                           max_seg, SWY_COLL_TAG_MAX / 2);
+    st->chunk_elems = swy_coll_pipeline_chunk_elems(
+        partition_bytes, st->dsize, max_seg, SWY_COLL_TAG_MAX / 2);
     st->max_chunks = (max_seg + st->chunk_elems - 1) / st->chunk_elems;
     st->own_count = seg_offset(st, rank + 1) - seg_offset(st, rank);
     if (st->own_count > 0) {

@@ -147,9 +147,8 @@ static swy_status_t rhd_create(const swy_coll_args_t *args, int rank,
     /* The largest transfer is half the buffer plus rounding. */
     size_t max_range = seg_offset(st, nranks / 2);
     size_t steps = 2 * (size_t)st->levels;
-    st->chunk_elems = swy_coll_chunk_elems(partition_bytes, st->dsize,
-                                           max_range,
-                                           SWY_COLL_TAG_MAX / steps);
+    st->chunk_elems = swy_coll_pipeline_chunk_elems(
+        partition_bytes, st->dsize, max_range, SWY_COLL_TAG_MAX / steps);
     st->max_chunks = (max_range + st->chunk_elems - 1) / st->chunk_elems;
     st->scratch_off = swy_calloc((size_t)st->levels, sizeof(size_t));
     st->left = swy_calloc(steps, sizeof(int));

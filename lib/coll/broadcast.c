@@ -23,8 +23,8 @@ static swy_status_t bc_create(const swy_coll_args_t *args, int rank,
     st->nranks = nranks;
     st->pos = (rank - args->root + nranks) % nranks;
     st->dsize = swy_dtype_size(args->dtype);
-    st->chunk_elems = swy_coll_chunk_elems(partition_bytes, st->dsize,
-                                           args->count, SWY_COLL_TAG_MAX);
+    st->chunk_elems = swy_coll_pipeline_chunk_elems(
+        partition_bytes, st->dsize, args->count, SWY_COLL_TAG_MAX);
     st->nchunks = (args->count + st->chunk_elems - 1) / st->chunk_elems;
     *state_p = st;
     return SWY_OK;

@@ -212,6 +212,21 @@ static inline size_t swy_coll_seg_offset(size_t count, int nranks, int seg)
 size_t swy_coll_chunk_elems(size_t partition_bytes, size_t dsize,
                             size_t max_elems, size_t max_chunks);
 
+/* The largest chunk of an algorithm whose steps depend on each other
+ * (allreduce, allgather, broadcast): a chunk moves on to its next step as
+ * soon as it landed, so a partition-sized chunk (up to 32 MiB on one host)
+ * would serialize the steps, and a received chunk this size is still in
+ * cache when the reduction reads it. On 4 ranks of a 16-core host a ring
+ * allreduce of 4 MiB took 3.2 ms with whole segments and 1.5 ms with
+ * 256 KiB chunks (docs/performance.md, "coll"). */
+#define SWY_COLL_PIPELINE_BYTES ((size_t)256 << 10)
+
+/* swy_coll_chunk_elems() for such an algorithm: partition_bytes capped at
+ * SWY_COLL_PIPELINE_BYTES. Ranks agree on partition_bytes (op header), so
+ * they agree on the chunks. */
+size_t swy_coll_pipeline_chunk_elems(size_t partition_bytes, size_t dsize,
+                                     size_t max_elems, size_t max_chunks);
+
 /* fp16/bf16 <-> float (round to nearest even), shared with tests. */
 float swy_half_to_float(uint16_t h);
 uint16_t swy_float_to_half(float f);

@@ -223,3 +223,11 @@ size_t swy_coll_chunk_elems(size_t partition_bytes, size_t dsize,
         elems = max_elems / max_chunks + 1;
     return elems;
 }
+
+size_t swy_coll_pipeline_chunk_elems(size_t partition_bytes, size_t dsize,
+                                     size_t max_elems, size_t max_chunks)
+{
+    size_t bytes = partition_bytes < SWY_COLL_PIPELINE_BYTES
+                       ? partition_bytes : SWY_COLL_PIPELINE_BYTES;
+    return swy_coll_chunk_elems(bytes, dsize, max_elems, max_chunks);
+}
