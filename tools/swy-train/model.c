@@ -2,29 +2,19 @@
  * (see model.h). */
 #include "model.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ddp.h"
+#include "layout.h"
 #include "moe_block.h"
-#include "rng.h"
 #include "swy_kernels.h"
 #include "switchyard/moe.h"
 
-/* Init stream tags: one per kind of tensor. */
-enum { P_EMB = 1, P_OUT_W, P_WA, P_WB, P_WG, P_W1, P_W2 };
-
 typedef struct {
-    /* dense, in the flat buffer; d* are the gradients */
-    float *wa, *ba, *wb, *bb, *wg;
-    float *dwa, *dba, *dwb, *dbb, *dwg;
-    /* experts on this rank, [n_local] each */
-    float *w1, *b1, *w2, *b2;
-    float *dw1, *db1, *dw2, *db2;
-    /* backward has produced the dense gradients below these offsets */
-    size_t ready_gate, ready_wb, ready_wa;
+    /* parameters and gradients in the flat buffers (layout.h) */
+    swt_layer_tensors_t p, d;
     /* activations: x (block input), a_pre/a_act [S][Fd], m (MoE input) */
     float *x, *a_pre, *a_act, *m;
     swt_moe_block_t *moe;
@@ -47,123 +37,21 @@ typedef struct {
 struct swt_model {
     swt_model_config_t cfg;
     swy_comm_t comm;
-    int W, rank, E, nl;
-    swy_moe_plan_t plan;
-    size_t n_dense, n_expert;
+    swt_layout_t lo;        /* W, rank, E, nl, the buffers, the plan */
     float *dense, *ddense, *m_dense, *v_dense;
     float *expert, *dexpert, *m_expert, *v_expert;
-    float *emb, *out_w, *out_b, *demb, *dout_w, *dout_b;
-    size_t ready_out;
+    swt_model_tensors_t p, d; /* embedding and output: parameters, grads */
     layer_t *layers;
     float *x_final;         /* [S][H]: output of the last block */
     float *logits;          /* [S][V]; reused as dlogits */
     float *dx, *dm, *dtmp;  /* [S][H] backward scratch */
     float *dact;            /* [S][Fd] */
     swt_ddp_t *ddp;
-    size_t expert_elems;    /* parameters of one expert: 2HF + F + H */
     float *ta_weight;       /* [E], --gate ta */
     int *node_of_expert;    /* [E], --gate topo */
     int my_node;
     long applied_step;      /* --overlap: Adam step of the pending grads */
 };
-
-static void fill_uniform(float *w, size_t n, uint64_t key, double bound)
-{
-    for (size_t i = 0; i < n; i++)
-        w[i] = (float)((2.0 * swt_rng_unit(key, i) - 1.0) * bound);
-}
-
-static void init_params(swt_model_t *md)
-{
-    const swt_model_config_t *c = &md->cfg;
-    size_t H = (size_t)c->hidden, F = (size_t)c->ffn, V = (size_t)c->vocab;
-    size_t Fd = (size_t)c->dense_ffn;
-    uint64_t s = c->seed;
-    /* Bounds as torch.nn.Linear's default, 1/sqrt(fan_in); biases zero.
-     * The embedding is U(-1, 1). */
-    fill_uniform(md->emb, V * H, swt_rng_key(s, P_EMB, 0, 0), 1.0);
-    fill_uniform(md->out_w, H * V, swt_rng_key(s, P_OUT_W, 0, 0),
-                 1.0 / sqrt((double)H));
-    memset(md->out_b, 0, V * sizeof(float));
-    for (int l = 0; l < c->layers; l++) {
-        layer_t *ly = &md->layers[l];
-        fill_uniform(ly->wa, H * Fd, swt_rng_key(s, P_WA, (uint64_t)l, 0),
-                     1.0 / sqrt((double)H));
-        fill_uniform(ly->wb, Fd * H, swt_rng_key(s, P_WB, (uint64_t)l, 0),
-                     1.0 / sqrt((double)Fd));
-        fill_uniform(ly->wg, H * (size_t)md->E,
-                     swt_rng_key(s, P_WG, (uint64_t)l, 0),
-                     1.0 / sqrt((double)H));
-        memset(ly->ba, 0, Fd * sizeof(float));
-        memset(ly->bb, 0, H * sizeof(float));
-        for (int e = 0; e < md->nl; e++) {
-            uint64_t g = (uint64_t)(md->rank * md->nl + e);
-            fill_uniform(ly->w1 + e * H * F, H * F,
-                         swt_rng_key(s, P_W1, (uint64_t)l, g),
-                         1.0 / sqrt((double)H));
-            fill_uniform(ly->w2 + e * F * H, F * H,
-                         swt_rng_key(s, P_W2, (uint64_t)l, g),
-                         1.0 / sqrt((double)F));
-        }
-        memset(ly->b1, 0, (size_t)md->nl * F * sizeof(float));
-        memset(ly->b2, 0, (size_t)md->nl * H * sizeof(float));
-    }
-}
-
-/* Carves the flat buffers into tensors. Dense order = the order backward
- * produces gradients; each tensor's size goes to sizes[] for DDP. */
-static int layout_params(swt_model_t *md, size_t *sizes, int *n_sizes)
-{
-    const swt_model_config_t *c = &md->cfg;
-    size_t H = (size_t)c->hidden, F = (size_t)c->ffn, V = (size_t)c->vocab;
-    size_t Fd = (size_t)c->dense_ffn;
-    size_t E = (size_t)md->E, nl = (size_t)md->nl;
-    size_t pos = 0;
-    int nt = 0;
-#define DENSE(ptr, gptr, n)                                                  \
-    do {                                                                     \
-        (ptr) = md->dense + pos;                                             \
-        (gptr) = md->ddense + pos;                                           \
-        pos += (n);                                                          \
-        sizes[nt++] = (n);                                                   \
-    } while (0)
-    DENSE(md->out_w, md->dout_w, H * V);
-    DENSE(md->out_b, md->dout_b, V);
-    md->ready_out = pos;
-    for (int l = c->layers - 1; l >= 0; l--) {
-        layer_t *ly = &md->layers[l];
-        DENSE(ly->wg, ly->dwg, H * E);
-        ly->ready_gate = pos;
-        DENSE(ly->wb, ly->dwb, Fd * H);
-        DENSE(ly->bb, ly->dbb, H);
-        ly->ready_wb = pos;
-        DENSE(ly->wa, ly->dwa, H * Fd);
-        DENSE(ly->ba, ly->dba, Fd);
-        ly->ready_wa = pos;
-    }
-    DENSE(md->emb, md->demb, V * H);
-#undef DENSE
-    *n_sizes = nt;
-    if (pos != md->n_dense)
-        return -1;
-    pos = 0;
-    for (int l = 0; l < c->layers; l++) {
-        layer_t *ly = &md->layers[l];
-        ly->w1 = md->expert + pos;
-        ly->dw1 = md->dexpert + pos;
-        pos += nl * H * F;
-        ly->b1 = md->expert + pos;
-        ly->db1 = md->dexpert + pos;
-        pos += nl * F;
-        ly->w2 = md->expert + pos;
-        ly->dw2 = md->dexpert + pos;
-        pos += nl * F * H;
-        ly->b2 = md->expert + pos;
-        ly->db2 = md->dexpert + pos;
-        pos += nl * H;
-    }
-    return pos == md->n_expert ? 0 : -1;
-}
 
 static float *zalloc(size_t n)
 {
@@ -176,27 +64,27 @@ static swy_status_t gate_setup(swt_model_t *md)
 {
     swy_status_t st = SWY_OK;
     if (md->cfg.gate == SWT_GATE_TA) {
-        double *w = calloc((size_t)md->E, sizeof(double));
-        md->ta_weight = calloc((size_t)md->E, sizeof(float));
+        double *w = calloc((size_t)md->lo.E, sizeof(double));
+        md->ta_weight = calloc((size_t)md->lo.E, sizeof(float));
         if (w == NULL || md->ta_weight == NULL) {
             free(w);
             return SWY_ERR_NO_MEMORY;
         }
-        st = swy_moe_ta_target(md->comm, md->nl, NULL, w);
-        for (int e = 0; e < md->E; e++)
+        st = swy_moe_ta_target(md->comm, md->lo.nl, NULL, w);
+        for (int e = 0; e < md->lo.E; e++)
             md->ta_weight[e] = (float)w[e];
         free(w);
     } else if (md->cfg.gate == SWT_GATE_TOPO) {
-        int *node = calloc((size_t)md->W, sizeof(int));
-        md->node_of_expert = calloc((size_t)md->E, sizeof(int));
+        int *node = calloc((size_t)md->lo.W, sizeof(int));
+        md->node_of_expert = calloc((size_t)md->lo.E, sizeof(int));
         if (node == NULL || md->node_of_expert == NULL) {
             free(node);
             return SWY_ERR_NO_MEMORY;
         }
         st = swy_moe_topo_nodes(md->comm, node, NULL);
-        for (int e = 0; e < md->E; e++)
-            md->node_of_expert[e] = node[e / md->nl];
-        md->my_node = node[md->rank];
+        for (int e = 0; e < md->lo.E; e++)
+            md->node_of_expert[e] = node[e / md->lo.nl];
+        md->my_node = node[md->lo.rank];
         free(node);
     }
     if (st != SWY_OK)
@@ -213,41 +101,23 @@ swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
         return SWY_ERR_NO_MEMORY;
     md->cfg = *cfg;
     md->comm = comm;
-    md->W = swy_comm_size(comm);
-    md->rank = swy_comm_rank(comm);
-    md->nl = cfg->experts_per_rank * cfg->packing;
-    md->E = md->W * md->nl;
-    size_t L = (size_t)cfg->layers, H = (size_t)cfg->hidden,
-           F = (size_t)cfg->ffn, V = (size_t)cfg->vocab,
-           S = (size_t)cfg->tokens;
-    size_t Fd = (size_t)cfg->dense_ffn;
-    md->n_dense = 2 * H * V + V + L * (H * (size_t)md->E + 2 * H * Fd + H + Fd);
-    md->expert_elems = 2 * H * F + H + F;
-    md->n_expert = L * (size_t)md->nl * md->expert_elems;
-
-    swy_moe_config_t mc = SWY_MOE_CONFIG_INIT;
-    mc.experts_per_rank = cfg->experts_per_rank;
-    mc.hidden = cfg->hidden;
-    mc.top_k = cfg->top_k;
-    mc.capacity_factor = cfg->capacity_factor;
-    mc.pipeline_degree = cfg->pipeline;
-    mc.packing_factor = cfg->packing;
-    swy_status_t status = swy_moe_plan_create(comm, &mc, &md->plan);
+    swy_status_t status = swt_layout_init(&md->lo, comm, cfg);
     if (status != SWY_OK) {
-        fprintf(stderr, "swy-train: swy_moe_plan_create: %s: %s\n",
-                swy_status_string(status), swy_last_error(NULL));
         free(md);
         return status;
     }
+    size_t L = (size_t)cfg->layers, H = (size_t)cfg->hidden,
+           V = (size_t)cfg->vocab, S = (size_t)cfg->tokens;
+    size_t Fd = (size_t)cfg->dense_ffn;
 
-    md->dense = zalloc(md->n_dense);
-    md->ddense = zalloc(md->n_dense);
-    md->m_dense = zalloc(md->n_dense);
-    md->v_dense = zalloc(md->n_dense);
-    md->expert = zalloc(md->n_expert);
-    md->dexpert = zalloc(md->n_expert);
-    md->m_expert = zalloc(md->n_expert);
-    md->v_expert = zalloc(md->n_expert);
+    md->dense = zalloc(md->lo.n_dense);
+    md->ddense = zalloc(md->lo.n_dense);
+    md->m_dense = zalloc(md->lo.n_dense);
+    md->v_dense = zalloc(md->lo.n_dense);
+    md->expert = zalloc(md->lo.n_expert);
+    md->dexpert = zalloc(md->lo.n_expert);
+    md->m_expert = zalloc(md->lo.n_expert);
+    md->v_expert = zalloc(md->lo.n_expert);
     md->layers = calloc(L, sizeof(layer_t));
     md->x_final = zalloc(S * H);
     md->logits = zalloc(S * V);
@@ -255,76 +125,62 @@ swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
     md->dm = zalloc(S * H);
     md->dtmp = zalloc(S * H);
     md->dact = zalloc(S * Fd);
-    size_t *sizes = calloc(4 + 5 * L, sizeof(size_t));
     if (!md->dense || !md->ddense || !md->m_dense || !md->v_dense ||
         !md->expert || !md->dexpert || !md->m_expert || !md->v_expert ||
         !md->layers || !md->x_final || !md->logits ||
-        !md->dx || !md->dm || !md->dtmp || !md->dact || !sizes)
+        !md->dx || !md->dm || !md->dtmp || !md->dact)
         goto nomem;
+    swt_layout_model_tensors(&md->lo, md->dense, &md->p);
+    swt_layout_model_tensors(&md->lo, md->ddense, &md->d);
     for (size_t l = 0; l < L; l++) {
         layer_t *ly = &md->layers[l];
         ly->x = zalloc(S * H);
         ly->m = zalloc(S * H);
         ly->a_pre = zalloc(S * Fd);
         ly->a_act = zalloc(S * Fd);
-        ly->shadowed = calloc((size_t)md->E, sizeof(int));
-        ly->replica = calloc((size_t)md->E, sizeof(float *));
-        ly->slot_of = malloc((size_t)md->E * sizeof(int));
+        ly->shadowed = calloc((size_t)md->lo.E, sizeof(int));
+        ly->replica = calloc((size_t)md->lo.E, sizeof(float *));
+        ly->slot_of = malloc((size_t)md->lo.E * sizeof(int));
+        swt_layout_layer_tensors(&md->lo, (int)l, md->dense, md->expert,
+                                 &ly->p);
+        swt_layout_layer_tensors(&md->lo, (int)l, md->ddense, md->dexpert,
+                                 &ly->d);
         if (!ly->x || !ly->m || !ly->a_pre || !ly->a_act || !ly->shadowed ||
             !ly->replica || !ly->slot_of)
             goto nomem;
-        for (int g = 0; g < md->E; g++)
+        for (int g = 0; g < md->lo.E; g++)
             ly->slot_of[g] = g;
     }
-    int n_sizes = 0;
-    if (layout_params(md, sizes, &n_sizes) != 0) {
-        fprintf(stderr, "swy-train: internal error: parameter layout\n");
-        free(sizes);
-        swt_model_destroy(md);
-        return SWY_ERR_INTERNAL;
-    }
-    init_params(md);
+    swt_layout_init_params(&md->lo, md->dense, md->expert);
     if (gate_setup(md) != SWY_OK) {
-        free(sizes);
         swt_model_destroy(md);
         return SWY_ERR_INTERNAL;
     }
     for (int l = 0; l < cfg->layers; l++) {
         layer_t *ly = &md->layers[l];
-        swt_moe_block_params_t bp = {
-            .layer = l, .tokens = cfg->tokens, .gate_group = cfg->gate_group,
-            .hidden = cfg->hidden, .ffn = cfg->ffn, .top_k = cfg->top_k,
-            .n_local = md->nl, .n_experts = md->E,
-            .capacity_factor = cfg->capacity_factor,
-            /* d(loss)/d(aux of a group): aux_coef, mean over groups,
-             * scaled by 1/W like the rest of the local loss. */
-            .aux_weight = cfg->aux_coef /
-                          ((double)md->W * (cfg->tokens / cfg->gate_group)),
-            .phase_hints = cfg->phase_hints,
-            .gate = cfg->gate, .ta_weight = md->ta_weight,
-            .node_of_expert = md->node_of_expert, .my_node = md->my_node,
-            .topo_cross_frac = cfg->topo_cross_frac,
-            .wg = ly->wg, .dwg = ly->dwg,
-            .w1 = ly->w1, .b1 = ly->b1, .w2 = ly->w2, .b2 = ly->b2,
-            .dw1 = ly->dw1, .db1 = ly->db1, .dw2 = ly->dw2, .db2 = ly->db2,
-            .slot_of = ly->slot_of};
-        if (swt_moe_block_create(md->plan, comm, &bp, &ly->moe) != 0)
+        swt_moe_block_params_t bp;
+        swt_layout_block_params(&md->lo, l, &ly->p, &ly->d, &bp);
+        bp.gate = cfg->gate;
+        bp.ta_weight = md->ta_weight;
+        bp.node_of_expert = md->node_of_expert;
+        bp.my_node = md->my_node;
+        bp.topo_cross_frac = cfg->topo_cross_frac;
+        bp.slot_of = ly->slot_of;
+        if (swt_moe_block_create(md->lo.plan, comm, &bp, &ly->moe) != 0)
             goto nomem;
         if (cfg->gate == SWT_GATE_TA &&
-            (ly->dwg_local = zalloc(H * (size_t)md->E)) == NULL)
+            (ly->dwg_local = zalloc(H * (size_t)md->lo.E)) == NULL)
             goto nomem;
     }
-    if (swt_ddp_create(comm, md->ddense, sizes, n_sizes, cfg->bucket_bytes,
-                       &md->ddp) != 0)
+    if (swt_ddp_create(comm, md->ddense, md->lo.tensor_sizes,
+                       md->lo.n_tensors, cfg->bucket_bytes, &md->ddp) != 0)
         goto nomem;
     swt_ddp_set_overlap(md->ddp, cfg->overlap);
-    free(sizes);
     *model_p = md;
     return SWY_OK;
 nomem:
     fprintf(stderr, "swy-train: out of memory for the model (%zu dense and "
-            "%zu expert parameters)\n", md->n_dense, md->n_expert);
-    free(sizes);
+            "%zu expert parameters)\n", md->lo.n_dense, md->lo.n_expert);
     swt_model_destroy(md);
     return SWY_ERR_NO_MEMORY;
 }
@@ -345,7 +201,7 @@ void swt_model_destroy(swt_model_t *md)
             swy_request_free(ly->sh_req);
             free(ly->sh_grad);
             if (ly->replica != NULL)
-                for (int e = 0; e < md->E; e++)
+                for (int e = 0; e < md->lo.E; e++)
                     free(ly->replica[e]);
             free(ly->replica);
             free(ly->slot_of);
@@ -371,28 +227,28 @@ void swt_model_destroy(swt_model_t *md)
     free(md->m_dense);
     free(md->ddense);
     free(md->dense);
-    swy_moe_plan_destroy(md->plan);
+    swt_layout_finalize(&md->lo);
     free(md);
 }
 
 int swt_model_num_experts(const swt_model_t *md)
 {
-    return md->E;
+    return md->lo.E;
 }
 
 int swt_model_num_local_experts(const swt_model_t *md)
 {
-    return md->nl;
+    return md->lo.nl;
 }
 
 size_t swt_model_dense_params(const swt_model_t *md)
 {
-    return md->n_dense;
+    return md->lo.n_dense;
 }
 
 size_t swt_model_expert_params(const swt_model_t *md)
 {
-    return md->n_expert;
+    return md->lo.n_expert;
 }
 
 int swt_model_num_buckets(const swt_model_t *md)
@@ -425,10 +281,10 @@ static void owned_pieces(const swt_model_t *md, const layer_t *ly, int local,
 {
     size_t H = (size_t)md->cfg.hidden, F = (size_t)md->cfg.ffn;
     size_t e = (size_t)local;
-    off[0] = (size_t)(ly->w1 - md->expert) + e * H * F;
-    off[1] = (size_t)(ly->b1 - md->expert) + e * F;
-    off[2] = (size_t)(ly->w2 - md->expert) + e * F * H;
-    off[3] = (size_t)(ly->b2 - md->expert) + e * H;
+    off[0] = (size_t)(ly->p.w1 - md->expert) + e * H * F;
+    off[1] = (size_t)(ly->p.b1 - md->expert) + e * F;
+    off[2] = (size_t)(ly->p.w2 - md->expert) + e * F * H;
+    off[3] = (size_t)(ly->p.b2 - md->expert) + e * H;
     len[0] = H * F;
     len[1] = F;
     len[2] = F * H;
@@ -460,12 +316,12 @@ static void owned_unpack(const swt_model_t *md, const layer_t *ly, int local,
 /* The rank that owns logical expert g now, and its index there. */
 static int owner_of(const swt_model_t *md, const layer_t *ly, int g)
 {
-    return ly->slot_of[g] / md->nl;
+    return ly->slot_of[g] / md->lo.nl;
 }
 
 static int local_of(const swt_model_t *md, const layer_t *ly, int g)
 {
-    return ly->slot_of[g] % md->nl;
+    return ly->slot_of[g] % md->lo.nl;
 }
 
 /* The block's view of shadowed expert g: the owner's slot here, or the
@@ -475,18 +331,18 @@ static swt_shadow_expert_t shadow_view(const swt_model_t *md,
 {
     size_t H = (size_t)md->cfg.hidden, F = (size_t)md->cfg.ffn;
     swt_shadow_expert_t v = {.expert = g};
-    if (owner_of(md, ly, g) == md->rank) {
+    if (owner_of(md, ly, g) == md->lo.rank) {
         size_t e = (size_t)local_of(md, ly, g);
-        v.w1 = ly->w1 + e * H * F;
-        v.b1 = ly->b1 + e * F;
-        v.w2 = ly->w2 + e * F * H;
-        v.b2 = ly->b2 + e * H;
-        v.dw1 = ly->dw1 + e * H * F;
-        v.db1 = ly->db1 + e * F;
-        v.dw2 = ly->dw2 + e * F * H;
-        v.db2 = ly->db2 + e * H;
+        v.w1 = ly->p.w1 + e * H * F;
+        v.b1 = ly->p.b1 + e * F;
+        v.w2 = ly->p.w2 + e * F * H;
+        v.b2 = ly->p.b2 + e * H;
+        v.dw1 = ly->d.w1 + e * H * F;
+        v.db1 = ly->d.b1 + e * F;
+        v.dw2 = ly->d.w2 + e * F * H;
+        v.db2 = ly->d.b2 + e * H;
     } else {
-        float *p = ly->replica[g], *d = p + 3 * md->expert_elems;
+        float *p = ly->replica[g], *d = p + 3 * md->lo.expert_elems;
         v.w1 = p;
         v.b1 = p + H * F;
         v.w2 = p + H * F + F;
@@ -511,8 +367,8 @@ swy_status_t swt_model_set_shadow(swt_model_t *md, int layer,
                                   const int *shadow)
 {
     layer_t *ly = &md->layers[layer];
-    size_t P = md->expert_elems;
-    int E = md->E, n_new = 0, n = 0;
+    size_t P = md->lo.expert_elems;
+    int E = md->lo.E, n_new = 0, n = 0;
     for (int g = 0; g < E; g++) {
         n += shadow[g] != 0;
         n_new += shadow[g] && !ly->shadowed[g];
@@ -541,7 +397,7 @@ swy_status_t swt_model_set_shadow(swt_model_t *md, int layer,
             st = SWY_ERR_NO_MEMORY;
             break;
         }
-        if (owner == md->rank) {
+        if (owner == md->lo.rank) {
             owned_pack(md, ly, local_of(md, ly, g), md->expert, buf[i]);
             owned_pack(md, ly, local_of(md, ly, g), md->m_expert, buf[i] + P);
             owned_pack(md, ly, local_of(md, ly, g), md->v_expert, buf[i] + 2 * P);
@@ -573,7 +429,7 @@ swy_status_t swt_model_set_shadow(swt_model_t *md, int layer,
      * lives on in its owner's copy, identical to the replicas). */
     for (int g = 0, i = 0; g < E; g++) {
         if (shadow[g] && !ly->shadowed[g]) {
-            if (owner_of(md, ly, g) != md->rank) {
+            if (owner_of(md, ly, g) != md->lo.rank) {
                 ly->replica[g] = buf[i];
                 buf[i] = NULL;
             }
@@ -627,8 +483,8 @@ swy_status_t swt_model_set_slots(swt_model_t *md, int layer,
                                  const int *slot_new, int *moved_p)
 {
     layer_t *ly = &md->layers[layer];
-    int E = md->E, W = md->W, nl = md->nl, me = md->rank;
-    size_t P = md->expert_elems, X = 3 * P; /* parameters, m, v */
+    int E = md->lo.E, W = md->lo.W, nl = md->lo.nl, me = md->lo.rank;
+    size_t P = md->lo.expert_elems, X = 3 * P; /* parameters, m, v */
     char *seen = malloc((size_t)E);
     size_t *cnt = calloc(4 * (size_t)W, sizeof(size_t));
     float *sendbuf = NULL, *recvbuf = NULL;
@@ -747,32 +603,22 @@ const int *swt_model_slot_of(const swt_model_t *md, int layer)
     return md->layers[layer].slot_of;
 }
 
-static uint64_t fnv_floats(uint64_t h, const float *x, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)x;
-    for (size_t i = 0; i < n * sizeof(float); i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 uint64_t swt_model_shadow_hash(const swt_model_t *md, int layer, int g)
 {
     const layer_t *ly = &md->layers[layer];
-    size_t P = md->expert_elems;
-    uint64_t h = 0xcbf29ce484222325ull;
+    size_t P = md->lo.expert_elems;
+    uint64_t h = SWT_LAYOUT_HASH_INIT;
     if (!ly->shadowed[g])
         return 0;
-    if (owner_of(md, ly, g) != md->rank)
-        return fnv_floats(h, ly->replica[g], 3 * P);
+    if (owner_of(md, ly, g) != md->lo.rank)
+        return swt_layout_hash_floats(h, ly->replica[g], 3 * P);
     float *tmp = malloc(P * sizeof(float));
     if (tmp == NULL)
         return 0;
     const float *bases[3] = {md->expert, md->m_expert, md->v_expert};
     for (int i = 0; i < 3; i++) {
         owned_pack(md, ly, local_of(md, ly, g), bases[i], tmp);
-        h = fnv_floats(h, tmp, P);
+        h = swt_layout_hash_floats(h, tmp, P);
     }
     free(tmp);
     return h;
@@ -783,12 +629,12 @@ uint64_t swt_model_shadow_hash(const swt_model_t *md, int layer, int g)
 static swy_status_t shadow_grad_post(swt_model_t *md, int layer)
 {
     layer_t *ly = &md->layers[layer];
-    size_t P = md->expert_elems;
+    size_t P = md->lo.expert_elems;
     float *dst = ly->sh_grad;
-    for (int g = 0; g < md->E; g++) {
+    for (int g = 0; g < md->lo.E; g++) {
         if (!ly->shadowed[g])
             continue;
-        if (owner_of(md, ly, g) == md->rank)
+        if (owner_of(md, ly, g) == md->lo.rank)
             owned_pack(md, ly, local_of(md, ly, g), md->dexpert, dst);
         else
             memcpy(dst, ly->replica[g] + 3 * P, P * sizeof(float));
@@ -815,7 +661,7 @@ static swy_status_t shadow_grad_finish(swt_model_t *md, int layer,
                                        swt_timing_t *tm)
 {
     layer_t *ly = &md->layers[layer];
-    size_t P = md->expert_elems;
+    size_t P = md->lo.expert_elems;
     double t0 = swt_now();
     swy_status_t st = swy_wait(ly->sh_req);
     swy_request_free(ly->sh_req);
@@ -825,10 +671,10 @@ static swy_status_t shadow_grad_finish(swt_model_t *md, int layer,
         return shadow_fail("allreduce of the gradients", layer, -1, st,
                            md->comm);
     const float *src = ly->sh_grad;
-    for (int g = 0; g < md->E; g++) {
+    for (int g = 0; g < md->lo.E; g++) {
         if (!ly->shadowed[g])
             continue;
-        if (owner_of(md, ly, g) == md->rank)
+        if (owner_of(md, ly, g) == md->lo.rank)
             owned_unpack(md, ly, local_of(md, ly, g), src, md->dexpert);
         else
             memcpy(ly->replica[g] + 3 * P, src, P * sizeof(float));
@@ -837,35 +683,11 @@ static swy_status_t shadow_grad_finish(swt_model_t *md, int layer,
     return SWY_OK;
 }
 
-/* Whether dense element i is a rank-local gate weight (--gate ta). */
-static int is_local_gate(const swt_model_t *md, size_t i)
-{
-    if (md->cfg.gate != SWT_GATE_TA)
-        return 0;
-    size_t n = (size_t)md->cfg.hidden * md->E;
-    for (int l = 0; l < md->cfg.layers; l++) {
-        size_t g = (size_t)(md->layers[l].wg - md->dense);
-        if (i >= g && i < g + n)
-            return 1;
-    }
-    return 0;
-}
-
 uint64_t swt_model_dense_hash(const swt_model_t *md)
 {
-    /* FNV-1a over the bytes of the replicated parameters (not the
-     * rank-local gates of --gate ta). */
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < md->n_dense; i++) {
-        if (is_local_gate(md, i))
-            continue;
-        const unsigned char *p = (const unsigned char *)(md->dense + i);
-        for (size_t b = 0; b < sizeof(float); b++) {
-            h ^= p[b];
-            h *= 0x100000001b3ull;
-        }
-    }
-    return h;
+    /* Not the rank-local gates of --gate ta: only what is replicated. */
+    return swt_layout_dense_hash(&md->lo, md->dense,
+                                 md->cfg.gate == SWT_GATE_TA);
 }
 
 #define STEP_CHECK(call)                                                     \
@@ -878,9 +700,9 @@ uint64_t swt_model_dense_hash(const swt_model_t *md)
 static void dense_forward(swt_model_t *md, layer_t *ly)
 {
     int S = md->cfg.tokens, H = md->cfg.hidden, F = md->cfg.dense_ffn;
-    swy_k_linear_fwd(ly->x, ly->wa, ly->ba, S, H, F, ly->a_pre);
+    swy_k_linear_fwd(ly->x, ly->p.wa, ly->p.ba, S, H, F, ly->a_pre);
     swy_k_gelu_fwd(ly->a_pre, (size_t)S * F, ly->a_act);
-    swy_k_linear_fwd(ly->a_act, ly->wb, ly->bb, S, F, H, ly->m);
+    swy_k_linear_fwd(ly->a_act, ly->p.wb, ly->p.bb, S, F, H, ly->m);
     swy_k_add(ly->x, (size_t)S * H, ly->m);
 }
 
@@ -899,14 +721,14 @@ static void dense_apply(void *arg, size_t begin, size_t end,
      * gate learns from this rank's gradient alone, scaled by W like the
      * summed ones (the local loss carries 1/W). Buckets hold whole
      * tensors, so a gate lies wholly inside or outside [begin, end). */
-    size_t n_gate = (size_t)c->hidden * md->E;
+    size_t n_gate = (size_t)c->hidden * md->lo.E;
     for (int l = 0; l < c->layers; l++) {
         layer_t *ly = &md->layers[l];
-        size_t g = (size_t)(ly->wg - md->dense);
+        size_t g = (size_t)(ly->p.wg - md->dense);
         if (ly->dwg_local == NULL || g < begin || g >= end)
             continue;
         for (size_t i = 0; i < n_gate; i++)
-            ly->dwg[i] = (float)md->W * ly->dwg_local[i];
+            ly->d.wg[i] = (float)md->lo.W * ly->dwg_local[i];
     }
     swy_k_adam_params_t hp = {(float)c->lr, 0.9f, 0.999f, 1e-8f, 0.0f, 0};
     swy_k_adam_step(md->dense + begin, md->ddense + begin,
@@ -929,7 +751,7 @@ static swy_status_t dense_need(swt_model_t *md, const float *begin,
 
 swy_status_t swt_model_flush(swt_model_t *md, swt_timing_t *tm)
 {
-    return dense_need(md, md->dense, md->dense + md->n_dense, tm);
+    return dense_need(md, md->dense, md->dense + md->lo.n_dense, tm);
 }
 
 swy_status_t swt_model_step(swt_model_t *md, const int *ids,
@@ -943,27 +765,28 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
     /* --overlap: the last step's buckets are zeroed as they are applied
      * in this forward. */
     if (!swt_ddp_pending(md->ddp))
-        memset(md->ddense, 0, md->n_dense * sizeof(float));
-    memset(md->dexpert, 0, md->n_expert * sizeof(float));
+        memset(md->ddense, 0, md->lo.n_dense * sizeof(float));
+    memset(md->dexpert, 0, md->lo.n_expert * sizeof(float));
     for (int l = 0; l < c->layers; l++)
-        for (int g = 0; g < md->E; g++)
+        for (int g = 0; g < md->lo.E; g++)
             if (md->layers[l].replica[g] != NULL)
-                memset(md->layers[l].replica[g] + 3 * md->expert_elems, 0,
-                       md->expert_elems * sizeof(float));
+                memset(md->layers[l].replica[g] + 3 * md->lo.expert_elems, 0,
+                       md->lo.expert_elems * sizeof(float));
 
     /* ---- forward ---- */
     /* Each block writes its output straight into the next block's input
      * (kept for the backward). */
-    STEP_CHECK(dense_need(md, md->emb, md->emb + (size_t)V * H, tm));
+    STEP_CHECK(dense_need(md, md->p.emb, md->p.emb + (size_t)V * H, tm));
     double t0 = swt_now();
-    swy_k_embed_fwd(md->emb, ids, S, H, md->layers[0].x);
+    swy_k_embed_fwd(md->p.emb, ids, S, H, md->layers[0].x);
     swt_timing_compute_end(tm, t0);
     double aux = 0;
     int dropped = 0;
     for (int l = 0; l < c->layers; l++) {
         layer_t *ly = &md->layers[l];
-        /* This layer's gate, W_b, b_b, W_a, b_a (layout_params). */
-        STEP_CHECK(dense_need(md, ly->wg, md->dense + ly->ready_wa, tm));
+        /* This layer's gate, W_b, b_b, W_a, b_a (layout.h). */
+        STEP_CHECK(dense_need(md, ly->p.wg,
+                              md->dense + md->lo.layer[l].ready_wa, tm));
         t0 = swt_now();
         dense_forward(md, ly);
         swt_timing_compute_end(tm, t0);
@@ -972,48 +795,50 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
         aux += swt_moe_block_aux(ly->moe);
         dropped += swt_moe_block_dropped(ly->moe);
     }
-    STEP_CHECK(dense_need(md, md->out_w, md->dense + md->ready_out, tm));
+    STEP_CHECK(dense_need(md, md->p.out_w, md->dense + md->lo.ready_out, tm));
     /* Every dense tensor was read: nothing of the last step is left. */
     STEP_CHECK(swt_model_flush(md, tm));
     t0 = swt_now();
-    swy_k_linear_fwd(md->x_final, md->out_w, md->out_b, S, H, V, md->logits);
+    swy_k_linear_fwd(md->x_final, md->p.out_w, md->p.out_b, S, H, V,
+                     md->logits);
     double xent = swy_k_xent_fwd(md->logits, labels, S, V, NULL);
 
     /* ---- backward: (1/W) x the local mean, see model.h ---- */
-    swy_k_xent_bwd(md->logits, labels, S, V, 1.0f / (float)md->W,
+    swy_k_xent_bwd(md->logits, labels, S, V, 1.0f / (float)md->lo.W,
                    md->logits);
-    swy_k_linear_bwd(md->x_final, md->out_w, md->logits, S, H, V, md->dx,
-                     md->dout_w, md->dout_b);
+    swy_k_linear_bwd(md->x_final, md->p.out_w, md->logits, S, H, V, md->dx,
+                     md->d.out_w, md->d.out_b);
     swt_timing_compute_end(tm, t0);
-    STEP_CHECK(swt_ddp_ready(md->ddp, md->ready_out, tm));
+    STEP_CHECK(swt_ddp_ready(md->ddp, md->lo.ready_out, tm));
     for (int l = c->layers - 1; l >= 0; l--) {
         layer_t *ly = &md->layers[l];
+        const swt_layer_layout_t *at = &md->lo.layer[l];
         STEP_CHECK(swt_moe_block_backward(ly->moe, md->dx, md->dm, tm));
         if (ly->n_shadowed > 0)
             STEP_CHECK(shadow_grad_post(md, l));
         if (ly->dwg_local != NULL) /* before DDP sums it over ranks */
-            memcpy(ly->dwg_local, ly->dwg,
-                   (size_t)H * md->E * sizeof(float));
-        STEP_CHECK(swt_ddp_ready(md->ddp, ly->ready_gate, tm));
+            memcpy(ly->dwg_local, ly->d.wg,
+                   (size_t)H * md->lo.E * sizeof(float));
+        STEP_CHECK(swt_ddp_ready(md->ddp, at->ready_gate, tm));
         t0 = swt_now();
-        swy_k_linear_bwd(ly->a_act, ly->wb, md->dm, S, F, H, md->dact,
-                         ly->dwb, ly->dbb);
+        swy_k_linear_bwd(ly->a_act, ly->p.wb, md->dm, S, F, H, md->dact,
+                         ly->d.wb, ly->d.bb);
         swt_timing_compute_end(tm, t0);
-        STEP_CHECK(swt_ddp_ready(md->ddp, ly->ready_wb, tm));
+        STEP_CHECK(swt_ddp_ready(md->ddp, at->ready_wb, tm));
         STEP_CHECK(swt_ddp_poll(md->ddp));
         t0 = swt_now();
         swy_k_gelu_bwd(ly->a_pre, md->dact, SF, md->dact);
-        swy_k_linear_bwd(ly->x, ly->wa, md->dact, S, H, F, md->dtmp,
-                         ly->dwa, ly->dba);
+        swy_k_linear_bwd(ly->x, ly->p.wa, md->dact, S, H, F, md->dtmp,
+                         ly->d.wa, ly->d.ba);
         /* dx of the block input: residual plus the branch. */
         memcpy(md->dx, md->dm, SH * sizeof(float));
         swy_k_add(md->dtmp, SH, md->dx);
         swt_timing_compute_end(tm, t0);
-        STEP_CHECK(swt_ddp_ready(md->ddp, ly->ready_wa, tm));
+        STEP_CHECK(swt_ddp_ready(md->ddp, at->ready_wa, tm));
         STEP_CHECK(swt_ddp_poll(md->ddp));
     }
     t0 = swt_now();
-    swy_k_embed_bwd(md->dx, ids, S, H, md->demb);
+    swy_k_embed_bwd(md->dx, ids, S, H, md->d.emb);
     swt_timing_compute_end(tm, t0);
     md->applied_step = step;
     if (c->overlap)
@@ -1028,15 +853,15 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
      * identical (now, or in the next forward with --overlap); experts are
      * updated where they live. ---- */
     if (!c->overlap) {
-        dense_apply(md, 0, md->n_dense, tm);
+        dense_apply(md, 0, md->lo.n_dense, tm);
     }
     t0 = swt_now();
     swy_k_adam_params_t hp = {(float)c->lr, 0.9f, 0.999f, 1e-8f, 0.0f, 0};
     swy_k_adam_step(md->expert, md->dexpert, md->m_expert, md->v_expert,
-                    md->n_expert, &hp, step);
-    size_t P = md->expert_elems;
+                    md->lo.n_expert, &hp, step);
+    size_t P = md->lo.expert_elems;
     for (int l = 0; l < c->layers; l++)
-        for (int g = 0; g < md->E; g++) {
+        for (int g = 0; g < md->lo.E; g++) {
             float *r = md->layers[l].replica[g];
             if (r != NULL)
                 swy_k_adam_step(r, r + 3 * P, r + P, r + 2 * P, P, &hp,

@@ -11,7 +11,8 @@
  * on every rank and live in one flat buffer in the order backward produces
  * their gradients (output, then layer L-1's gate, W_b, W_a, ..., then the
  * embedding), so DDP buckets are contiguous (ddp.h). Expert parameters
- * live in a second flat buffer, this rank's experts only.
+ * live in a second flat buffer, this rank's experts only. The layout and
+ * the initialization are layout.h's, shared with the GPU model.
  *
  * Initialization depends on the seed only, never on the rank: a dense
  * tensor from (seed, tensor, layer), global expert g from (seed, tensor,

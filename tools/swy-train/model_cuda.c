@@ -1,38 +1,25 @@
 /* The reference MoE model on the GPU (see model_cuda.h), the twin of
- * model.c: same parameter layout and initialization, same forward,
- * backward, DDP buckets and Adam, through the CUDA kernels. */
+ * model.c: the parameter layout and initialization are layout.c's, which
+ * model.c uses too; the same forward, backward, DDP buckets and Adam,
+ * through the CUDA kernels. */
 #include "model_cuda.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ddp.h"
+#include "layout.h"
 #include "moe_block_cuda.h"
-#include "rng.h"
 #include "swy_kernels_cuda.h"
 #include "switchyard/moe.h"
-
-/* Init stream tags: one per kind of tensor. They must stay those of
- * model.c, or the two devices would not start from the same model (the
- * gpu test compares their first losses). */
-enum { P_EMB = 1, P_OUT_W, P_WA, P_WB, P_WG, P_W1, P_W2 };
 
 static const char where[] = "model (cuda)";
 
 typedef struct {
-    /* dense, in the flat buffers (device); d* are the gradients */
-    float *wa, *ba, *wb, *bb, *wg;
-    float *dwa, *dba, *dwb, *dbb, *dwg;
-    /* experts on this rank, [n_local] each (device) */
-    float *w1, *b1, *w2, *b2;
-    float *dw1, *db1, *dw2, *db2;
-    /* the same tensors in the host copies used for the initialization */
-    float *h_wa, *h_wb, *h_wg, *h_w1, *h_w2;
-    /* backward has produced the dense gradients below these offsets */
-    size_t ready_gate, ready_wb, ready_wa;
-    /* activations (device): x (block input), a_pre/a_act [S][F], m (MoE
+    /* parameters and gradients in the flat buffers (device; layout.h) */
+    swt_layer_tensors_t p, d;
+    /* activations (device): x (block input), a_pre/a_act [S][Fd], m (MoE
      * input) */
     float *x, *a_pre, *a_act, *m;
     swt_moe_block_cuda_t *moe;
@@ -41,25 +28,21 @@ typedef struct {
 struct swt_model_cuda {
     swt_model_config_t cfg;
     swy_comm_t comm;
-    int W, rank, E, nl;
-    swy_moe_plan_t plan;
+    swt_layout_t lo;        /* W, rank, E, nl, the buffers, the plan */
     void *stream;
     swy_kc_ctx_t *ctx;
-    size_t n_dense, n_expert;
     /* device */
     float *dense, *ddense, *m_dense, *v_dense;
     float *expert, *dexpert, *m_expert, *v_expert;
-    float *emb, *out_w, *out_b, *demb, *dout_w, *dout_b;
+    swt_model_tensors_t p, d; /* embedding and output: parameters, grads */
     /* host: the initial values, and later the dense hash's copy */
     float *dense_h, *expert_h;
-    float *h_emb, *h_out_w;
-    size_t ready_out;
     layer_t *layers;
     float *x_final;         /* [S][H]: output of the last block */
     float *logits;          /* [S][V] */
     float *dlogits;         /* [S][V] */
     float *dx, *dm, *dtmp;  /* [S][H] backward scratch */
-    float *dact;            /* [S][F] */
+    float *dact;            /* [S][Fd] */
     int *ids, *labels;      /* [S] */
     float *loss;            /* [1] */
     swt_ddp_t *ddp;
@@ -88,104 +71,6 @@ int swt_cuda_device_select(int local_rank, int *device_p, char *name,
     return 0;
 }
 
-static void fill_uniform(float *w, size_t n, uint64_t key, double bound)
-{
-    for (size_t i = 0; i < n; i++)
-        w[i] = (float)((2.0 * swt_rng_unit(key, i) - 1.0) * bound);
-}
-
-/* model.c's init_params, on the host copies (biases stay zero). */
-static void init_params(swt_model_cuda_t *md)
-{
-    const swt_model_config_t *c = &md->cfg;
-    size_t H = (size_t)c->hidden, F = (size_t)c->ffn, V = (size_t)c->vocab;
-    uint64_t s = c->seed;
-    /* Bounds as torch.nn.Linear's default, 1/sqrt(fan_in); biases zero.
-     * The embedding is U(-1, 1). */
-    fill_uniform(md->h_emb, V * H, swt_rng_key(s, P_EMB, 0, 0), 1.0);
-    fill_uniform(md->h_out_w, H * V, swt_rng_key(s, P_OUT_W, 0, 0),
-                 1.0 / sqrt((double)H));
-    for (int l = 0; l < c->layers; l++) {
-        layer_t *ly = &md->layers[l];
-        fill_uniform(ly->h_wa, H * F, swt_rng_key(s, P_WA, (uint64_t)l, 0),
-                     1.0 / sqrt((double)H));
-        fill_uniform(ly->h_wb, F * H, swt_rng_key(s, P_WB, (uint64_t)l, 0),
-                     1.0 / sqrt((double)F));
-        fill_uniform(ly->h_wg, H * (size_t)md->E,
-                     swt_rng_key(s, P_WG, (uint64_t)l, 0),
-                     1.0 / sqrt((double)H));
-        for (int e = 0; e < md->nl; e++) {
-            uint64_t g = (uint64_t)(md->rank * md->nl + e);
-            fill_uniform(ly->h_w1 + e * H * F, H * F,
-                         swt_rng_key(s, P_W1, (uint64_t)l, g),
-                         1.0 / sqrt((double)H));
-            fill_uniform(ly->h_w2 + e * F * H, F * H,
-                         swt_rng_key(s, P_W2, (uint64_t)l, g),
-                         1.0 / sqrt((double)F));
-        }
-    }
-}
-
-/* model.c's layout_params: carves the flat buffers (device, and the host
- * copies) into tensors, dense in the order backward produces gradients;
- * each dense tensor's size goes to sizes[] for DDP. */
-static int layout_params(swt_model_cuda_t *md, size_t *sizes, int *n_sizes)
-{
-    const swt_model_config_t *c = &md->cfg;
-    size_t H = (size_t)c->hidden, F = (size_t)c->ffn, V = (size_t)c->vocab;
-    size_t E = (size_t)md->E, nl = (size_t)md->nl;
-    size_t pos = 0;
-    int nt = 0;
-    float *unused_h = NULL;
-#define DENSE(ptr, gptr, hptr, n)                                            \
-    do {                                                                     \
-        (ptr) = md->dense + pos;                                             \
-        (gptr) = md->ddense + pos;                                           \
-        (hptr) = md->dense_h + pos;                                          \
-        pos += (n);                                                          \
-        sizes[nt++] = (n);                                                   \
-    } while (0)
-    DENSE(md->out_w, md->dout_w, md->h_out_w, H * V);
-    DENSE(md->out_b, md->dout_b, unused_h, V);
-    md->ready_out = pos;
-    for (int l = c->layers - 1; l >= 0; l--) {
-        layer_t *ly = &md->layers[l];
-        DENSE(ly->wg, ly->dwg, ly->h_wg, H * E);
-        ly->ready_gate = pos;
-        DENSE(ly->wb, ly->dwb, ly->h_wb, F * H);
-        DENSE(ly->bb, ly->dbb, unused_h, H);
-        ly->ready_wb = pos;
-        DENSE(ly->wa, ly->dwa, ly->h_wa, H * F);
-        DENSE(ly->ba, ly->dba, unused_h, F);
-        ly->ready_wa = pos;
-    }
-    DENSE(md->emb, md->demb, md->h_emb, V * H);
-#undef DENSE
-    (void)unused_h;
-    *n_sizes = nt;
-    if (pos != md->n_dense)
-        return -1;
-    pos = 0;
-    for (int l = 0; l < c->layers; l++) {
-        layer_t *ly = &md->layers[l];
-        ly->w1 = md->expert + pos;
-        ly->dw1 = md->dexpert + pos;
-        ly->h_w1 = md->expert_h + pos;
-        pos += nl * H * F;
-        ly->b1 = md->expert + pos;
-        ly->db1 = md->dexpert + pos;
-        pos += nl * F;
-        ly->w2 = md->expert + pos;
-        ly->dw2 = md->dexpert + pos;
-        ly->h_w2 = md->expert_h + pos;
-        pos += nl * F * H;
-        ly->b2 = md->expert + pos;
-        ly->db2 = md->dexpert + pos;
-        pos += nl * H;
-    }
-    return pos == md->n_expert ? 0 : -1;
-}
-
 /* A device buffer of n floats, zeroed (gradients, Adam's moments and
  * activations all start at zero); never NULL on success. */
 static int dev_zalloc(float **p, size_t n)
@@ -199,18 +84,19 @@ static int dev_zalloc(float **p, size_t n)
 static swy_status_t create_device(swt_model_cuda_t *md)
 {
     const swt_model_config_t *c = &md->cfg;
+    /* F: the dense block's inner size (the experts' is their own). */
     size_t S = (size_t)c->tokens, H = (size_t)c->hidden,
-           F = (size_t)c->ffn, V = (size_t)c->vocab;
+           F = (size_t)c->dense_ffn, V = (size_t)c->vocab;
     SWT_KC(where, swy_kc_stream_create(0, &md->stream));
     SWT_KC(where, swy_kc_ctx_create(md->stream, &md->ctx));
     struct {
         float **p;
         size_t n;
     } bufs[] = {
-        {&md->dense, md->n_dense},    {&md->ddense, md->n_dense},
-        {&md->m_dense, md->n_dense},  {&md->v_dense, md->n_dense},
-        {&md->expert, md->n_expert},  {&md->dexpert, md->n_expert},
-        {&md->m_expert, md->n_expert}, {&md->v_expert, md->n_expert},
+        {&md->dense, md->lo.n_dense},    {&md->ddense, md->lo.n_dense},
+        {&md->m_dense, md->lo.n_dense},  {&md->v_dense, md->lo.n_dense},
+        {&md->expert, md->lo.n_expert},  {&md->dexpert, md->lo.n_expert},
+        {&md->m_expert, md->lo.n_expert}, {&md->v_expert, md->lo.n_expert},
         {&md->x_final, S * H},        {&md->logits, S * V},
         {&md->dlogits, S * V},        {&md->dx, S * H},
         {&md->dm, S * H},             {&md->dtmp, S * H},
@@ -246,39 +132,19 @@ swy_status_t swt_model_cuda_create(swy_comm_t comm,
         return SWY_ERR_NO_MEMORY;
     md->cfg = *cfg;
     md->comm = comm;
-    md->W = swy_comm_size(comm);
-    md->rank = swy_comm_rank(comm);
-    md->nl = cfg->experts_per_rank * cfg->packing;
-    md->E = md->W * md->nl;
-    size_t L = (size_t)cfg->layers, H = (size_t)cfg->hidden,
-           F = (size_t)cfg->ffn, V = (size_t)cfg->vocab;
-    md->n_dense = 2 * H * V + V + L * (H * (size_t)md->E + 2 * H * F + H + F);
-    md->n_expert = L * (size_t)md->nl * (2 * H * F + H + F);
-
-    swy_moe_config_t mc = SWY_MOE_CONFIG_INIT;
-    mc.experts_per_rank = cfg->experts_per_rank;
-    mc.hidden = cfg->hidden;
-    mc.top_k = cfg->top_k;
-    mc.capacity_factor = cfg->capacity_factor;
-    mc.pipeline_degree = cfg->pipeline;
-    mc.packing_factor = cfg->packing;
-    swy_status_t status = swy_moe_plan_create(comm, &mc, &md->plan);
+    swy_status_t status = swt_layout_init(&md->lo, comm, cfg);
     if (status != SWY_OK) {
-        fprintf(stderr, "swy-train: swy_moe_plan_create: %s: %s\n",
-                swy_status_string(status), swy_last_error(NULL));
         free(md);
         return status;
     }
-
-    size_t *sizes = calloc(4 + 5 * L, sizeof(size_t));
-    md->layers = calloc(L, sizeof(layer_t));
-    md->dense_h = calloc(md->n_dense ? md->n_dense : 1, sizeof(float));
-    md->expert_h = calloc(md->n_expert ? md->n_expert : 1, sizeof(float));
-    if (sizes == NULL || md->layers == NULL || md->dense_h == NULL ||
-        md->expert_h == NULL) {
+    md->layers = calloc((size_t)cfg->layers, sizeof(layer_t));
+    md->dense_h = calloc(md->lo.n_dense ? md->lo.n_dense : 1, sizeof(float));
+    md->expert_h = calloc(md->lo.n_expert ? md->lo.n_expert : 1,
+                          sizeof(float));
+    if (md->layers == NULL || md->dense_h == NULL || md->expert_h == NULL) {
         fprintf(stderr, "swy-train: out of host memory for the model (%zu "
-                "dense and %zu expert parameters)\n", md->n_dense,
-                md->n_expert);
+                "dense and %zu expert parameters)\n", md->lo.n_dense,
+                md->lo.n_expert);
         status = SWY_ERR_NO_MEMORY;
         goto fail;
     }
@@ -286,54 +152,42 @@ swy_status_t swt_model_cuda_create(swy_comm_t comm,
     if (status != SWY_OK) {
         fprintf(stderr, "swy-train: could not allocate the model on the GPU "
                 "(%zu dense and %zu expert parameters, %d tokens)\n",
-                md->n_dense, md->n_expert, cfg->tokens);
+                md->lo.n_dense, md->lo.n_expert, cfg->tokens);
         goto fail;
     }
-    int n_sizes = 0;
-    if (layout_params(md, sizes, &n_sizes) != 0) {
-        fprintf(stderr, "swy-train: internal error: parameter layout\n");
-        status = SWY_ERR_INTERNAL;
-        goto fail;
-    }
-    init_params(md);
+    swt_layout_model_tensors(&md->lo, md->dense, &md->p);
+    swt_layout_model_tensors(&md->lo, md->ddense, &md->d);
+    /* The same initial values as the CPU model's, computed on the host. */
+    swt_layout_init_params(&md->lo, md->dense_h, md->expert_h);
     if (swy_kc_memcpy_h2d(md->dense, md->dense_h,
-                          md->n_dense * sizeof(float), NULL) != 0 ||
+                          md->lo.n_dense * sizeof(float), NULL) != 0 ||
         swy_kc_memcpy_h2d(md->expert, md->expert_h,
-                          md->n_expert * sizeof(float), NULL) != 0) {
+                          md->lo.n_expert * sizeof(float), NULL) != 0) {
         status = swt_cuda_fail(where, "copying the initial parameters");
         goto fail;
     }
     for (int l = 0; l < cfg->layers; l++) {
         layer_t *ly = &md->layers[l];
-        swt_moe_block_params_t bp = {
-            .layer = l, .tokens = cfg->tokens, .gate_group = cfg->gate_group,
-            .hidden = cfg->hidden, .ffn = cfg->ffn, .top_k = cfg->top_k,
-            .n_local = md->nl, .n_experts = md->E,
-            .capacity_factor = cfg->capacity_factor,
-            /* as model.c: aux_coef, mean over groups, times 1/W */
-            .aux_weight = cfg->aux_coef /
-                          ((double)md->W * (cfg->tokens / cfg->gate_group)),
-            .phase_hints = cfg->phase_hints,
-            .wg = ly->wg, .dwg = ly->dwg,
-            .w1 = ly->w1, .b1 = ly->b1, .w2 = ly->w2, .b2 = ly->b2,
-            .dw1 = ly->dw1, .db1 = ly->db1, .dw2 = ly->dw2, .db2 = ly->db2};
-        status = swt_moe_block_cuda_create(md->plan, comm, md->ctx, &bp,
+        swt_layout_layer_tensors(&md->lo, l, md->dense, md->expert, &ly->p);
+        swt_layout_layer_tensors(&md->lo, l, md->ddense, md->dexpert,
+                                 &ly->d);
+        swt_moe_block_params_t bp;
+        swt_layout_block_params(&md->lo, l, &ly->p, &ly->d, &bp);
+        status = swt_moe_block_cuda_create(md->lo.plan, comm, md->ctx, &bp,
                                            &ly->moe);
         if (status != SWY_OK)
             goto fail;
     }
-    if (swt_ddp_create(comm, md->ddense, sizes, n_sizes, cfg->bucket_bytes,
-                       &md->ddp) != 0) {
+    if (swt_ddp_create(comm, md->ddense, md->lo.tensor_sizes,
+                       md->lo.n_tensors, cfg->bucket_bytes, &md->ddp) != 0) {
         fprintf(stderr, "swy-train: out of memory for the DDP buckets\n");
         status = SWY_ERR_NO_MEMORY;
         goto fail;
     }
     swt_ddp_set_stream(md->ddp, md->stream);
-    free(sizes);
     *model_p = md;
     return SWY_OK;
 fail:
-    free(sizes);
     swt_model_cuda_destroy(md);
     return status;
 }
@@ -369,28 +223,28 @@ void swt_model_cuda_destroy(swt_model_cuda_t *md)
     free(md->layers);
     free(md->expert_h);
     free(md->dense_h);
-    swy_moe_plan_destroy(md->plan);
+    swt_layout_finalize(&md->lo);
     free(md);
 }
 
 int swt_model_cuda_num_experts(const swt_model_cuda_t *md)
 {
-    return md->E;
+    return md->lo.E;
 }
 
 int swt_model_cuda_num_local_experts(const swt_model_cuda_t *md)
 {
-    return md->nl;
+    return md->lo.nl;
 }
 
 size_t swt_model_cuda_dense_params(const swt_model_cuda_t *md)
 {
-    return md->n_dense;
+    return md->lo.n_dense;
 }
 
 size_t swt_model_cuda_expert_params(const swt_model_cuda_t *md)
 {
-    return md->n_expert;
+    return md->lo.n_expert;
 }
 
 int swt_model_cuda_num_buckets(const swt_model_cuda_t *md)
@@ -410,15 +264,8 @@ swy_status_t swt_model_cuda_dense_hash(swt_model_cuda_t *md,
     /* The host copy of the initial values is free again: reuse it. */
     SWT_KC(where, swy_kc_stream_sync(md->stream));
     SWT_KC(where, swy_kc_memcpy_d2h(md->dense_h, md->dense,
-                                    md->n_dense * sizeof(float), NULL));
-    /* FNV-1a over the bytes, as model.c. */
-    const unsigned char *p = (const unsigned char *)md->dense_h;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < md->n_dense * sizeof(float); i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    *hash_p = h;
+                                    md->lo.n_dense * sizeof(float), NULL));
+    *hash_p = swt_layout_dense_hash(&md->lo, md->dense_h, 0);
     return SWY_OK;
 }
 
@@ -440,13 +287,13 @@ static swy_status_t compute_end(swt_model_cuda_t *md, swt_timing_t *tm,
 
 static swy_status_t dense_forward(swt_model_cuda_t *md, layer_t *ly)
 {
-    int S = md->cfg.tokens, H = md->cfg.hidden, F = md->cfg.ffn;
+    int S = md->cfg.tokens, H = md->cfg.hidden, F = md->cfg.dense_ffn;
     swy_kc_ctx_t *ctx = md->ctx;
-    SWT_KC(where, swy_kc_linear_fwd(ctx, ly->x, ly->wa, ly->ba, S, H, F,
+    SWT_KC(where, swy_kc_linear_fwd(ctx, ly->x, ly->p.wa, ly->p.ba, S, H, F,
                                     ly->a_pre));
     SWT_KC(where, swy_kc_gelu_fwd(ctx, ly->a_pre, (size_t)S * F, ly->a_act));
-    SWT_KC(where, swy_kc_linear_fwd(ctx, ly->a_act, ly->wb, ly->bb, S, F, H,
-                                    ly->m));
+    SWT_KC(where, swy_kc_linear_fwd(ctx, ly->a_act, ly->p.wb, ly->p.bb, S, F,
+                                    H, ly->m));
     SWT_KC(where, swy_kc_add(ctx, ly->x, (size_t)S * H, ly->m));
     return SWY_OK;
 }
@@ -457,16 +304,17 @@ swy_status_t swt_model_cuda_step(swt_model_cuda_t *md, const int *ids,
                                  swt_step_result_t *result_p)
 {
     const swt_model_config_t *c = &md->cfg;
-    int S = c->tokens, H = c->hidden, F = c->ffn, V = c->vocab;
+    /* F: the dense block's inner size (the experts' is their own). */
+    int S = c->tokens, H = c->hidden, F = c->dense_ffn, V = c->vocab;
     size_t SH = (size_t)S * H, SF = (size_t)S * F;
     swy_kc_ctx_t *ctx = md->ctx;
     void *st = md->stream;
 
     double t0 = swt_now();
-    SWT_KC(where, swy_kc_memset(md->ddense, 0, md->n_dense * sizeof(float),
-                                st));
+    SWT_KC(where, swy_kc_memset(md->ddense, 0,
+                                md->lo.n_dense * sizeof(float), st));
     SWT_KC(where, swy_kc_memset(md->dexpert, 0,
-                                md->n_expert * sizeof(float), st));
+                                md->lo.n_expert * sizeof(float), st));
     SWT_KC(where, swy_kc_memcpy_h2d(md->ids, ids, (size_t)S * sizeof(int),
                                     st));
     SWT_KC(where, swy_kc_memcpy_h2d(md->labels, labels,
@@ -475,7 +323,7 @@ swy_status_t swt_model_cuda_step(swt_model_cuda_t *md, const int *ids,
     /* ---- forward ---- */
     /* Each block writes its output straight into the next block's input
      * (kept for the backward). */
-    SWT_KC(where, swy_kc_embed_fwd(ctx, md->emb, md->ids, S, H,
+    SWT_KC(where, swy_kc_embed_fwd(ctx, md->p.emb, md->ids, S, H,
                                    md->layers[0].x));
     STEP_CHECK(compute_end(md, tm, t0));
     double aux = 0;
@@ -491,44 +339,46 @@ swy_status_t swt_model_cuda_step(swt_model_cuda_t *md, const int *ids,
         dropped += swt_moe_block_cuda_dropped(ly->moe);
     }
     t0 = swt_now();
-    SWT_KC(where, swy_kc_linear_fwd(ctx, md->x_final, md->out_w, md->out_b,
-                                    S, H, V, md->logits));
+    SWT_KC(where, swy_kc_linear_fwd(ctx, md->x_final, md->p.out_w,
+                                    md->p.out_b, S, H, V, md->logits));
     SWT_KC(where, swy_kc_xent_fwd(ctx, md->logits, md->labels, S, V, NULL,
                                   md->loss));
 
     /* ---- backward: (1/W) x the local mean, see model.h ---- */
     SWT_KC(where, swy_kc_xent_bwd(ctx, md->logits, md->labels, S, V,
-                                  1.0f / (float)md->W, md->dlogits));
-    SWT_KC(where, swy_kc_linear_bwd(ctx, md->x_final, md->out_w,
+                                  1.0f / (float)md->lo.W, md->dlogits));
+    SWT_KC(where, swy_kc_linear_bwd(ctx, md->x_final, md->p.out_w,
                                     md->dlogits, S, H, V, md->dx,
-                                    md->dout_w, md->dout_b));
+                                    md->d.out_w, md->d.out_b));
     STEP_CHECK(compute_end(md, tm, t0));
-    STEP_CHECK(swt_ddp_ready(md->ddp, md->ready_out, tm));
+    STEP_CHECK(swt_ddp_ready(md->ddp, md->lo.ready_out, tm));
     for (int l = c->layers - 1; l >= 0; l--) {
         layer_t *ly = &md->layers[l];
+        const swt_layer_layout_t *at = &md->lo.layer[l];
         STEP_CHECK(swt_moe_block_cuda_backward(ly->moe, md->dx, md->dm, tm));
-        STEP_CHECK(swt_ddp_ready(md->ddp, ly->ready_gate, tm));
+        STEP_CHECK(swt_ddp_ready(md->ddp, at->ready_gate, tm));
         t0 = swt_now();
-        SWT_KC(where, swy_kc_linear_bwd(ctx, ly->a_act, ly->wb, md->dm, S, F,
-                                        H, md->dact, ly->dwb, ly->dbb));
+        SWT_KC(where, swy_kc_linear_bwd(ctx, ly->a_act, ly->p.wb, md->dm, S,
+                                        F, H, md->dact, ly->d.wb,
+                                        ly->d.bb));
         STEP_CHECK(compute_end(md, tm, t0));
-        STEP_CHECK(swt_ddp_ready(md->ddp, ly->ready_wb, tm));
+        STEP_CHECK(swt_ddp_ready(md->ddp, at->ready_wb, tm));
         STEP_CHECK(swt_ddp_poll(md->ddp));
         t0 = swt_now();
         SWT_KC(where, swy_kc_gelu_bwd(ctx, ly->a_pre, md->dact, SF,
                                       md->dact));
-        SWT_KC(where, swy_kc_linear_bwd(ctx, ly->x, ly->wa, md->dact, S, H,
-                                        F, md->dtmp, ly->dwa, ly->dba));
+        SWT_KC(where, swy_kc_linear_bwd(ctx, ly->x, ly->p.wa, md->dact, S, H,
+                                        F, md->dtmp, ly->d.wa, ly->d.ba));
         /* dx of the block input: residual plus the branch. */
         SWT_KC(where, swy_kc_memcpy_d2d(md->dx, md->dm, SH * sizeof(float),
                                         st));
         SWT_KC(where, swy_kc_add(ctx, md->dtmp, SH, md->dx));
         STEP_CHECK(compute_end(md, tm, t0));
-        STEP_CHECK(swt_ddp_ready(md->ddp, ly->ready_wa, tm));
+        STEP_CHECK(swt_ddp_ready(md->ddp, at->ready_wa, tm));
         STEP_CHECK(swt_ddp_poll(md->ddp));
     }
     t0 = swt_now();
-    SWT_KC(where, swy_kc_embed_bwd(ctx, md->dx, md->ids, S, H, md->demb));
+    SWT_KC(where, swy_kc_embed_bwd(ctx, md->dx, md->ids, S, H, md->d.emb));
     STEP_CHECK(compute_end(md, tm, t0));
     STEP_CHECK(swt_ddp_wait(md->ddp, tm));
 
@@ -537,9 +387,9 @@ swy_status_t swt_model_cuda_step(swt_model_cuda_t *md, const int *ids,
     t0 = swt_now();
     swy_k_adam_params_t hp = {(float)c->lr, 0.9f, 0.999f, 1e-8f, 0.0f, 0};
     SWT_KC(where, swy_kc_adam_step(ctx, md->dense, md->ddense, md->m_dense,
-                                   md->v_dense, md->n_dense, &hp, step));
+                                   md->v_dense, md->lo.n_dense, &hp, step));
     SWT_KC(where, swy_kc_adam_step(ctx, md->expert, md->dexpert,
-                                   md->m_expert, md->v_expert, md->n_expert,
+                                   md->m_expert, md->v_expert, md->lo.n_expert,
                                    &hp, step));
     float xent = 0;
     SWT_KC(where, swy_kc_memcpy_d2h(&xent, md->loss, sizeof(float), st));
