@@ -1,4 +1,5 @@
-/* One MoE block over lib/moe and the kernels (see moe_block.h). */
+/* One MoE block over lib/moe and the kernels (see moe_block.h), and the
+ * block core that the GPU block (moe_block_cuda.c) uses too. */
 #include "moe_block.h"
 
 #include <stdio.h>
@@ -8,10 +9,7 @@
 #include "swy_kernels.h"
 
 struct swt_moe_block {
-    swt_moe_block_params_t p;
-    swy_moe_plan_t plan;
-    swy_comm_t comm;
-    int S, H, F, E, k, nl, n_groups;
+    swt_moe_block_core_t core; /* shape, route, counts, statistics */
     /* forward state, kept for the backward */
     const float *x;
     float *probs;     /* [S][E] */
@@ -21,12 +19,7 @@ struct swt_moe_block {
     float *f;         /* [n_groups][E]: GShard's f_e per group */
     int *load;        /* [E] scratch of the capacity drop */
     int *choice_idx;  /* [S][k] choices before capacity (topo gate) */
-    double aux;
-    int dropped, rerouted;
-    int64_t *sent;    /* [E], by logical expert */
-    int64_t *sent_slot; /* [E], by slot (slot_of) */
-    swy_moe_route_t route;
-    swy_moe_layout_t layout;
+    int rerouted;
     /* expert side, [rows][H] or [rows][F], grown to the largest route */
     size_t rows_cap;
     float *expert_in, *expert_out, *h_pre, *h_act;
@@ -36,7 +29,6 @@ struct swt_moe_block {
     float *dprobs;      /* [S][E] */
     float *dx_gate;     /* [S][H] */
     float *y;           /* [S][H]: MoE(x) */
-    char name_fwd[32], name_bwd[32];
     /* shadowing (see moe_block.h): n_shadow experts computed locally */
     int n_shadow;
     swt_shadow_expert_t *shadow; /* [n_shadow], by id */
@@ -58,6 +50,109 @@ static void *alloc_floats(size_t n)
     return malloc((n ? n : 1) * sizeof(float));
 }
 
+int swt_moe_block_core_init(swt_moe_block_core_t *core, swy_moe_plan_t plan,
+                            swy_comm_t comm,
+                            const swt_moe_block_params_t *params,
+                            const char *device)
+{
+    memset(core, 0, sizeof(*core));
+    core->p = *params;
+    core->plan = plan;
+    core->comm = comm;
+    core->S = params->tokens;
+    core->H = params->hidden;
+    core->F = params->ffn;
+    core->E = params->n_experts;
+    core->k = params->top_k;
+    core->nl = params->n_local;
+    core->n_groups = core->S / params->gate_group;
+    core->capacity = params->capacity_factor > 0
+                         ? swy_k_gate_capacity(params->capacity_factor,
+                                               params->gate_group, core->k,
+                                               core->E)
+                         : -1;
+    if (device != NULL)
+        snprintf(core->where, sizeof(core->where), "layer %d (%s)",
+                 params->layer, device);
+    else
+        snprintf(core->where, sizeof(core->where), "layer %d",
+                 params->layer);
+    snprintf(core->name_fwd, sizeof(core->name_fwd), "L%d.fwd",
+             params->layer);
+    snprintf(core->name_bwd, sizeof(core->name_bwd), "L%d.bwd",
+             params->layer);
+    core->sent = calloc((size_t)core->E, sizeof(int64_t));
+    core->sent_slot = calloc((size_t)core->E, sizeof(int64_t));
+    if (core->sent == NULL || core->sent_slot == NULL) {
+        swt_moe_block_core_finalize(core);
+        return -1;
+    }
+    return 0;
+}
+
+void swt_moe_block_core_finalize(swt_moe_block_core_t *core)
+{
+    swt_moe_block_core_route_end(core);
+    free(core->sent_slot);
+    free(core->sent);
+    core->sent = core->sent_slot = NULL;
+}
+
+swy_status_t swt_moe_block_core_fail(const swt_moe_block_core_t *core,
+                                     const char *what, swy_status_t status)
+{
+    fprintf(stderr, "swy-train: %s: %s failed: %s: %s\n", core->where, what,
+            swy_status_string(status), swy_last_error(NULL));
+    return status;
+}
+
+swy_status_t swt_moe_block_core_route(swt_moe_block_core_t *core,
+                                      const int *slots, swt_timing_t *tm)
+{
+    swt_moe_block_core_route_end(core);
+    double tr = swt_now();
+    SWT_MOE_CHECK(core, swy_moe_route(core->plan, slots, core->S,
+                                      &core->route), "route");
+    double dt = swt_now() - tr;
+    swt_timing_add(tm, SWT_T_A2A, dt);
+    swt_timing_add(tm, SWT_T_A2A_WAIT, dt);
+    core->layout.struct_size = sizeof(core->layout);
+    SWT_MOE_CHECK(core, swy_moe_route_layout(core->route, &core->layout),
+                  "route_layout");
+    if (core->p.slot_of != NULL) {
+        SWT_MOE_CHECK(core, swy_moe_route_counts(core->route,
+                                                 core->sent_slot, NULL),
+                      "route_counts");
+        for (int e = 0; e < core->E; e++)
+            core->sent[e] = core->sent_slot[core->p.slot_of[e]];
+    } else {
+        SWT_MOE_CHECK(core, swy_moe_route_counts(core->route, core->sent,
+                                                 NULL),
+                      "route_counts");
+    }
+    return SWY_OK;
+}
+
+void swt_moe_block_core_route_end(swt_moe_block_core_t *core)
+{
+    swy_moe_route_destroy(core->route);
+    core->route = NULL;
+}
+
+void swt_moe_block_core_a2a_imminent(const swt_moe_block_core_t *core)
+{
+    if (core->p.phase_hints)
+        (void)swy_phase_hint(core->comm, SWY_PHASE_A2A_IMMINENT);
+}
+
+void swt_moe_block_core_segment(swt_timing_t *tm, double seg0,
+                                double first_end, double second0,
+                                double end)
+{
+    swt_timing_add(tm, SWT_T_A2A, (first_end - seg0) + (end - second0));
+    swt_timing_add(tm, SWT_T_MOE_SEG, end - seg0);
+}
+
 int swt_moe_block_create(swy_moe_plan_t plan, swy_comm_t comm,
                          const swt_moe_block_params_t *params,
                          swt_moe_block_t **blk_p)
@@ -65,38 +160,29 @@ int swt_moe_block_create(swy_moe_plan_t plan, swy_comm_t comm,
     swt_moe_block_t *b = calloc(1, sizeof(*b));
     if (b == NULL)
         return -1;
-    b->p = *params;
-    b->plan = plan;
-    b->comm = comm;
-    b->S = params->tokens;
-    b->H = params->hidden;
-    b->F = params->ffn;
-    b->E = params->n_experts;
-    b->k = params->top_k;
-    b->nl = params->n_local;
-    b->n_groups = b->S / params->gate_group;
-    size_t S = (size_t)b->S, E = (size_t)b->E, k = (size_t)b->k;
+    if (swt_moe_block_core_init(&b->core, plan, comm, params, NULL) != 0) {
+        free(b);
+        return -1;
+    }
+    size_t S = (size_t)b->core.S, E = (size_t)b->core.E,
+           k = (size_t)b->core.k, H = (size_t)b->core.H;
     b->probs = alloc_floats(S * E);
     b->logits = alloc_floats(S * E);
     b->dprobs = alloc_floats(S * E);
     b->topk_idx = malloc((S * k > 0 ? S * k : 1) * sizeof(int));
     b->topk_w = alloc_floats(S * k);
     b->grad_topk_w = alloc_floats(S * k);
-    b->f = alloc_floats((size_t)b->n_groups * E);
+    b->f = alloc_floats((size_t)b->core.n_groups * E);
     b->load = malloc(E * sizeof(int));
     b->choice_idx = malloc((S * k > 0 ? S * k : 1) * sizeof(int));
-    b->sent = calloc(E, sizeof(int64_t));
-    b->sent_slot = calloc(E, sizeof(int64_t));
     b->route_idx = malloc((S * k > 0 ? S * k : 1) * sizeof(int));
     b->chosen = calloc(E, sizeof(int64_t));
-    b->dx_gate = alloc_floats(S * (size_t)b->H);
-    b->y = alloc_floats(S * (size_t)b->H);
-    snprintf(b->name_fwd, sizeof(b->name_fwd), "L%d.fwd", params->layer);
-    snprintf(b->name_bwd, sizeof(b->name_bwd), "L%d.bwd", params->layer);
+    b->dx_gate = alloc_floats(S * H);
+    b->y = alloc_floats(S * H);
     if (!b->probs || !b->logits || !b->dprobs || !b->topk_idx ||
-        !b->topk_w || !b->grad_topk_w || !b->f || !b->load || !b->choice_idx || !b->sent || !b->chosen ||
-        !b->sent_slot || !b->route_idx ||
-        !b->dx_gate || !b->y) {
+        !b->topk_w || !b->grad_topk_w || !b->f || !b->load ||
+        !b->choice_idx || !b->chosen || !b->route_idx || !b->dx_gate ||
+        !b->y) {
         swt_moe_block_destroy(b);
         return -1;
     }
@@ -108,7 +194,6 @@ void swt_moe_block_destroy(swt_moe_block_t *b)
 {
     if (b == NULL)
         return;
-    swy_moe_route_destroy(b->route);
     free(b->sh_dh);
     free(b->sh_hact);
     free(b->sh_hpre);
@@ -131,8 +216,6 @@ void swt_moe_block_destroy(swt_moe_block_t *b)
     free(b->expert_in);
     free(b->y);
     free(b->dx_gate);
-    free(b->sent_slot);
-    free(b->sent);
     free(b->choice_idx);
     free(b->load);
     free(b->f);
@@ -142,12 +225,13 @@ void swt_moe_block_destroy(swt_moe_block_t *b)
     free(b->dprobs);
     free(b->logits);
     free(b->probs);
+    swt_moe_block_core_finalize(&b->core);
     free(b);
 }
 
 double swt_moe_block_aux(const swt_moe_block_t *b)
 {
-    return b->aux;
+    return b->core.aux;
 }
 
 int swt_moe_block_rerouted(const swt_moe_block_t *b)
@@ -157,12 +241,12 @@ int swt_moe_block_rerouted(const swt_moe_block_t *b)
 
 int swt_moe_block_dropped(const swt_moe_block_t *b)
 {
-    return b->dropped;
+    return b->core.dropped;
 }
 
 const int64_t *swt_moe_block_sent(const swt_moe_block_t *b)
 {
-    return b->sent;
+    return b->core.sent;
 }
 
 const int64_t *swt_moe_block_chosen(const swt_moe_block_t *b)
@@ -176,8 +260,8 @@ static int alloc_shadow_buffers(swt_moe_block_t *b)
 {
     if (b->shadow_of != NULL)
         return 0;
-    size_t S = (size_t)b->S, k = (size_t)b->k, E = (size_t)b->E;
-    size_t rows = S * k, H = (size_t)b->H, F = (size_t)b->F;
+    size_t S = (size_t)b->core.S, k = (size_t)b->core.k, E = (size_t)b->core.E;
+    size_t rows = S * k, H = (size_t)b->core.H, F = (size_t)b->core.F;
     b->shadow_of = malloc(E * sizeof(int));
     b->sh_slot = malloc((rows ? rows : 1) * sizeof(int));
     b->sh_off = malloc((E + 1) * sizeof(int));
@@ -221,7 +305,7 @@ int swt_moe_block_set_shadow(swt_moe_block_t *b, int n,
     b->shadow = copy;
     b->n_shadow = n;
     if (b->shadow_of != NULL) {
-        for (int e = 0; e < b->E; e++)
+        for (int e = 0; e < b->core.E; e++)
             b->shadow_of[e] = -1;
         for (int i = 0; i < n; i++)
             b->shadow_of[experts[i].expert] = i;
@@ -241,13 +325,13 @@ static int reserve_rows(swt_moe_block_t *b, size_t rows)
     float **fbufs[] = {&b->h_pre, &b->h_act, &b->dh};
     for (size_t i = 0; i < sizeof(hbufs) / sizeof(hbufs[0]); i++) {
         free(*hbufs[i]);
-        *hbufs[i] = alloc_floats(n * (size_t)b->H);
+        *hbufs[i] = alloc_floats(n * (size_t)b->core.H);
         if (*hbufs[i] == NULL)
             return -1;
     }
     for (size_t i = 0; i < sizeof(fbufs) / sizeof(fbufs[0]); i++) {
         free(*fbufs[i]);
-        *fbufs[i] = alloc_floats(n * (size_t)b->F);
+        *fbufs[i] = alloc_floats(n * (size_t)b->core.F);
         if (*fbufs[i] == NULL)
             return -1;
     }
@@ -255,42 +339,27 @@ static int reserve_rows(swt_moe_block_t *b, size_t rows)
     return 0;
 }
 
-static swy_status_t fail(const swt_moe_block_t *b, const char *what,
-                         swy_status_t status)
-{
-    fprintf(stderr, "swy-train: layer %d: %s failed: %s: %s\n", b->p.layer,
-            what, swy_status_string(status), swy_last_error(NULL));
-    return status;
-}
-
-#define MOE_CHECK(b, call, what)                                             \
-    do {                                                                     \
-        swy_status_t st_ = (call);                                           \
-        if (st_ != SWY_OK)                                                   \
-            return fail((b), (what), st_);                                   \
-    } while (0)
-
 /* Rows of local expert e in chunk j, as [*first, *first + return). */
 static int64_t chunk_rows(const swt_moe_block_t *b, int e, int j,
                           int64_t *first)
 {
-    int d = b->layout.pipeline_degree;
-    const int64_t *co = b->layout.chunk_offset + (size_t)e * (d + 1);
+    int d = b->core.layout.pipeline_degree;
+    const int64_t *co = b->core.layout.chunk_offset + (size_t)e * (d + 1);
     *first = co[j];
     return co[j + 1] - co[j];
 }
 
 static void experts_fwd_chunk(swt_moe_block_t *b, int j)
 {
-    size_t H = (size_t)b->H, F = (size_t)b->F;
-    for (int e = 0; e < b->nl; e++) {
+    size_t H = (size_t)b->core.H, F = (size_t)b->core.F;
+    for (int e = 0; e < b->core.nl; e++) {
         int64_t r0, n = chunk_rows(b, e, j, &r0);
         if (n == 0)
             continue;
         int rows = (int)n;
-        swy_k_ffn_fwd(b->expert_in + r0 * H, &rows, 1, b->H, b->F,
-                      b->p.w1 + e * H * F, b->p.b1 + e * F,
-                      b->p.w2 + e * F * H, b->p.b2 + e * H,
+        swy_k_ffn_fwd(b->expert_in + r0 * H, &rows, 1, b->core.H, b->core.F,
+                      b->core.p.w1 + e * H * F, b->core.p.b1 + e * F,
+                      b->core.p.w2 + e * F * H, b->core.p.b2 + e * H,
                       b->h_pre + r0 * F, b->h_act + r0 * F,
                       b->expert_out + r0 * H);
     }
@@ -298,19 +367,19 @@ static void experts_fwd_chunk(swt_moe_block_t *b, int j)
 
 static void experts_bwd_chunk(swt_moe_block_t *b, int j)
 {
-    size_t H = (size_t)b->H, F = (size_t)b->F;
-    for (int e = 0; e < b->nl; e++) {
+    size_t H = (size_t)b->core.H, F = (size_t)b->core.F;
+    for (int e = 0; e < b->core.nl; e++) {
         int64_t r0, n = chunk_rows(b, e, j, &r0);
         if (n == 0)
             continue;
         int rows = (int)n;
         swy_k_ffn_bwd(b->expert_in + r0 * H, b->h_pre + r0 * F,
                       b->h_act + r0 * F, b->grad_expert_out + r0 * H, &rows,
-                      1, b->H, b->F, b->p.w1 + e * H * F,
-                      b->p.w2 + e * F * H, b->dh + r0 * F,
-                      b->grad_expert_in + r0 * H, b->p.dw1 + e * H * F,
-                      b->p.db1 + e * F, b->p.dw2 + e * F * H,
-                      b->p.db2 + e * H);
+                      1, b->core.H, b->core.F, b->core.p.w1 + e * H * F,
+                      b->core.p.w2 + e * F * H, b->dh + r0 * F,
+                      b->grad_expert_in + r0 * H, b->core.p.dw1 + e * H * F,
+                      b->core.p.db1 + e * F, b->core.p.dw2 + e * F * H,
+                      b->core.p.db2 + e * H);
     }
 }
 
@@ -318,7 +387,7 @@ static void experts_bwd_chunk(swt_moe_block_t *b, int j)
  * shadow, in slot order, so that every shadow's rows are contiguous. */
 static void shadow_split(swt_moe_block_t *b)
 {
-    size_t slots = (size_t)b->S * b->k;
+    size_t slots = (size_t)b->core.S * b->core.k;
     int n = b->n_shadow;
     memcpy(b->route_idx, b->topk_idx, slots * sizeof(int));
     for (int i = 0; i <= n; i++)
@@ -345,18 +414,19 @@ static void shadow_split(swt_moe_block_t *b)
 /* Forward of the shadowed experts on this rank's own rows. */
 static void shadow_forward(swt_moe_block_t *b)
 {
-    size_t H = (size_t)b->H, F = (size_t)b->F;
+    size_t H = (size_t)b->core.H, F = (size_t)b->core.F;
     int rows_total = b->sh_off[b->n_shadow];
     for (int r = 0; r < rows_total; r++)
         memcpy(b->sh_in + (size_t)r * H,
-               b->x + (size_t)(b->sh_slot[r] / b->k) * H, H * sizeof(float));
+               b->x + (size_t)(b->sh_slot[r] / b->core.k) * H,
+               H * sizeof(float));
     for (int i = 0; i < b->n_shadow; i++) {
         const swt_shadow_expert_t *sx = &b->shadow[i];
         size_t r0 = (size_t)b->sh_off[i];
         int rows = b->sh_off[i + 1] - b->sh_off[i];
         if (rows == 0)
             continue;
-        swy_k_ffn_fwd(b->sh_in + r0 * H, &rows, 1, b->H, b->F, sx->w1,
+        swy_k_ffn_fwd(b->sh_in + r0 * H, &rows, 1, b->core.H, b->core.F, sx->w1,
                       sx->b1, sx->w2, sx->b2, b->sh_hpre + r0 * F,
                       b->sh_hact + r0 * F, b->sh_out + r0 * H);
     }
@@ -365,11 +435,11 @@ static void shadow_forward(swt_moe_block_t *b)
 /* y[t] += w(t, j) * out row of each shadowed slot (t, j). */
 static void shadow_combine(swt_moe_block_t *b)
 {
-    size_t H = (size_t)b->H;
+    size_t H = (size_t)b->core.H;
     int rows_total = b->sh_off[b->n_shadow];
     for (int r = 0; r < rows_total; r++) {
         int s = b->sh_slot[r];
-        float w = b->topk_w[s], *y = b->y + (size_t)(s / b->k) * H;
+        float w = b->topk_w[s], *y = b->y + (size_t)(s / b->core.k) * H;
         const float *o = b->sh_out + (size_t)r * H;
         for (size_t h = 0; h < H; h++)
             y[h] += w * o[h];
@@ -381,11 +451,11 @@ static void shadow_combine(swt_moe_block_t *b)
  * expert's input gradient (sh_gin) and its weight gradients. */
 static void shadow_backward(swt_moe_block_t *b, const float *dout)
 {
-    size_t H = (size_t)b->H, F = (size_t)b->F;
+    size_t H = (size_t)b->core.H, F = (size_t)b->core.F;
     int rows_total = b->sh_off[b->n_shadow];
     for (int r = 0; r < rows_total; r++) {
         int s = b->sh_slot[r];
-        const float *g = dout + (size_t)(s / b->k) * H;
+        const float *g = dout + (size_t)(s / b->core.k) * H;
         const float *o = b->sh_out + (size_t)r * H;
         float *go = b->sh_gout + (size_t)r * H, w = b->topk_w[s];
         double dot = 0.0;
@@ -403,7 +473,7 @@ static void shadow_backward(swt_moe_block_t *b, const float *dout)
             continue;
         swy_k_ffn_bwd(b->sh_in + r0 * H, b->sh_hpre + r0 * F,
                       b->sh_hact + r0 * F, b->sh_gout + r0 * H, &rows, 1,
-                      b->H, b->F, sx->w1, sx->w2, b->sh_dh + r0 * F,
+                      b->core.H, b->core.F, sx->w1, sx->w2, b->sh_dh + r0 * F,
                       b->sh_gin + r0 * H, sx->dw1, sx->db1, sx->dw2,
                       sx->db2);
     }
@@ -412,11 +482,11 @@ static void shadow_backward(swt_moe_block_t *b, const float *dout)
 /* dx[t] += input gradient of each shadowed slot of token t. */
 static void shadow_add_dx(swt_moe_block_t *b, float *dx)
 {
-    size_t H = (size_t)b->H;
+    size_t H = (size_t)b->core.H;
     int rows_total = b->sh_off[b->n_shadow];
     for (int r = 0; r < rows_total; r++)
         swy_k_add(b->sh_gin + (size_t)r * H, H,
-                  dx + (size_t)(b->sh_slot[r] / b->k) * H);
+                  dx + (size_t)(b->sh_slot[r] / b->core.k) * H);
 }
 
 /* Gate, per group of G tokens: softmax and top-k per token, the topology
@@ -428,33 +498,30 @@ static void shadow_add_dx(swt_moe_block_t *b, float *dx)
  * backward needs (d/dm_e of E sum w_e f_e m_e). */
 static void gate_forward(swt_moe_block_t *b)
 {
-    int S = b->S, E = b->E, k = b->k, G = b->p.gate_group;
+    int S = b->core.S, E = b->core.E, k = b->core.k, G = b->core.p.gate_group;
     int renorm = k > 1; /* GShard top-2; with k = 1 Switch's p_e weight */
-    swy_k_gate_logits_fwd(b->x, b->p.wg, S, b->H, E, b->logits);
+    swy_k_gate_logits_fwd(b->x, b->core.p.wg, S, b->core.H, E, b->logits);
     swy_k_gate_topk(b->logits, S, E, k, renorm, b->topk_idx, b->topk_w,
                     b->probs);
-    int cap = swy_k_gate_capacity(b->p.capacity_factor, G, k, E);
-    if (b->p.capacity_factor <= 0)
-        cap = -1;
     double aux = 0;
-    b->dropped = 0;
+    b->core.dropped = 0;
     b->rerouted = 0;
-    for (int g = 0; g < b->n_groups; g++) {
+    for (int g = 0; g < b->core.n_groups; g++) {
         size_t t0 = (size_t)g * G;
         float *f = b->f + (size_t)g * E;
-        if (b->p.gate == SWT_GATE_TOPO)
+        if (b->core.p.gate == SWT_GATE_TOPO)
             b->rerouted += swy_k_gate_topo_reroute(
-                b->probs + t0 * E, G, E, k, renorm, b->p.node_of_expert,
-                b->p.my_node, b->p.topo_cross_frac, b->topk_idx + t0 * k,
-                b->topk_w + t0 * k);
+                b->probs + t0 * E, G, E, k, renorm, b->core.p.node_of_expert,
+                b->core.p.my_node, b->core.p.topo_cross_frac,
+                b->topk_idx + t0 * k, b->topk_w + t0 * k);
         double a = swy_k_gate_aux_loss(b->probs + t0 * E, G, E, 1, f);
-        if (b->p.gate == SWT_GATE_TA) {
+        if (b->core.p.gate == SWT_GATE_TA) {
             a = 0.0;
             for (int e = 0; e < E; e++) {
                 double m = 0.0;
                 for (int t = 0; t < G; t++)
                     m += b->probs[(t0 + (size_t)t) * E + (size_t)e];
-                f[e] *= b->p.ta_weight[e];
+                f[e] *= b->core.p.ta_weight[e];
                 a += (double)f[e] * (m / G);
             }
             a *= E;
@@ -462,22 +529,23 @@ static void gate_forward(swt_moe_block_t *b)
         aux += a;
     }
     memcpy(b->choice_idx, b->topk_idx, (size_t)S * k * sizeof(int));
-    for (int g = 0; g < b->n_groups; g++) {
+    for (int g = 0; g < b->core.n_groups; g++) {
         size_t t0 = (size_t)g * G;
-        b->dropped += swy_k_gate_drop(b->topk_idx + t0 * k,
-                                      b->topk_w + t0 * k, G, k, E, cap,
-                                      SWY_K_DROP_CHOICE_ORDER, b->load);
+        b->core.dropped += swy_k_gate_drop(b->topk_idx + t0 * k,
+                                           b->topk_w + t0 * k, G, k, E,
+                                           b->core.capacity,
+                                           SWY_K_DROP_CHOICE_ORDER, b->load);
     }
-    b->aux = b->n_groups > 0 ? aux / b->n_groups : 0.0;
+    b->core.aux = b->core.n_groups > 0 ? aux / b->core.n_groups : 0.0;
 }
 
 /* The routed choices as global slots: route_idx[s] = slot_of[e] of the
  * logical expert e in src[s] (which may be route_idx itself). */
 static void map_slots(swt_moe_block_t *b, const int *src)
 {
-    size_t slots = (size_t)b->S * b->k;
+    size_t slots = (size_t)b->core.S * b->core.k;
     for (size_t s = 0; s < slots; s++)
-        b->route_idx[s] = src[s] < 0 ? -1 : b->p.slot_of[src[s]];
+        b->route_idx[s] = src[s] < 0 ? -1 : b->core.p.slot_of[src[s]];
 }
 
 swy_status_t swt_moe_block_forward(swt_moe_block_t *b, const float *x,
@@ -491,42 +559,29 @@ swy_status_t swt_moe_block_forward(swt_moe_block_t *b, const float *x,
         shadow_split(b);
         routed = b->route_idx;
     }
-    if (b->p.slot_of != NULL) {
+    if (b->core.p.slot_of != NULL) {
         map_slots(b, routed);
         routed = b->route_idx;
     }
     swt_timing_compute_end(tm, t0);
 
-    swy_moe_route_destroy(b->route);
-    b->route = NULL;
-    double tr = swt_now();
-    MOE_CHECK(b, swy_moe_route(b->plan, routed, b->S, &b->route), "route");
-    double dt = swt_now() - tr;
-    swt_timing_add(tm, SWT_T_A2A, dt);
-    swt_timing_add(tm, SWT_T_A2A_WAIT, dt);
-    b->layout.struct_size = sizeof(b->layout);
-    MOE_CHECK(b, swy_moe_route_layout(b->route, &b->layout), "route_layout");
-    if (b->p.slot_of != NULL) {
-        MOE_CHECK(b, swy_moe_route_counts(b->route, b->sent_slot, NULL),
-                  "route_counts");
-        for (int e = 0; e < b->E; e++)
-            b->sent[e] = b->sent_slot[b->p.slot_of[e]];
-    } else {
-        MOE_CHECK(b, swy_moe_route_counts(b->route, b->sent, NULL),
-                  "route_counts");
-    }
-    memcpy(b->chosen, b->sent, (size_t)b->E * sizeof(int64_t));
+    swy_status_t status = swt_moe_block_core_route(&b->core, routed, tm);
+    if (status != SWY_OK)
+        return status;
+    memcpy(b->chosen, b->core.sent, (size_t)b->core.E * sizeof(int64_t));
     for (int i = 0; i < b->n_shadow; i++)
         b->chosen[b->shadow[i].expert] += b->sh_off[i + 1] - b->sh_off[i];
-    if (reserve_rows(b, (size_t)b->layout.recv_rows) != 0)
-        return fail(b, "allocating expert buffers", SWY_ERR_NO_MEMORY);
+    if (reserve_rows(b, (size_t)b->core.layout.recv_rows) != 0)
+        return swt_moe_block_core_fail(&b->core, "allocating expert buffers",
+                                       SWY_ERR_NO_MEMORY);
 
     swy_op_attr_t attr = SWY_OP_ATTR_INIT;
-    attr.name = b->name_fwd;
-    int d = b->layout.pipeline_degree;
+    attr.name = b->core.name_fwd;
+    int d = b->core.layout.pipeline_degree;
     double seg0 = swt_now(), disp_end = seg0, comb0 = seg0;
-    MOE_CHECK(b, swy_moe_dispatch(b->route, x, b->expert_in, &attr,
-                                  SWY_MOE_ASYNC), "dispatch");
+    SWT_MOE_CHECK(&b->core, swy_moe_dispatch(b->core.route, x, b->expert_in,
+                                             &attr, SWY_MOE_ASYNC),
+                  "dispatch");
     if (b->n_shadow > 0) { /* while the dispatch travels */
         double tc = swt_now();
         shadow_forward(b);
@@ -534,7 +589,8 @@ swy_status_t swt_moe_block_forward(swt_moe_block_t *b, const float *x,
     }
     for (int j = 0; j < d; j++) {
         double tw = swt_now();
-        MOE_CHECK(b, swy_moe_wait_chunk(b->route, j), "dispatch wait");
+        SWT_MOE_CHECK(&b->core, swy_moe_wait_chunk(b->core.route, j),
+                      "dispatch wait");
         disp_end = swt_now();
         swt_timing_add(tm, SWT_T_A2A_WAIT, disp_end - tw);
         double tc = swt_now();
@@ -542,21 +598,23 @@ swy_status_t swt_moe_block_forward(swt_moe_block_t *b, const float *x,
         swt_timing_add(tm, SWT_T_EXPERT, swt_timing_compute_end(tm, tc));
         if (j == 0)
             comb0 = swt_now();
-        MOE_CHECK(b, swy_moe_combine_post_chunk(b->route, j, b->expert_out,
-                                                &attr), "combine post");
+        SWT_MOE_CHECK(&b->core,
+                      swy_moe_combine_post_chunk(b->core.route, j,
+                                                 b->expert_out, &attr),
+                      "combine post");
     }
     double tw = swt_now();
-    MOE_CHECK(b, swy_moe_combine_finish(b->route, b->topk_w, b->y),
-              "combine finish");
+    SWT_MOE_CHECK(&b->core,
+                  swy_moe_combine_finish(b->core.route, b->topk_w, b->y),
+                  "combine finish");
     double end = swt_now();
     swt_timing_add(tm, SWT_T_A2A_WAIT, end - tw);
-    swt_timing_add(tm, SWT_T_A2A, (disp_end - seg0) + (end - comb0));
-    swt_timing_add(tm, SWT_T_MOE_SEG, end - seg0);
+    swt_moe_block_core_segment(tm, seg0, disp_end, comb0, end);
 
     t0 = swt_now();
     if (b->n_shadow > 0)
         shadow_combine(b);
-    size_t n = (size_t)b->S * b->H;
+    size_t n = (size_t)b->core.S * b->core.H;
     memcpy(out, x, n * sizeof(float));
     swy_k_add(b->y, n, out);
     swt_timing_compute_end(tm, t0);
@@ -567,39 +625,39 @@ swy_status_t swt_moe_block_forward(swt_moe_block_t *b, const float *x,
  * probabilities, softmax, logits; dx_gate overwritten, dwg accumulated. */
 static void gate_backward(swt_moe_block_t *b)
 {
-    int S = b->S, E = b->E, k = b->k, G = b->p.gate_group;
-    if (b->p.gate == SWT_GATE_TOPO) /* choices may differ from top-k */
+    int S = b->core.S, E = b->core.E, k = b->core.k, G = b->core.p.gate_group;
+    if (b->core.p.gate == SWT_GATE_TOPO) /* choices may differ from top-k */
         swy_k_gate_topk_bwd_idx(b->probs, b->choice_idx, b->grad_topk_w, S,
                                 E, k, k > 1, b->dprobs);
     else
         swy_k_gate_topk_bwd(b->probs, b->grad_topk_w, S, E, k, k > 1,
                             b->dprobs);
-    for (int g = 0; g < b->n_groups; g++) {
+    for (int g = 0; g < b->core.n_groups; g++) {
         size_t t0 = (size_t)g * G;
         swy_k_gate_aux_loss_bwd(b->f + (size_t)g * E, G, E,
-                                (float)b->p.aux_weight,
+                                (float)b->core.p.aux_weight,
                                 b->dprobs + t0 * E);
     }
     swy_k_softmax_bwd(b->probs, b->dprobs, S, E, b->logits);
-    swy_k_gate_logits_bwd(b->x, b->p.wg, b->logits, S, b->H, E, b->dx_gate,
-                          b->p.dwg);
+    swy_k_gate_logits_bwd(b->x, b->core.p.wg, b->logits, S, b->core.H, E,
+                          b->dx_gate, b->core.p.dwg);
 }
 
 swy_status_t swt_moe_block_backward(swt_moe_block_t *b, const float *dout,
                                     float *dx, swt_timing_t *tm)
 {
     swy_op_attr_t attr = SWY_OP_ATTR_INIT;
-    attr.name = b->name_bwd;
-    int d = b->layout.pipeline_degree;
+    attr.name = b->core.name_bwd;
+    int d = b->core.layout.pipeline_degree;
     /* Lina: stop issuing gradient micro-ops when backward enters the MoE
      * block, so the combine's all-to-all finds the links clear. */
-    if (b->p.phase_hints)
-        (void)swy_phase_hint(b->comm, SWY_PHASE_A2A_IMMINENT);
+    swt_moe_block_core_a2a_imminent(&b->core);
     double seg0 = swt_now(), cb_end = seg0, db0 = seg0;
-    MOE_CHECK(b, swy_moe_combine_backward(b->route, dout, b->topk_w,
-                                          b->grad_expert_out, b->grad_topk_w,
-                                          &attr, SWY_MOE_ASYNC),
-              "combine backward");
+    SWT_MOE_CHECK(&b->core,
+                  swy_moe_combine_backward(b->core.route, dout, b->topk_w,
+                                           b->grad_expert_out, b->grad_topk_w,
+                                           &attr, SWY_MOE_ASYNC),
+                  "combine backward");
     if (b->n_shadow > 0) { /* while the combine backward travels */
         double tc = swt_now();
         shadow_backward(b, dout);
@@ -607,37 +665,37 @@ swy_status_t swt_moe_block_backward(swt_moe_block_t *b, const float *dout,
     }
     for (int j = 0; j < d; j++) {
         double tw = swt_now();
-        MOE_CHECK(b, swy_moe_wait_chunk(b->route, j),
-                  "combine backward wait");
+        SWT_MOE_CHECK(&b->core, swy_moe_wait_chunk(b->core.route, j),
+                      "combine backward wait");
         cb_end = swt_now();
         swt_timing_add(tm, SWT_T_A2A_WAIT, cb_end - tw);
         /* The dispatch backward follows this chunk's expert backward. */
-        if (b->p.phase_hints && j == d - 1)
-            (void)swy_phase_hint(b->comm, SWY_PHASE_A2A_IMMINENT);
+        if (j == d - 1)
+            swt_moe_block_core_a2a_imminent(&b->core);
         double tc = swt_now();
         experts_bwd_chunk(b, j);
         swt_timing_add(tm, SWT_T_EXPERT, swt_timing_compute_end(tm, tc));
         if (j == 0)
             db0 = swt_now();
-        MOE_CHECK(b, swy_moe_dispatch_backward_post_chunk(
-                         b->route, j, b->grad_expert_in, &attr),
-                  "dispatch backward post");
+        SWT_MOE_CHECK(&b->core, swy_moe_dispatch_backward_post_chunk(
+                                    b->core.route, j, b->grad_expert_in,
+                                    &attr),
+                      "dispatch backward post");
     }
     double tw = swt_now();
-    MOE_CHECK(b, swy_moe_dispatch_backward_finish(b->route, dx),
-              "dispatch backward finish");
+    SWT_MOE_CHECK(&b->core,
+                  swy_moe_dispatch_backward_finish(b->core.route, dx),
+                  "dispatch backward finish");
     double end = swt_now();
     swt_timing_add(tm, SWT_T_A2A_WAIT, end - tw);
-    swt_timing_add(tm, SWT_T_A2A, (cb_end - seg0) + (end - db0));
-    swt_timing_add(tm, SWT_T_MOE_SEG, end - seg0);
-    swy_moe_route_destroy(b->route);
-    b->route = NULL;
+    swt_moe_block_core_segment(tm, seg0, cb_end, db0, end);
+    swt_moe_block_core_route_end(&b->core);
 
     double t0 = swt_now();
     if (b->n_shadow > 0)
         shadow_add_dx(b, dx);
     gate_backward(b);
-    size_t n = (size_t)b->S * b->H;
+    size_t n = (size_t)b->core.S * b->core.H;
     swy_k_add(b->dx_gate, n, dx);
     swy_k_add(dout, n, dx);
     swt_timing_compute_end(tm, t0);

@@ -113,4 +113,72 @@ const int64_t *swt_moe_block_sent(const swt_moe_block_t *blk);
  *  shadows, [E]. Without shadows it equals swt_moe_block_sent(). */
 const int64_t *swt_moe_block_chosen(const swt_moe_block_t *blk);
 
+/* ---- What a block keeps on the host whatever its device, and the
+ * bookkeeping around lib/moe's route that the CPU block (moe_block.c) and
+ * the GPU block (moe_block_cuda.c) share; their math is their own. ---- */
+
+typedef struct {
+    swt_moe_block_params_t p;
+    swy_moe_plan_t plan;        /* borrowed, as is comm */
+    swy_comm_t comm;
+    int S, H, F, E, k, nl, n_groups;
+    int capacity;               /* slots per expert and gate group, -1: no
+                                   limit (capacity_factor <= 0) */
+    char where[32];             /* "layer 3" or "layer 3 (cuda)" */
+    char name_fwd[32], name_bwd[32]; /* the exchanges' op names */
+    /* the step's route, from the forward to the end of the backward */
+    swy_moe_route_t route;
+    swy_moe_layout_t layout;
+    int64_t *sent;              /* [E], by logical expert */
+    int64_t *sent_slot;         /* [E], by slot (slot_of) */
+    double aux;                 /* the last forward's, mean over groups */
+    int dropped;                /* slots the last forward dropped */
+} swt_moe_block_core_t;
+
+/** Fills @p core from @p params; @p device (NULL for the CPU) goes into
+ *  the messages' prefix. @return 0, or -1 when out of memory (nothing
+ *  left to finalize). */
+int swt_moe_block_core_init(swt_moe_block_core_t *core, swy_moe_plan_t plan,
+                            swy_comm_t comm,
+                            const swt_moe_block_params_t *params,
+                            const char *device);
+/** Ends the route if any and frees the counts; accepts a zeroed core. */
+void swt_moe_block_core_finalize(swt_moe_block_core_t *core);
+
+/** Prints "swy-train: <where>: <what> failed: <status>: <last error>";
+ *  @return status. */
+swy_status_t swt_moe_block_core_fail(const swt_moe_block_core_t *core,
+                                     const char *what, swy_status_t status);
+
+/* Run a lib/moe or collective call; on failure report it as @p what and
+ * return its status from the enclosing function. */
+#define SWT_MOE_CHECK(core, call, what)                                      \
+    do {                                                                     \
+        swy_status_t st_ = (call);                                           \
+        if (st_ != SWY_OK)                                                   \
+            return swt_moe_block_core_fail((core), (what), st_);             \
+    } while (0)
+
+/** The step's route (count exchange, timed as all-to-all wait) of the
+ *  choices @p slots ([S][k] global slots, -1 dropped), its layout, and
+ *  the rows sent to each logical expert (through slot_of, if set).
+ *  Ends the last step's route first. Prints the cause on failure. */
+swy_status_t swt_moe_block_core_route(swt_moe_block_core_t *core,
+                                      const int *slots, swt_timing_t *tm);
+
+/** Ends the step's route (after the backward's last exchange). */
+void swt_moe_block_core_route_end(swt_moe_block_core_t *core);
+
+/** --phase-hints: tell the scheduler an all-to-all is imminent (Lina:
+ *  stop issuing gradient micro-ops so the links are clear). */
+void swt_moe_block_core_a2a_imminent(const swt_moe_block_core_t *core);
+
+/** Timers of one MoE segment of two exchanges around the experts: the
+ *  first from @p seg0 to @p first_end, the second from @p second0 to
+ *  @p end (all-to-all time), the whole segment seg0 to end. The waits
+ *  are the caller's. */
+void swt_moe_block_core_segment(swt_timing_t *tm, double seg0,
+                                double first_end, double second0,
+                                double end);
+
 #endif /* SWT_MOE_BLOCK_H */

@@ -1,5 +1,7 @@
 /* One MoE block on the GPU (see moe_block_cuda.h), the twin of
- * moe_block.c.
+ * moe_block.c, with which it shares what is not device math: the shape,
+ * the route and its counts, the statistics and the error reports
+ * (swt_moe_block_core_t, moe_block.h).
  *
  * Why this block calls swy_alltoallv() itself instead of lib/moe's
  * dispatch and combine: those take host memory only (moe.h) and copy rows
@@ -28,13 +30,11 @@
 #include <string.h>
 
 struct swt_moe_block_cuda {
-    swt_moe_block_params_t p; /* device pointers */
-    swy_moe_plan_t plan;
-    swy_comm_t comm;
+    swt_moe_block_core_t core; /* shape, route, counts, statistics; its p
+                                  holds device pointers */
     swy_kc_ctx_t *ctx;
     void *stream;
-    int S, H, F, E, k, nl, W, n_groups, capacity;
-    char where[32];
+    int W;
     /* forward state, kept for the backward (device) */
     const float *x;
     float *logits;      /* [S][E]; reused as dlogits */
@@ -56,14 +56,9 @@ struct swt_moe_block_cuda {
     /* host copies */
     int *topk_idx_h, *row_of_slot_h, *dropped_h;
     float *laux_h;
-    double aux;
-    int dropped;
-    int64_t *sent;      /* [E] */
     int *rows_per_expert; /* [nl] */
     size_t *tok_counts, *tok_displs, *stg_counts, *stg_displs; /* [W] */
     int restage;        /* staging order differs from expert order */
-    swy_moe_route_t route;
-    swy_moe_layout_t layout;
     /* expert side, grown to the largest route (device, and the two
      * row indices also on the host) */
     size_t rows_cap;
@@ -72,7 +67,6 @@ struct swt_moe_block_cuda {
     float *h_pre, *h_act, *dh; /* [rows][F] */
     int *exp_from_stg, *stg_from_exp; /* [rows] */
     int *exp_from_stg_h, *stg_from_exp_h;
-    char name_fwd[32], name_bwd[32];
 };
 
 swy_status_t swt_cuda_fail(const char *where, const char *call)
@@ -102,41 +96,28 @@ swy_status_t swt_moe_block_cuda_create(swy_moe_plan_t plan, swy_comm_t comm,
     swt_moe_block_cuda_t *b = calloc(1, sizeof(*b));
     if (b == NULL)
         return SWY_ERR_NO_MEMORY;
-    b->p = *params;
-    b->plan = plan;
-    b->comm = comm;
     b->ctx = ctx;
     b->stream = swy_kc_ctx_stream(ctx);
-    b->S = params->tokens;
-    b->H = params->hidden;
-    b->F = params->ffn;
-    b->E = params->n_experts;
-    b->k = params->top_k;
-    b->nl = params->n_local;
+    if (swt_moe_block_core_init(&b->core, plan, comm, params, "cuda") != 0) {
+        free(b);
+        return SWY_ERR_NO_MEMORY;
+    }
     b->W = swy_comm_size(comm);
-    b->n_groups = b->S / params->gate_group;
-    b->capacity = params->capacity_factor > 0
-                      ? swy_k_gate_capacity(params->capacity_factor,
-                                            params->gate_group, b->k, b->E)
-                      : -1;
     /* With one rank or one local expert the staging order is the expert
      * order (lib/moe lands in the user's buffer in place likewise). */
-    b->restage = b->nl > 1 && b->W > 1;
-    snprintf(b->where, sizeof(b->where), "layer %d (cuda)", params->layer);
-    snprintf(b->name_fwd, sizeof(b->name_fwd), "L%d.fwd", params->layer);
-    snprintf(b->name_bwd, sizeof(b->name_bwd), "L%d.bwd", params->layer);
+    b->restage = b->core.nl > 1 && b->W > 1;
 
-    size_t S = (size_t)b->S, E = (size_t)b->E, k = (size_t)b->k,
-           H = (size_t)b->H, G = (size_t)b->n_groups, W = (size_t)b->W;
+    size_t S = (size_t)b->core.S, E = (size_t)b->core.E,
+           k = (size_t)b->core.k, H = (size_t)b->core.H,
+           G = (size_t)b->core.n_groups, W = (size_t)b->W;
     b->topk_idx_h = host_alloc(S * k, sizeof(int));
     b->row_of_slot_h = host_alloc(S * k, sizeof(int));
     b->dropped_h = host_alloc(G, sizeof(int));
     b->laux_h = host_alloc(G, sizeof(float));
-    b->sent = host_alloc(E, sizeof(int64_t));
-    b->rows_per_expert = host_alloc((size_t)b->nl, sizeof(int));
+    b->rows_per_expert = host_alloc((size_t)b->core.nl, sizeof(int));
     b->tok_counts = host_alloc(4 * W, sizeof(size_t));
     if (!b->topk_idx_h || !b->row_of_slot_h || !b->dropped_h ||
-        !b->laux_h || !b->sent || !b->rows_per_expert || !b->tok_counts) {
+        !b->laux_h || !b->rows_per_expert || !b->tok_counts) {
         swt_moe_block_cuda_destroy(b);
         return SWY_ERR_NO_MEMORY;
     }
@@ -166,7 +147,8 @@ swy_status_t swt_moe_block_cuda_create(swy_moe_plan_t plan, swy_comm_t comm,
     };
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         if (dev_alloc(dev[i].p, dev[i].n, dev[i].elem) != 0) {
-            swt_cuda_fail(b->where, "swy_kc_malloc of the block's buffers");
+            swt_cuda_fail(b->core.where,
+                          "swy_kc_malloc of the block's buffers");
             swt_moe_block_cuda_destroy(b);
             return SWY_ERR_SYSTEM;
         }
@@ -195,7 +177,6 @@ void swt_moe_block_cuda_destroy(swt_moe_block_cuda_t *b)
 {
     if (b == NULL)
         return;
-    swy_moe_route_destroy(b->route);
     /* Nothing of this block may still run when its memory goes. */
     (void)swy_kc_stream_sync(b->stream);
     free_rows(b);
@@ -206,43 +187,28 @@ void swt_moe_block_cuda_destroy(swt_moe_block_cuda_t *b)
         (void)swy_kc_free(dev[i]);
     free(b->tok_counts);
     free(b->rows_per_expert);
-    free(b->sent);
     free(b->laux_h);
     free(b->dropped_h);
     free(b->row_of_slot_h);
     free(b->topk_idx_h);
+    swt_moe_block_core_finalize(&b->core);
     free(b);
 }
 
 double swt_moe_block_cuda_aux(const swt_moe_block_cuda_t *b)
 {
-    return b->aux;
+    return b->core.aux;
 }
 
 int swt_moe_block_cuda_dropped(const swt_moe_block_cuda_t *b)
 {
-    return b->dropped;
+    return b->core.dropped;
 }
 
 const int64_t *swt_moe_block_cuda_sent(const swt_moe_block_cuda_t *b)
 {
-    return b->sent;
+    return b->core.sent;
 }
-
-static swy_status_t fail(const swt_moe_block_cuda_t *b, const char *what,
-                         swy_status_t status)
-{
-    fprintf(stderr, "swy-train: %s: %s failed: %s: %s\n", b->where, what,
-            swy_status_string(status), swy_last_error(NULL));
-    return status;
-}
-
-#define MOE_CHECK(b, call, what)                                             \
-    do {                                                                     \
-        swy_status_t st_ = (call);                                           \
-        if (st_ != SWY_OK)                                                   \
-            return fail((b), (what), st_);                                   \
-    } while (0)
 
 /* The expert-side buffers grow to the largest route seen; the number of
  * rows a rank receives changes every step with the gate's choices. */
@@ -251,23 +217,23 @@ static swy_status_t reserve_rows(swt_moe_block_cuda_t *b, size_t rows)
     if (rows <= b->rows_cap && b->expert_in != NULL)
         return SWY_OK;
     /* The old buffers may still be read by queued kernels. */
-    SWT_KC(b->where, swy_kc_stream_sync(b->stream));
+    SWT_KC(b->core.where, swy_kc_stream_sync(b->stream));
     free_rows(b);
-    size_t n = rows + rows / 4, H = (size_t)b->H, F = (size_t)b->F;
+    size_t n = rows + rows / 4, H = (size_t)b->core.H, F = (size_t)b->core.F;
     float **hbufs[] = {&b->stage, &b->expert_in, &b->expert_out,
                        &b->grad_expert_out, &b->grad_expert_in};
     float **fbufs[] = {&b->h_pre, &b->h_act, &b->dh};
     for (size_t i = 0; i < sizeof(hbufs) / sizeof(hbufs[0]); i++)
-        SWT_KC(b->where, dev_alloc(hbufs[i], n * H, sizeof(float)));
+        SWT_KC(b->core.where, dev_alloc(hbufs[i], n * H, sizeof(float)));
     for (size_t i = 0; i < sizeof(fbufs) / sizeof(fbufs[0]); i++)
-        SWT_KC(b->where, dev_alloc(fbufs[i], n * F, sizeof(float)));
-    SWT_KC(b->where, dev_alloc(&b->exp_from_stg, n, sizeof(int)));
-    SWT_KC(b->where, dev_alloc(&b->stg_from_exp, n, sizeof(int)));
+        SWT_KC(b->core.where, dev_alloc(fbufs[i], n * F, sizeof(float)));
+    SWT_KC(b->core.where, dev_alloc(&b->exp_from_stg, n, sizeof(int)));
+    SWT_KC(b->core.where, dev_alloc(&b->stg_from_exp, n, sizeof(int)));
     b->exp_from_stg_h = host_alloc(n, sizeof(int));
     b->stg_from_exp_h = host_alloc(n, sizeof(int));
     if (b->exp_from_stg_h == NULL || b->stg_from_exp_h == NULL) {
         fprintf(stderr, "swy-train: %s: out of memory for %zu row indices\n",
-                b->where, n);
+                b->core.where, n);
         return SWY_ERR_NO_MEMORY;
     }
     b->rows_cap = n;
@@ -280,39 +246,40 @@ static swy_status_t reserve_rows(swt_moe_block_cuda_t *b, size_t rows)
  * arrays that come back with topk_idx. */
 static swy_status_t gate_forward(swt_moe_block_cuda_t *b)
 {
-    int S = b->S, E = b->E, k = b->k, G = b->p.gate_group;
+    int S = b->core.S, E = b->core.E, k = b->core.k, G = b->core.p.gate_group;
     int renorm = k > 1; /* GShard top-2; with k = 1 Switch's p_e weight */
-    SWT_KC(b->where, swy_kc_gate_logits_fwd(b->ctx, b->x, b->p.wg, S, b->H,
-                                            E, b->logits));
-    SWT_KC(b->where, swy_kc_gate_topk(b->ctx, b->logits, S, E, k, renorm,
-                                      b->topk_idx, b->topk_w, b->probs));
-    for (int g = 0; g < b->n_groups; g++) {
+    SWT_KC(b->core.where, swy_kc_gate_logits_fwd(b->ctx, b->x, b->core.p.wg,
+                                                 S, b->core.H, E,
+                                                 b->logits));
+    SWT_KC(b->core.where, swy_kc_gate_topk(b->ctx, b->logits, S, E, k, renorm,
+                                           b->topk_idx, b->topk_w, b->probs));
+    for (int g = 0; g < b->core.n_groups; g++) {
         size_t t0 = (size_t)g * G;
-        SWT_KC(b->where, swy_kc_gate_aux_loss(b->ctx, b->probs + t0 * E, G,
-                                              E, 1, b->f + (size_t)g * E,
-                                              b->laux + g));
-        SWT_KC(b->where, swy_kc_gate_drop(b->ctx, b->topk_idx + t0 * k,
-                                          b->topk_w + t0 * k, G, k, E,
-                                          b->capacity,
-                                          SWY_K_DROP_CHOICE_ORDER, b->load,
-                                          b->dropped_d + g));
+        SWT_KC(b->core.where, swy_kc_gate_aux_loss(b->ctx, b->probs + t0 * E, G,
+                                                   E, 1, b->f + (size_t)g * E,
+                                                   b->laux + g));
+        SWT_KC(b->core.where, swy_kc_gate_drop(b->ctx, b->topk_idx + t0 * k,
+                                               b->topk_w + t0 * k, G, k, E,
+                                               b->core.capacity,
+                                               SWY_K_DROP_CHOICE_ORDER, b->load,
+                                               b->dropped_d + g));
     }
-    size_t slots = (size_t)S * k, G_n = (size_t)b->n_groups;
-    SWT_KC(b->where, swy_kc_memcpy_d2h(b->topk_idx_h, b->topk_idx,
-                                       slots * sizeof(int), b->stream));
-    SWT_KC(b->where, swy_kc_memcpy_d2h(b->laux_h, b->laux,
-                                       G_n * sizeof(float), b->stream));
-    SWT_KC(b->where, swy_kc_memcpy_d2h(b->dropped_h, b->dropped_d,
-                                       G_n * sizeof(int), b->stream));
+    size_t slots = (size_t)S * k, G_n = (size_t)b->core.n_groups;
+    SWT_KC(b->core.where, swy_kc_memcpy_d2h(b->topk_idx_h, b->topk_idx,
+                                            slots * sizeof(int), b->stream));
+    SWT_KC(b->core.where, swy_kc_memcpy_d2h(b->laux_h, b->laux,
+                                            G_n * sizeof(float), b->stream));
+    SWT_KC(b->core.where, swy_kc_memcpy_d2h(b->dropped_h, b->dropped_d,
+                                            G_n * sizeof(int), b->stream));
     /* The host reads all three next (routing, the step's statistics). */
-    SWT_KC(b->where, swy_kc_stream_sync(b->stream));
+    SWT_KC(b->core.where, swy_kc_stream_sync(b->stream));
     double aux = 0;
-    b->dropped = 0;
-    for (int g = 0; g < b->n_groups; g++) {
+    b->core.dropped = 0;
+    for (int g = 0; g < b->core.n_groups; g++) {
         aux += b->laux_h[g];
-        b->dropped += b->dropped_h[g];
+        b->core.dropped += b->dropped_h[g];
     }
-    b->aux = b->n_groups > 0 ? aux / b->n_groups : 0.0;
+    b->core.aux = b->core.n_groups > 0 ? aux / b->core.n_groups : 0.0;
     return SWY_OK;
 }
 
@@ -322,15 +289,15 @@ static swy_status_t gate_forward(swt_moe_block_cuda_t *b)
  * row indices between them; the indices go to the device. */
 static swy_status_t build_exchange(swt_moe_block_cuda_t *b)
 {
-    const swy_moe_layout_t *ly = &b->layout;
-    int W = b->W, nl = b->nl;
-    size_t H = (size_t)b->H, slots = (size_t)b->S * b->k;
+    const swy_moe_layout_t *ly = &b->core.layout;
+    int W = b->W, nl = b->core.nl;
+    size_t H = (size_t)b->core.H, slots = (size_t)b->core.S * b->core.k;
     if (ly->pipeline_degree != 1 || ly->nranks != W ||
         ly->num_local_experts != nl) {
         fprintf(stderr, "swy-train: %s: the route's layout (pipeline %d, %d "
                 "ranks, %d local experts) is not the one this block "
                 "handles (pipeline 1, %d ranks, %d local experts)\n",
-                b->where, ly->pipeline_degree, ly->nranks,
+                b->core.where, ly->pipeline_degree, ly->nranks,
                 ly->num_local_experts, W, nl);
         return SWY_ERR_INTERNAL;
     }
@@ -338,7 +305,7 @@ static swy_status_t build_exchange(swt_moe_block_cuda_t *b)
         int64_t row = ly->slot_row[s];
         if (row < -1 || row >= ly->send_rows) {
             fprintf(stderr, "swy-train: %s: slot %zu has send row %lld of "
-                    "%lld\n", b->where, s, (long long)row,
+                    "%lld\n", b->core.where, s, (long long)row,
                     (long long)ly->send_rows);
             return SWY_ERR_INTERNAL;
         }
@@ -349,7 +316,7 @@ static swy_status_t build_exchange(swt_moe_block_cuda_t *b)
     for (int r = 0; r < W; r++) {
         size_t n = 0;
         for (int e = 0; e < nl; e++)
-            n += (size_t)b->sent[(size_t)r * nl + e];
+            n += (size_t)b->core.sent[(size_t)r * nl + e];
         b->tok_displs[r] = tok_rows * H;
         b->tok_counts[r] = n * H;
         tok_rows += n;
@@ -366,16 +333,16 @@ static swy_status_t build_exchange(swt_moe_block_cuda_t *b)
     if ((int64_t)tok_rows != ly->send_rows ||
         (int64_t)stg_rows != ly->recv_rows) {
         fprintf(stderr, "swy-train: %s: counted %zu sent and %zu received "
-                "rows, the layout says %lld and %lld\n", b->where, tok_rows,
-                stg_rows, (long long)ly->send_rows,
+                "rows, the layout says %lld and %lld\n", b->core.where,
+                tok_rows, stg_rows, (long long)ly->send_rows,
                 (long long)ly->recv_rows);
         return SWY_ERR_INTERNAL;
     }
     for (int e = 0; e < nl; e++)
         b->rows_per_expert[e] =
             (int)(ly->expert_offset[e + 1] - ly->expert_offset[e]);
-    SWT_KC(b->where, swy_kc_memcpy_h2d(b->row_of_slot, b->row_of_slot_h,
-                                       slots * sizeof(int), b->stream));
+    SWT_KC(b->core.where, swy_kc_memcpy_h2d(b->row_of_slot, b->row_of_slot_h,
+                                            slots * sizeof(int), b->stream));
     if (!b->restage || stg_rows == 0)
         return SWY_OK;
     size_t stg = 0;
@@ -390,10 +357,10 @@ static swy_status_t build_exchange(swt_moe_block_cuda_t *b)
             }
             stg += n;
         }
-    SWT_KC(b->where, swy_kc_memcpy_h2d(b->exp_from_stg, b->exp_from_stg_h,
-                                       stg_rows * sizeof(int), b->stream));
-    SWT_KC(b->where, swy_kc_memcpy_h2d(b->stg_from_exp, b->stg_from_exp_h,
-                                       stg_rows * sizeof(int), b->stream));
+    SWT_KC(b->core.where, swy_kc_memcpy_h2d(b->exp_from_stg, b->exp_from_stg_h,
+                                            stg_rows * sizeof(int), b->stream));
+    SWT_KC(b->core.where, swy_kc_memcpy_h2d(b->stg_from_exp, b->stg_from_exp_h,
+                                            stg_rows * sizeof(int), b->stream));
     return SWY_OK;
 }
 
@@ -411,13 +378,15 @@ static swy_status_t exchange(swt_moe_block_cuda_t *b, const float *sendbuf,
     attr.stream = b->stream;
     attr.name = name;
     swy_request_t req = NULL;
-    MOE_CHECK(b, swy_alltoallv(sendbuf, scounts, sdispls, recvbuf, rcounts,
-                               rdispls, SWY_FLOAT32, b->comm, &attr, &req),
-              what);
+    SWT_MOE_CHECK(&b->core,
+                  swy_alltoallv(sendbuf, scounts, sdispls, recvbuf, rcounts,
+                                rdispls, SWY_FLOAT32, b->core.comm, &attr,
+                                &req),
+                  what);
     swy_status_t status = swy_wait(req);
     swy_request_free(req);
     if (status != SWY_OK)
-        return fail(b, what, status);
+        return swt_moe_block_core_fail(&b->core, what, status);
     return SWY_OK;
 }
 
@@ -425,11 +394,12 @@ static swy_status_t exchange(swt_moe_block_cuda_t *b, const float *sendbuf,
 static swy_status_t restage(swt_moe_block_cuda_t *b, const float *src,
                             const int *src_row, float *dst)
 {
-    if (b->layout.recv_rows == 0)
+    if (b->core.layout.recv_rows == 0)
         return SWY_OK;
-    SWT_KC(b->where, swy_kc_gather_rows(b->ctx, src, src_row,
-                                        (int)b->layout.recv_rows, b->H,
-                                        dst));
+    SWT_KC(b->core.where,
+           swy_kc_gather_rows(b->ctx, src, src_row,
+                              (int)b->core.layout.recv_rows, b->core.H,
+                              dst));
     return SWY_OK;
 }
 
@@ -437,7 +407,7 @@ static swy_status_t restage(swt_moe_block_cuda_t *b, const float *src,
 static swy_status_t compute_end(swt_moe_block_cuda_t *b, swt_timing_t *tm,
                                 double t0, double *dt_p)
 {
-    SWT_KC(b->where, swy_kc_stream_sync(b->stream));
+    SWT_KC(b->core.where, swy_kc_stream_sync(b->stream));
     double dt = swt_timing_compute_end(tm, t0);
     if (dt_p != NULL)
         *dt_p = dt;
@@ -460,65 +430,56 @@ swy_status_t swt_moe_block_cuda_forward(swt_moe_block_cuda_t *b,
     STEP(gate_forward(b));
     STEP(compute_end(b, tm, t0, NULL));
 
-    swy_moe_route_destroy(b->route);
-    b->route = NULL;
-    double tr = swt_now();
-    MOE_CHECK(b, swy_moe_route(b->plan, b->topk_idx_h, b->S, &b->route),
-              "route");
-    double dt = swt_now() - tr;
-    swt_timing_add(tm, SWT_T_A2A, dt);
-    swt_timing_add(tm, SWT_T_A2A_WAIT, dt);
-    b->layout.struct_size = sizeof(b->layout);
-    MOE_CHECK(b, swy_moe_route_layout(b->route, &b->layout), "route_layout");
-    MOE_CHECK(b, swy_moe_route_counts(b->route, b->sent, NULL),
-              "route_counts");
-    STEP(reserve_rows(b, (size_t)b->layout.recv_rows));
+    STEP(swt_moe_block_core_route(&b->core, b->topk_idx_h, tm));
+    STEP(reserve_rows(b, (size_t)b->core.layout.recv_rows));
 
     t0 = swt_now();
     STEP(build_exchange(b));
-    SWT_KC(b->where, swy_kc_pack(b->ctx, x, b->row_of_slot, b->S, b->k,
-                                 b->H, b->tok));
+    SWT_KC(b->core.where, swy_kc_pack(b->ctx, x, b->row_of_slot, b->core.S,
+                                      b->core.k, b->core.H, b->tok));
     STEP(compute_end(b, tm, t0, NULL));
 
     /* Dispatch: token side -> staging (or straight to the experts). */
     double seg0 = swt_now();
     float *landing = b->restage ? b->stage : b->expert_in;
     STEP(exchange(b, b->tok, b->tok_counts, b->tok_displs, landing,
-                  b->stg_counts, b->stg_displs, b->name_fwd, "dispatch"));
+                  b->stg_counts, b->stg_displs, b->core.name_fwd, "dispatch"));
     double disp_end = swt_now();
     swt_timing_add(tm, SWT_T_A2A_WAIT, disp_end - seg0);
 
     double tc = swt_now();
     if (b->restage)
         STEP(restage(b, b->stage, b->exp_from_stg, b->expert_in));
-    SWT_KC(b->where, swy_kc_ffn_fwd(b->ctx, b->expert_in, b->rows_per_expert,
-                                    b->nl, b->H, b->F, b->p.w1, b->p.b1,
-                                    b->p.w2, b->p.b2, b->h_pre, b->h_act,
-                                    b->expert_out));
+    SWT_KC(b->core.where,
+           swy_kc_ffn_fwd(b->ctx, b->expert_in, b->rows_per_expert,
+                          b->core.nl, b->core.H, b->core.F, b->core.p.w1,
+                          b->core.p.b1, b->core.p.w2, b->core.p.b2, b->h_pre,
+                          b->h_act, b->expert_out));
     const float *back = b->expert_out;
     if (b->restage) {
         STEP(restage(b, b->expert_out, b->stg_from_exp, b->stage));
         back = b->stage;
     }
+    double dt;
     STEP(compute_end(b, tm, tc, &dt));
     swt_timing_add(tm, SWT_T_EXPERT, dt);
 
     /* Combine: staging -> token side, kept in comb for the backward. */
     double comb0 = swt_now();
     STEP(exchange(b, back, b->stg_counts, b->stg_displs, b->comb,
-                  b->tok_counts, b->tok_displs, b->name_fwd, "combine"));
+                  b->tok_counts, b->tok_displs, b->core.name_fwd, "combine"));
     double end = swt_now();
     swt_timing_add(tm, SWT_T_A2A_WAIT, end - comb0);
-    swt_timing_add(tm, SWT_T_A2A, (disp_end - seg0) + (end - comb0));
-    swt_timing_add(tm, SWT_T_MOE_SEG, end - seg0);
+    swt_moe_block_core_segment(tm, seg0, disp_end, comb0, end);
 
     t0 = swt_now();
-    size_t n = (size_t)b->S * b->H;
-    SWT_KC(b->where, swy_kc_combine_fwd(b->ctx, b->comb, b->row_of_slot,
-                                        b->topk_w, b->S, b->k, b->H, b->y));
-    SWT_KC(b->where, swy_kc_memcpy_d2d(out, x, n * sizeof(float),
-                                       b->stream));
-    SWT_KC(b->where, swy_kc_add(b->ctx, b->y, n, out));
+    size_t n = (size_t)b->core.S * b->core.H;
+    SWT_KC(b->core.where, swy_kc_combine_fwd(b->ctx, b->comb, b->row_of_slot,
+                                             b->topk_w, b->core.S, b->core.k,
+                                             b->core.H, b->y));
+    SWT_KC(b->core.where, swy_kc_memcpy_d2d(out, x, n * sizeof(float),
+                                            b->stream));
+    SWT_KC(b->core.where, swy_kc_add(b->ctx, b->y, n, out));
     STEP(compute_end(b, tm, t0, NULL));
     return SWY_OK;
 }
@@ -528,20 +489,21 @@ swy_status_t swt_moe_block_cuda_forward(swt_moe_block_cuda_t *b,
  * accumulated. */
 static swy_status_t gate_backward(swt_moe_block_cuda_t *b)
 {
-    int S = b->S, E = b->E, k = b->k, G = b->p.gate_group;
-    SWT_KC(b->where, swy_kc_gate_topk_bwd(b->ctx, b->probs, b->grad_topk_w,
-                                          S, E, k, k > 1, b->dprobs));
-    for (int g = 0; g < b->n_groups; g++) {
+    int S = b->core.S, E = b->core.E, k = b->core.k, G = b->core.p.gate_group;
+    SWT_KC(b->core.where, swy_kc_gate_topk_bwd(b->ctx, b->probs, b->grad_topk_w,
+                                               S, E, k, k > 1, b->dprobs));
+    for (int g = 0; g < b->core.n_groups; g++) {
         size_t t0 = (size_t)g * G;
-        SWT_KC(b->where, swy_kc_gate_aux_loss_bwd(
-                             b->ctx, b->f + (size_t)g * E, G, E,
-                             (float)b->p.aux_weight, b->dprobs + t0 * E));
+        SWT_KC(b->core.where, swy_kc_gate_aux_loss_bwd(
+                                  b->ctx, b->f + (size_t)g * E, G, E,
+                                  (float)b->core.p.aux_weight,
+                                  b->dprobs + t0 * E));
     }
-    SWT_KC(b->where, swy_kc_softmax_bwd(b->ctx, b->probs, b->dprobs, S, E,
-                                        b->logits));
-    SWT_KC(b->where, swy_kc_gate_logits_bwd(b->ctx, b->x, b->p.wg, b->logits,
-                                            S, b->H, E, b->dx_gate,
-                                            b->p.dwg));
+    SWT_KC(b->core.where, swy_kc_softmax_bwd(b->ctx, b->probs, b->dprobs, S, E,
+                                             b->logits));
+    SWT_KC(b->core.where, swy_kc_gate_logits_bwd(b->ctx, b->x, b->core.p.wg,
+                                                 b->logits, S, b->core.H, E,
+                                                 b->dx_gate, b->core.p.dwg));
     return SWY_OK;
 }
 
@@ -549,43 +511,42 @@ swy_status_t swt_moe_block_cuda_backward(swt_moe_block_cuda_t *b,
                                          const float *dout, float *dx,
                                          swt_timing_t *tm)
 {
-    if (b->route == NULL) {
+    if (b->core.route == NULL) {
         fprintf(stderr, "swy-train: %s: backward without a forward\n",
-                b->where);
+                b->core.where);
         return SWY_ERR_INTERNAL;
     }
     /* Lina: stop issuing gradient micro-ops when backward enters the MoE
      * block, so the combine's all-to-all finds the links clear. */
-    if (b->p.phase_hints)
-        (void)swy_phase_hint(b->comm, SWY_PHASE_A2A_IMMINENT);
+    swt_moe_block_core_a2a_imminent(&b->core);
     /* Combine backward, local part: the gradient of each slot's row
      * (weight x dout) into the token side, and of the gate weights. */
     double t0 = swt_now();
-    SWT_KC(b->where, swy_kc_combine_bwd(b->ctx, b->comb, b->row_of_slot,
-                                        b->topk_w, dout, b->S, b->k, b->H,
-                                        b->tok, b->grad_topk_w));
+    SWT_KC(b->core.where, swy_kc_combine_bwd(b->ctx, b->comb, b->row_of_slot,
+                                             b->topk_w, dout, b->core.S,
+                                             b->core.k, b->core.H, b->tok,
+                                             b->grad_topk_w));
     STEP(compute_end(b, tm, t0, NULL));
 
     double seg0 = swt_now();
     float *landing = b->restage ? b->stage : b->grad_expert_out;
     STEP(exchange(b, b->tok, b->tok_counts, b->tok_displs, landing,
-                  b->stg_counts, b->stg_displs, b->name_bwd,
+                  b->stg_counts, b->stg_displs, b->core.name_bwd,
                   "combine backward"));
     double cb_end = swt_now();
     swt_timing_add(tm, SWT_T_A2A_WAIT, cb_end - seg0);
     /* The dispatch backward follows the expert backward. */
-    if (b->p.phase_hints)
-        (void)swy_phase_hint(b->comm, SWY_PHASE_A2A_IMMINENT);
+    swt_moe_block_core_a2a_imminent(&b->core);
 
     double tc = swt_now();
     if (b->restage)
         STEP(restage(b, b->stage, b->exp_from_stg, b->grad_expert_out));
-    SWT_KC(b->where, swy_kc_ffn_bwd(b->ctx, b->expert_in, b->h_pre,
-                                    b->h_act, b->grad_expert_out,
-                                    b->rows_per_expert, b->nl, b->H, b->F,
-                                    b->p.w1, b->p.w2, b->dh,
-                                    b->grad_expert_in, b->p.dw1, b->p.db1,
-                                    b->p.dw2, b->p.db2));
+    SWT_KC(b->core.where,
+           swy_kc_ffn_bwd(b->ctx, b->expert_in, b->h_pre, b->h_act,
+                          b->grad_expert_out, b->rows_per_expert, b->core.nl,
+                          b->core.H, b->core.F, b->core.p.w1, b->core.p.w2,
+                          b->dh, b->grad_expert_in, b->core.p.dw1,
+                          b->core.p.db1, b->core.p.dw2, b->core.p.db2));
     const float *back = b->grad_expert_in;
     if (b->restage) {
         STEP(restage(b, b->grad_expert_in, b->stg_from_exp, b->stage));
@@ -599,22 +560,21 @@ swy_status_t swt_moe_block_cuda_backward(swt_moe_block_cuda_t *b,
      * combine backward that read it has completed). */
     double db0 = swt_now();
     STEP(exchange(b, back, b->stg_counts, b->stg_displs, b->tok,
-                  b->tok_counts, b->tok_displs, b->name_bwd,
+                  b->tok_counts, b->tok_displs, b->core.name_bwd,
                   "dispatch backward"));
     double end = swt_now();
     swt_timing_add(tm, SWT_T_A2A_WAIT, end - db0);
-    swt_timing_add(tm, SWT_T_A2A, (cb_end - seg0) + (end - db0));
-    swt_timing_add(tm, SWT_T_MOE_SEG, end - seg0);
-    swy_moe_route_destroy(b->route);
-    b->route = NULL;
+    swt_moe_block_core_segment(tm, seg0, cb_end, db0, end);
+    swt_moe_block_core_route_end(&b->core);
 
     t0 = swt_now();
-    size_t n = (size_t)b->S * b->H;
-    SWT_KC(b->where, swy_kc_pack_bwd(b->ctx, b->tok, b->row_of_slot, b->S,
-                                     b->k, b->H, dx));
+    size_t n = (size_t)b->core.S * b->core.H;
+    SWT_KC(b->core.where, swy_kc_pack_bwd(b->ctx, b->tok, b->row_of_slot,
+                                          b->core.S, b->core.k, b->core.H,
+                                          dx));
     STEP(gate_backward(b));
-    SWT_KC(b->where, swy_kc_add(b->ctx, b->dx_gate, n, dx));
-    SWT_KC(b->where, swy_kc_add(b->ctx, dout, n, dx));
+    SWT_KC(b->core.where, swy_kc_add(b->ctx, b->dx_gate, n, dx));
+    SWT_KC(b->core.where, swy_kc_add(b->ctx, dout, n, dx));
     STEP(compute_end(b, tm, t0, NULL));
     return SWY_OK;
 }
