@@ -124,6 +124,20 @@ void swy_boot_set_failure_callback(swy_boot_t *boot,
  * poll()ing beside transport fds. */
 int swy_boot_failure_fd(swy_boot_t *boot);
 
+/* Quiescence, for a failed job: a rank whose communicator failed cancels
+ * its receives and, once none is left in flight, reports itself quiesced:
+ * from then on it reads no other rank's memory (a transport may read a
+ * sender's buffer in place, as UCX's CMA rendezvous does), so a rank may
+ * give the buffers of its failed sends back to the caller once their
+ * receivers are quiesced. A rank that left or died counts as quiesced.
+ * report: returns at once (nothing if the connection is gone). */
+void swy_boot_report_quiesced(swy_boot_t *boot);
+/* 1 when rank reported itself quiesced, left or died (as the root last
+ * told this rank); 0 otherwise or when rank is out of range. */
+int swy_boot_peer_quiesced(swy_boot_t *boot, int rank);
+/* 1 once the connection to the root is gone: no more news from anyone. */
+int swy_boot_lost(swy_boot_t *boot);
+
 /* Leave cleanly: tell the root goodbye (not a failure), close, free.
  * Accepts NULL. */
 void swy_boot_finalize(swy_boot_t *boot);

@@ -79,6 +79,7 @@ struct swy_boot {
     uint64_t missing_seq;
     char missing_text[CLIENT_MSG_MAX];
     char failure_msg[SWY_ERRMSG_MAX];
+    uint8_t *quiesced; /* by rank: the root said it is quiesced */
     void (*failure_cb)(void *arg);
     void *failure_cb_arg;
 
@@ -300,6 +301,17 @@ static const char *client_handle(swy_boot_t *boot, uint32_t type,
                                      sizeof(msg)) != 0)
             return "malformed FAILED";
         client_record_failure(boot, status, msg);
+        return NULL;
+    }
+    case SWY_BOOT_MSG_QUIESCED: {
+        if (len != 4)
+            return "malformed QUIESCED";
+        uint32_t rank = swy_boot_get_u32(payload);
+        if (rank >= (uint32_t)boot->nranks)
+            return "QUIESCED names a rank out of range";
+        pthread_mutex_lock(&boot->lock);
+        boot->quiesced[rank] = 1;
+        pthread_mutex_unlock(&boot->lock);
         return NULL;
     }
     case SWY_BOOT_MSG_MISSING: {
@@ -701,6 +713,7 @@ static void client_destroy(swy_boot_t *boot, int say_goodbye)
         close(boot->event_fd);
     swy_free(boot->result_data);
     swy_free(boot->result_lens);
+    swy_free(boot->quiesced);
     pthread_cond_destroy(&boot->cond);
     pthread_mutex_destroy(&boot->lock);
     swy_free(boot);
@@ -817,6 +830,11 @@ swy_status_t swy_boot_connect(const swy_boot_addr_t *addr, int rank,
 
     swy_status_t status;
     swy_boot_t *boot = swy_calloc(1, sizeof(*boot));
+    if (boot != NULL &&
+        (boot->quiesced = swy_calloc((size_t)nranks, 1)) == NULL) {
+        swy_free(boot);
+        boot = NULL;
+    }
     if (boot == NULL) {
         close(fd);
         return swy_err_set(SWY_ERR_NO_MEMORY, "boot",
@@ -1034,6 +1052,31 @@ void swy_boot_set_failure_callback(swy_boot_t *boot, void (*cb)(void *arg),
      * (once), so nobody sleeps through it. */
     if (failed && cb != NULL && !atomic_exchange(&boot->failure_cb_called, 1))
         cb(arg);
+}
+
+void swy_boot_report_quiesced(swy_boot_t *boot)
+{
+    if (boot == NULL)
+        return;
+    if (client_send(boot, SWY_BOOT_MSG_QUIESCED, NULL, 0, NULL, 0) != 0)
+        swy_debug("boot", "rank %d: could not tell the root at %s that it "
+                  "is quiesced (connection gone)", boot->rank,
+                  boot->root_text);
+}
+
+int swy_boot_peer_quiesced(swy_boot_t *boot, int rank)
+{
+    if (boot == NULL || rank < 0 || rank >= boot->nranks)
+        return 0;
+    pthread_mutex_lock(&boot->lock);
+    int quiesced = boot->quiesced[rank];
+    pthread_mutex_unlock(&boot->lock);
+    return quiesced;
+}
+
+int swy_boot_lost(swy_boot_t *boot)
+{
+    return boot != NULL && atomic_load(&boot->conn_lost);
 }
 
 int swy_boot_failure_fd(swy_boot_t *boot)

@@ -166,6 +166,21 @@ static void root_broadcast_failure(swy_boot_root_t *root, int except,
     }
 }
 
+/* Tell every joined rank but `rank` itself that `rank` reads no other
+ * rank's memory any more (it said so, left or died). */
+static void root_broadcast_quiesced(swy_boot_root_t *root, int rank)
+{
+    uint8_t payload[4];
+    swy_boot_put_u32(payload, (uint32_t)rank);
+    for (int r = 0; r < root->nranks; r++) {
+        root_slot_t *slot = &root->slots[r];
+        if (r == rank || slot->state != SLOT_LIVE || slot->conn == NULL)
+            continue;
+        root_send(slot->conn, SWY_BOOT_MSG_QUIESCED, payload,
+                  sizeof(payload));
+    }
+}
+
 static void slot_drop_contribution(root_slot_t *slot)
 {
     swy_free(slot->contrib_frame);
@@ -206,6 +221,7 @@ static void root_rank_died(swy_boot_root_t *root, int rank,
     slot_drop_contribution(slot);
     root->nlive--;
     root_broadcast_failure(root, rank, SWY_ERR_REMOTE, msg);
+    root_broadcast_quiesced(root, rank);
 }
 
 static void conn_reject(root_conn_t *conn, swy_status_t status,
@@ -537,6 +553,16 @@ static int conn_handle(root_conn_t *conn, uint32_t type, uint8_t *payload,
         case SWY_BOOT_MSG_MISSING_REQ:
             handle_missing_req(conn, payload, len);
             break;
+        case SWY_BOOT_MSG_QUIESCED:
+            if (len != 0) {
+                conn_reject(conn, SWY_ERR_INVALID_ARG,
+                            "malformed QUIESCED of %zu bytes", len);
+                break;
+            }
+            swy_debug("boot", "root %s: rank %d is quiesced",
+                      root->addr_text, conn->rank);
+            root_broadcast_quiesced(root, conn->rank);
+            break;
         case SWY_BOOT_MSG_GOODBYE: {
             root_slot_t *slot = &root->slots[conn->rank];
             swy_info("boot", "root %s: rank %d said goodbye",
@@ -548,6 +574,8 @@ static int conn_handle(root_conn_t *conn, uint32_t type, uint8_t *payload,
              * the job starts afresh once every rank has left. */
             slot->state = SLOT_LEFT;
             root->nlive--;
+            if (root->ready)
+                root_broadcast_quiesced(root, conn->rank);
             swy_free(payload);
             conn_free(conn);
             root_maybe_reset(root);

@@ -54,7 +54,10 @@ typedef enum {
     SWY_BOOT_MSG_COLL_RESULT = 10,
     SWY_BOOT_MSG_MISSING_REQ = 11,
     SWY_BOOT_MSG_MISSING = 12,
-    SWY_BOOT_MSG_LAST = SWY_BOOT_MSG_MISSING,
+    /* rank -> root (empty): I read no other rank's memory any more;
+     * root -> ranks (u32 rank): that rank did, left or died. */
+    SWY_BOOT_MSG_QUIESCED = 13,
+    SWY_BOOT_MSG_LAST = SWY_BOOT_MSG_QUIESCED,
 } swy_boot_msg_type_t;
 
 static inline void swy_boot_put_u32(uint8_t *p, uint32_t v)

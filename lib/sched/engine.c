@@ -45,6 +45,18 @@ enum { UOP_READY, UOP_POSTED, UOP_DONE };
  * op X to P waits in op->gated until P's header for X arrived (P then has
  * posted every receive of X). */
 enum { HDR_NONE = 0, HDR_EXPECTED = 1, HDR_SEEN = 2 };
+/* A failed op hands the caller its buffers back only once no transport
+ * may still touch them: its receives cancelled or done, and each send
+ * done or its receiver quiesced (swy_boot_report_quiesced: UCX's CMA
+ * rendezvous has the receiver read the sender's buffer in place, and a
+ * read from a freed buffer is fatal to the reader). A receiver that says
+ * nothing for this long (capped at SWY_TIMEOUT_S) is given up on with a
+ * warning. */
+#define RELEASE_GRACE_S 5.0
+/* Without the control plane (the root is gone) no receiver can say it is
+ * quiesced; every rank learnt of the loss at about the same time and
+ * cancels its receives at its next progress pass. */
+#define RELEASE_LOST_S 0.5
 #define UNCONFIRMED_MIN_BYTES 8192
 #define UNCONFIRMED_PARTITIONS 2
 
@@ -92,6 +104,10 @@ struct swy_request {
     uint64_t post_ns;
     int deferred_peer; /* peer whose data disagreed before its header */
     int completed, released;
+    int failing;    /* failed; completes once its buffers are free */
+    int in_handler; /* handle_completion frees it (released) at its end */
+    double fail_s;           /* when it failed */
+    double release_deadline; /* failing: give up waiting for receivers */
     swy_status_t status;
     char errmsg[SWY_ERRMSG_MAX];
     double deadline;
@@ -139,6 +155,8 @@ struct swy_sched {
     size_t uplink_inflight_bytes;
     prio_tally_t uplink_inflight_by_prio;
     int multi_host; /* some peer is on another host */
+    int n_failing;        /* ops failing (not yet completed) */
+    int quiesce_reported; /* swy_boot_report_quiesced sent */
     swy_trace_t *trace;
     /* progress thread (SWY_PROGRESS=thread) */
     int max_prio_seen;
@@ -242,7 +260,8 @@ static void op_complete(struct swy_request *op)
     swy_sched_t *s = op->sched;
     op->completed = 1;
     swy_list_del(&op->link);
-    tally_sub(&s->pending_ops, op->priority, 1);
+    if (!op->failing) /* a failing op left the tally when it failed */
+        tally_sub(&s->pending_ops, op->priority, 1);
     s->stats.ops_completed++;
     if (s->trace != NULL) {
         char name[40];
@@ -254,12 +273,22 @@ static void op_complete(struct swy_request *op)
     if (op->status != SWY_OK)
         swy_debug("sched", "op #%u '%s' failed: %s", op->seq, op_label(op),
                   op->errmsg);
-    if (op->released)
+    if (op->failing) {
+        op->failing = 0;
+        s->n_failing--;
+    }
+    if (op->released && !op->in_handler)
         op_free(op);
+}
+
+static int op_alive(const struct swy_request *op)
+{
+    return !op->completed && !op->failing;
 }
 
 static void op_error(struct swy_request *op, swy_status_t status,
                      const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void op_drain(struct swy_request *op, int force);
 
 /* Every micro-op of an op that has not failed is done: the algorithm's
  * last local work (a staged allreduce's copy back to the device), then
@@ -282,28 +311,96 @@ static void op_fail(struct swy_request *op, swy_status_t status,
 {
     swy_sched_t *s = op->sched;
     swy_list_t *pos, *tmp;
-    if (op->completed)
+    if (!op_alive(op))
         return;
     op->status = status;
     snprintf(op->errmsg, sizeof(op->errmsg), "%s", msg);
+    op->failing = 1;
+    s->n_failing++;
+    tally_sub(&s->pending_ops, op->priority, 1);
+    op->fail_s = swy_time_s();
+    op->release_deadline =
+        op->fail_s + SWY_MIN(RELEASE_GRACE_S, s->p.timeout_s);
+    swy_list_for_each_safe(pos, tmp, &op->uops) {
+        swy_uop_t *uop = swy_container_of(pos, swy_uop_t, op_link);
+        if (uop->state == UOP_READY) { /* in a queue or op->gated */
+            swy_list_del(&uop->op_link);
+            swy_list_del(&uop->q_link);
+            swy_free(uop);
+            op->n_live--;
+        } else if (uop->state == UOP_POSTED && !uop->x.is_send) {
+            uop->tp->ops->cancel(uop->tp->ctx, uop->handle);
+        }
+    }
+    op_drain(op, 0);
+}
+
+/* A failing op completes once none of its micro-ops may still touch the
+ * caller's buffers (RELEASE_GRACE_S), or at once with force (the comm
+ * goes away). What is still posted then is detached: freed when its
+ * callback comes, or with the scheduler. */
+static void op_drain(struct swy_request *op, int force)
+{
+    swy_sched_t *s = op->sched;
+    swy_list_t *pos, *tmp;
+    int waiting = 0, late_peer = -1;
+    for (pos = op->uops.next; pos != &op->uops && !force; pos = pos->next) {
+        swy_uop_t *uop = swy_container_of(pos, swy_uop_t, op_link);
+        /* A send to this rank feeds only this op's receives. */
+        if (uop->x.is_send && uop->state == UOP_POSTED &&
+            (uop->x.peer == s->p.rank ||
+             swy_boot_peer_quiesced(s->p.boot, uop->x.peer)))
+            continue;
+        waiting = 1;
+        if (uop->x.is_send && late_peer < 0)
+            late_peer = uop->x.peer;
+    }
+    double now = swy_time_s();
+    int lost = swy_boot_lost(s->p.boot);
+    if (waiting && now < op->release_deadline &&
+        !(lost && now >= op->fail_s + RELEASE_LOST_S))
+        return;
+    if (waiting && !lost)
+        swy_warn("sched", "op #%u '%s' failed; returning its buffers to the "
+                 "caller although %s%d has not said it stopped reading them "
+                 "(%.0f s)", op->seq, op_label(op),
+                 late_peer >= 0 ? "rank " : "a receive of rank ",
+                 late_peer >= 0 ? late_peer : s->p.rank,
+                 SWY_MIN(RELEASE_GRACE_S, s->p.timeout_s));
     swy_list_for_each_safe(pos, tmp, &op->uops) {
         swy_uop_t *uop = swy_container_of(pos, swy_uop_t, op_link);
         swy_list_del(&uop->op_link);
-        if (uop->state == UOP_READY) {
-            swy_list_del(&uop->q_link);
-            swy_free(uop);
-            continue;
-        }
-        /* Posted: the transport still owns it; detach, cancel, and free
-         * it when its callback arrives. The user's buffer is no longer
-         * a target once a receive is cancelled. */
         uop->op = NULL;
         swy_list_push_back(&s->detached, &uop->op_link);
-        if (uop->state == UOP_POSTED)
-            uop->tp->ops->cancel(uop->tp->ctx, uop->handle);
     }
     op->n_live = 0;
     op_complete(op);
+}
+
+/* After the comm failed: once this rank has no receive in flight it reads
+ * no peer's memory any more; say so, so that peers may release the
+ * buffers of their failed sends to it. */
+static void report_quiesced(swy_sched_t *s)
+{
+    swy_list_t *pos, *upos;
+    if (s->failed == SWY_OK || s->quiesce_reported)
+        return;
+    for (pos = s->ops.next; pos != &s->ops; pos = pos->next) {
+        struct swy_request *op = swy_container_of(pos, struct swy_request,
+                                                  link);
+        for (upos = op->uops.next; upos != &op->uops; upos = upos->next) {
+            swy_uop_t *uop = swy_container_of(upos, swy_uop_t, op_link);
+            if (!uop->x.is_send && uop->state == UOP_POSTED)
+                return;
+        }
+    }
+    for (upos = s->detached.next; upos != &s->detached; upos = upos->next) {
+        swy_uop_t *uop = swy_container_of(upos, swy_uop_t, op_link);
+        if (!uop->x.is_send && uop->state == UOP_POSTED)
+            return;
+    }
+    s->quiesce_reported = 1;
+    swy_boot_report_quiesced(s->p.boot);
 }
 
 void swy_sched_fail_comm(swy_sched_t *s, swy_status_t status,
@@ -401,10 +498,12 @@ static swy_status_t uop_post_recv(swy_uop_t *uop)
     swy_transport_t *tp = uop->tp;
     uop->state = UOP_POSTED;
     uop->posted_ns = swy_time_ns();
-    return tp->ops->irecv(tp->ctx, uop->x.peer,
-                          wire_tag(uop->op->seq, uop->x.tag), uop->x.buf,
-                          uop->x.bytes, uop->x.mem, uop_complete_cb, uop,
-                          &uop->handle);
+    swy_status_t status = tp->ops->irecv(
+        tp->ctx, uop->x.peer, wire_tag(uop->op->seq, uop->x.tag), uop->x.buf,
+        uop->x.bytes, uop->x.mem, uop_complete_cb, uop, &uop->handle);
+    if (status != SWY_OK)
+        uop->state = UOP_READY; /* never reached the transport */
+    return status;
 }
 
 static void op_error(struct swy_request *op, swy_status_t status,
@@ -422,7 +521,7 @@ static void op_error(struct swy_request *op, swy_status_t status,
 static void emit_post(void *ctx, const swy_coll_xfer_t *x)
 {
     struct swy_request *op = ctx;
-    if (op->completed)
+    if (!op_alive(op))
         return;
     swy_uop_t *uop = uop_new(op, x, 0);
     if (uop == NULL) {
@@ -580,7 +679,7 @@ static int issue_link(swy_sched_t *s, int peer)
                 &uop->handle);
         if (status != SWY_OK) {
             link_account(s, uop, -1);
-            uop->state = UOP_DONE; /* never reached the transport */
+            uop->state = UOP_READY; /* never reached the transport */
             op_error(uop->op, status, "op #%u '%s': sending %zu bytes to "
                      "rank %d failed", uop->seq, op_label(uop->op),
                      uop->x.bytes, peer);
@@ -689,6 +788,12 @@ static void handle_completion(swy_sched_t *s, swy_uop_t *uop)
         return;
     }
     op->n_live--;
+    if (op->failing) { /* cancelled or drained: nothing more to do */
+        swy_free(uop);
+        op_drain(op, 0);
+        return;
+    }
+    op->in_handler = 1;
     if (uop->status == SWY_ERR_MISMATCH && !uop->x.is_send) {
         handle_data_size_mismatch(op, uop);
     } else if (uop->status != SWY_OK) {
@@ -715,8 +820,11 @@ static void handle_completion(swy_sched_t *s, swy_uop_t *uop)
                      "%d failed", op->seq, op_label(op), uop->x.peer);
     }
     swy_free(uop);
-    if (!op->completed && op->n_live == 0)
+    if (op_alive(op) && op->n_live == 0)
         op_finish(op);
+    op->in_handler = 0;
+    if (op->completed && op->released)
+        op_free(op);
 }
 
 /* ---- deadlines --------------------------------------------------------- */
@@ -727,7 +835,7 @@ static void check_deadlines(swy_sched_t *s, double now)
     swy_list_for_each_safe(pos, tmp, &s->ops) {
         struct swy_request *op = swy_container_of(pos, struct swy_request,
                                                   link);
-        if (now < op->deadline)
+        if (now < op->deadline || op->failing)
             continue;
         /* Name the peers we still wait for. */
         char peers[256] = "";
@@ -762,8 +870,31 @@ static void check_deadlines(swy_sched_t *s, double now)
 
 /* ---- progress ---------------------------------------------------------- */
 
+/* Drain the failing ops (op_drain) and, after a comm failure, report
+ * this rank quiesced once it can. */
+static void progress_failing(swy_sched_t *s)
+{
+    swy_list_t *pos, *tmp;
+    swy_list_for_each_safe(pos, tmp, &s->ops) {
+        struct swy_request *op = swy_container_of(pos, struct swy_request,
+                                                  link);
+        if (op->failing)
+            op_drain(op, 0);
+    }
+    report_quiesced(s);
+}
+
 static int progress_locked(swy_sched_t *s)
 {
+    /* A failure the control plane knows of first: cancel the receives
+     * before the transport runs, so a rendezvous that arrived meanwhile
+     * finds no receive and reads nothing (see RELEASE_GRACE_S). */
+    if (s->failed == SWY_OK && s->p.boot != NULL) {
+        char msg[SWY_ERRMSG_MAX];
+        swy_status_t status = swy_boot_failure(s->p.boot, msg, sizeof(msg));
+        if (status != SWY_OK)
+            swy_sched_fail_comm(s, status, msg, 0);
+    }
     int events = swy_transport_set_progress(s->p.transports);
     while (!swy_list_empty(&s->completed)) {
         swy_uop_t *uop = swy_container_of(s->completed.next, swy_uop_t,
@@ -772,12 +903,8 @@ static int progress_locked(swy_sched_t *s)
         handle_completion(s, uop);
         events++;
     }
-    if (s->failed == SWY_OK && s->p.boot != NULL) {
-        char msg[SWY_ERRMSG_MAX];
-        swy_status_t status = swy_boot_failure(s->p.boot, msg, sizeof(msg));
-        if (status != SWY_OK)
-            swy_sched_fail_comm(s, status, msg, 0);
-    }
+    if (s->n_failing > 0 || (s->failed != SWY_OK && !s->quiesce_reported))
+        progress_failing(s);
     if (s->failed == SWY_OK)
         events += issue_all(s);
     double now = swy_time_s();
@@ -955,7 +1082,7 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
         goto posted;
     }
     int npeers = swy_coll_header_peers(&op->args, s->p.rank, w, peers);
-    for (int i = 0; i < npeers && !op->completed; i++) {
+    for (int i = 0; i < npeers && op_alive(op); i++) {
         int peer = peers[i];
         swy_coll_header_make(&op->args, op->seq, peer, &op->hdr_out[peer]);
         op->hdr_seen[peer] = HDR_EXPECTED;
@@ -983,14 +1110,14 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
         swy_list_insert_before(s->links[peer].ready.next, &suop->q_link);
     }
     swy_free(peers);
-    if (!op->completed) {
+    if (op_alive(op)) {
         swy_coll_emit_t emit = {emit_post, op};
         status = op->algo->start(op->state, &emit);
-        if (status != SWY_OK && !op->completed)
+        if (status != SWY_OK && op_alive(op))
             op_error(op, status, "op #%u '%s': start failed: %s", op->seq,
                      op_label(op), swy_err_last());
     }
-    if (!op->completed && op->n_live == 0)
+    if (op_alive(op) && op->n_live == 0)
         op_finish(op);
 posted:
     progress_locked(s);
@@ -1220,6 +1347,11 @@ void swy_sched_destroy(swy_sched_t *s)
         return;
     swy_sched_stop(s);
     swy_sched_fail_comm(s, SWY_ERR_ABORTED, "communicator destroyed", 0);
+    swy_list_for_each_safe(pos, tmp, &s->ops) {
+        struct swy_request *op = swy_container_of(pos, struct swy_request,
+                                                  link);
+        op_drain(op, 1);
+    }
     swy_list_for_each_safe(pos, tmp, &s->detached) {
         swy_uop_t *uop = swy_container_of(pos, swy_uop_t, op_link);
         swy_free(uop);

@@ -2,7 +2,9 @@
  * (e) a rank process SIGKILLed after joining: the others learn within 3 s
  *     (swy_boot_failure, the eventfd, the callback, a pending barrier);
  * (f) report_failure reaches every other rank with the same message;
- * (i) the root's process dies: the ranks learn they lost it.
+ * (i) the root's process dies: the ranks learn they lost it;
+ * quiescence: a rank that reports itself quiesced, or dies, is seen
+ * quiesced by every other rank, and no other rank is.
  * Forks happen while this process has no threads, so the children start
  * from a clean state. */
 #include <sys/prctl.h>
@@ -45,6 +47,16 @@ static double wait_failure_fd(swy_boot_t *boot)
     return swy_time_s();
 }
 
+/* Wait (at most NOTIFY_LIMIT_S) until boot sees rank quiesced. */
+static void wait_quiesced(swy_boot_t *boot, int rank)
+{
+    double deadline = swy_time_s() + NOTIFY_LIMIT_S;
+    while (!swy_boot_peer_quiesced(boot, rank)) {
+        CHECK(swy_time_s() < deadline);
+        swy_sleep_us(1000);
+    }
+}
+
 /* ---- (e) a rank is SIGKILLed ---- */
 
 static void killed_peer_rank(int rank, void *arg)
@@ -80,6 +92,18 @@ static void killed_peer_rank(int rank, void *arg)
     CHECK(strstr(swy_err_last(), "died") != NULL);
     swy_sleep_us(100000);
     CHECK(atomic_load(&g_callbacks[rank]) == 1);
+    /* The dead rank reads nobody's memory; the live one (0 or 2) is not
+     * quiesced until it says so. */
+    int other = 2 - rank;
+    wait_quiesced(boot, 1);
+    CHECK(!swy_boot_peer_quiesced(boot, other));
+    CHECK(!swy_boot_peer_quiesced(boot, 3) && !swy_boot_peer_quiesced(boot, -1));
+    atomic_fetch_add(&g_joined, 1);
+    wait_for(&g_joined, 4); /* both checked before either reports */
+    swy_boot_report_quiesced(boot);
+    wait_quiesced(boot, other);
+    atomic_fetch_add(&g_joined, 1);
+    wait_for(&g_joined, 6); /* both saw it before either leaves */
     swy_boot_finalize(boot);
 }
 
