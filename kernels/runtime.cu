@@ -145,15 +145,30 @@ int swy_kc_free(void *p)
     return 0;
 }
 
+/* cudaMemset, and cudaMemcpy from pageable host memory or within the
+ * device, may return before the device has done them, and the legacy
+ * default stream they run on does not order work on the non-blocking
+ * streams the kernels use (swy_kc_stream_create). A NULL-stream call
+ * promises to be done on return: without this wait a kernel on another
+ * stream could read its input before the upload landed, or have its
+ * output zeroed afterwards (seen on an H200 with the gpu suite's tests
+ * running side by side). */
+static int kc_default_stream_wait(const char *fn)
+{
+    KC_CUDA(fn, cudaStreamSynchronize(0));
+    return 0;
+}
+
 int swy_kc_memset(void *p, int v, size_t bytes, void *stream)
 {
     static const char fn[] = "swy_kc_memset";
     if (bytes == 0)
         return 0;
-    if (stream == NULL)
+    if (stream == NULL) {
         KC_CUDA(fn, cudaMemset(p, v, bytes));
-    else
-        KC_CUDA(fn, cudaMemsetAsync(p, v, bytes, (cudaStream_t)stream));
+        return kc_default_stream_wait(fn);
+    }
+    KC_CUDA(fn, cudaMemsetAsync(p, v, bytes, (cudaStream_t)stream));
     return 0;
 }
 
@@ -162,11 +177,11 @@ static int kc_copy(const char *fn, void *dst, const void *src, size_t bytes,
 {
     if (bytes == 0)
         return 0;
-    if (stream == NULL)
+    if (stream == NULL) {
         KC_CUDA(fn, cudaMemcpy(dst, src, bytes, kind));
-    else
-        KC_CUDA(fn, cudaMemcpyAsync(dst, src, bytes, kind,
-                                    (cudaStream_t)stream));
+        return kc_default_stream_wait(fn);
+    }
+    KC_CUDA(fn, cudaMemcpyAsync(dst, src, bytes, kind, (cudaStream_t)stream));
     return 0;
 }
 

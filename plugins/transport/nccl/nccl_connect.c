@@ -287,9 +287,13 @@ static swy_status_t nccl_hello(nccl_ctx_t *ctx,
             .cls = (uint16_t)c,
             .flags = NCCL_HEADER_HELLO,
         };
-        /* Synchronous: no stream of ours runs yet. */
+        /* From pageable memory cudaMemcpy returns once the bytes are
+         * staged; the wait makes them land before a send on one of our
+         * (non-blocking) streams reads the slot. */
         cudaError_t err = cudaMemcpy(ctx->hello_slot[c]->dev, &hello,
                                      sizeof(hello), cudaMemcpyHostToDevice);
+        if (err == cudaSuccess)
+            err = cudaStreamSynchronize(0);
         if (err != cudaSuccess)
             return nccl_cuda_fail(ctx, "cudaMemcpy (hello header)", err);
     }

@@ -66,6 +66,13 @@ swy_status_t nccl_device_copy(void *dst, const void *src, size_t bytes)
         nccl_device_set_error("cudaMemcpy", err);
         return nccl_status_from_cuda(err);
     }
+    /* cudaMemcpy may return before a copy within the device (or from
+     * pageable memory) has landed; the ABI promises it has. */
+    err = cudaStreamSynchronize(0);
+    if (err != cudaSuccess) {
+        nccl_device_set_error("cudaStreamSynchronize (copy)", err);
+        return nccl_status_from_cuda(err);
+    }
     return SWY_OK;
 }
 

@@ -263,6 +263,9 @@ static void *buffer_new(size_t len, uint64_t tag, int source)
         for (size_t i = 0; i < len; i++)
             h[i] = pattern_byte(tag, i);
     CUDA_OK(cudaMemcpy(d, h, total, cudaMemcpyHostToDevice));
+    /* From pageable memory the copy may still be landing on return, and
+     * the plugin's streams do not wait for the default stream. */
+    CUDA_OK(cudaDeviceSynchronize());
     free(h);
     return d;
 }
