@@ -503,19 +503,28 @@ static int rank_diverge(swy_comm_t comm, int rank, int W, void *arg)
     CHECK(swy_moe_plan_create(comm, &cfg, &plan) == SWY_OK, "plan");
     rank_input_t in;
     gen_input(rank, W, W * E_LOC, 2, 3, &in);
-    swy_moe_route_t route;
-    CHECK(swy_moe_route(plan, in.idx, in.S, &route) == SWY_OK, "route");
-    swy_moe_layout_t L = {.struct_size = sizeof(L)};
-    CHECK(swy_moe_route_layout(route, &L) == SWY_OK, "layout");
-    float *ein = malloc(((size_t)L.recv_rows * HIDDEN + 1) * sizeof(float));
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    swy_status_t st;
-    if (rank == W - 1) {
-        float x[16] = {0};
-        st = swy_allreduce(x, x, 16, SWY_FLOAT32, SWY_SUM, comm, NULL, NULL);
+    /* The route's count exchange may itself fail: the ranks that are done
+     * with it can post the diverging ops and fail the comm before a slow
+     * rank's exchange completes. */
+    swy_moe_route_t route = NULL;
+    float *ein = NULL;
+    swy_status_t st = swy_moe_route(plan, in.idx, in.S, &route);
+    if (st == SWY_OK) {
+        swy_moe_layout_t L = {.struct_size = sizeof(L)};
+        CHECK(swy_moe_route_layout(route, &L) == SWY_OK, "layout");
+        ein = malloc(((size_t)L.recv_rows * HIDDEN + 1) * sizeof(float));
+        if (rank == W - 1) {
+            float x[16] = {0};
+            st = swy_allreduce(x, x, 16, SWY_FLOAT32, SWY_SUM, comm, NULL,
+                               NULL);
+        } else {
+            st = swy_moe_dispatch(route, in.tokens, ein, NULL,
+                                  SWY_MOE_BLOCKING);
+        }
     } else {
-        st = swy_moe_dispatch(route, in.tokens, ein, NULL, SWY_MOE_BLOCKING);
+        CHECK(route == NULL, "a failed route handed out a route");
     }
     /* A rank not involved in the disagreement may finish its part; the
      * comm is poisoned all the same, so its next call fails. */
