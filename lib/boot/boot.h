@@ -135,6 +135,10 @@ void swy_boot_report_quiesced(swy_boot_t *boot);
 /* 1 when rank reported itself quiesced, left or died (as the root last
  * told this rank); 0 otherwise or when rank is out of range. */
 int swy_boot_peer_quiesced(swy_boot_t *boot, int rank);
+/* 1 when rank left or died: nothing of it drains what was sent to it any
+ * more (a send it never took stays queued, and reads nothing); 0
+ * otherwise, also for a rank that only reported itself quiesced. */
+int swy_boot_peer_gone(swy_boot_t *boot, int rank);
 /* 1 once the connection to the root is gone: no more news from anyone. */
 int swy_boot_lost(swy_boot_t *boot);
 

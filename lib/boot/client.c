@@ -79,7 +79,7 @@ struct swy_boot {
     uint64_t missing_seq;
     char missing_text[CLIENT_MSG_MAX];
     char failure_msg[SWY_ERRMSG_MAX];
-    uint8_t *quiesced; /* by rank: the root said it is quiesced */
+    uint8_t *quiesced; /* by rank: 1 the root said it is quiesced, 2 gone */
     void (*failure_cb)(void *arg);
     void *failure_cb_arg;
 
@@ -304,13 +304,19 @@ static const char *client_handle(swy_boot_t *boot, uint32_t type,
         return NULL;
     }
     case SWY_BOOT_MSG_QUIESCED: {
-        if (len != 4)
+        if (len != 8)
             return "malformed QUIESCED";
         uint32_t rank = swy_boot_get_u32(payload);
+        uint32_t flags = swy_boot_get_u32(payload + 4);
         if (rank >= (uint32_t)boot->nranks)
             return "QUIESCED names a rank out of range";
+        if ((flags & ~(uint32_t)SWY_BOOT_QUIESCED_GONE) != 0)
+            return "QUIESCED with unknown flags";
         pthread_mutex_lock(&boot->lock);
-        boot->quiesced[rank] = 1;
+        /* 1 quiesced, 2 gone; a rank that said it first and left later
+         * ends gone. */
+        if (boot->quiesced[rank] < 2)
+            boot->quiesced[rank] = flags & SWY_BOOT_QUIESCED_GONE ? 2 : 1;
         pthread_mutex_unlock(&boot->lock);
         return NULL;
     }
@@ -1069,9 +1075,19 @@ int swy_boot_peer_quiesced(swy_boot_t *boot, int rank)
     if (boot == NULL || rank < 0 || rank >= boot->nranks)
         return 0;
     pthread_mutex_lock(&boot->lock);
-    int quiesced = boot->quiesced[rank];
+    int quiesced = boot->quiesced[rank] != 0;
     pthread_mutex_unlock(&boot->lock);
     return quiesced;
+}
+
+int swy_boot_peer_gone(swy_boot_t *boot, int rank)
+{
+    if (boot == NULL || rank < 0 || rank >= boot->nranks)
+        return 0;
+    pthread_mutex_lock(&boot->lock);
+    int gone = boot->quiesced[rank] == 2;
+    pthread_mutex_unlock(&boot->lock);
+    return gone;
 }
 
 int swy_boot_lost(swy_boot_t *boot)

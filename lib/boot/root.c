@@ -167,11 +167,13 @@ static void root_broadcast_failure(swy_boot_root_t *root, int except,
 }
 
 /* Tell every joined rank but `rank` itself that `rank` reads no other
- * rank's memory any more (it said so, left or died). */
-static void root_broadcast_quiesced(swy_boot_root_t *root, int rank)
+ * rank's memory any more: it said so (gone 0), or it left or died (gone
+ * 1: its transports no longer drain anything sent to it either). */
+static void root_broadcast_quiesced(swy_boot_root_t *root, int rank, int gone)
 {
-    uint8_t payload[4];
+    uint8_t payload[8];
     swy_boot_put_u32(payload, (uint32_t)rank);
+    swy_boot_put_u32(payload + 4, gone ? SWY_BOOT_QUIESCED_GONE : 0);
     for (int r = 0; r < root->nranks; r++) {
         root_slot_t *slot = &root->slots[r];
         if (r == rank || slot->state != SLOT_LIVE || slot->conn == NULL)
@@ -221,7 +223,7 @@ static void root_rank_died(swy_boot_root_t *root, int rank,
     slot_drop_contribution(slot);
     root->nlive--;
     root_broadcast_failure(root, rank, SWY_ERR_REMOTE, msg);
-    root_broadcast_quiesced(root, rank);
+    root_broadcast_quiesced(root, rank, 1);
 }
 
 static void conn_reject(root_conn_t *conn, swy_status_t status,
@@ -561,7 +563,7 @@ static int conn_handle(root_conn_t *conn, uint32_t type, uint8_t *payload,
             }
             swy_debug("boot", "root %s: rank %d is quiesced",
                       root->addr_text, conn->rank);
-            root_broadcast_quiesced(root, conn->rank);
+            root_broadcast_quiesced(root, conn->rank, 0);
             break;
         case SWY_BOOT_MSG_GOODBYE: {
             root_slot_t *slot = &root->slots[conn->rank];
@@ -575,7 +577,7 @@ static int conn_handle(root_conn_t *conn, uint32_t type, uint8_t *payload,
             slot->state = SLOT_LEFT;
             root->nlive--;
             if (root->ready)
-                root_broadcast_quiesced(root, conn->rank);
+                root_broadcast_quiesced(root, conn->rank, 1);
             swy_free(payload);
             conn_free(conn);
             root_maybe_reset(root);

@@ -55,10 +55,13 @@ typedef enum {
     SWY_BOOT_MSG_MISSING_REQ = 11,
     SWY_BOOT_MSG_MISSING = 12,
     /* rank -> root (empty): I read no other rank's memory any more;
-     * root -> ranks (u32 rank): that rank did, left or died. */
+     * root -> ranks (u32 rank, u32 flags): that rank did, or left or
+     * died (flag SWY_BOOT_QUIESCED_GONE). */
     SWY_BOOT_MSG_QUIESCED = 13,
     SWY_BOOT_MSG_LAST = SWY_BOOT_MSG_QUIESCED,
 } swy_boot_msg_type_t;
+
+#define SWY_BOOT_QUIESCED_GONE 1u
 
 static inline void swy_boot_put_u32(uint8_t *p, uint32_t v)
 {

@@ -96,12 +96,15 @@ static void killed_peer_rank(int rank, void *arg)
      * quiesced until it says so. */
     int other = 2 - rank;
     wait_quiesced(boot, 1);
+    CHECK(swy_boot_peer_gone(boot, 1));
     CHECK(!swy_boot_peer_quiesced(boot, other));
+    CHECK(!swy_boot_peer_gone(boot, other) && !swy_boot_peer_gone(boot, 3));
     CHECK(!swy_boot_peer_quiesced(boot, 3) && !swy_boot_peer_quiesced(boot, -1));
     atomic_fetch_add(&g_joined, 1);
     wait_for(&g_joined, 4); /* both checked before either reports */
     swy_boot_report_quiesced(boot);
     wait_quiesced(boot, other);
+    CHECK(!swy_boot_peer_gone(boot, other)); /* quiesced, not gone */
     atomic_fetch_add(&g_joined, 1);
     wait_for(&g_joined, 6); /* both saw it before either leaves */
     swy_boot_finalize(boot);
