@@ -126,8 +126,11 @@ else
 fi
 EOF
     chmod +x "$work/perf.sh"
-    # At 1 gbit: 119.2 MiB/s (ucx_perftest's MB is MiB); accept 0.7x-1.05x.
-    lo=83.4 hi=125.2
+    # At 1 gbit: 119.2 MiB/s (ucx_perftest's MB is MiB); accept 0.5x-1.05x.
+    # The upper bound shows the shaping holds (loopback alone runs at GB/s);
+    # the lower one only that the link carries traffic at all: a busy
+    # 2-core machine took 81.7 MiB/s from one direction once.
+    lo=59.6 hi=125.2
     for server in 0 1; do
         run_cluster --timeout 60 --nodes 2 --link 1gbit "$work/perf.sh" $server
         wait $pid; rc=$?
