@@ -57,6 +57,12 @@ enum { HDR_NONE = 0, HDR_EXPECTED = 1, HDR_SEEN = 2 };
  * quiesced; every rank learnt of the loss at about the same time and
  * cancels its receives at its next progress pass. */
 #define RELEASE_LOST_S 0.5
+/* A failed op's send whose receiver has quiesced is cancelled, then
+ * waited for this long at most: a transport that sends eagerly may still
+ * read the buffer from this rank's side until the receiver has taken in
+ * what is queued to it, which a live receiver does within milliseconds
+ * (UCX's shared-memory FIFO; a cancelled rendezvous completes at once). */
+#define SEND_SETTLE_S 1.0
 #define UNCONFIRMED_MIN_BYTES 8192
 #define UNCONFIRMED_PARTITIONS 2
 
@@ -74,6 +80,8 @@ typedef struct swy_uop {
     uint8_t is_header, state, waited_behind_lower;
     uint8_t unconfirmed; /* issued before the peer posted its op */
     uint8_t fair_keyed;  /* fair_key assigned (ready_insert) */
+    uint8_t send_cancelled; /* failing: cancelled once its peer quiesced */
+    double cancel_s;        /* when */
     swy_transport_t *tp;
     void *handle;
     swy_status_t status;
@@ -344,18 +352,31 @@ static void op_drain(struct swy_request *op, int force)
     swy_sched_t *s = op->sched;
     swy_list_t *pos, *tmp;
     int waiting = 0, late_peer = -1;
+    double now = swy_time_s();
     for (pos = op->uops.next; pos != &op->uops && !force; pos = pos->next) {
         swy_uop_t *uop = swy_container_of(pos, swy_uop_t, op_link);
-        /* A send to this rank feeds only this op's receives. */
+        /* A send to this rank feeds only this op's receives; one to a
+         * rank that left or died reads nothing any more. */
         if (uop->x.is_send && uop->state == UOP_POSTED &&
             (uop->x.peer == s->p.rank ||
-             swy_boot_peer_quiesced(s->p.boot, uop->x.peer)))
+             swy_boot_peer_gone(s->p.boot, uop->x.peer)))
             continue;
+        if (uop->x.is_send && uop->state == UOP_POSTED &&
+            swy_boot_peer_quiesced(s->p.boot, uop->x.peer)) {
+            if (!uop->send_cancelled) {
+                uop->send_cancelled = 1;
+                uop->cancel_s = now;
+                uop->tp->ops->cancel(uop->tp->ctx, uop->handle);
+                /* The cancel may have completed it (and, from the
+                 * progress that delivers it, the op). */
+            }
+            if (now >= uop->cancel_s + SEND_SETTLE_S)
+                continue;
+        }
         waiting = 1;
         if (uop->x.is_send && late_peer < 0)
             late_peer = uop->x.peer;
     }
-    double now = swy_time_s();
     int lost = swy_boot_lost(s->p.boot);
     if (waiting && now < op->release_deadline &&
         !(lost && now >= op->fail_s + RELEASE_LOST_S))

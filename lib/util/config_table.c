@@ -87,5 +87,12 @@ const swy_config_entry_t swy_config_table[] = {
     /* ucx plugin */
     {"SWY_UCX_TLS", NULL,
      "UCX transports for the ucx plugin (as UCX_TLS); unset: UCX's choice."},
+    {"SWY_UCX_LOCAL_EAGER", "512K",
+     "ucx plugin: messages below this size to ranks on the same host (same "
+     "boot and IPC and PID namespaces) go eagerly through UCX's "
+     "shared-memory FIFO instead of by a CMA rendezvous (UCX's "
+     "RNDV_SEND_NBR_THRESH with fast local completion; "
+     "UCX_RNDV_SEND_NBR_THRESH, when set, wins). 0: UCX's default "
+     "(rendezvous from 8 KiB) to every peer."},
     {NULL, NULL, NULL},
 };

@@ -10,10 +10,12 @@
  * plugin's completion queue; the user's callback runs from progress(), so
  * the ABI's "never from isend/irecv" holds even when UCX finishes a small
  * message at once. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <ucp/api/ucp.h>
 
@@ -24,6 +26,9 @@
 #define UCX_MAX_RANKS (1 << (64 - SWY_TRANSPORT_TAG_BITS))
 /* Calls of ucp_worker_progress per progress(): enough to drain a burst,
  * bounded so that one progress() call cannot starve the caller. */
+/* A send below this is taken to be eager under UCX's own thresholds. */
+#define UCX_EAGER_MAX_DEFAULT ((size_t)64 << 10)
+
 #define UCX_PROGRESS_SPINS 64
 
 #define ucx_log(ctx, level, ...)                                              \
@@ -48,6 +53,7 @@ typedef struct {
     swy_status_t status;
     size_t bytes;
     ucp_tag_recv_info_t info; /* filled on an immediate receive */
+    int eager; /* a send that UCX may still copy from the buffer itself */
 } ucx_op_t;
 
 struct ucx_ctx {
@@ -57,6 +63,12 @@ struct ucx_ctx {
     ucp_address_t *address;
     size_t address_len;
     ucp_ep_h *eps; /* per rank; NULL where not reachable */
+    /* Host key (see ucx_host_key), sent after the worker address; peers
+     * with the same key share this host's memory. */
+    char host_key[96];
+    uint8_t host_key_len; /* 0: unknown, no peer counts as local */
+    size_t local_eager;   /* below this, eager (FAST_CMPL) to local peers */
+    uint8_t *local;       /* per rank: same host key */
     ucx_link_t outstanding;
     ucx_link_t completions;
     int finalizing; /* completions from teardown are dropped silently */
@@ -166,6 +178,85 @@ static swy_status_t ucx_fail(ucx_ctx_t *ctx, const char *what,
 
 static void ucx_destroy(ucx_ctx_t *ctx);
 
+/* UCX sends a tagged message of 8 KiB or more by rendezvous: on one host
+ * the receiver reads it with process_vm_readv (CMA), which walks the
+ * sender's page tables page by page. For the scheduler's micro-ops (at
+ * most 256 KiB on one host) the eager path through UCX's shared-memory
+ * FIFO, two copies that stay in cache, is faster: on 4 ranks of the
+ * 2-core VM allreduce of 1 MiB took 1.68-1.75 ms by rendezvous and
+ * 0.66-0.81 ms eagerly (docs/performance.md, "coll"). Only to ranks on
+ * this host: across hosts an eager send lands in the socket buffers at
+ * once, ahead of higher priority that comes later (the interference
+ * benchmark's lina slowdown went from 1.11x to 1.65x with every peer
+ * eager). UCX sends with UCP_OP_ATTR_FLAG_FAST_CMPL eagerly below
+ * RNDV_SEND_NBR_THRESH, so that is what is set, and the flag is given per
+ * peer. */
+static swy_status_t ucx_local_eager_setup(ucx_ctx_t *ctx, ucp_config_t *config)
+{
+    const char *name = "SWY_UCX_LOCAL_EAGER";
+    const char *value = ctx->host->config_get(name);
+    int ucx_own = getenv("UCX_RNDV_SEND_NBR_THRESH") != NULL;
+    if (ucx_own) {
+        name = "UCX_RNDV_SEND_NBR_THRESH";
+        value = getenv(name);
+    }
+    if (value == NULL)
+        return SWY_OK;
+    /* Digits with an optional K, M or G (binary), as SWY_* sizes. */
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(value, &end, 10);
+    unsigned shift = *end == 'K' || *end == 'k' ? 10
+                     : *end == 'M' || *end == 'm' ? 20
+                     : *end == 'G' || *end == 'g' ? 30 : 0;
+    if (shift != 0)
+        end++;
+    if (end == value || *end != '\0' || errno != 0 || value[0] == '-' ||
+        n > (SIZE_MAX >> shift)) {
+        ucx_log(ctx, SWY_LOG_WARN, "%s=%s is not a size (bytes, K/M/G "
+                "suffix)%s", name, value,
+                ucx_own ? ": no eager path to local ranks" : "");
+        return ucx_own ? SWY_OK : SWY_ERR_INVALID_ARG;
+    }
+    ctx->local_eager = (size_t)n << shift;
+    if (ctx->local_eager == 0 || ucx_own)
+        return SWY_OK;
+    char bytes[32];
+    snprintf(bytes, sizeof(bytes), "%zu", ctx->local_eager);
+    ucs_status_t ucs = ucp_config_modify(config, "RNDV_SEND_NBR_THRESH",
+                                         bytes);
+    if (ucs != UCS_OK) {
+        ucx_log(ctx, SWY_LOG_WARN, "SWY_UCX_LOCAL_EAGER=%s rejected by UCX: "
+                "%s", value, ucs_status_string(ucs));
+        return SWY_ERR_INVALID_ARG;
+    }
+    return SWY_OK;
+}
+
+/* Which ranks can share memory with this one: the kernel's boot id and
+ * the IPC and PID namespaces (processes in the emulated cluster's nodes
+ * have their own). Left empty where /proc does not tell: then no peer is
+ * local and UCX's defaults hold. */
+static void ucx_host_key(ucx_ctx_t *ctx)
+{
+    char boot[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f == NULL)
+        return;
+    int ok = fgets(boot, sizeof(boot), f) != NULL;
+    fclose(f);
+    boot[strcspn(boot, "\n")] = '\0';
+    struct stat ipc, pid;
+    if (!ok || boot[0] == '\0' || stat("/proc/self/ns/ipc", &ipc) != 0 ||
+        stat("/proc/self/ns/pid", &pid) != 0)
+        return;
+    int n = snprintf(ctx->host_key, sizeof(ctx->host_key), "%s/%llu/%llu",
+                     boot, (unsigned long long)ipc.st_ino,
+                     (unsigned long long)pid.st_ino);
+    if (n > 0 && (size_t)n < sizeof(ctx->host_key))
+        ctx->host_key_len = (uint8_t)n;
+}
+
 static swy_status_t ucx_init(const swy_transport_host_v1_t *host,
                              void **ctx_p)
 {
@@ -188,6 +279,10 @@ static swy_status_t ucx_init(const swy_transport_host_v1_t *host,
     if (ctx->eps == NULL)
         goto err;
     memset(ctx->eps, 0, sizeof(*ctx->eps) * (size_t)host->nranks);
+    ctx->local = host->alloc((size_t)host->nranks);
+    if (ctx->local == NULL)
+        goto err;
+    memset(ctx->local, 0, (size_t)host->nranks);
 
     ucp_config_t *config;
     ucs_status_t ucs = ucp_config_read(NULL, NULL, &config);
@@ -206,6 +301,12 @@ static swy_status_t ucx_init(const swy_transport_host_v1_t *host,
             goto err;
         }
     }
+    status = ucx_local_eager_setup(ctx, config);
+    if (status != SWY_OK) {
+        ucp_config_release(config);
+        goto err;
+    }
+    ucx_host_key(ctx);
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES |
                       UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
@@ -258,7 +359,8 @@ static swy_status_t ucx_query(void *vctx, swy_transport_caps_v1_t *caps)
     caps->score[SWY_LINK_SAME_NUMA] = 50;
     caps->score[SWY_LINK_SAME_NODE] = 50;
     caps->score[SWY_LINK_CROSS_NODE] = 50;
-    caps->max_address_len = ctx->address_len;
+    /* The worker address, the host key, the key's length. */
+    caps->max_address_len = ctx->address_len + sizeof(ctx->host_key) + 1;
     return SWY_OK;
 }
 
@@ -266,7 +368,10 @@ static swy_status_t ucx_get_address(void *vctx, void *addr, size_t *len_p)
 {
     ucx_ctx_t *ctx = vctx;
     memcpy(addr, ctx->address, ctx->address_len);
-    *len_p = ctx->address_len;
+    memcpy((char *)addr + ctx->address_len, ctx->host_key, ctx->host_key_len);
+    ((uint8_t *)addr)[ctx->address_len + ctx->host_key_len] =
+        ctx->host_key_len;
+    *len_p = ctx->address_len + ctx->host_key_len + 1;
     return SWY_OK;
 }
 
@@ -277,13 +382,19 @@ static swy_status_t ucx_connect(void *vctx, const void *const *addrs,
     for (int r = 0; r < ctx->host->nranks; r++) {
         if (!reachable[r] || ctx->eps[r] != NULL)
             continue;
-        if (addrs[r] == NULL || lens[r] == 0) {
+        const uint8_t *a = addrs[r];
+        size_t key_len = a != NULL && lens[r] > 0 ? a[lens[r] - 1] : 0;
+        if (a == NULL || lens[r] < key_len + 2) {
             ucx_log(ctx, SWY_LOG_WARN, "rank %d sent no UCX address", r);
             return SWY_ERR_INVALID_ARG;
         }
+        const char *key = (const char *)a + lens[r] - 1 - key_len;
+        ctx->local[r] = ctx->host_key_len > 0 &&
+                        key_len == ctx->host_key_len &&
+                        memcmp(key, ctx->host_key, key_len) == 0;
         ucp_ep_params_t ep_params = {
             .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
-            .address = addrs[r],
+            .address = (const ucp_address_t *)a,
         };
         ucs_status_t ucs = ucp_ep_create(ctx->worker, &ep_params,
                                          &ctx->eps[r]);
@@ -295,6 +406,12 @@ static swy_status_t ucx_connect(void *vctx, const void *const *addrs,
             return SWY_ERR_TRANSPORT;
         }
     }
+    int nlocal = 0;
+    for (int r = 0; r < ctx->host->nranks; r++)
+        nlocal += ctx->local[r] && r != ctx->host->rank;
+    ucx_log(ctx, SWY_LOG_DEBUG, "%d other rank(s) on this host%s", nlocal,
+            ctx->local_eager > 0 && nlocal > 0
+                ? ": eager below SWY_UCX_LOCAL_EAGER to them" : "");
     return SWY_OK;
 }
 
@@ -364,6 +481,14 @@ static swy_status_t ucx_isend(void *vctx, int peer, uint64_t tag,
         .user_data = op,
         .memory_type = UCS_MEMORY_TYPE_HOST,
     };
+    if (len < ctx->local_eager && ctx->local[peer]) {
+        param.op_attr_mask |= UCP_OP_ATTR_FLAG_FAST_CMPL;
+        op->eager = 1;
+    } else {
+        /* Below UCX's own rendezvous threshold (8 KiB by default; 64 KiB
+         * leaves room) a send is eager too. */
+        op->eager = len < UCX_EAGER_MAX_DEFAULT;
+    }
     ucp_tag_t ucp_tag = (uint64_t)ctx->host->rank << SWY_TRANSPORT_TAG_BITS |
                         tag;
     ucs_status_ptr_t req = ucp_tag_send_nbx(
@@ -445,10 +570,25 @@ static void ucx_cancel(void *vctx, void *handle)
 {
     ucx_ctx_t *ctx = vctx;
     ucx_op_t *op = handle;
-    /* Its callback reports UCS_ERR_CANCELED from a later progress(); an
-     * operation UCX already finished completes normally. */
-    if (op != NULL && op->ucp_req != NULL)
-        ucp_request_cancel(ctx->worker, op->ucp_req);
+    if (op == NULL || op->ucp_req == NULL || op->cb == NULL)
+        return; /* done, or its cancellation is already reported */
+    /* A receive: its callback reports UCS_ERR_CANCELED from a later
+     * progress(); one UCX already matched completes normally. */
+    ucp_request_cancel(ctx->worker, op->ucp_req);
+    if (op->is_recv || op->eager)
+        return;
+    /* A rendezvous send: UCX does not take it back, but the host cancels
+     * a send only once its receiver has quiesced, and then nobody reads
+     * the buffer any more: report it cancelled now. The request stays
+     * with UCX until it completes (or the worker goes), then is freed
+     * without a callback. An eager send is left to complete: UCX copies
+     * from the buffer until the receiver has taken in what is queued. */
+    ucx_op_t *done = ucx_op_new(ctx, 0, op->peer, op->tag, op->len, op->cb,
+                                op->cb_arg);
+    if (done == NULL)
+        return; /* the host's grace period covers it */
+    op->cb = NULL;
+    ucx_op_finish(done, UCS_ERR_CANCELED, 0);
 }
 
 static int ucx_progress(void *vctx)
@@ -631,6 +771,7 @@ static void ucx_destroy(ucx_ctx_t *ctx)
     ucx_free_list(ctx, &ctx->outstanding);
     ucx_free_list(ctx, &ctx->completions);
     ctx->host->free(ctx->eps);
+    ctx->host->free(ctx->local);
     ctx->host->free(ctx);
 }
 
