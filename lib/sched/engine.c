@@ -535,6 +535,28 @@ static void op_error(struct swy_request *op, swy_status_t status,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    /* A transport fails because a peer went away, and a peer goes away
+     * because the job failed: when the control plane has already heard
+     * why (another rank's mismatch, say), that is this op's error too. */
+    swy_sched_t *s = op->sched;
+    if (status == SWY_ERR_TRANSPORT && s->p.boot != NULL) {
+        char why[SWY_ERRMSG_MAX];
+        swy_status_t cause = swy_boot_failure(s->p.boot, why, sizeof(why));
+        if (cause != SWY_OK) {
+            swy_info("sched", "%s (after the job failed: %s)", msg, why);
+            status = cause;
+            int n = snprintf(msg, sizeof(msg), "op #%u '%s': ", op->seq,
+                             op_label(op));
+            if (n > 0 && (size_t)n < sizeof(msg)) {
+                size_t room = sizeof(msg) - (size_t)n;
+                size_t len = strlen(why);
+                if (len >= room)
+                    len = room - 1;
+                memcpy(msg + n, why, len);
+                msg[(size_t)n + len] = '\0';
+            }
+        }
+    }
     swy_warn("sched", "%s", msg);
     op_fail(op, status, msg);
 }
