@@ -80,7 +80,8 @@ typedef struct swy_uop {
     uint8_t is_header, state, waited_behind_lower;
     uint8_t unconfirmed; /* issued before the peer posted its op */
     uint8_t fair_keyed;  /* fair_key assigned (ready_insert) */
-    uint8_t send_cancelled; /* failing: cancelled once its peer quiesced */
+    uint8_t send_cancelled; /* failing: 1 cancelled once its peer
+                               quiesced, 2 given up on (SEND_SETTLE_S) */
     double cancel_s;        /* when */
     swy_transport_t *tp;
     void *handle;
@@ -366,12 +367,22 @@ static void op_drain(struct swy_request *op, int force)
             if (!uop->send_cancelled) {
                 uop->send_cancelled = 1;
                 uop->cancel_s = now;
+                /* Its completion, if any, comes from a later progress
+                 * pass. */
                 uop->tp->ops->cancel(uop->tp->ctx, uop->handle);
-                /* The cancel may have completed it (and, from the
-                 * progress that delivers it, the op). */
             }
-            if (now >= uop->cancel_s + SEND_SETTLE_S)
+            if (now >= uop->cancel_s + SEND_SETTLE_S) {
+                if (uop->send_cancelled == 1) {
+                    uop->send_cancelled = 2;
+                    swy_warn("sched", "op #%u '%s' failed; a send of %zu "
+                             "bytes to rank %d is still with the transport "
+                             "%.0f s after that rank stopped receiving: "
+                             "returning its buffer all the same", op->seq,
+                             op_label(op), uop->x.bytes, uop->x.peer,
+                             SEND_SETTLE_S);
+                }
                 continue;
+            }
         }
         waiting = 1;
         if (uop->x.is_send && late_peer < 0)
