@@ -1070,24 +1070,25 @@ void swy_boot_report_quiesced(swy_boot_t *boot)
                   boot->root_text);
 }
 
-int swy_boot_peer_quiesced(swy_boot_t *boot, int rank)
+/* boot->quiesced[rank]: 0, 1 quiesced, 2 gone; 0 out of range. */
+static int peer_quiesce_state(swy_boot_t *boot, int rank)
 {
     if (boot == NULL || rank < 0 || rank >= boot->nranks)
         return 0;
     pthread_mutex_lock(&boot->lock);
-    int quiesced = boot->quiesced[rank] != 0;
+    int state = boot->quiesced[rank];
     pthread_mutex_unlock(&boot->lock);
-    return quiesced;
+    return state;
+}
+
+int swy_boot_peer_quiesced(swy_boot_t *boot, int rank)
+{
+    return peer_quiesce_state(boot, rank) != 0;
 }
 
 int swy_boot_peer_gone(swy_boot_t *boot, int rank)
 {
-    if (boot == NULL || rank < 0 || rank >= boot->nranks)
-        return 0;
-    pthread_mutex_lock(&boot->lock);
-    int gone = boot->quiesced[rank] == 2;
-    pthread_mutex_unlock(&boot->lock);
-    return gone;
+    return peer_quiesce_state(boot, rank) == 2;
 }
 
 int swy_boot_lost(swy_boot_t *boot)

@@ -47,7 +47,8 @@ enum { UOP_READY, UOP_POSTED, UOP_DONE };
 enum { HDR_NONE = 0, HDR_EXPECTED = 1, HDR_SEEN = 2 };
 /* A failed op hands the caller its buffers back only once no transport
  * may still touch them: its receives cancelled or done, and each send
- * done or its receiver quiesced (swy_boot_report_quiesced: UCX's CMA
+ * done, its receiver gone, or its receiver quiesced and the send settled
+ * (SEND_SETTLE_S; swy_boot_report_quiesced: UCX's CMA
  * rendezvous has the receiver read the sender's buffer in place, and a
  * read from a freed buffer is fatal to the reader). A receiver that says
  * nothing for this long (capped at SWY_TIMEOUT_S) is given up on with a

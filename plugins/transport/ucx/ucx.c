@@ -26,10 +26,10 @@
 #define UCX_MAX_RANKS (1 << (64 - SWY_TRANSPORT_TAG_BITS))
 /* Calls of ucp_worker_progress per progress(): enough to drain a burst,
  * bounded so that one progress() call cannot starve the caller. */
-/* A send below this is taken to be eager under UCX's own thresholds. */
-#define UCX_EAGER_MAX_DEFAULT ((size_t)64 << 10)
-
 #define UCX_PROGRESS_SPINS 64
+/* A send below this is taken to be eager under UCX's own thresholds
+ * (rendezvous from 8 KiB by default; 64 KiB leaves room). */
+#define UCX_EAGER_MAX_DEFAULT ((size_t)64 << 10)
 
 #define ucx_log(ctx, level, ...)                                              \
     (ctx)->host->log((level), UCX_SUBSYS, __VA_ARGS__)
@@ -485,8 +485,6 @@ static swy_status_t ucx_isend(void *vctx, int peer, uint64_t tag,
         param.op_attr_mask |= UCP_OP_ATTR_FLAG_FAST_CMPL;
         op->eager = 1;
     } else {
-        /* Below UCX's own rendezvous threshold (8 KiB by default; 64 KiB
-         * leaves room) a send is eager too. */
         op->eager = len < UCX_EAGER_MAX_DEFAULT;
     }
     ucp_tag_t ucp_tag = (uint64_t)ctx->host->rank << SWY_TRANSPORT_TAG_BITS |
@@ -572,8 +570,8 @@ static void ucx_cancel(void *vctx, void *handle)
     ucx_op_t *op = handle;
     if (op == NULL || op->ucp_req == NULL || op->cb == NULL)
         return; /* done, or its cancellation is already reported */
-    /* A receive: its callback reports UCS_ERR_CANCELED from a later
-     * progress(); one UCX already matched completes normally. */
+    /* A receive UCX has not matched yet reports UCS_ERR_CANCELED from a
+     * later progress(); anything else completes normally. */
     ucp_request_cancel(ctx->worker, op->ucp_req);
     if (op->is_recv || op->eager)
         return;
