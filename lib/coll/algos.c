@@ -58,11 +58,16 @@ swy_coll_ar_algo_t swy_coll_allreduce_setting(void)
  *   ring      301    442   827  1756  3378  8366  17797
  * Every step needs every rank scheduled, so the fewest steps win while
  * the messages are small: halving/doubling (2 log2 W steps) up to
- * 256 KiB, the direct algorithm (2 steps) up to 2 MiB (between them the
- * two are within noise; direct also runs on any W), then the ring, as
- * direct's W-1 transfers at once lose to the ring's one at a time from
- * 4 MiB. The direct algorithm sends W-1 times the ring's bytes over each
- * link: it stops at 8 ranks, and ranks on several hosts take
+ * 256 KiB, then the direct algorithm (2 steps; between them the two are
+ * within noise; direct also runs on any W). Since the pipelined chunks
+ * (256 KiB on one host) and eager local sends, direct also beats the
+ * ring from 4 MiB: on 2 cores 4-64 MiB took 4.8-5.2 / 20.4-23.7 /
+ * 81-124 ms direct against 5.1-6.5 / 21.2-29.3 / 98-124 ms ring; on
+ * 16 cores 16 MiB 8.0-8.2 ms against 9.1-10.3, 64 MiB 38-41 against
+ * 50-52 (docs/performance.md, "coll"). So the ring takes over only
+ * above SWY_COLL_ALLREDUCE_DIRECT_MAX_BYTES, where direct's scratch
+ * grows large. The direct algorithm sends W-1 times the ring's bytes
+ * over each link: it stops at 8 ranks, and ranks on several hosts take
  * halving/doubling (or the ring) at every size. */
 static swy_coll_ar_algo_t ar_auto(size_t count, size_t bytes, int nranks,
                                   int multi_host)

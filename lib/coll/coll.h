@@ -129,12 +129,14 @@ typedef enum {
 
 /* Largest allreduce, in bytes, that AUTO gives to halving/doubling; then
  * the direct algorithm up to SWY_COLL_ALLREDUCE_DIRECT_MAX_BYTES on at
- * most SWY_COLL_ALLREDUCE_DIRECT_MAX_RANKS ranks; then the ring. */
+ * most SWY_COLL_ALLREDUCE_DIRECT_MAX_RANKS ranks; then the ring. The
+ * direct algorithm's scratch is (W-1)/W of the buffer: the bound keeps
+ * it to the sizes measured. */
 #ifndef SWY_COLL_ALLREDUCE_RHD_MAX_BYTES /* -D for experiments only */
 #define SWY_COLL_ALLREDUCE_RHD_MAX_BYTES (256u << 10)
 #endif
 #ifndef SWY_COLL_ALLREDUCE_DIRECT_MAX_BYTES
-#define SWY_COLL_ALLREDUCE_DIRECT_MAX_BYTES (2u << 20)
+#define SWY_COLL_ALLREDUCE_DIRECT_MAX_BYTES (64u << 20)
 #endif
 #define SWY_COLL_ALLREDUCE_DIRECT_MAX_RANKS 8
 

@@ -42,14 +42,15 @@ static void test_auto(void)
     CHECK(choose(12, SWY_COLL_AR_AUTO, 4) == SWY_COLL_AR_DIRECT); /* 3 < 4 */
     CHECK(choose(256u << 10, SWY_COLL_AR_AUTO, 4) == SWY_COLL_AR_RHD);
     CHECK(choose(256u << 10, SWY_COLL_AR_AUTO, 16) == SWY_COLL_AR_RHD);
-    /* above it, direct up to 2 MiB on at most 8 ranks */
+    /* above it, direct up to 64 MiB on at most 8 ranks */
     CHECK(choose((256u << 10) + 4, SWY_COLL_AR_AUTO, 4) ==
           SWY_COLL_AR_DIRECT);
     CHECK(choose(2u << 20, SWY_COLL_AR_AUTO, 8) == SWY_COLL_AR_DIRECT);
+    CHECK(choose(64u << 20, SWY_COLL_AR_AUTO, 4) == SWY_COLL_AR_DIRECT);
     CHECK(choose(4, SWY_COLL_AR_AUTO, 3) == SWY_COLL_AR_DIRECT);
     CHECK(choose(4, SWY_COLL_AR_AUTO, 2) == SWY_COLL_AR_DIRECT);
     /* then the ring; and on more than 8 ranks past halving/doubling */
-    CHECK(choose((2u << 20) + 4, SWY_COLL_AR_AUTO, 4) == SWY_COLL_AR_RING);
+    CHECK(choose((64u << 20) + 4, SWY_COLL_AR_AUTO, 4) == SWY_COLL_AR_RING);
     CHECK(choose(1u << 20, SWY_COLL_AR_AUTO, 16) == SWY_COLL_AR_RING);
     CHECK(choose(4, SWY_COLL_AR_AUTO, 12) == SWY_COLL_AR_RING);
 }

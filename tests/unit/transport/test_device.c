@@ -116,7 +116,7 @@ static void test_data_peers(void)
     CHECK(n == 3 && has_peer(peers, n, 0) && has_peer(peers, n, 2) &&
           has_peer(peers, n, 3));
     /* above the direct limit, or the ring asked for: the neighbours */
-    ar.count = 8u << 20; /* 32 MiB */
+    ar.count = 32u << 20; /* 128 MiB */
     n = swy_coll_data_peers(&ar, 1, 4, peers);
     CHECK(n == 2 && has_peer(peers, n, 0) && has_peer(peers, n, 2));
     ar.count = 100;
