@@ -256,6 +256,8 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
         goto err_transports;
     }
     params.progress_thread = progress == NULL || strcmp(progress, "thread") == 0;
+    const char *partition = swy_config_get("SWY_PARTITION_BYTES");
+    params.partition_set = partition != NULL && strcmp(partition, "auto") != 0;
     if (params.partition_bytes == 0)
         params.partition_bytes = 1;
     if (params.window_bytes == 0)

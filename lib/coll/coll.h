@@ -216,12 +216,23 @@ size_t swy_coll_chunk_elems(size_t partition_bytes, size_t dsize,
 
 /* The largest chunk of an algorithm whose steps depend on each other
  * (allreduce, allgather, broadcast): a chunk moves on to its next step as
- * soon as it landed, so a partition-sized chunk (up to 32 MiB on one host)
- * would serialize the steps, and a received chunk this size is still in
- * cache when the reduction reads it. On 4 ranks of a 16-core host a ring
+ * soon as it landed, so a partition-sized chunk (a user's setting, or the
+ * automatic one across fast hosts: up to 32 MiB) would serialize the
+ * steps, and a received chunk this size is still in cache when the
+ * reduction reads it. On 4 ranks of a 16-core host a ring
  * allreduce of 4 MiB took 3.2 ms with whole segments and 1.5 ms with
  * 256 KiB chunks (docs/performance.md, "coll"). */
 #define SWY_COLL_PIPELINE_BYTES ((size_t)256 << 10)
+
+/* Alltoallv's partition when every rank is on one host and the user left
+ * SWY_PARTITION_BYTES to auto (the scheduler applies it). Its chunks have
+ * no step to pipeline with, and above SWY_UCX_LOCAL_EAGER UCX moves them
+ * by one copy (CMA rendezvous) instead of two through its shared-memory
+ * FIFO. On 4 ranks of a 16-core host, 4 MiB per rank took 0.48-0.64 ms
+ * with 4 MiB chunks and 0.85-0.87 ms with 256 KiB ones (Open MPI:
+ * 0.72-0.80 ms), 16 MiB 1.8 ms against 3.3-3.5 (docs/performance.md,
+ * "coll"). */
+#define SWY_COLL_BULK_BYTES ((size_t)4 << 20)
 
 /* swy_coll_chunk_elems() for such an algorithm: partition_bytes capped at
  * SWY_COLL_PIPELINE_BYTES. Ranks agree on partition_bytes (op header), so

@@ -1006,7 +1006,8 @@ swy_status_t swy_sched_create(const swy_sched_params_t *params,
     s->credit_auto = params->credit_bytes == 0;
     s->credit_bytes = s->credit_auto ? params->partition_bytes
                                      : params->credit_bytes;
-    s->partition_auto = params->partition_bytes == params->auto_partition_bytes;
+    s->partition_auto = !params->partition_set &&
+                        params->partition_bytes == params->auto_partition_bytes;
     s->auto_partition_bytes = params->auto_partition_bytes
                                   ? params->auto_partition_bytes
                                   : params->partition_bytes;
@@ -1042,6 +1043,22 @@ err_links:
 err_free:
     swy_free(s);
     return status;
+}
+
+/* Where an op of this kind is cut, under s->lock. The partition (the
+ * micro-op that a higher priority waits behind at most), except for an
+ * alltoallv with every rank on one host and the partition left to auto:
+ * its chunks have no step to pipeline with and nothing to preempt them,
+ * so they are cut at SWY_COLL_BULK_BYTES, above the eager size, where
+ * UCX moves them with one copy. The same on every rank: multi_host and
+ * partition_auto come from the shared topology and the same settings
+ * (and the op header compares the result). */
+static size_t op_partition_bytes(const swy_sched_t *s, swy_coll_kind_t kind)
+{
+    if (kind == SWY_COLL_ALLTOALLV && s->partition_auto && !s->multi_host &&
+        s->p.partition_bytes < SWY_COLL_BULK_BYTES)
+        return SWY_COLL_BULK_BYTES;
+    return s->p.partition_bytes;
 }
 
 swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
@@ -1096,11 +1113,12 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
         return status;
     }
     op->seq = s->next_seq++ & 0xFFFFFFu;
-    op->args.partition_bytes = s->p.partition_bytes;
+    op->args.partition_bytes = op_partition_bytes(s, args->kind);
     op->deadline = swy_time_s() + s->p.timeout_s;
     swy_err_clear(); /* what create() or start() set is theirs */
     swy_status_t status = op->algo->create(&op->args, s->p.rank, w,
-                                           s->p.partition_bytes, &op->state);
+                                           op->args.partition_bytes,
+                                           &op->state);
     if (status != SWY_OK) {
         pthread_mutex_unlock(&s->lock);
         op_free(op);

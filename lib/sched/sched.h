@@ -39,6 +39,7 @@ typedef struct {
     size_t credit_bytes;    /* SWY_CREDIT_BYTES (0: one partition) */
     int progress_thread;    /* SWY_PROGRESS=thread */
     size_t auto_partition_bytes; /* what SWY_PARTITION_BYTES=auto means */
+    int partition_set; /* the user set SWY_PARTITION_BYTES (not auto) */
     /* [nranks]: 1 for a peer on another host. Every link to another host
      * leaves through this host's network uplink, so the policies see the
      * bytes in flight on all of them together (swy_policy_link_v1_t's
