@@ -3,7 +3,8 @@
  * partner each way and no receiver is a hot spot. Every step is cut into
  * chunks of at most the partition size; steps do not depend on each other,
  * so all receives are posted at once and all sends are ready at once — the
- * scheduler decides what goes on each link next. */
+ * scheduler decides what goes on each link next. Nothing waits on one
+ * send alone, so they go as bulk (SWY_SEND_HINT_BULK): bandwidth first. */
 #include "coll/coll.h"
 #include "util/alloc.h"
 
@@ -49,7 +50,7 @@ static void a2a_emit_chunks(swy_coll_state_t *st, const swy_coll_emit_t *emit,
             .peer = peer, .is_send = (uint8_t)is_send, .mem = a->mem,
             .tag = tag,
             .buf = base + (displ + off) * st->dsize, .bytes = n * st->dsize,
-            .cookie = 0};
+            .cookie = 0, .bulk = 1};
         emit->post(emit->ctx, &x);
     }
 }

@@ -86,6 +86,10 @@ typedef struct {
     void *buf;
     size_t bytes;
     uint64_t cookie; /* the algorithm's own label, given back on completion */
+    /* A send that nothing waits on alone, one of many posted at once
+     * (alltoallv): the transport may favour bandwidth over an early
+     * completion (SWY_SEND_HINT_BULK). */
+    uint8_t bulk;
 } swy_coll_xfer_t;
 
 /* How an algorithm hands transfers to the scheduler. post() never fails

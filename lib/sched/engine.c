@@ -721,12 +721,19 @@ static int issue_link(swy_sched_t *s, int peer)
         swy_transport_t *tp = uop->tp;
         swy_status_t status;
         /* A transport with device services takes the op's priority (the
-         * nccl plugin's high- or low-priority stream). */
+         * nccl plugin's high- or low-priority stream); one with send
+         * hints hears which sends are bulk (the ucx plugin then skips its
+         * eager path to local ranks). */
         if (!uop->is_header && tp->dev != NULL && tp->dev->isend_prio != NULL)
             status = tp->dev->isend_prio(
                 tp->ctx, peer, wire_tag(uop->seq, uop->x.tag), uop->x.buf,
                 uop->x.bytes, uop->x.mem, uop->prio, uop_complete_cb, uop,
                 &uop->handle);
+        else if (!uop->is_header && uop->x.bulk && tp->hints != NULL)
+            status = tp->hints->isend_hinted(
+                tp->ctx, peer, wire_tag(uop->seq, uop->x.tag), uop->x.buf,
+                uop->x.bytes, uop->x.mem, SWY_SEND_HINT_BULK,
+                uop_complete_cb, uop, &uop->handle);
         else
             status = tp->ops->isend(
                 tp->ctx, peer, wire_tag(uop->seq, uop->x.tag), uop->x.buf,

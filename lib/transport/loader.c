@@ -191,3 +191,34 @@ swy_status_t swy_transport_plugin_find(const char *name, char *path,
 {
     return swy_plugin_find("transport", name, path, path_len, why, why_len);
 }
+
+swy_status_t swy_send_hints_plugin_symbol(void *dl_handle, const char *path,
+                                          const swy_send_hints_v1_t **hints_p,
+                                          char *why, size_t why_len)
+{
+    *hints_p = NULL;
+    dlerror();
+    const swy_send_hints_v1_t *hints =
+        dlsym(dl_handle, SWY_SEND_HINTS_PLUGIN_SYMBOL_V1);
+    if (hints == NULL)
+        return SWY_OK;
+    if (hints->abi_version != SWY_SEND_HINTS_ABI_V1) {
+        snprintf(why, why_len, "plugin %s: wrong ABI version %u of %s "
+                 "(expected %u)", path, hints->abi_version,
+                 SWY_SEND_HINTS_PLUGIN_SYMBOL_V1, SWY_SEND_HINTS_ABI_V1);
+        return SWY_ERR_INVALID_ARG;
+    }
+    if (hints->struct_size != sizeof(swy_send_hints_v1_t)) {
+        snprintf(why, why_len, "plugin %s: wrong struct size %u of %s "
+                 "(expected %zu)", path, hints->struct_size,
+                 SWY_SEND_HINTS_PLUGIN_SYMBOL_V1, sizeof(swy_send_hints_v1_t));
+        return SWY_ERR_INVALID_ARG;
+    }
+    if (hints->isend_hinted == NULL) {
+        snprintf(why, why_len, "plugin %s: isend_hinted is NULL in %s", path,
+                 SWY_SEND_HINTS_PLUGIN_SYMBOL_V1);
+        return SWY_ERR_INVALID_ARG;
+    }
+    *hints_p = hints;
+    return SWY_OK;
+}

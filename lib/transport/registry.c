@@ -17,8 +17,9 @@
 
 static swy_status_t set_add(swy_transport_set_t *set,
                             const swy_transport_v1_t *ops,
-                            const swy_device_v1_t *dev, void *dl_handle,
-                            const char *path)
+                            const swy_device_v1_t *dev,
+                            const swy_send_hints_v1_t *hints,
+                            void *dl_handle, const char *path)
 {
     swy_transport_t *tp = &set->tps[set->count];
     memset(tp, 0, sizeof(*tp));
@@ -41,6 +42,7 @@ static swy_status_t set_add(swy_transport_set_t *set,
     }
     tp->ops = ops;
     tp->dev = dev;
+    tp->hints = hints;
     tp->dl_handle = dl_handle;
     snprintf(tp->path, sizeof(tp->path), "%s", path);
     set->count++;
@@ -105,6 +107,13 @@ static void set_load_plugin(swy_transport_set_t *set, const char *name)
         swy_warn(TP_SUBSYS, "%s; its device services are not used", why);
         dev = NULL;
     }
+    /* Likewise hinted sends: without them every send goes plain. */
+    const swy_send_hints_v1_t *hints = NULL;
+    if (swy_send_hints_plugin_symbol(dl_handle, path, &hints, why,
+                                     sizeof(why)) != SWY_OK) {
+        swy_warn(TP_SUBSYS, "%s; its send hints are not used", why);
+        hints = NULL;
+    }
     /* The plugin's own name is what peers and SWY_TRANSPORT refer to. */
     if (strcmp(ops->name, name) != 0 && set_find(set, ops->name) >= 0) {
         swy_warn(TP_SUBSYS, "plugin %s calls itself %s, already loaded; not "
@@ -112,13 +121,15 @@ static void set_load_plugin(swy_transport_set_t *set, const char *name)
         dlclose(dl_handle);
         return;
     }
-    if (set_add(set, ops, dev, dl_handle, path) != SWY_OK) {
+    if (set_add(set, ops, dev, hints, dl_handle, path) != SWY_OK) {
         dlclose(dl_handle);
         return;
     }
-    swy_info(TP_SUBSYS, "transport %s loaded from %s%s%s", ops->name, path,
+    swy_info(TP_SUBSYS, "transport %s loaded from %s%s%s%s", ops->name, path,
              dev != NULL ? " with device services " : "",
-             dev != NULL ? dev->name : "");
+             dev != NULL ? dev->name : "",
+             hints == NULL ? "" : dev != NULL ? " and send hints"
+                                              : " with send hints");
 }
 
 swy_status_t swy_transport_set_create(int rank, int nranks,
@@ -153,7 +164,8 @@ swy_status_t swy_transport_set_create(int rank, int nranks,
             set->peer_tp[m][r] = -1;
     }
 
-    status = set_add(set, swy_transport_self_ops(), NULL, NULL, "built-in");
+    status = set_add(set, swy_transport_self_ops(), NULL, NULL, NULL,
+                     "built-in");
     if (status != SWY_OK) {
         swy_err_set(status, TP_SUBSYS, "built-in self transport: init failed");
         goto err;

@@ -11,8 +11,9 @@
  * (info for a plugin that is simply absent, warn for one that is broken);
  * the built-ins always remain.
  *
- * A plugin file may also export swy_device_plugin_v1 (device.h); the
- * loader validates it the same way and keeps it in swy_transport_t.dev.
+ * A plugin file may also export swy_device_plugin_v1 (device.h) and
+ * swy_send_hints_plugin_v1; the loader validates them the same way and
+ * keeps them in swy_transport_t.dev and .hints.
  *
  * Selection: per peer, the highest-scoring transport that serves the memory
  * type and the link class (caps.score[class] > 0); SWY_TRANSPORT forces a
@@ -22,6 +23,7 @@
 
 #include "boot/boot.h"
 #include "switchyard/swy_device_v1.h"
+#include "switchyard/swy_send_hints_v1.h"
 #include "switchyard/swy_transport_v1.h"
 #include "topo/topo.h"
 
@@ -34,6 +36,7 @@ typedef struct {
     char path[256];         /* file it came from, "built-in" otherwise */
     swy_transport_caps_v1_t caps;
     const swy_device_v1_t *dev; /* the same file's device services, or NULL */
+    const swy_send_hints_v1_t *hints; /* its hinted sends, or NULL */
 } swy_transport_t;
 
 typedef struct swy_transport_set {
@@ -56,6 +59,15 @@ swy_status_t swy_transport_plugin_open(const char *path,
                                        const swy_transport_v1_t **ops_p,
                                        void **dl_handle_p, char *why,
                                        size_t why_len);
+
+/* Look for swy_send_hints_plugin_v1 in an opened plugin and validate it.
+ * SWY_OK with *hints_p NULL when the plugin does not export it; SWY_OK
+ * with *hints_p set when it is valid; SWY_ERR_INVALID_ARG with *why set
+ * when it is of the wrong ABI version or struct size, or lacks
+ * isend_hinted. */
+swy_status_t swy_send_hints_plugin_symbol(void *dl_handle, const char *path,
+                                          const swy_send_hints_v1_t **hints_p,
+                                          char *why, size_t why_len);
 
 /* Find swy-<kind>-<name>.so (kind: "transport", "policy") along the
  * plugin search path; SWY_ERR_UNSUPPORTED with the directories tried in

@@ -1,8 +1,11 @@
 /* Deliberately broken transport plugins for the loader's tests; one
- * source, one defect per build (BAD_ABI, BAD_SIZE, NULL_FN, NO_SYMBOL).
- * Nothing here is ever called: the loader must reject each before. */
+ * source, one defect per build (BAD_ABI, BAD_SIZE, NULL_FN, NO_SYMBOL;
+ * HINTS_BAD_ABI, HINTS_BAD_SIZE, HINTS_NULL_FN: a broken send-hints
+ * table). Nothing here is ever called: the loader must reject each
+ * before. */
 #include <stddef.h>
 
+#include "switchyard/swy_send_hints_v1.h"
 #include "switchyard/swy_transport_v1.h"
 
 __attribute__((unused)) static swy_status_t bad_init(const swy_transport_host_v1_t *host,
@@ -41,3 +44,30 @@ __attribute__((visibility("default"))) const swy_transport_v1_t
         .init = bad_init,
 #endif
 };
+
+#if defined(HINTS_BAD_ABI) || defined(HINTS_BAD_SIZE) || defined(HINTS_NULL_FN)
+__attribute__((unused)) static swy_status_t bad_isend_hinted(
+    void *ctx, int peer, uint64_t tag, const void *buf, size_t len,
+    swy_mem_type_t mem, uint32_t hints, swy_transport_complete_cb_v1_t cb,
+    void *cb_arg, void **handle_p)
+{
+    return SWY_ERR_INTERNAL;
+}
+
+__attribute__((visibility("default"))) const swy_send_hints_v1_t
+    swy_send_hints_plugin_v1 = {
+#ifdef HINTS_BAD_ABI
+        .abi_version = 7u,
+#else
+        .abi_version = SWY_SEND_HINTS_ABI_V1,
+#endif
+#ifdef HINTS_BAD_SIZE
+        .struct_size = (uint32_t)(sizeof(swy_send_hints_v1_t) + 8),
+#else
+        .struct_size = (uint32_t)sizeof(swy_send_hints_v1_t),
+#endif
+#ifndef HINTS_NULL_FN
+        .isend_hinted = bad_isend_hinted,
+#endif
+};
+#endif

@@ -33,6 +33,34 @@ static void expect_rejected(const char *name, swy_status_t expected,
     CHECK(ops == NULL && handle == NULL); /* outputs only on success */
 }
 
+/* The send-hints table of <test_dir>/swy-transport-<name>.so (or of
+ * path): expect status, a message containing text (NULL: no message) and
+ * a table only on success. */
+static void expect_hints(const char *name, const char *path_in,
+                         swy_status_t expected, const char *text, int table)
+{
+    char path[4096], why[2048] = "";
+    if (path_in != NULL)
+        snprintf(path, sizeof(path), "%s", path_in);
+    else
+        snprintf(path, sizeof(path), "%s/swy-transport-%s.so", test_dir,
+                 name);
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    CHECK(handle != NULL);
+    if (handle == NULL)
+        return;
+    const swy_send_hints_v1_t *hints = (const void *)&hints; /* poison */
+    swy_status_t status = swy_send_hints_plugin_symbol(handle, path, &hints,
+                                                       why, sizeof(why));
+    printf("hints %-9s -> %s: %s\n", name, swy_status_string(status), why);
+    CHECK(status == expected);
+    CHECK(text == NULL || strstr(why, text) != NULL);
+    CHECK(text == NULL || strstr(why, path) != NULL);
+    CHECK(table ? hints != NULL && hints->isend_hinted != NULL
+                : hints == NULL);
+    dlclose(handle);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -50,6 +78,16 @@ int main(int argc, char **argv)
     expect_rejected("badsize", SWY_ERR_INVALID_ARG, "wrong struct size");
     expect_rejected("nullfn", SWY_ERR_INVALID_ARG, "init is NULL");
     expect_rejected("absent", SWY_ERR_UNSUPPORTED, "not found");
+
+    /* The optional send-hints table: absent is fine, broken is named. */
+    expect_hints("badabi", NULL, SWY_OK, NULL, 0);
+    expect_hints("hintsabi", NULL, SWY_ERR_INVALID_ARG,
+                 "wrong ABI version 7 of swy_send_hints_plugin_v1", 0);
+    expect_hints("hintssize", NULL, SWY_ERR_INVALID_ARG,
+                 "wrong struct size", 0);
+    expect_hints("hintsnull", NULL, SWY_ERR_INVALID_ARG,
+                 "isend_hinted is NULL", 0);
+    expect_hints("ucx", argv[3], SWY_OK, NULL, 1);
 
     /* A file that is no shared object. */
     char junk[] = "/tmp/swy-transport-junkXXXXXX";
