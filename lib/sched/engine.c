@@ -1052,20 +1052,24 @@ err_free:
     return status;
 }
 
-/* Where an op of this kind is cut, under s->lock. The partition (the
- * micro-op that a higher priority waits behind at most), except for an
- * alltoallv with every rank on one host and the partition left to auto:
- * its chunks have no step to pipeline with and nothing to preempt them,
- * so they are cut at SWY_COLL_BULK_BYTES, above the eager size, where
- * UCX moves them with one copy. The same on every rank: multi_host and
- * partition_auto come from the shared topology and the same settings
- * (and the op header compares the result). */
-static size_t op_partition_bytes(const swy_sched_t *s, swy_coll_kind_t kind)
+/* Where an op is cut, under s->lock. The partition (the micro-op that a
+ * higher priority waits behind at most), except for an alltoallv with
+ * every rank on one host and the partition left to auto: its chunks have
+ * no step to pipeline with and nothing to preempt them, so host memory is
+ * cut at SWY_COLL_BULK_BYTES, above the eager size, where UCX moves it
+ * with one copy, and device memory at SWY_COLL_BULK_DEVICE_BYTES. The
+ * same on every rank: multi_host and partition_auto come from the shared
+ * topology and the same settings, the memory type must agree (and the op
+ * header compares the result). */
+static size_t op_partition_bytes(const swy_sched_t *s,
+                                 const swy_coll_args_t *args)
 {
-    if (kind == SWY_COLL_ALLTOALLV && s->partition_auto && !s->multi_host &&
-        s->p.partition_bytes < SWY_COLL_BULK_BYTES)
-        return SWY_COLL_BULK_BYTES;
-    return s->p.partition_bytes;
+    if (args->kind != SWY_COLL_ALLTOALLV || !s->partition_auto ||
+        s->multi_host)
+        return s->p.partition_bytes;
+    size_t bulk = args->mem == SWY_MEM_HOST ? SWY_COLL_BULK_BYTES
+                                            : SWY_COLL_BULK_DEVICE_BYTES;
+    return SWY_MAX(s->p.partition_bytes, bulk);
 }
 
 swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
@@ -1120,7 +1124,7 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
         return status;
     }
     op->seq = s->next_seq++ & 0xFFFFFFu;
-    op->args.partition_bytes = op_partition_bytes(s, args->kind);
+    op->args.partition_bytes = op_partition_bytes(s, &op->args);
     op->deadline = swy_time_s() + s->p.timeout_s;
     swy_err_clear(); /* what create() or start() set is theirs */
     swy_status_t status = op->algo->create(&op->args, s->p.rank, w,

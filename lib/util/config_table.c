@@ -61,7 +61,8 @@ const swy_config_entry_t swy_config_table[] = {
      "Micro-op size in bytes (K/M/G suffixes). auto: about 2 ms of the "
      "slowest flow's time (a flow to another host gets its share of the "
      "node uplink), between 64 KiB and 32 MiB; 256 KiB at most when all "
-     "ranks share one host, where alltoallv is cut at 4 MiB instead."},
+     "ranks share one host, where alltoallv is cut at 4 MiB instead (32 "
+     "MiB for device memory)."},
     {"SWY_WINDOW_BYTES", "8M",
      "Upper bound of the bytes of micro-ops in flight per peer link "
      "(fifo; lina keeps its top priority to about 4 ms of the link, at "
