@@ -3,7 +3,7 @@
  * until completion, as for any transport), so a message is copied exactly
  * once, when both sides are known. Completions are queued and delivered
  * from progress(), as the ABI requires; an eventfd makes the queue visible
- * to a sleeping progress loop. */
+ * to a progress loop that armed and sleeps. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +38,8 @@ typedef struct {
     swy_list_t pending_sends;
     swy_list_t completions;
     int efd;
+    int armed;    /* arm() said the queue was empty: a sleeper may wait */
+    int signaled; /* efd was written and not yet drained */
 } self_ctx_t;
 
 static void self_complete(self_ctx_t *ctx, self_op_t *op, swy_status_t status,
@@ -47,12 +49,17 @@ static void self_complete(self_ctx_t *ctx, self_op_t *op, swy_status_t status,
     op->bytes = bytes;
     op->matched = 1;
     swy_list_push_back(&ctx->completions, &op->link);
-    /* Every queued completion bumps the counter; progress() drains it.
-     * The write only fails if the counter would overflow, which leaves it
-     * readable anyway. */
-    uint64_t one = 1;
-    ssize_t written = write(ctx->efd, &one, sizeof(one));
-    (void)written;
+    /* Only a loop that armed since the last progress() may be asleep on
+     * efd; a busy one sees the queue in progress() without a system call.
+     * One write makes efd readable until progress() drains it. The write
+     * only fails if the counter would overflow, which leaves it readable
+     * anyway. */
+    if (ctx->armed && !ctx->signaled) {
+        uint64_t one = 1;
+        ssize_t written = write(ctx->efd, &one, sizeof(one));
+        (void)written;
+        ctx->signaled = 1;
+    }
 }
 
 /* Pair a send with a receive: copy what fits, complete both. */
@@ -220,11 +227,15 @@ static void self_cancel(void *vctx, void *handle)
 static int self_progress(void *vctx)
 {
     self_ctx_t *ctx = vctx;
-    uint64_t count;
-    /* Drain the counter first: a completion queued later (by a callback)
-     * makes it readable again. */
-    ssize_t got = read(ctx->efd, &count, sizeof(count));
-    (void)got;
+    /* Drain the counter first (if it was written): a completion queued
+     * later, while armed again, makes it readable again. */
+    if (ctx->signaled) {
+        uint64_t count;
+        ssize_t got = read(ctx->efd, &count, sizeof(count));
+        (void)got;
+        ctx->signaled = 0;
+    }
+    ctx->armed = 0;
 
     /* Deliver a snapshot: callbacks may post operations that complete at
      * once, and those wait for the next progress() call. */
@@ -259,7 +270,10 @@ static int self_event_fd(void *vctx)
 static swy_status_t self_arm(void *vctx)
 {
     self_ctx_t *ctx = vctx;
-    return swy_list_empty(&ctx->completions) ? SWY_OK : SWY_INPROGRESS;
+    if (!swy_list_empty(&ctx->completions))
+        return SWY_INPROGRESS;
+    ctx->armed = 1;
+    return SWY_OK;
 }
 
 static swy_status_t self_describe_peer(void *vctx, int peer, char *buf,

@@ -38,6 +38,8 @@ static void test_match(int recv_first, size_t len)
     memset(dst, 0, len + 1);
     completion_t sc = {0}, rc = {0};
     void *sh = NULL, *rh = NULL;
+    /* A loop about to sleep arms first: the completions must wake it. */
+    CHECK(ops->arm(ctx) == SWY_OK);
     if (recv_first) {
         CHECK(ops->irecv(ctx, 0, 42, len ? dst : NULL, len, SWY_MEM_HOST,
                          on_complete, &rc, &rh) == SWY_OK);
