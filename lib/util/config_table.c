@@ -93,7 +93,8 @@ const swy_config_entry_t swy_config_table[] = {
      "boot and IPC and PID namespaces) go eagerly through UCX's "
      "shared-memory FIFO instead of by a CMA rendezvous (UCX's "
      "RNDV_SEND_NBR_THRESH with fast local completion; "
-     "UCX_RNDV_SEND_NBR_THRESH, when set, wins). 0: UCX's default "
-     "(rendezvous from 8 KiB) to every peer."},
+     "UCX_RNDV_SEND_NBR_THRESH, when set, wins); alltoallv's chunks, "
+     "which nothing waits on alone, go by rendezvous at any size. 0: "
+     "UCX's default (rendezvous from 8 KiB) to every peer."},
     {NULL, NULL, NULL},
 };
