@@ -42,7 +42,12 @@ static void test_silent_rank(void)
     double stopped = swy_time_s();
     kill(pid, SIGSTOP);
     double noticed = wait_failure_fd(boot);
-    CHECK(noticed - stopped > 4 * HEARTBEAT_S);
+    /* The root counts 5 silent heartbeats from the last one it heard,
+     * which a loaded machine may have sent late, up to a heartbeat or
+     * two before the stop (seen once: CI beside benchmarks). More than
+     * two heartbeats still tells "counted the silence" from "gave up at
+     * the first miss". */
+    CHECK(noticed - stopped > 2 * HEARTBEAT_S);
     CHECK(noticed - stopped < 8.0);
     char msg[512];
     CHECK(swy_boot_failure(boot, msg, sizeof(msg)) == SWY_ERR_REMOTE);
