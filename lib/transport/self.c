@@ -38,7 +38,7 @@ typedef struct {
     swy_list_t pending_sends;
     swy_list_t completions;
     int efd;
-    int armed;    /* arm() said the queue was empty: a sleeper may wait */
+    int armed;    /* arm() said the queue was empty: someone may sleep */
     int signaled; /* efd was written and not yet drained */
 } self_ctx_t;
 
@@ -49,11 +49,11 @@ static void self_complete(self_ctx_t *ctx, self_op_t *op, swy_status_t status,
     op->bytes = bytes;
     op->matched = 1;
     swy_list_push_back(&ctx->completions, &op->link);
-    /* Only a loop that armed since the last progress() may be asleep on
-     * efd; a busy one sees the queue in progress() without a system call.
-     * One write makes efd readable until progress() drains it. The write
-     * only fails if the counter would overflow, which leaves it readable
-     * anyway. */
+    /* Only a loop that armed may be asleep on efd; one that never armed
+     * sees the queue in progress() without a system call. One write makes
+     * efd readable (and wakes every sleeper) until progress() drains it.
+     * The write only fails if the counter would overflow, which leaves it
+     * readable anyway. */
     if (ctx->armed && !ctx->signaled) {
         uint64_t one = 1;
         ssize_t written = write(ctx->efd, &one, sizeof(one));
@@ -227,15 +227,17 @@ static void self_cancel(void *vctx, void *handle)
 static int self_progress(void *vctx)
 {
     self_ctx_t *ctx = vctx;
-    /* Drain the counter first (if it was written): a completion queued
-     * later, while armed again, makes it readable again. */
+    /* Drain the counter first if it was written; that write woke whoever
+     * had armed, who arms again before sleeping again. Until then the
+     * arm stands, whichever thread calls progress() meanwhile: a sleeper
+     * must hear of a completion queued while another thread progresses. */
     if (ctx->signaled) {
         uint64_t count;
         ssize_t got = read(ctx->efd, &count, sizeof(count));
         (void)got;
         ctx->signaled = 0;
+        ctx->armed = 0;
     }
-    ctx->armed = 0;
 
     /* Deliver a snapshot: callbacks may post operations that complete at
      * once, and those wait for the next progress() call. */

@@ -65,6 +65,26 @@ static void test_match(int recv_first, size_t len)
     free(dst);
 }
 
+/* One loop armed and sleeps while another calls progress() with nothing
+ * to deliver: a completion queued after that must still wake the
+ * sleeper (the arm stands until a completion drains it). */
+static void test_arm_survives_progress(void)
+{
+    int x = 7, y = 0;
+    completion_t sc = {0}, rc = {0};
+    CHECK(ops->arm(ctx) == SWY_OK);
+    CHECK(ops->progress(ctx) == 0);
+    CHECK(!fd_readable(ops->event_fd(ctx)));
+    CHECK(ops->irecv(ctx, 0, 9, &y, sizeof(y), SWY_MEM_HOST, on_complete,
+                     &rc, NULL) == SWY_OK);
+    CHECK(ops->isend(ctx, 0, 9, &x, sizeof(x), SWY_MEM_HOST, on_complete,
+                     &sc, NULL) == SWY_OK);
+    CHECK(fd_readable(ops->event_fd(ctx)));
+    CHECK(ops->progress(ctx) == 2);
+    CHECK(sc.calls == 1 && rc.calls == 1 && y == 7);
+    CHECK(!fd_readable(ops->event_fd(ctx)));
+}
+
 /* An unmatched send is not copied: a change before the match shows. */
 static void test_send_not_copied_early(void)
 {
@@ -218,6 +238,7 @@ int main(void)
         test_match(order, 1 << 20);
         test_truncation(order);
     }
+    test_arm_survives_progress();
     test_send_not_copied_early();
     test_tags_and_order();
     test_cancel();
