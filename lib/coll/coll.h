@@ -239,9 +239,9 @@ size_t swy_coll_chunk_elems(size_t partition_bytes, size_t dsize,
 #define SWY_COLL_BULK_BYTES ((size_t)4 << 20)
 /* The same for device memory, where every chunk costs a transport call
  * and a stream wait of tens of microseconds: swy-train --device cuda on
- * one H200 (4 layers, H 1024, 4096 tokens) spent 80 ms per step in its
- * all-to-alls with 256 KiB chunks, 9-12 ms with 4 MiB and 2.5 ms with
- * 32 MiB. */
+ * one H200 (4 layers, H 1024, 4096 tokens) spent 80-101 ms per step in
+ * its all-to-alls with 256 KiB chunks, 9-12 ms with 4 MiB and 3.0-3.1 ms
+ * with 32 MiB (docs/performance.md, "gpu"). */
 #define SWY_COLL_BULK_DEVICE_BYTES ((size_t)32 << 20)
 
 /* swy_coll_chunk_elems() for such an algorithm: partition_bytes capped at
