@@ -19,6 +19,16 @@ static double wait_failure_fd(swy_boot_t *boot)
     return swy_time_s();
 }
 
+/* SIGSTOP a child and return once it is stopped: kill() returns before,
+ * and on a loaded machine the root once still answered an allgather and
+ * a barrier after it (CI). */
+static void stop_child(pid_t pid)
+{
+    int wstatus = 0;
+    CHECK(kill(pid, SIGSTOP) == 0);
+    CHECK(waitpid(pid, &wstatus, WUNTRACED) == pid && WIFSTOPPED(wstatus));
+}
+
 static void test_silent_rank(void)
 {
     int to_child, from_child;
@@ -40,7 +50,7 @@ static void test_silent_rank(void)
     CHECK(swy_boot_failure(boot, NULL, 0) == SWY_OK);
 
     double stopped = swy_time_s();
-    kill(pid, SIGSTOP);
+    stop_child(pid);
     double noticed = wait_failure_fd(boot);
     /* The root counts 5 silent heartbeats from the last one it heard,
      * which a loaded machine may have sent late, up to a heartbeat or
@@ -97,7 +107,7 @@ static void test_silent_root(void)
     CHECK(swy_boot_failure(boot, NULL, 0) == SWY_OK);
 
     double stopped = swy_time_s();
-    kill(pid, SIGSTOP);
+    stop_child(pid);
     /* A pending barrier learns of it too. */
     int value = 1;
     void *all = NULL;
