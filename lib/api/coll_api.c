@@ -150,6 +150,7 @@ static swy_status_t post_or_run(const char *fn, swy_comm_t comm,
         return swy_api_fail(comm, status);
     if (req != NULL) {
         *req = op;
+        swy_sched_handoff(comm->sched);
         return SWY_OK;
     }
     status = swy_sched_wait(op);

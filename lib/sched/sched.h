@@ -58,6 +58,10 @@ void swy_sched_fail_all(swy_sched_t *sched, swy_status_t status,
 /* Progress until every op (freed-but-running ones included) completed,
  * or the comm failed, or timeout_s passed (SWY_ERR_TIMEOUT). */
 swy_status_t swy_sched_drain(swy_sched_t *sched, double timeout_s);
+/* The caller posted an op that it will not wait for at once (a
+ * non-blocking call): a progress thread parked while callers waited
+ * takes over after the hand-off grace instead of at its next look. */
+void swy_sched_handoff(swy_sched_t *sched);
 /* Stop the progress thread (if any); call before the transports are
  * finalized. NULL ok. */
 void swy_sched_stop(swy_sched_t *sched);
