@@ -61,9 +61,9 @@ swy_coll_ar_algo_t swy_coll_allreduce_setting(void)
  * 256 KiB, then the direct algorithm (2 steps; between them the two are
  * within noise; direct also runs on any W). Since the pipelined chunks
  * (256 KiB on one host) and eager local sends, direct also beats the
- * ring from 4 MiB: on 2 cores 4-64 MiB took 4.8-5.2 / 20.4-23.7 /
- * 81-124 ms direct against 5.1-6.5 / 21.2-29.3 / 98-124 ms ring; on
- * 16 cores 16 MiB 8.0-8.2 ms against 9.1-10.3, 64 MiB 38-41 against
+ * ring from 4 MiB: on 2 cores 4 / 16 / 64 MiB took 5.2 / 22.5 / 102 ms
+ * direct against 5.8 / 27.0 / 113 ms ring (medians of 4 alternating
+ * runs, each range 1.3-1.5x wide); on 16 cores 16 MiB 8.0-8.2 ms against 9.1-10.3, 64 MiB 38-41 against
  * 50-52 (docs/performance.md, "coll"). So the ring takes over only
  * above SWY_COLL_ALLREDUCE_DIRECT_MAX_BYTES, where direct's scratch
  * grows large. The direct algorithm sends W-1 times the ring's bytes

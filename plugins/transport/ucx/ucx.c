@@ -182,9 +182,10 @@ static void ucx_destroy(ucx_ctx_t *ctx);
 
 /* UCX sends a tagged message of 8 KiB or more by rendezvous: on one host
  * the receiver reads it with process_vm_readv (CMA), which walks the
- * sender's page tables page by page. For the scheduler's micro-ops (at
- * most 256 KiB on one host) the eager path through UCX's shared-memory
- * FIFO, two copies that stay in cache, is faster: on 4 ranks of the
+ * sender's page tables page by page. For the chunks of the pipelined
+ * algorithms (at most 256 KiB on one host), whose steps wait for each
+ * other, the eager path through UCX's shared-memory FIFO, two copies
+ * that stay in cache, is faster: on 4 ranks of the
  * 2-core VM allreduce of 1 MiB took 1.68-1.75 ms by rendezvous and
  * 0.66-0.81 ms eagerly (docs/performance.md, "coll"). Only to ranks on
  * this host: across hosts an eager send lands in the socket buffers at
