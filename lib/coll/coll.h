@@ -197,7 +197,7 @@ int swy_dtype_valid(int dtype);
 int swy_redop_valid(int op);
 
 /* dst[i] = a[i] op b[i] for count elements (AVG accumulates a sum); dst
- * may be a. */
+ * may be a or b, but may not overlap either otherwise. */
 void swy_coll_reduce(void *dst, const void *src_a, const void *src_b,
                      size_t count, swy_dtype_t dtype, swy_redop_t op);
 /* dst[i] /= divisor (the last step of AVG; integer division for ints). */

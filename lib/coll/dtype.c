@@ -114,34 +114,96 @@ uint16_t swy_float_to_bf16(float f)
     return (uint16_t)(bits >> 16);
 }
 
-#define REDUCE_LOOP(T, EXPR)                                                  \
-    do {                                                                      \
-        T *d = (T *)dst;                                                      \
-        const T *x = (const T *)src_a, *y = (const T *)src_b;                 \
-        for (size_t i = 0; i < count; i++) {                                  \
+/* The reductions run in blocks of REDUCE_BLOCK_BYTES through helpers
+ * with a constant trip count whose pointers are restrict-qualified (dst
+ * is either one of the sources, passed once, or disjoint from both, as
+ * the caller picks the helper), so the compiler vectorizes them without
+ * run-time alias checks: at -O2, the build's default, too, where the
+ * plain loop stayed scalar. Out of line, so that -O3 does not transform
+ * them further. On the 2-core VM, the three reductions of 64 Ki floats
+ * that the direct allreduce's owner does for 1 MiB on 4 ranks took
+ * 78-112 us with the plain loop at -O2 and 27-35 us so; 33-55 against
+ * 26-31 at -O3 (best of 3000 in each of three runs, both kernels
+ * alternating in one process). */
+#define REDUCE_BLOCK_BYTES 4096
+
+/* NAME##_to: d = x op y, all three disjoint; NAME##_into_x: x = x op y;
+ * NAME##_into_y: y = x op y (x and y distinct). */
+#define DEFINE_REDUCE(NAME, T, EXPR)                                          \
+    enum { NAME##_BLOCK = REDUCE_BLOCK_BYTES / sizeof(T) };                   \
+    __attribute__((noinline)) static void NAME##_to(                          \
+        T *restrict d, const T *restrict x, const T *restrict y)              \
+    {                                                                         \
+        for (size_t i = 0; i < NAME##_BLOCK; i++) {                           \
             T a = x[i], b = y[i];                                             \
             d[i] = (EXPR);                                                    \
         }                                                                     \
-    } while (0)
+    }                                                                         \
+    __attribute__((noinline)) static void NAME##_into_x(T *x,                \
+                                                        const T *restrict y)  \
+    {                                                                         \
+        for (size_t i = 0; i < NAME##_BLOCK; i++) {                           \
+            T a = x[i], b = y[i];                                             \
+            x[i] = (EXPR);                                                    \
+        }                                                                     \
+    }                                                                         \
+    __attribute__((noinline)) static void NAME##_into_y(const T *restrict x, \
+                                                        T *y)                 \
+    {                                                                         \
+        for (size_t i = 0; i < NAME##_BLOCK; i++) {                           \
+            T a = x[i], b = y[i];                                             \
+            y[i] = (EXPR);                                                    \
+        }                                                                     \
+    }                                                                         \
+    static void NAME(void *dst, const void *src_a, const void *src_b,         \
+                     size_t count)                                            \
+    {                                                                         \
+        T *d = dst;                                                           \
+        const T *x = src_a, *y = src_b;                                       \
+        size_t i = 0;                                                         \
+        /* x == y (a buffer with itself) takes the plain loop. */             \
+        for (; x != y && i + NAME##_BLOCK <= count; i += NAME##_BLOCK) {      \
+            if (d == x)                                                       \
+                NAME##_into_x(d + i, y + i);                                  \
+            else if (d == y)                                                  \
+                NAME##_into_y(x + i, d + i);                                  \
+            else                                                              \
+                NAME##_to(d + i, x + i, y + i);                               \
+        }                                                                     \
+        for (; i < count; i++) { /* the tail */                               \
+            T a = x[i], b = y[i];                                             \
+            d[i] = (EXPR);                                                    \
+        }                                                                     \
+    }
 
-#define REDUCE_INT(T, UT)                                                     \
+/* Integer sums and products wrap: computed unsigned. */
+#define DEFINE_REDUCE_INT(PREFIX, T, UT)                                      \
+    DEFINE_REDUCE(PREFIX##_sum, T, (T)((UT)a + (UT)b))                        \
+    DEFINE_REDUCE(PREFIX##_prod, T, (T)((UT)a * (UT)b))                       \
+    DEFINE_REDUCE(PREFIX##_max, T, a > b ? a : b)                             \
+    DEFINE_REDUCE(PREFIX##_min, T, a < b ? a : b)
+
+#define DEFINE_REDUCE_FLOAT(PREFIX, T)                                        \
+    DEFINE_REDUCE(PREFIX##_sum, T, a + b)                                     \
+    DEFINE_REDUCE(PREFIX##_prod, T, a * b)                                    \
+    DEFINE_REDUCE(PREFIX##_max, T, a > b ? a : b)                             \
+    DEFINE_REDUCE(PREFIX##_min, T, a < b ? a : b)
+
+DEFINE_REDUCE_INT(reduce_i8, int8_t, uint8_t)
+DEFINE_REDUCE_INT(reduce_u8, uint8_t, uint8_t)
+DEFINE_REDUCE_INT(reduce_i32, int32_t, uint32_t)
+DEFINE_REDUCE_INT(reduce_i64, int64_t, uint64_t)
+DEFINE_REDUCE_FLOAT(reduce_f32, float)
+DEFINE_REDUCE_FLOAT(reduce_f64, double)
+
+#define REDUCE_BY_OP(PREFIX)                                                  \
     do {                                                                      \
         switch (op) {                                                         \
         case SWY_SUM: case SWY_AVG:                                           \
-            REDUCE_LOOP(T, (T)((UT)a + (UT)b)); break;                        \
-        case SWY_PROD: REDUCE_LOOP(T, (T)((UT)a * (UT)b)); break;             \
-        case SWY_MAX: REDUCE_LOOP(T, a > b ? a : b); break;                   \
-        case SWY_MIN: REDUCE_LOOP(T, a < b ? a : b); break;                   \
-        }                                                                     \
-    } while (0)
-
-#define REDUCE_FLOAT(T)                                                       \
-    do {                                                                      \
-        switch (op) {                                                         \
-        case SWY_SUM: case SWY_AVG: REDUCE_LOOP(T, a + b); break;             \
-        case SWY_PROD: REDUCE_LOOP(T, a * b); break;                          \
-        case SWY_MAX: REDUCE_LOOP(T, a > b ? a : b); break;                   \
-        case SWY_MIN: REDUCE_LOOP(T, a < b ? a : b); break;                   \
+            PREFIX##_sum(dst, src_a, src_b, count); break;                    \
+        case SWY_PROD: PREFIX##_prod(dst, src_a, src_b, count); break;        \
+        case SWY_MAX: PREFIX##_max(dst, src_a, src_b, count); break;          \
+        case SWY_MIN: PREFIX##_min(dst, src_a, src_b, count); break;          \
         }                                                                     \
     } while (0)
 
@@ -160,12 +222,12 @@ void swy_coll_reduce(void *dst, const void *src_a, const void *src_b,
                      size_t count, swy_dtype_t dtype, swy_redop_t op)
 {
     switch (dtype) {
-    case SWY_INT8: REDUCE_INT(int8_t, uint8_t); break;
-    case SWY_UINT8: REDUCE_INT(uint8_t, uint8_t); break;
-    case SWY_INT32: REDUCE_INT(int32_t, uint32_t); break;
-    case SWY_INT64: REDUCE_INT(int64_t, uint64_t); break;
-    case SWY_FLOAT32: REDUCE_FLOAT(float); break;
-    case SWY_FLOAT64: REDUCE_FLOAT(double); break;
+    case SWY_INT8: REDUCE_BY_OP(reduce_i8); break;
+    case SWY_UINT8: REDUCE_BY_OP(reduce_u8); break;
+    case SWY_INT32: REDUCE_BY_OP(reduce_i32); break;
+    case SWY_INT64: REDUCE_BY_OP(reduce_i64); break;
+    case SWY_FLOAT32: REDUCE_BY_OP(reduce_f32); break;
+    case SWY_FLOAT64: REDUCE_BY_OP(reduce_f64); break;
     case SWY_FLOAT16: {
         uint16_t *d = dst;
         const uint16_t *x = src_a, *y = src_b;
