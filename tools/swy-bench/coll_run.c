@@ -17,6 +17,7 @@
 #define SWYB_MIN_ITERS 5
 #define SWYB_MAX_ITERS 100000
 #define SWYB_MAX_POINTS 128
+#define SWYB_MAX_BATCH 1000
 
 static void coll_usage_print(FILE *out, const char *prog)
 {
@@ -26,6 +27,9 @@ static void coll_usage_print(FILE *out, const char *prog)
         "over all ranks including itself) and allreduce (size = bytes of the\n"
         "buffer, float32 sum) over a range of sizes. Each iteration is timed\n"
         "on every rank after a barrier; the slowest rank's time counts.\n"
+        "With --batch N an iteration is N ops back to back, and its time\n"
+        "over N counts (throughput without a barrier between ops, as IMB\n"
+        "and nccl-tests time their loops).\n"
         "\n"
         "  --op OP           alltoallv, allreduce or all (default all)\n"
         "  --min-size SIZE   smallest size (default 4K)\n"
@@ -34,6 +38,7 @@ static void coll_usage_print(FILE *out, const char *prog)
         "  --iters N         timed iterations per size (default: about\n"
         "                    0.2 s per size, at least 5)\n"
         "  --warmup N        untimed iterations per size (default 2)\n"
+        "  --batch N         ops per iteration, back to back (default 1)\n"
         "  --json            also print one JSON line per (op, size)\n"
         "  -h, --help        show this text\n"
         "SIZE takes K, M, G suffixes (binary).\n",
@@ -57,7 +62,7 @@ swyb_coll_parse_t swyb_coll_options_parse(int argc, char **argv, int first,
                                           swyb_coll_options_t *opts_p)
 {
     enum { OPT_OP = 256, OPT_MIN, OPT_MAX, OPT_FACTOR, OPT_ITERS, OPT_WARMUP,
-           OPT_JSON };
+           OPT_BATCH, OPT_JSON };
     static const struct option long_options[] = {
         {"op", required_argument, NULL, OPT_OP},
         {"min-size", required_argument, NULL, OPT_MIN},
@@ -65,6 +70,7 @@ swyb_coll_parse_t swyb_coll_options_parse(int argc, char **argv, int first,
         {"factor", required_argument, NULL, OPT_FACTOR},
         {"iters", required_argument, NULL, OPT_ITERS},
         {"warmup", required_argument, NULL, OPT_WARMUP},
+        {"batch", required_argument, NULL, OPT_BATCH},
         {"json", no_argument, NULL, OPT_JSON},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -76,6 +82,7 @@ swyb_coll_parse_t swyb_coll_options_parse(int argc, char **argv, int first,
         .factor = 4,
         .iters = 0,
         .warmup = 2,
+        .batch = 1,
         .json = 0,
     };
     FILE *err = rank == 0 ? stderr : NULL;
@@ -128,6 +135,14 @@ swyb_coll_parse_t swyb_coll_options_parse(int argc, char **argv, int first,
             if (positive_int_parse(optarg, 0, &opts.warmup) != 0) {
                 if (err) fprintf(err, "%s: --warmup needs an integer >= 0, "
                                  "not '%s'\n", prog, optarg);
+                return SWYB_COLL_PARSE_EXIT_USAGE;
+            }
+            break;
+        case OPT_BATCH:
+            if (positive_int_parse(optarg, 1, &opts.batch) != 0 ||
+                opts.batch > SWYB_MAX_BATCH) {
+                if (err) fprintf(err, "%s: --batch needs 1..%d, not '%s'\n",
+                                 prog, SWYB_MAX_BATCH, optarg);
                 return SWYB_COLL_PARSE_EXIT_USAGE;
             }
             break;
@@ -246,8 +261,10 @@ static int coll_point_once(coll_point_t *point)
                                point->count);
 }
 
-/* Barrier, then time one call on this rank. */
-static int coll_point_timed(coll_point_t *point, double *elapsed_p)
+/* Barrier, then time batch calls back to back on this rank: the time
+ * per call. */
+static int coll_point_timed(coll_point_t *point, int batch,
+                            double *elapsed_p)
 {
     double start;
 
@@ -255,10 +272,12 @@ static int coll_point_timed(coll_point_t *point, double *elapsed_p)
         return -1;
     }
     start = swyb_now_s();
-    if (coll_point_once(point) != 0) {
-        return -1;
+    for (int b = 0; b < batch; ++b) {
+        if (coll_point_once(point) != 0) {
+            return -1;
+        }
     }
-    *elapsed_p = swyb_now_s() - start;
+    *elapsed_p = (swyb_now_s() - start) / batch;
     return 0;
 }
 
@@ -286,20 +305,22 @@ static int coll_point_measure(coll_point_t *point,
     int rc = -1;
 
     for (int w = 0; w < opts->warmup; ++w) {
-        if (coll_point_timed(point, &elapsed) != 0) {
+        if (coll_point_timed(point, opts->batch, &elapsed) != 0) {
             goto out;
         }
     }
     if (iters == 0) {
         /* Every rank must run the same number of iterations: plan from the
          * slowest rank's time of the last warm-up (or of a probe). */
-        if (opts->warmup == 0 && coll_point_timed(point, &elapsed) != 0) {
+        if (opts->warmup == 0 &&
+            coll_point_timed(point, opts->batch, &elapsed) != 0) {
             goto out;
         }
         if (impl->max_doubles(impl->ctx, &elapsed, 1) != 0) {
             goto out;
         }
         iters = SWYB_MIN_ITERS;
+        elapsed *= opts->batch; /* per iteration */
         if (elapsed > 0.0 && SWYB_TARGET_S / elapsed > SWYB_MIN_ITERS) {
             double planned = ceil(SWYB_TARGET_S / elapsed);
 
@@ -319,7 +340,7 @@ static int coll_point_measure(coll_point_t *point,
             /* NaN everywhere: the last iteration must write every element. */
             memset(point->recvbuf, 0xff, point->buf_floats * sizeof(float));
         }
-        if (coll_point_timed(point, &times[i]) != 0) {
+        if (coll_point_timed(point, opts->batch, &times[i]) != 0) {
             goto out;
         }
     }
@@ -342,6 +363,7 @@ static int coll_point_measure(coll_point_t *point,
     }
 
     result_p->iters = iters;
+    result_p->batch = opts->batch;
     result_p->correct = times[iters] == 0.0;
     swyb_stats_compute(times, (size_t)iters, &result_p->time_s);
     swyb_coll_result_finish(result_p);

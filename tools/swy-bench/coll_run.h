@@ -19,6 +19,7 @@ typedef struct {
     size_t factor;    /* next size = size * factor */
     int iters;        /* timed iterations per size; 0 = about 0.2 s, >= 5 */
     int warmup;       /* untimed iterations per size */
+    int batch;        /* ops per iteration, back to back (default 1) */
     int json;         /* also print one JSON line per (op, size) */
 } swyb_coll_options_t;
 

@@ -222,12 +222,13 @@ void swyb_coll_json_print(FILE *out, const swyb_coll_result_t *result)
 {
     fprintf(out,
             "{\"bench\":\"coll\",\"impl\":\"%s\",\"op\":\"%s\","
-            "\"bytes\":%zu,\"ranks\":%d,\"iters\":%d,"
+            "\"bytes\":%zu,\"ranks\":%d,\"iters\":%d,\"batch\":%d,"
             "\"time_us_median\":%.3f,\"time_us_min\":%.3f,"
             "\"time_us_max\":%.3f,\"algbw_GBps\":%.4f,"
             "\"busbw_GBps\":%.4f,\"check\":\"%s\"}\n",
             result->impl, result->op, result->bytes, result->ranks,
-            result->iters, result->time_s.median * 1e6,
+            result->iters, result->batch > 0 ? result->batch : 1,
+            result->time_s.median * 1e6,
             result->time_s.min * 1e6, result->time_s.max * 1e6,
             result->algbw_GBps, result->busbw_GBps,
             result->correct ? "ok" : "WRONG");

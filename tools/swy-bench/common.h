@@ -59,7 +59,9 @@ typedef struct {
     size_t bytes;        /* the size the bandwidth is computed from */
     int ranks;
     int iters;           /* timed iterations */
-    swyb_stats_t time_s; /* per iteration, the slowest rank's time */
+    int batch;           /* ops per iteration, back to back */
+    swyb_stats_t time_s; /* per op: each iteration's slowest rank's time
+                            over batch */
     double algbw_GBps;   /* bytes / median time, 1e9 bytes per GB */
     double busbw_GBps;   /* algbw scaled as nccl-tests does for the op */
     int correct;         /* the last iteration's result was verified */
