@@ -32,6 +32,9 @@
 /* A send below this is taken to be eager under UCX's own thresholds
  * (rendezvous from 8 KiB by default; 64 KiB leaves room). */
 #define UCX_EAGER_MAX_DEFAULT ((size_t)64 << 10)
+/* SWY_SEND_HINT_BULK takes a send off the eager path to a local rank
+ * from this size on; smaller ones stay eager (see ucx_isend_hinted). */
+#define UCX_BULK_RNDV_MIN ((size_t)256 << 10)
 
 #define ucx_log(ctx, level, ...)                                              \
     (ctx)->host->log((level), UCX_SUBSYS, __VA_ARGS__)
@@ -464,14 +467,20 @@ static swy_status_t ucx_check_post(ucx_ctx_t *ctx, const char *what, int peer,
 static char ucx_empty_buffer[1];
 
 /* A send with SWY_SEND_HINT_BULK is one of many posted together that
- * nothing waits on alone (an alltoallv's chunks): it skips the eager path
- * to local ranks, since there one copy by rendezvous moves more bytes per
- * second than two through the shared FIFO, which all senders to a rank
- * share. On 4 ranks of a 16-core host an alltoallv of 1 MiB per rank
- * (256 KiB to each peer) took 150-156 us by rendezvous and 203-206 us
- * eagerly, while allreduce of 1 MiB, whose steps wait for each other,
- * took 500-562 us by rendezvous and 386-387 us eagerly
- * (docs/performance.md, "coll"). */
+ * nothing waits on alone (an alltoallv's chunks): from UCX_BULK_RNDV_MIN
+ * on it skips the eager path to local ranks, since there one copy by
+ * rendezvous moves more bytes per second than two through the shared
+ * FIFO, which all senders to a rank share. On 4 ranks of a 16-core host
+ * an alltoallv of 1 MiB per rank (256 KiB to each peer) took 150-156 us
+ * by rendezvous and 203-206 us eagerly, while allreduce of 1 MiB, whose
+ * steps wait for each other, took 500-562 us by rendezvous and 386-387 us
+ * eagerly (docs/performance.md, "coll"). Smaller chunks stay eager: a
+ * rendezvous costs a round trip and a process_vm_readv that pins the
+ * sender's pages, which is most of a 16 KiB chunk's time. On the 2-core
+ * VM an alltoallv of 64 KiB per rank (16 KiB to each peer) took 59 us by
+ * rendezvous and 28 us eagerly, 256 KiB per rank 111 against 78 us
+ * (Open MPI, which sends up to 32 KiB inline: 32 and 89 us; batches of
+ * 20 ops, medians of 6 alternating runs). */
 static swy_status_t ucx_isend_hinted(void *vctx, int peer, uint64_t tag,
                                      const void *buf, size_t len,
                                      swy_mem_type_t mem, uint32_t hints,
@@ -495,7 +504,7 @@ static swy_status_t ucx_isend_hinted(void *vctx, int peer, uint64_t tag,
         .memory_type = UCS_MEMORY_TYPE_HOST,
     };
     if (len < ctx->local_eager && ctx->local[peer] &&
-        !(hints & SWY_SEND_HINT_BULK)) {
+        (!(hints & SWY_SEND_HINT_BULK) || len < UCX_BULK_RNDV_MIN)) {
         param.op_attr_mask |= UCP_OP_ATTR_FLAG_FAST_CMPL;
         op->eager = 1;
     } else {
