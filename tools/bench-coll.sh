@@ -4,9 +4,9 @@
 #   1. swy-bench coll on NRANKS local ranks (swy-run),
 #   2. swy-bench-mpi (MPI_Alltoallv / MPI_Allreduce) under mpirun, same sizes,
 #   3. ucx_perftest tag_bw, 16 MiB, between two local processes (the limit),
-# then a comparison for sizes >= 1 MiB: median times, their ratio
-# (openmpi / switchyard: > 1 means Switchyard is faster) and allreduce bus
-# bandwidth as a share of ucx_perftest's bandwidth.
+# then a comparison for every size (the target is for >= 1 MiB): median
+# times, their ratio (openmpi / switchyard: > 1 means Switchyard is
+# faster) and allreduce bus bandwidth as a share of ucx_perftest's.
 #
 #   tools/bench-coll.sh [NRANKS=4] [swy-bench coll options...]
 #
@@ -100,7 +100,7 @@ else
     : >"$out/perftest.txt"
 fi
 
-say "comparison (sizes >= 1 MiB, $nranks ranks)"
+say "comparison ($nranks ranks; the target is for sizes >= 1 MiB)"
 "$python" - "$out" "$repeat" <<'EOF'
 import json, re, statistics, sys
 
@@ -154,8 +154,6 @@ keys = sorted({k for run in swy_runs for k in run},
               key=lambda k: (k[0] != "alltoallv", k[1]))
 for key in keys:
     op, nbytes = key
-    if nbytes < 1 << 20:
-        continue
     swy_t = median_of(swy_runs, key, "time_us_median")
     mpi_t = median_of(mpi_runs, key, "time_us_median")
     swy_bw = median_of(swy_runs, key, "busbw_GBps")
