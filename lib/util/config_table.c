@@ -94,7 +94,7 @@ const swy_config_entry_t swy_config_table[] = {
      "shared-memory FIFO instead of by a CMA rendezvous (UCX's "
      "RNDV_SEND_NBR_THRESH with fast local completion; "
      "UCX_RNDV_SEND_NBR_THRESH, when set, wins); alltoallv's chunks, "
-     "which nothing waits on alone, go by rendezvous at any size. 0: "
+     "which nothing waits on alone, go by rendezvous from 256 KiB. 0: "
      "UCX's default (rendezvous from 8 KiB) to every peer."},
     {NULL, NULL, NULL},
 };
