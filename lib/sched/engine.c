@@ -203,8 +203,9 @@ struct swy_sched {
     /* The clock as a progress pass or a post last read it (a pass reads
      * it after the transports' progress and again after completions, if
      * any): the times of micro-ops and the waiters' spin and give-up
-     * checks use it (reading the clock for each was 23% of the samples
-     * of an alltoallv of 4 KiB on one rank). */
+     * checks use it (clock_gettime was 23% of the samples of a 1-rank
+     * alltoallv of 4 KiB when each read it, the benchmark's own two
+     * reads per op included). */
     uint64_t now_ns;
     pthread_t thread;
     pthread_cond_t thread_cond; /* the thread waits here while callers
