@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -77,13 +78,17 @@ enum { HDR_NONE = 0, HDR_EXPECTED = 1, HDR_SEEN = 2 };
  * within microseconds, and waking the thread between them would only
  * cost context switches on busy cores. */
 #define HANDOFF_GRACE_NS (2 * 1000 * 1000)
-/* While a caller waits, the thread parks on thread_cond for this long
- * between looks. The wake-ups that matter come as signals: from the last
- * caller to stop waiting while ops are still in flight, and from a
- * non-blocking post (swy_sched_handoff), whose op the caller leaves to
- * the thread. A blocking call waits at once and needs no thread. Looking
- * every 2 ms instead cost 4 ranks on 2 cores 4-8% of back-to-back
- * allreduce and alltoallv of 1 MiB (docs/performance.md, "coll"). */
+/* While a caller waits, the thread parks for this long between looks.
+ * Ops that the caller leaves to the thread (a non-blocking post that
+ * nobody waits for, ops still in flight when the last caller stops
+ * waiting) arm the hand-off timer for the end of the grace instead of
+ * waking the thread at once: a caller that waits again within the grace
+ * costs no wake-up, and one that computes meanwhile has the thread at
+ * the grace's end. Waking the thread at each such post made a barrier
+ * plus alltoallv of 1 MiB on 4 ranks of 2 cores take 382 instead of 350
+ * us (medians of 6 alternating runs; docs/performance.md, "coll"), and
+ * looking every 2 ms instead of parking cost 4-8%. A blocking call waits
+ * at once and needs no thread. */
 #define PARK_NS (20 * 1000 * 1000)
 
 typedef struct swy_uop {
@@ -208,8 +213,10 @@ struct swy_sched {
      * reads per op included). */
     uint64_t now_ns;
     pthread_t thread;
-    pthread_cond_t thread_cond; /* the thread waits here while callers
-                                   drive progress */
+    /* The thread parks in thread_park() on park_fd (thread_unpark writes
+     * it) and timer_fd (arm_handoff sets it), both under s->lock. */
+    int park_fd, timer_fd;
+    uint8_t thread_parked, timer_armed;
     int wake_fd;
 };
 
@@ -263,6 +270,68 @@ static void wake_progress(swy_sched_t *s)
     uint64_t one = 1;
     if (s->wake_fd >= 0 && write(s->wake_fd, &one, sizeof(one)) < 0)
         (void)0; /* the counter is full: the thread is awake anyway */
+}
+
+static void close_fds(swy_sched_t *s)
+{
+    int *fds[] = {&s->wake_fd, &s->park_fd, &s->timer_fd};
+    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+        if (*fds[i] >= 0) {
+            close(*fds[i]);
+            *fds[i] = -1;
+        }
+}
+
+/* Park the progress thread for at most ns, or until thread_unpark() or
+ * the hand-off timer. Called and returns under s->lock; a wake-up
+ * between the unlock and the poll stays in park_fd, so none is lost. */
+static void thread_park(swy_sched_t *s, uint64_t ns)
+{
+    s->thread_parked = 1;
+    pthread_mutex_unlock(&s->lock);
+    struct pollfd pfds[2] = {{.fd = s->park_fd, .events = POLLIN},
+                             {.fd = s->timer_fd, .events = POLLIN}};
+    struct timespec timeout = {.tv_sec = (time_t)(ns / 1000000000u),
+                               .tv_nsec = (long)(ns % 1000000000u)};
+    uint64_t count;
+    int fired = 0;
+    if (ppoll(pfds, 2, &timeout, NULL) > 0) {
+        if ((pfds[0].revents & POLLIN) &&
+            read(s->park_fd, &count, sizeof(count)) < 0)
+            (void)0; /* drained by nobody else: cannot fail */
+        fired = (pfds[1].revents & POLLIN) &&
+                read(s->timer_fd, &count, sizeof(count)) == sizeof(count);
+    }
+    pthread_mutex_lock(&s->lock);
+    s->thread_parked = 0;
+    if (fired)
+        s->timer_armed = 0;
+}
+
+/* Under s->lock: wake the thread now if it is parked. */
+static void thread_unpark(swy_sched_t *s)
+{
+    uint64_t one = 1;
+    if (s->thread_parked && write(s->park_fd, &one, sizeof(one)) < 0)
+        (void)0; /* the counter is full: a wake-up is pending anyway */
+}
+
+/* Under s->lock: have the thread look when the hand-off grace after the
+ * last wait ends, without waking it now (see PARK_NS). A timer already
+ * armed fires no later (the grace only moves on), and the thread parks
+ * again for what is left of the grace. */
+static void arm_handoff(swy_sched_t *s)
+{
+    if (s->timer_armed)
+        return;
+    uint64_t at = s->last_wait_end_ns + HANDOFF_GRACE_NS;
+    struct itimerspec its = {
+        .it_value = {.tv_sec = (time_t)(at / 1000000000u),
+                     .tv_nsec = (long)(at % 1000000000u)}};
+    if (timerfd_settime(s->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+        s->timer_armed = 1;
+    else
+        thread_unpark(s); /* no timer: look now rather than too late */
 }
 
 static void uop_complete_cb(void *arg, swy_status_t status, size_t bytes)
@@ -1089,7 +1158,7 @@ swy_status_t swy_sched_create(const swy_sched_params_t *params,
     if (s == NULL)
         return swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
     s->p = *params;
-    s->wake_fd = -1;
+    s->wake_fd = s->park_fd = s->timer_fd = -1;
     s->links = swy_calloc((size_t)params->nranks, sizeof(*s->links));
     if (s->links == NULL) {
         status = swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
@@ -1123,11 +1192,13 @@ swy_status_t swy_sched_create(const swy_sched_params_t *params,
     if (status != SWY_OK)
         goto err_links;
     pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->thread_cond, NULL);
     s->trace = swy_trace_create(params->rank, params->nranks);
     if (params->progress_thread) {
         s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (s->wake_fd < 0 ||
+        s->park_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        s->timer_fd = timerfd_create(CLOCK_MONOTONIC,
+                                     TFD_NONBLOCK | TFD_CLOEXEC);
+        if (s->wake_fd < 0 || s->park_fd < 0 || s->timer_fd < 0 ||
             pthread_create(&s->thread, NULL, progress_thread_main, s) != 0) {
             status = swy_err_set(SWY_ERR_SYSTEM, "sched", "cannot start the "
                                  "progress thread");
@@ -1139,10 +1210,8 @@ swy_status_t swy_sched_create(const swy_sched_params_t *params,
     return SWY_OK;
 
 err_policy:
-    if (s->wake_fd >= 0)
-        close(s->wake_fd);
+    close_fds(s);
     swy_trace_finish(s->trace);
-    pthread_cond_destroy(&s->thread_cond);
     pthread_mutex_destroy(&s->lock);
     swy_policy_unload(&s->policy);
 err_links:
@@ -1329,8 +1398,12 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
 void swy_sched_handoff(swy_sched_t *s)
 {
     pthread_mutex_lock(&s->lock);
-    if (s->threaded && s->waiters == 0)
-        pthread_cond_signal(&s->thread_cond);
+    if (s->threaded && s->waiters == 0) {
+        if (swy_time_ns() >= s->last_wait_end_ns + HANDOFF_GRACE_NS)
+            thread_unpark(s);
+        else
+            arm_handoff(s);
+    }
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -1381,18 +1454,7 @@ static void sleep_on_events(swy_sched_t *s, int max_ms)
  * After a pass with nothing to do it sleeps on the transports' event fds,
  * the control plane and the wake fd (briefly while ops are in flight,
  * long when idle), so an idle rank burns no CPU. While a caller waits,
- * the caller drives progress and the thread sleeps on thread_cond. */
-
-/* Wait on thread_cond for at most ns, under s->lock. */
-static void thread_park(swy_sched_t *s, uint64_t ns)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    uint64_t nsec = (uint64_t)until.tv_nsec + ns;
-    until.tv_sec += (time_t)(nsec / 1000000000u);
-    until.tv_nsec = (long)(nsec % 1000000000u);
-    pthread_cond_timedwait(&s->thread_cond, &s->lock, &until);
-}
+ * the caller drives progress and the thread parks (thread_park). */
 
 static void *progress_thread_main(void *arg)
 {
@@ -1428,7 +1490,7 @@ void swy_sched_stop(swy_sched_t *s)
         return;
     pthread_mutex_lock(&s->lock);
     s->stop = 1;
-    pthread_cond_signal(&s->thread_cond);
+    thread_unpark(s);
     pthread_mutex_unlock(&s->lock);
     wake_progress(s);
     pthread_join(s->thread, NULL);
@@ -1452,10 +1514,10 @@ static void wait_until(swy_sched_t *s, int (*done)(void *), void *arg,
     pthread_mutex_lock(&s->lock);
     if (--s->waiters == 0) {
         s->last_wait_end_ns = swy_time_ns();
-        /* Ops left in flight are the thread's after the grace: let it
-         * start counting now rather than at its next look (PARK_NS). */
+        /* Ops left in flight are the thread's after the grace: have it
+         * look then rather than at its next look (PARK_NS). */
         if (s->threaded && !swy_list_empty(&s->ops))
-            pthread_cond_signal(&s->thread_cond);
+            arm_handoff(s);
     }
     pthread_mutex_unlock(&s->lock);
 }
@@ -1580,9 +1642,7 @@ void swy_sched_destroy(swy_sched_t *s)
     }
     swy_trace_finish(s->trace);
     swy_policy_unload(&s->policy);
-    if (s->wake_fd >= 0)
-        close(s->wake_fd);
-    pthread_cond_destroy(&s->thread_cond);
+    close_fds(s);
     pthread_mutex_destroy(&s->lock);
     swy_free(s->links);
     swy_free(s);
