@@ -31,8 +31,9 @@ struct swy_coll_state {
     swy_coll_args_t args;
     int rank, nranks;
     size_t dsize, chunk_elems, max_chunks, max_seg;
-    char *scratch; /* (W-1) slots of max_seg elements */
+    char *scratch; /* W-1 slots, one per reduce-scatter step */
     size_t scratch_bytes;
+    size_t *slot_at; /* [W-1] byte offset of each reduce-scatter step's slot */
     /* Staged device op: args.sendbuf == args.recvbuf == stage (pinned host
      * memory from the device services); user_* are the caller's buffers. */
     void *stage;
@@ -91,6 +92,8 @@ static swy_status_t ar_stage_create(swy_coll_state_t *st)
     return SWY_OK;
 }
 
+static void ar_destroy(swy_coll_state_t *st);
+
 static swy_status_t ar_create(const swy_coll_args_t *args, int rank,
                               int nranks, size_t partition_bytes,
                               swy_coll_state_t **state_p)
@@ -108,23 +111,33 @@ static swy_status_t ar_create(const swy_coll_args_t *args, int rank,
         partition_bytes, st->dsize, st->max_seg,
         steps ? SWY_COLL_TAG_MAX / steps : SWY_COLL_TAG_MAX);
     st->max_chunks = (st->max_seg + st->chunk_elems - 1) / st->chunk_elems;
-    if (nranks > 1 && st->max_seg > 0) {
-        size_t bytes;
-        if (swy_mul_overflow(st->max_seg * st->dsize, (size_t)(nranks - 1),
-                             &bytes) != 0 ||
-            (st->scratch = swy_coll_scratch_get(bytes)) == NULL) {
-            swy_free(st);
-            return SWY_ERR_NO_MEMORY;
-        }
-        st->scratch_bytes = bytes;
-    }
     if (args->mem != SWY_MEM_HOST && nranks > 1 && args->count > 0) {
         swy_status_t status = ar_stage_create(st);
         if (status != SWY_OK) {
-            swy_coll_scratch_put(st->scratch, st->scratch_bytes);
             swy_free(st);
             return status;
         }
+    }
+    if (nranks > 1 && st->max_seg > 0) {
+        /* Step s brings segment r-s-1 from the left neighbour's sendbuf
+         * (step 0) or recvbuf (its partial sums). */
+        size_t bytes = 0;
+        int overflow = (st->slot_at = swy_calloc((size_t)nranks - 1,
+                                                 sizeof(size_t))) == NULL;
+        for (int s = 0; s < nranks - 1 && !overflow; s++) {
+            int seg = mod(rank - s - 1, nranks);
+            const char *mirror =
+                (const char *)(s == 0 ? st->args.sendbuf : st->args.recvbuf) +
+                seg_offset(st, seg) * st->dsize;
+            overflow = swy_coll_slot_place(&bytes, seg_count(st, seg) *
+                                                       st->dsize,
+                                           mirror, &st->slot_at[s]) != 0;
+        }
+        if (overflow || (st->scratch = swy_coll_scratch_get(bytes)) == NULL) {
+            ar_destroy(st);
+            return SWY_ERR_NO_MEMORY;
+        }
+        st->scratch_bytes = bytes;
     }
     *state_p = st;
     return SWY_OK;
@@ -140,7 +153,7 @@ static void emit_segment(swy_coll_state_t *st, const swy_coll_emit_t *emit,
     size_t n = SWY_MIN(st->chunk_elems, count - off);
     char *buf;
     if (phase == PHASE_RS && !is_send)
-        buf = st->scratch + ((size_t)step * st->max_seg + off) * st->dsize;
+        buf = st->scratch + st->slot_at[step] + off * st->dsize;
     else if (phase == PHASE_RS && step == 0) /* our own, unreduced */
         buf = (char *)st->args.sendbuf + (seg_offset(st, seg) + off) * st->dsize;
     else
@@ -226,6 +239,7 @@ static void ar_destroy(swy_coll_state_t *st)
     if (st == NULL)
         return;
     swy_coll_scratch_put(st->scratch, st->scratch_bytes);
+    swy_free(st->slot_at);
     if (st->stage != NULL)
         swy_device_ops()->host_free(st->stage);
     swy_free(st);

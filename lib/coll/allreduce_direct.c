@@ -39,6 +39,7 @@ struct swy_coll_state {
     size_t own_count;  /* elements of segment rank */
     char *scratch;     /* W-1 slots of own_count elements, by peer */
     size_t scratch_bytes;
+    size_t slot0, slot_stride; /* bytes: the first slot, from one to next */
     uint32_t *landed;  /* [chunks of own segment] partials landed */
 };
 
@@ -57,8 +58,8 @@ static size_t seg_chunks(const swy_coll_state_t *st, int seg)
 static char *slot(const swy_coll_state_t *st, int peer, size_t chunk)
 {
     size_t idx = (size_t)(peer < st->rank ? peer : peer - 1);
-    return st->scratch +
-           (idx * st->own_count + chunk * st->chunk_elems) * st->dsize;
+    return st->scratch + st->slot0 + idx * st->slot_stride +
+           chunk * st->chunk_elems * st->dsize;
 }
 
 static uint64_t cookie(int phase, int peer, size_t chunk)
@@ -107,11 +108,21 @@ static swy_status_t direct_create(const swy_coll_args_t *args, int rank,
     st->max_chunks = (max_seg + st->chunk_elems - 1) / st->chunk_elems;
     st->own_count = seg_offset(st, rank + 1) - seg_offset(st, rank);
     if (st->own_count > 0) {
-        size_t bytes;
-        size_t chunks = seg_chunks(st, rank);
-        if (swy_mul_overflow(st->own_count * st->dsize, (size_t)(nranks - 1),
-                             &bytes) != 0 ||
-            (st->scratch = swy_coll_scratch_get(bytes)) == NULL ||
+        /* Every peer sends our segment from its sendbuf. */
+        const char *mirror = (const char *)args->sendbuf +
+                             seg_offset(st, rank) * st->dsize;
+        size_t bytes = 0, chunks = seg_chunks(st, rank);
+        int overflow = 0;
+        for (int i = 0; i < nranks - 1 && !overflow; i++) {
+            size_t at;
+            overflow = swy_coll_slot_place(&bytes, st->own_count * st->dsize,
+                                           mirror, &at) != 0;
+            if (i == 0)
+                st->slot0 = at;
+            else if (i == 1)
+                st->slot_stride = at - st->slot0;
+        }
+        if (overflow || (st->scratch = swy_coll_scratch_get(bytes)) == NULL ||
             (st->landed = swy_calloc(chunks, sizeof(*st->landed))) == NULL) {
             swy_coll_scratch_put(st->scratch, bytes);
             swy_free(st);

@@ -36,7 +36,7 @@ struct swy_coll_state {
     size_t dsize, chunk_elems, max_chunks;
     char *scratch;          /* the partner's partials of every RS step */
     size_t scratch_bytes;
-    size_t *scratch_off;    /* [levels] element offset of step k's slot */
+    size_t *scratch_off;    /* [levels] byte offset of step k's slot */
     int *left;              /* [2 * levels] chunks still to handle */
     /* Reduce-scatter steps are reduced in order: a chunk of step k + 1 may
      * land before step k is reduced (the partner of k + 1 was quicker)
@@ -153,15 +153,24 @@ static swy_status_t rhd_create(const swy_coll_args_t *args, int rank,
     st->scratch_off = swy_calloc((size_t)st->levels, sizeof(size_t));
     st->left = swy_calloc(steps, sizeof(int));
     st->landed = swy_calloc((size_t)st->levels * st->max_chunks, 1);
+    /* Step k brings the partner's copy of the half we keep, from its
+     * sendbuf (step 0) or recvbuf (its partial sums). */
     size_t total = 0;
-    for (int k = 0; st->scratch_off != NULL && k < st->levels; k++) {
+    int overflow = 0;
+    for (int k = 0; st->scratch_off != NULL && k < st->levels && !overflow;
+         k++) {
         int kl, kh, gl, gh;
         rs_halves(st, k, &kl, &kh, &gl, &gh);
-        st->scratch_off[k] = total;
-        total += seg_offset(st, kh) - seg_offset(st, kl);
+        const char *mirror =
+            (const char *)(k == 0 ? args->sendbuf : args->recvbuf) +
+            seg_offset(st, kl) * st->dsize;
+        overflow = swy_coll_slot_place(
+                       &total,
+                       (seg_offset(st, kh) - seg_offset(st, kl)) * st->dsize,
+                       mirror, &st->scratch_off[k]) != 0;
     }
-    st->scratch_bytes = total * st->dsize;
-    st->scratch = st->scratch_off != NULL
+    st->scratch_bytes = total;
+    st->scratch = st->scratch_off != NULL && !overflow
                       ? swy_coll_scratch_get(st->scratch_bytes)
                       : NULL;
     if (st->scratch == NULL || st->left == NULL || st->landed == NULL) {
@@ -202,7 +211,7 @@ static swy_status_t rhd_start(swy_coll_state_t *st,
         rs_halves(st, k, &kl, &kh, &gl, &gh);
         st->left[k] = (int)range_chunks(st, kl, kh);
         emit_range(st, emit, PHASE_RS, k, st->rank ^ rs_bit(k), 0,
-                   st->scratch + st->scratch_off[k] * st->dsize,
+                   st->scratch + st->scratch_off[k],
                    seg_offset(st, kl), kl, kh);
     }
     for (int j = 0; j < st->levels; j++) {
@@ -238,7 +247,7 @@ static void rs_reduce(swy_coll_state_t *st, int k, size_t c)
     char *dst = (char *)a->recvbuf + (first + off) * st->dsize;
     const char *mine = (const char *)(k == 0 ? a->sendbuf : a->recvbuf) +
                        (first + off) * st->dsize;
-    const char *theirs = st->scratch + (st->scratch_off[k] + off) * st->dsize;
+    const char *theirs = st->scratch + st->scratch_off[k] + off * st->dsize;
     swy_coll_reduce(dst, mine, theirs, n, a->dtype, a->redop);
     st->left[k]--;
 }

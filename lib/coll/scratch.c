@@ -11,8 +11,10 @@
  * THRESHOLD_=131072) 2.0 ms. So the algorithms take their scratch from
  * here: the last few blocks of at least SCRATCH_MIN bytes are kept,
  * process-wide, up to SCRATCH_KEEP_BYTES in all, and a request takes the
- * smallest kept block that fits and is not wastefully large. */
+ * smallest kept block that fits and is not wastefully large. Blocks are
+ * page-aligned, so that swy_coll_slot_place() can choose page offsets. */
 #include <pthread.h>
+#include <stdint.h>
 
 #include "coll/coll.h"
 #include "util/alloc.h"
@@ -20,6 +22,7 @@
 #define SCRATCH_MIN (64u << 10)
 #define SCRATCH_SLOTS 8
 #define SCRATCH_KEEP_BYTES ((size_t)256 << 20)
+#define SCRATCH_PAGE ((size_t)4096)
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -30,7 +33,7 @@ static struct {
 void *swy_coll_scratch_get(size_t bytes)
 {
     if (bytes < SCRATCH_MIN)
-        return swy_malloc(bytes);
+        return swy_aligned_alloc(SCRATCH_PAGE, bytes);
     void *ptr = NULL;
     pthread_mutex_lock(&lock);
     int best = -1;
@@ -44,7 +47,21 @@ void *swy_coll_scratch_get(size_t bytes)
         kept[best].ptr = NULL;
     }
     pthread_mutex_unlock(&lock);
-    return ptr != NULL ? ptr : swy_malloc(bytes);
+    return ptr != NULL ? ptr : swy_aligned_alloc(SCRATCH_PAGE, bytes);
+}
+
+int swy_coll_slot_place(size_t *end, size_t bytes, const void *mirror,
+                        size_t *at)
+{
+    size_t want = (uintptr_t)mirror & (SCRATCH_PAGE - 1);
+    size_t start, stop;
+    if (swy_add_overflow(*end, (want - *end) & (SCRATCH_PAGE - 1), &start) !=
+            0 ||
+        swy_add_overflow(start, bytes, &stop) != 0)
+        return -1;
+    *at = start;
+    *end = stop;
+    return 0;
 }
 
 void swy_coll_scratch_put(void *ptr, size_t bytes)
