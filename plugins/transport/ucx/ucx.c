@@ -35,6 +35,11 @@
 /* SWY_SEND_HINT_BULK takes a send off the eager path to a local rank
  * from this size on; smaller ones stay eager (see ucx_isend_hinted). */
 #define UCX_BULK_RNDV_MIN ((size_t)256 << 10)
+/* Finished ops kept for the next ones (one per send or receive: two per
+ * peer per op for the header exchange alone). With them alltoallv of
+ * 4 KiB on 4 ranks of the 2-core VM went from 16.6 to 15.7 us (batches
+ * of 20, medians of 8 alternating runs; 2 ranks: 3.0 either way). */
+#define UCX_OP_POOL_MAX 1024
 
 #define ucx_log(ctx, level, ...)                                              \
     (ctx)->host->log((level), UCX_SUBSYS, __VA_ARGS__)
@@ -76,6 +81,8 @@ struct ucx_ctx {
     uint8_t *local;       /* per rank: same host key */
     ucx_link_t outstanding;
     ucx_link_t completions;
+    ucx_link_t pool; /* finished ops to reuse (UCX_OP_POOL_MAX) */
+    int pooled;
     int finalizing; /* completions from teardown are dropped silently */
 };
 
@@ -280,6 +287,7 @@ static swy_status_t ucx_init(const swy_transport_host_v1_t *host,
     ctx->host = host;
     ucx_list_init(&ctx->outstanding);
     ucx_list_init(&ctx->completions);
+    ucx_list_init(&ctx->pool);
     swy_status_t status = SWY_ERR_NO_MEMORY;
     ctx->eps = host->alloc(sizeof(*ctx->eps) * (size_t)host->nranks);
     if (ctx->eps == NULL)
@@ -425,9 +433,14 @@ static ucx_op_t *ucx_op_new(ucx_ctx_t *ctx, int is_recv, int peer,
                             uint64_t tag, size_t len,
                             swy_transport_complete_cb_v1_t cb, void *cb_arg)
 {
-    ucx_op_t *op = ctx->host->alloc(sizeof(*op));
-    if (op == NULL)
+    ucx_op_t *op;
+    if (!ucx_list_empty(&ctx->pool)) {
+        op = (ucx_op_t *)ctx->pool.next;
+        ucx_list_del(&op->link);
+        ctx->pooled--;
+    } else if ((op = ctx->host->alloc(sizeof(*op))) == NULL) {
         return NULL;
+    }
     memset(op, 0, sizeof(*op));
     op->ctx = ctx;
     op->is_recv = is_recv;
@@ -440,10 +453,21 @@ static ucx_op_t *ucx_op_new(ucx_ctx_t *ctx, int is_recv, int peer,
     return op;
 }
 
+/* Back to the pool (op is in no list). */
+static void ucx_op_release(ucx_ctx_t *ctx, ucx_op_t *op)
+{
+    if (ctx->pooled < UCX_OP_POOL_MAX && !ctx->finalizing) {
+        ucx_list_push(&ctx->pool, &op->link);
+        ctx->pooled++;
+    } else {
+        ctx->host->free(op);
+    }
+}
+
 static void ucx_op_free(ucx_op_t *op)
 {
     ucx_list_del(&op->link);
-    op->ctx->host->free(op);
+    ucx_op_release(op->ctx, op);
 }
 
 static swy_status_t ucx_check_post(ucx_ctx_t *ctx, const char *what, int peer,
@@ -640,7 +664,7 @@ static int ucx_progress(void *vctx)
         ucx_list_del(&op->link);
         if (op->cb != NULL)
             op->cb(op->cb_arg, op->status, op->bytes);
-        ctx->host->free(op);
+        ucx_op_release(ctx, op);
         events++;
     }
     return events;
@@ -800,6 +824,7 @@ static void ucx_destroy(ucx_ctx_t *ctx)
         ucp_cleanup(ctx->context);
     ucx_free_list(ctx, &ctx->outstanding);
     ucx_free_list(ctx, &ctx->completions);
+    ucx_free_list(ctx, &ctx->pool);
     ctx->host->free(ctx->eps);
     ctx->host->free(ctx->local);
     ctx->host->free(ctx);
