@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "moe/moe_impl.h"
+#include "util/copy.h"
 #include "util/status.h"
 
 /* Copy token t's row once per valid slot into the token-side send rows. */
@@ -13,8 +14,8 @@ static void pack_tokens(swy_moe_route_t route, const char *tokens)
         for (int s = 0; s < route->k; s++) {
             int64_t row = route->slot_row[(size_t)t * route->k + s];
             if (row >= 0)
-                memcpy(route->tok_buf + (size_t)row * rb,
-                       tokens + (size_t)t * rb, rb);
+                swy_copy(route->tok_buf + (size_t)row * rb,
+                         tokens + (size_t)t * rb, rb);
         }
 }
 

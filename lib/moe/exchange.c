@@ -9,6 +9,7 @@
 
 #include "moe/moe_impl.h"
 #include "util/alloc.h"
+#include "util/copy.h"
 #include "util/status.h"
 
 const char *swy_moe_xchg_name(swy_moe_xchg_kind_t kind)
@@ -119,9 +120,9 @@ static void restage_chunk(swy_moe_route_t route, int j, char *expert_buf,
             char *stage = route->stage_buf + (size_t)route->stg_off[si] * rb;
             char *expert = expert_buf + (size_t)route->exp_off[ei] * rb;
             if (to_expert)
-                memcpy(expert, stage, (size_t)rows * rb);
+                swy_copy(expert, stage, (size_t)rows * rb);
             else
-                memcpy(stage, expert, (size_t)rows * rb);
+                swy_copy(stage, expert, (size_t)rows * rb);
         }
 }
 

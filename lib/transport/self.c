@@ -13,6 +13,7 @@
 
 #include "transport/transport.h"
 #include "util/alloc.h"
+#include "util/copy.h"
 #include "util/list.h"
 
 #define SELF_SUBSYS "transport"
@@ -67,7 +68,7 @@ static void self_match(self_ctx_t *ctx, self_op_t *send, self_op_t *recv)
 {
     size_t bytes = SWY_MIN(send->len, recv->len);
     if (bytes > 0)
-        memcpy(recv->buf, send->buf, bytes);
+        swy_copy(recv->buf, send->buf, bytes);
     swy_status_t recv_status = SWY_OK;
     if (send->len > recv->len) {
         ctx->host->log(SWY_LOG_DEBUG, SELF_SUBSYS,
