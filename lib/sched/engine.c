@@ -1399,10 +1399,12 @@ void swy_sched_handoff(swy_sched_t *s)
 {
     pthread_mutex_lock(&s->lock);
     if (s->threaded && s->waiters == 0) {
-        if (swy_time_ns() >= s->last_wait_end_ns + HANDOFF_GRACE_NS)
+        if (swy_time_ns() < s->last_wait_end_ns + HANDOFF_GRACE_NS)
+            arm_handoff(s);
+        else if (s->thread_parked)
             thread_unpark(s);
         else
-            arm_handoff(s);
+            wake_progress(s); /* asleep on the fds, maybe for 500 ms */
     }
     pthread_mutex_unlock(&s->lock);
 }

@@ -2,7 +2,8 @@
  * alltoallv and an allreduce of 1 MiB (large enough to go by rendezvous,
  * which needs the receiver's progress), then "computes" in 1 ms sleeps
  * without entering the library except for swy_test, which in thread mode
- * only looks. Both must complete meanwhile and match a serial reference.
+ * only looks. Both must complete meanwhile and match a serial reference;
+ * so must a broadcast posted after the ranks were idle.
  * A post hands its op to the thread when the caller does not wait within
  * the hand-off grace (lib/sched/engine.c): the times it took are printed,
  * not asserted (performance belongs to the benchmarks). */
@@ -93,6 +94,40 @@ static int rank_main(swy_comm_t comm, int rank, int nranks, void *arg)
                    trial, took);
         fflush(stdout);
     }
+    /* After an idle spell past the grace the thread sleeps on the
+     * transports' fds (up to 500 ms); a broadcast posted then, in 64 KiB
+     * chunks with two in flight per link, must still complete while the
+     * callers compute. */
+    for (int trial = 0; trial < 3; trial++) {
+        float *bbuf = ar_out; /* n floats */
+        for (size_t i = 0; i < n; i++)
+            bbuf[i] = rank == 0 ? value(0, trial + 7, i) : -1.0f;
+        CHECK_OK(swy_barrier(comm), comm);
+        struct timespec idle = {0, 20 * 1000000};
+        nanosleep(&idle, NULL); /* past the grace: the thread goes idle */
+        swy_request_t req;
+        double t0 = now_ms();
+        CHECK_OK(swy_broadcast(bbuf, n, SWY_FLOAT32, 0, comm, NULL, &req),
+                 comm);
+        int done = 0;
+        double took = -1.0;
+        while (!done && now_ms() - t0 < GIVE_UP_MS) {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+            CHECK_OK(swy_test(req, &done), comm);
+            if (done)
+                took = now_ms() - t0;
+        }
+        CHECK(done, "rank %d broadcast trial %d: not done after %d ms of "
+              "compute", rank, trial, GIVE_UP_MS);
+        swy_request_free(req);
+        for (size_t i = 0; i < n; i++)
+            CHECK(bbuf[i] == value(0, trial + 7, i), "rank %d broadcast "
+                  "trial %d: element %zu is %g", rank, trial, i, bbuf[i]);
+        printf("rank %d: broadcast %d done after %.1f ms of compute\n",
+               rank, trial, took);
+        fflush(stdout);
+    }
     free(sbuf);
     free(rbuf);
     free(ar_in);
@@ -107,6 +142,10 @@ int main(int argc, char **argv)
     int w = argc > 1 ? atoi(argv[1]) : 4;
     /* The thread's hand-off is what is tested. */
     setenv("SWY_PROGRESS", "thread", 1);
+    /* Many small chunks, few in flight: the root must be progressed
+     * again and again while its caller computes. */
+    setenv("SWY_PARTITION_BYTES", "64K", 1);
+    setenv("SWY_WINDOW_BYTES", "128K", 1);
     int rc = swy_test_spawn(w, rank_main, NULL, 120, NULL);
     printf("%s: ops progress while %d ranks compute\n", rc ? "FAIL" : "PASS",
            w);
