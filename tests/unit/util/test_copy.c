@@ -12,12 +12,13 @@
 
 int main(void)
 {
-    unsigned char *src = aligned_alloc(4096, SPAN);
-    unsigned char *dst = aligned_alloc(4096, SPAN + 8192);
-    if (src == NULL || dst == NULL) {
+    void *src_block = NULL, *dst_block = NULL;
+    if (posix_memalign(&src_block, 4096, SPAN) != 0 ||
+        posix_memalign(&dst_block, 4096, SPAN + 8192) != 0) {
         printf("FAIL: out of memory\n");
         return 1;
     }
+    unsigned char *src = src_block, *dst = dst_block;
     for (size_t i = 0; i < SPAN; i++)
         src[i] = (unsigned char)(i * 131u + 7u);
     static const size_t sizes[] = {0, 1, 31, 2047, 2048, 2049, 4095, 4096,
