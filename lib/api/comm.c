@@ -503,6 +503,9 @@ swy_status_t swy_comm_abort(swy_comm_t comm)
     snprintf(why, sizeof(why), "rank %d aborted the communicator",
              comm->rank);
     swy_sched_fail_all(comm->sched, SWY_ERR_ABORTED, why);
+    /* The progress thread sleeps on the boot's failure fd: join it before
+     * the boot client goes. */
+    swy_sched_stop(comm->sched);
     swy_boot_abort(comm->boot, why);
     comm_free(comm);
     swy_boot_root_release(comm->root);
