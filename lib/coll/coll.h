@@ -156,8 +156,9 @@ void swy_coll_scratch_put(void *ptr, size_t bytes);
  * sender's copy sits there too). A large copy whose destination lies a
  * little past its source modulo the page size is slow: on the AMD EPYC
  * of the VM, rep movsb (the kernel's copy in process_vm_readv, and
- * glibc's memmove from 2 KiB or so) moved 256 KiB at 2.9 GB/s with the
- * destination 16 or 8 bytes past, 42 GB/s at 0, 32 or 64, and a 1 MiB
+ * glibc's memcpy from 4 KiB to about the L2 size) moved 256 KiB at 2.9
+ * GB/s with the destination 16 or 8 bytes past, 42 GB/s at 0, 32 or 64
+ * (util/copy.h has the range: 1 to 31 bytes past), and a 1 MiB
  * allreduce by rendezvous on 4 ranks took 2.1 instead of 0.86 ms with
  * malloc's scratch (16 bytes into a page). The slot starts at the first
  * such offset from *end, which moves past it; -1 on overflow. */

@@ -20,13 +20,16 @@
 
 static size_t copy_stop(void)
 {
-    static size_t stop; /* racing first calls compute the same value */
-    if (stop == 0) {
+    /* Racing first calls compute and store the same value. */
+    static size_t stop;
+    size_t value = __atomic_load_n(&stop, __ATOMIC_RELAXED);
+    if (value == 0) {
         long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-        size_t value = l2 > 0 ? (size_t)l2 : COPY_STOP_DEFAULT;
-        stop = value < COPY_STOP_MAX ? value : COPY_STOP_MAX;
+        value = l2 > 0 ? (size_t)l2 : COPY_STOP_DEFAULT;
+        value = value < COPY_STOP_MAX ? value : COPY_STOP_MAX;
+        __atomic_store_n(&stop, value, __ATOMIC_RELAXED);
     }
-    return stop;
+    return value;
 }
 
 void swy_copy(void *dst, const void *src, size_t bytes)
