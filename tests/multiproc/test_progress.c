@@ -30,11 +30,14 @@ static double now_ms(void)
 static int rank_main(swy_comm_t comm, int rank, int nranks, void *arg)
 {
     size_t n = (size_t)nranks * ELEMS_PER_PEER;
-    float *sbuf = malloc(n * sizeof(float)), *rbuf = malloc(n * sizeof(float));
-    float *ar_in = malloc(n * sizeof(float)), *ar_out = malloc(n * sizeof(float));
+    float *sbuf = malloc(n * sizeof(float));
+    float *rbuf = malloc(n * sizeof(float));
+    float *ar_in = malloc(n * sizeof(float));
+    float *ar_out = malloc(n * sizeof(float));
     size_t *counts = malloc((size_t)nranks * sizeof(size_t));
     size_t *displs = malloc((size_t)nranks * sizeof(size_t));
-    CHECK(sbuf && rbuf && ar_in && ar_out && counts && displs, "out of memory");
+    CHECK(sbuf && rbuf && ar_in && ar_out && counts && displs,
+          "out of memory");
     for (int p = 0; p < nranks; p++) {
         counts[p] = ELEMS_PER_PEER;
         displs[p] = (size_t)p * ELEMS_PER_PEER;
