@@ -23,6 +23,10 @@
 #define SCRATCH_SLOTS 8
 #define SCRATCH_KEEP_BYTES ((size_t)256 << 20)
 #define SCRATCH_PAGE ((size_t)4096)
+/* Slots below this size are copied without rep movsb (and go eagerly):
+ * they are only aligned to a cache line, not padded to a page offset. */
+#define SLOT_MIRROR_MIN ((size_t)4096)
+#define SLOT_LINE ((size_t)64)
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -53,10 +57,11 @@ void *swy_coll_scratch_get(size_t bytes)
 int swy_coll_slot_place(size_t *end, size_t bytes, const void *mirror,
                         size_t *at)
 {
-    size_t want = (uintptr_t)mirror & (SCRATCH_PAGE - 1);
+    int small = bytes < SLOT_MIRROR_MIN;
+    size_t align = small ? SLOT_LINE : SCRATCH_PAGE;
+    size_t want = small ? 0 : (uintptr_t)mirror & (align - 1);
     size_t start, stop;
-    if (swy_add_overflow(*end, (want - *end) & (SCRATCH_PAGE - 1), &start) !=
-            0 ||
+    if (swy_add_overflow(*end, (want - *end) & (align - 1), &start) != 0 ||
         swy_add_overflow(start, bytes, &stop) != 0)
         return -1;
     *at = start;
