@@ -45,16 +45,25 @@ static void coll_usage_print(FILE *out, const char *prog)
         prog);
 }
 
-static int positive_int_parse(const char *text, int min, int *value_p)
+/* --name's integer in min..max into *value_p; else a message (on rank 0,
+ * err != NULL) and -1. */
+static int int_option_parse(FILE *err, const char *prog, const char *name,
+                            const char *text, int min, int max, int *value_p)
 {
     char *end;
     long value = strtol(text, &end, 10);
 
-    if (*text == '\0' || *end != '\0' || value < min || value > INT32_MAX) {
-        return -1;
+    if (*text != '\0' && *end == '\0' && value >= min && value <= max) {
+        *value_p = (int)value;
+        return 0;
     }
-    *value_p = (int)value;
-    return 0;
+    if (err != NULL && max == INT32_MAX)
+        fprintf(err, "%s: --%s needs an integer >= %d, not '%s'\n", prog,
+                name, min, text);
+    else if (err != NULL)
+        fprintf(err, "%s: --%s needs %d..%d, not '%s'\n", prog, name, min,
+                max, text);
+    return -1;
 }
 
 swyb_coll_parse_t swyb_coll_options_parse(int argc, char **argv, int first,
@@ -116,35 +125,25 @@ swyb_coll_parse_t swyb_coll_options_parse(int argc, char **argv, int first,
             }
             break;
         case OPT_FACTOR:
-            if (positive_int_parse(optarg, 2, &factor) != 0) {
-                if (err) fprintf(err, "%s: --factor needs an integer >= 2, "
-                                 "not '%s'\n", prog, optarg);
+            if (int_option_parse(err, prog, "factor", optarg, 2, INT32_MAX,
+                                 &factor) != 0)
                 return SWYB_COLL_PARSE_EXIT_USAGE;
-            }
             opts.factor = (size_t)factor;
             break;
         case OPT_ITERS:
-            if (positive_int_parse(optarg, 1, &opts.iters) != 0 ||
-                opts.iters > SWYB_MAX_ITERS) {
-                if (err) fprintf(err, "%s: --iters needs 1..%d, not '%s'\n",
-                                 prog, SWYB_MAX_ITERS, optarg);
+            if (int_option_parse(err, prog, "iters", optarg, 1,
+                                 SWYB_MAX_ITERS, &opts.iters) != 0)
                 return SWYB_COLL_PARSE_EXIT_USAGE;
-            }
             break;
         case OPT_WARMUP:
-            if (positive_int_parse(optarg, 0, &opts.warmup) != 0) {
-                if (err) fprintf(err, "%s: --warmup needs an integer >= 0, "
-                                 "not '%s'\n", prog, optarg);
+            if (int_option_parse(err, prog, "warmup", optarg, 0, INT32_MAX,
+                                 &opts.warmup) != 0)
                 return SWYB_COLL_PARSE_EXIT_USAGE;
-            }
             break;
         case OPT_BATCH:
-            if (positive_int_parse(optarg, 1, &opts.batch) != 0 ||
-                opts.batch > SWYB_MAX_BATCH) {
-                if (err) fprintf(err, "%s: --batch needs 1..%d, not '%s'\n",
-                                 prog, SWYB_MAX_BATCH, optarg);
+            if (int_option_parse(err, prog, "batch", optarg, 1,
+                                 SWYB_MAX_BATCH, &opts.batch) != 0)
                 return SWYB_COLL_PARSE_EXIT_USAGE;
-            }
             break;
         case OPT_JSON:
             opts.json = 1;
