@@ -20,8 +20,7 @@
  * land straight in recvbuf.
  *
  * In place (sendbuf == recvbuf): the reduction of segment r overwrites
- * rank r's own input, which rank order needs after ranks 0..r-1; when
- * r >= 2 the partial sum goes to rank 0's scratch slot until r's turn.
+ * rank r's own input, one of its sources; swy_coll_reduce_n allows that.
  * Segment j of recvbuf is overwritten by rank j's allgather only after
  * rank j received our segment j (it reduced that chunk), so our
  * reduce-scatter send of it has been delivered. */
@@ -41,6 +40,7 @@ struct swy_coll_state {
     size_t scratch_bytes;
     size_t slot0, slot_stride; /* bytes: the first slot, from one to next */
     uint32_t *landed;  /* [chunks of own segment] partials landed */
+    const void **srcs; /* [nranks] the inputs of a chunk's reduction */
 };
 
 static size_t seg_offset(const swy_coll_state_t *st, int seg)
@@ -123,8 +123,11 @@ static swy_status_t direct_create(const swy_coll_args_t *args, int rank,
                 st->slot_stride = at - st->slot0;
         }
         if (overflow || (st->scratch = swy_coll_scratch_get(bytes)) == NULL ||
-            (st->landed = swy_calloc(chunks, sizeof(*st->landed))) == NULL) {
+            (st->landed = swy_calloc(chunks, sizeof(*st->landed))) == NULL ||
+            (st->srcs = swy_calloc((size_t)nranks, sizeof(*st->srcs))) ==
+                NULL) {
             swy_coll_scratch_put(st->scratch, bytes);
+            swy_free(st->landed);
             swy_free(st);
             return swy_err_set(SWY_ERR_NO_MEMORY, "coll", "allreduce/direct "
                                "of %zu elements on %d ranks: no memory for "
@@ -165,28 +168,19 @@ static swy_status_t direct_start(swy_coll_state_t *st,
     return SWY_OK;
 }
 
-/* Every partial of chunk c is here: reduce in rank order into recvbuf. */
+/* Every partial of chunk c is here: reduce in rank order into recvbuf, in
+ * one pass over the W inputs (swy_coll_reduce_n; in place, recvbuf is our
+ * own input, which it may be). */
 static void reduce_chunk(swy_coll_state_t *st, size_t c)
 {
     const swy_coll_args_t *a = &st->args;
     int r = st->rank, w = st->nranks;
     size_t n = SWY_MIN(st->chunk_elems, st->own_count - c * st->chunk_elems);
     char *dst = user_chunk(st, a->recvbuf, r, c);
-    const char *own = user_chunk(st, a->sendbuf, r, c);
-    /* dst aliases own in place: park the partial in rank 0's slot until
-     * own has been added (see the top of the file). */
-    char *acc = (own == dst && r >= 2) ? slot(st, 0, c) : dst;
-    const char *first = r == 0 ? own : slot(st, 0, c);
-    const char *second = r == 1 ? own : slot(st, 1, c);
-    swy_coll_reduce(acc, first, second, n, a->dtype, a->redop);
-    for (int p = 2; p < w; p++) {
-        if (p == r) {
-            swy_coll_reduce(dst, acc, own, n, a->dtype, a->redop);
-            acc = dst;
-        } else {
-            swy_coll_reduce(acc, acc, slot(st, p, c), n, a->dtype, a->redop);
-        }
-    }
+    const void **in = st->srcs;
+    for (int p = 0; p < w; p++)
+        in[p] = p == r ? user_chunk(st, a->sendbuf, r, c) : slot(st, p, c);
+    swy_coll_reduce_n(dst, in, w, n, a->dtype, a->redop);
     if (a->redop == SWY_AVG)
         swy_coll_scale_avg(dst, n, a->dtype, w);
 }
@@ -214,6 +208,7 @@ static void direct_destroy(swy_coll_state_t *st)
     if (st == NULL)
         return;
     swy_free(st->landed);
+    swy_free(st->srcs);
     swy_coll_scratch_put(st->scratch, st->scratch_bytes);
     swy_free(st);
 }

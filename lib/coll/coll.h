@@ -217,6 +217,14 @@ int swy_redop_valid(int op);
  * may be a or b, but may not overlap either otherwise. */
 void swy_coll_reduce(void *dst, const void *src_a, const void *src_b,
                      size_t count, swy_dtype_t dtype, swy_redop_t op);
+/* dst[i] = ((srcs[0][i] op srcs[1][i]) op srcs[2][i]) ... op
+ * srcs[nsrcs-1][i]: the same bits as that chain of swy_coll_reduce calls,
+ * in one pass per block (one load per source and one store per element
+ * for up to four sources, instead of two loads and a store per pair).
+ * dst may be any of the sources; it may not overlap one otherwise.
+ * nsrcs = 1 copies, 0 does nothing. */
+void swy_coll_reduce_n(void *dst, const void *const *srcs, int nsrcs,
+                       size_t count, swy_dtype_t dtype, swy_redop_t op);
 /* dst[i] /= divisor (the last step of AVG; integer division for ints). */
 void swy_coll_scale_avg(void *dst, size_t count, swy_dtype_t dtype,
                         int divisor);

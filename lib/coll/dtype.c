@@ -124,35 +124,99 @@ uint16_t swy_float_to_bf16(float f)
  * that the direct allreduce's owner does for 1 MiB on 4 ranks took
  * 78-112 us with the plain loop at -O2 and 27-35 us in blocks; 33-55
  * against 26-31 at -O3 (best of 3000 in each of three runs, both
- * kernels alternating in one process). */
+ * kernels alternating in one process).
+ *
+ * Where the CPU has AVX2 (x86-64 with GCC's target_clones and an ifunc
+ * loader), each helper also exists in an AVX2 build, chosen when the
+ * library loads: the baseline x86-64 build uses 16-byte vectors. The
+ * elements are computed by the same operations in the same order either
+ * way (no reassociation, no fused multiply-add in a sum or a product of
+ * two), so the bits do not depend on the CPU. */
 #define REDUCE_BLOCK_BYTES 4096
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&      \
+    defined(__linux__) && !defined(SWY_NO_TARGET_CLONES)
+#define REDUCE_KERNEL __attribute__((noinline, target_clones("avx2", "default")))
+#else
+#define REDUCE_KERNEL __attribute__((noinline))
+#endif
+
 /* NAME##_to: d = x op y, all three disjoint; NAME##_into_x: x = x op y;
- * NAME##_into_y: y = x op y (x and y distinct). */
+ * NAME##_into_y: y = x op y (x and y distinct). For the sums of several
+ * sources (swy_coll_reduce_n), in one pass over the block: NAME##_to3:
+ * d = (x op y) op z and NAME##_to4: d = ((x op y) op z) op w, all
+ * disjoint; NAME##_acc2: d = (d op y) op z and NAME##_acc3: d = ((d op
+ * y) op z) op w, d disjoint from the others. */
 #define DEFINE_REDUCE(NAME, T, EXPR)                                          \
     enum { NAME##_BLOCK = REDUCE_BLOCK_BYTES / sizeof(T) };                   \
-    __attribute__((noinline)) static void NAME##_to(                          \
-        T *restrict d, const T *restrict x, const T *restrict y)              \
+    REDUCE_KERNEL static void NAME##_to(T *restrict d, const T *restrict x,   \
+                                        const T *restrict y)                  \
     {                                                                         \
         for (size_t i = 0; i < NAME##_BLOCK; i++) {                           \
             T a = x[i], b = y[i];                                             \
             d[i] = (EXPR);                                                    \
         }                                                                     \
     }                                                                         \
-    __attribute__((noinline)) static void NAME##_into_x(T *x,                \
-                                                        const T *restrict y)  \
+    REDUCE_KERNEL static void NAME##_into_x(T *x, const T *restrict y)        \
     {                                                                         \
         for (size_t i = 0; i < NAME##_BLOCK; i++) {                           \
             T a = x[i], b = y[i];                                             \
             x[i] = (EXPR);                                                    \
         }                                                                     \
     }                                                                         \
-    __attribute__((noinline)) static void NAME##_into_y(const T *restrict x, \
-                                                        T *y)                 \
+    REDUCE_KERNEL static void NAME##_into_y(const T *restrict x, T *y)        \
     {                                                                         \
         for (size_t i = 0; i < NAME##_BLOCK; i++) {                           \
             T a = x[i], b = y[i];                                             \
             y[i] = (EXPR);                                                    \
+        }                                                                     \
+    }                                                                         \
+    REDUCE_KERNEL static void NAME##_to3(T *restrict d, const T *restrict x,  \
+                                         const T *restrict y,                 \
+                                         const T *restrict z)                 \
+    {                                                                         \
+        for (size_t i = 0; i < NAME##_BLOCK; i++) {                           \
+            T a = x[i], b = y[i];                                             \
+            a = (EXPR);                                                       \
+            b = z[i];                                                         \
+            d[i] = (EXPR);                                                    \
+        }                                                                     \
+    }                                                                         \
+    REDUCE_KERNEL static void NAME##_to4(T *restrict d, const T *restrict x,  \
+                                         const T *restrict y,                 \
+                                         const T *restrict z,                 \
+                                         const T *restrict w)                 \
+    {                                                                         \
+        for (size_t i = 0; i < NAME##_BLOCK; i++) {                           \
+            T a = x[i], b = y[i];                                             \
+            a = (EXPR);                                                       \
+            b = z[i];                                                         \
+            a = (EXPR);                                                       \
+            b = w[i];                                                         \
+            d[i] = (EXPR);                                                    \
+        }                                                                     \
+    }                                                                         \
+    REDUCE_KERNEL static void NAME##_acc2(T *restrict d, const T *restrict y, \
+                                          const T *restrict z)                \
+    {                                                                         \
+        for (size_t i = 0; i < NAME##_BLOCK; i++) {                           \
+            T a = d[i], b = y[i];                                             \
+            a = (EXPR);                                                       \
+            b = z[i];                                                         \
+            d[i] = (EXPR);                                                    \
+        }                                                                     \
+    }                                                                         \
+    REDUCE_KERNEL static void NAME##_acc3(T *restrict d, const T *restrict y, \
+                                          const T *restrict z,                \
+                                          const T *restrict w)                \
+    {                                                                         \
+        for (size_t i = 0; i < NAME##_BLOCK; i++) {                           \
+            T a = d[i], b = y[i];                                             \
+            a = (EXPR);                                                       \
+            b = z[i];                                                         \
+            a = (EXPR);                                                       \
+            b = w[i];                                                         \
+            d[i] = (EXPR);                                                    \
         }                                                                     \
     }                                                                         \
     static void NAME(void *dst, const void *src_a, const void *src_b,         \
@@ -173,6 +237,55 @@ uint16_t swy_float_to_bf16(float f)
         for (; i < count; i++) { /* the tail */                               \
             T a = x[i], b = y[i];                                             \
             d[i] = (EXPR);                                                    \
+        }                                                                     \
+    }                                                                         \
+    /* A block of n >= 2 sources into out, disjoint from every source:      \
+     * up to four in the first pass, then up to three more per pass. */       \
+    static void NAME##_block_n(T *restrict out, const T *const *s, int n,     \
+                               size_t i)                                      \
+    {                                                                         \
+        int k;                                                                \
+        if (n >= 4) {                                                         \
+            NAME##_to4(out, s[0] + i, s[1] + i, s[2] + i, s[3] + i);          \
+            k = 4;                                                            \
+        } else if (n == 3) {                                                  \
+            NAME##_to3(out, s[0] + i, s[1] + i, s[2] + i);                    \
+            k = 3;                                                            \
+        } else {                                                              \
+            NAME##_to(out, s[0] + i, s[1] + i);                               \
+            k = 2;                                                            \
+        }                                                                     \
+        for (; n - k >= 3; k += 3)                                            \
+            NAME##_acc3(out, s[k] + i, s[k + 1] + i, s[k + 2] + i);           \
+        if (n - k == 2)                                                       \
+            NAME##_acc2(out, s[k] + i, s[k + 1] + i);                         \
+        else if (n - k == 1)                                                  \
+            NAME##_into_x(out, s[k] + i);                                     \
+    }                                                                         \
+    static void NAME##_n(void *dst, const void *const *srcs, int n,           \
+                         size_t count)                                        \
+    {                                                                         \
+        T *d = dst;                                                           \
+        const T *const *s = (const T *const *)srcs;                           \
+        int aliased = 0;                                                      \
+        for (int k = 0; k < n; k++)                                           \
+            aliased |= (const void *)s[k] == dst;                             \
+        /* dst is one of the sources: each block is reduced aside, then      \
+         * copied over it. */                                                 \
+        T tmp[NAME##_BLOCK] __attribute__((aligned(64)));                     \
+        size_t i = 0;                                                         \
+        for (; i + NAME##_BLOCK <= count; i += NAME##_BLOCK) {                \
+            NAME##_block_n(aliased ? tmp : d + i, s, n, i);                   \
+            if (aliased)                                                      \
+                memcpy(d + i, tmp, sizeof(tmp));                              \
+        }                                                                     \
+        for (; i < count; i++) { /* the tail */                               \
+            T a = s[0][i];                                                    \
+            for (int k = 1; k < n; k++) {                                     \
+                T b = s[k][i];                                                \
+                a = (EXPR);                                                   \
+            }                                                                 \
+            d[i] = a;                                                         \
         }                                                                     \
     }
 
@@ -237,6 +350,54 @@ void swy_coll_reduce(void *dst, const void *src_a, const void *src_b,
         for (size_t i = 0; i < count; i++)
             d[i] = swy_float_to_bf16(apply_float(swy_bf16_to_float(x[i]),
                                                  swy_bf16_to_float(y[i]), op));
+        break;
+    }
+    }
+}
+
+#define REDUCE_N_BY_OP(PREFIX)                                                \
+    do {                                                                      \
+        switch (op) {                                                         \
+        case SWY_SUM: case SWY_AVG:                                           \
+            PREFIX##_sum_n(dst, srcs, nsrcs, count); break;                   \
+        case SWY_PROD: PREFIX##_prod_n(dst, srcs, nsrcs, count); break;       \
+        case SWY_MAX: PREFIX##_max_n(dst, srcs, nsrcs, count); break;         \
+        case SWY_MIN: PREFIX##_min_n(dst, srcs, nsrcs, count); break;         \
+        }                                                                     \
+    } while (0)
+
+void swy_coll_reduce_n(void *dst, const void *const *srcs, int nsrcs,
+                       size_t count, swy_dtype_t dtype, swy_redop_t op)
+{
+    if (nsrcs < 2) {
+        if (nsrcs == 1 && dst != srcs[0])
+            memcpy(dst, srcs[0], count * swy_dtype_size(dtype));
+        return;
+    }
+    switch (dtype) {
+    case SWY_INT8: REDUCE_N_BY_OP(reduce_i8); break;
+    case SWY_UINT8: REDUCE_N_BY_OP(reduce_u8); break;
+    case SWY_INT32: REDUCE_N_BY_OP(reduce_i32); break;
+    case SWY_INT64: REDUCE_N_BY_OP(reduce_i64); break;
+    case SWY_FLOAT32: REDUCE_N_BY_OP(reduce_f32); break;
+    case SWY_FLOAT64: REDUCE_N_BY_OP(reduce_f64); break;
+    case SWY_FLOAT16: case SWY_BFLOAT16: {
+        /* Rounded back to the type after each operation, as a chain of
+         * swy_coll_reduce calls would. */
+        int half = dtype == SWY_FLOAT16;
+        uint16_t *d = dst;
+        for (size_t i = 0; i < count; i++) {
+            const uint16_t *s0 = srcs[0];
+            uint16_t acc = s0[i];
+            for (int k = 1; k < nsrcs; k++) {
+                const uint16_t *sk = srcs[k];
+                float a = half ? swy_half_to_float(acc) : swy_bf16_to_float(acc);
+                float b = half ? swy_half_to_float(sk[i]) : swy_bf16_to_float(sk[i]);
+                float r = apply_float(a, b, op);
+                acc = half ? swy_float_to_half(r) : swy_float_to_bf16(r);
+            }
+            d[i] = acc;
+        }
         break;
     }
     }

@@ -1,7 +1,9 @@
-/* The host reduction kernel (swy_coll_reduce) against a plain element by
- * element reference written here: every dtype and op, counts around the
- * kernel's block size, and every aliasing a caller may use (dst disjoint,
- * dst == a, dst == b, a == b), bit for bit. The data include zeros of
+/* The host reduction kernels (swy_coll_reduce, swy_coll_reduce_n) against
+ * a plain element by element reference written here: every dtype and op,
+ * counts around the kernel's block size, and every aliasing a caller may
+ * use (dst disjoint, dst == a, dst == b, a == b; for n sources, dst
+ * disjoint or any one of them, and a source given twice), bit for bit;
+ * n sources must give what the chain of pairs gives. The data include zeros of
  * both signs, infinities and NaNs, whose handling by max/min a vectorized
  * loop must keep. Usage: test_reduce */
 #include <math.h>
@@ -184,6 +186,49 @@ static void check(swy_dtype_t dtype, swy_redop_t op, size_t count, int alias)
     free(want);
 }
 
+/* dst = ((s0 op s1) op s2) ... by swy_coll_reduce_n, against the chain
+ * of pairs by the reference. alias: -1 dst disjoint, j: dst is source j;
+ * twice: source 1 is source 0 again (n >= 2). */
+static void check_n(swy_dtype_t dtype, swy_redop_t op, size_t count, int n,
+                    int alias, int twice)
+{
+    size_t size = swy_dtype_size(dtype), bytes = count * size + 1;
+    char *buf[10], *d = malloc(bytes), *want = malloc(bytes);
+    const void *srcs[10];
+    int ok = d != NULL && want != NULL;
+    for (int k = 0; k < n; k++) {
+        ok = (buf[k] = malloc(bytes)) != NULL && ok;
+        if (buf[k] != NULL)
+            fill(buf[k], count, dtype);
+        srcs[k] = buf[k];
+    }
+    if (!ok) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    fill(d, count, dtype);
+    if (twice)
+        srcs[1] = srcs[0];
+    memcpy(want, srcs[0], count * size);
+    for (int k = 1; k < n; k++)
+        reference(want, want, srcs[k], count, dtype, op);
+    void *dst = alias >= 0 ? (void *)srcs[alias] : d;
+    swy_coll_reduce_n(dst, srcs, n, count, dtype, op);
+    size_t where = 0;
+    if (!same(dst, want, count, dtype, &where)) {
+        fprintf(stderr, "%s %s count %zu, %d sources, dst %s%d%s: element "
+                "%zu differs from the chain of pairs\n", swy_dtype_name(dtype),
+                swy_redop_name(op), count, n,
+                alias >= 0 ? "is source " : "disjoint", alias >= 0 ? alias : 0,
+                twice ? ", source 1 is source 0" : "", where);
+        failures++;
+    }
+    for (int k = 0; k < n; k++)
+        free(buf[k]);
+    free(d);
+    free(want);
+}
+
 int main(void)
 {
     int checks = 0;
@@ -199,6 +244,28 @@ int main(void)
                     check((swy_dtype_t)dtype, (swy_redop_t)op, counts[c],
                           alias);
                     checks++;
+                }
+    }
+    /* n sources: 1 to 9 (one pass of four, then passes of up to three). */
+    for (int dtype = SWY_INT8; dtype <= SWY_FLOAT64; dtype++) {
+        size_t block = 4096 / swy_dtype_size((swy_dtype_t)dtype);
+        size_t counts[] = {0, 5, block, 2 * block + 3};
+        for (int op = SWY_SUM; op <= SWY_AVG; op++)
+            for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+                for (int n = 1; n <= 9; n++) {
+                    int aliases[] = {-1, 0, n / 2, n - 1};
+                    for (int a = 0; a < 4; a++) {
+                        check_n((swy_dtype_t)dtype, (swy_redop_t)op,
+                                counts[c], n, aliases[a], 0);
+                        checks++;
+                    }
+                    if (n >= 2) {
+                        check_n((swy_dtype_t)dtype, (swy_redop_t)op,
+                                counts[c], n, -1, 1);
+                        check_n((swy_dtype_t)dtype, (swy_redop_t)op,
+                                counts[c], n, n - 1, 1);
+                        checks += 2;
+                    }
                 }
     }
     if (failures > 0) {
