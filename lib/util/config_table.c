@@ -19,6 +19,11 @@ const swy_config_entry_t swy_config_table[] = {
     {"SWY_WORLD_SIZE", NULL, "Number of ranks (swy_comm_init_env)."},
     {"SWY_LOCAL_RANK", NULL,
      "Rank among the ranks of this host (set by swy-run; informational)."},
+    {"SWY_LOCAL_WORLD_SIZE", NULL,
+     "Ranks on this host (set by swy-run; torchrun's LOCAL_WORLD_SIZE and "
+     "Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE are read where it is unset): "
+     "with the CPUs this process may use, it tells the ucx plugin whether "
+     "the host is oversubscribed (SWY_UCX_SHM_SEG=auto)."},
     {"SWY_NODE", NULL, "Emulated node index (set by swy-run --nodes)."},
     {"SWY_NNODES", NULL, "Number of emulated nodes (set by swy-run --nodes)."},
     {"SWY_ROOT", NULL,
@@ -96,5 +101,13 @@ const swy_config_entry_t swy_config_table[] = {
      "UCX_RNDV_SEND_NBR_THRESH, when set, wins); alltoallv's chunks, "
      "which nothing waits on alone, go by rendezvous from 256 KiB. 0: "
      "UCX's default (rendezvous from 8 KiB) to every peer."},
+    {"SWY_UCX_SHM_SEG", "auto",
+     "ucx plugin: payload of one segment of UCX's shared-memory FIFO "
+     "(UCX's MM_SEG_SIZE less its 64-byte headroom), 1K to 63K; an eager "
+     "message to a rank on this host crosses it in pieces of this size. "
+     "auto: 32K, unless the ranks on this host (SWY_LOCAL_WORLD_SIZE) "
+     "outnumber the CPUs they share, where UCX's default is kept. "
+     "UCX_SYSV_SEG_SIZE, UCX_POSIX_SEG_SIZE or UCX_MM_SEG_SIZE, when set, "
+     "win. 0: UCX's default (8K)."},
     {NULL, NULL, NULL},
 };

@@ -48,7 +48,7 @@ setup)
     cat >"$work/helper.sh" <<'EOF'
 #!/bin/sh
 addr=$(ip -4 -o addr show dev eth0 | awk '{print $4}')
-echo "host=$(hostname) rank=$SWY_RANK node=$SWY_NODE local=$SWY_LOCAL_RANK nnodes=$SWY_NNODES size=$SWY_WORLD_SIZE root=$SWY_ROOT addr=$addr ipc=$(readlink /proc/self/ns/ipc) pid1=$(cat /proc/1/comm)"
+echo "host=$(hostname) rank=$SWY_RANK node=$SWY_NODE local=$SWY_LOCAL_RANK localsize=$SWY_LOCAL_WORLD_SIZE nnodes=$SWY_NNODES size=$SWY_WORLD_SIZE root=$SWY_ROOT addr=$addr ipc=$(readlink /proc/self/ns/ipc) pid1=$(cat /proc/1/comm)"
 EOF
     chmod +x "$work/helper.sh"
     run_cluster --nodes 2 --ranks-per-node 2 --link 1gbit "$work/helper.sh"
@@ -60,7 +60,7 @@ EOF
     for r in 0 1 2 3; do
         n=$((r / 2))
         line=$(grep "^\[$r\] " "$work/out")
-        echo "$line" | grep -q "host=node$n rank=$r node=$n local=$((r % 2)) nnodes=2 size=4 root=198.18.0.1:[0-9]* addr=198.18.0.$((n + 1))/24 " ||
+        echo "$line" | grep -q "host=node$n rank=$r node=$n local=$((r % 2)) localsize=2 nnodes=2 size=4 root=198.18.0.1:[0-9]* addr=198.18.0.$((n + 1))/24 " ||
             fail "rank $r: wrong view: $line"
         # PID 1 of the node is the namespace holder (a swy-run clone).
         echo "$line" | grep -q "pid1=swy-run" || fail "rank $r: not in the node's PID namespace: $line"

@@ -74,13 +74,18 @@ static bool env_set(const char *name, const char *value)
     return true;
 }
 
-bool swy_run_job_env_set(int world_size, const char *root_ip)
+bool swy_run_job_env_set(int world_size, int local_world_size,
+                         const char *root_ip)
 {
     char text[SWY_RUN_JOB_KEY_HEX_LEN + 1];
     int  port;
 
     snprintf(text, sizeof(text), "%d", world_size);
     if (!env_set("SWY_WORLD_SIZE", text)) {
+        return false;
+    }
+    snprintf(text, sizeof(text), "%d", local_world_size);
+    if (!env_set("SWY_LOCAL_WORLD_SIZE", text)) {
         return false;
     }
 

@@ -16,9 +16,11 @@ bool swy_run_job_key_generate(char key_p[SWY_RUN_JOB_KEY_HEX_LEN + 1]);
  * on a single host that race is rare enough to accept. */
 bool swy_run_free_port_find(const char *ip, int *port_p);
 
-/* Sets SWY_WORLD_SIZE, and SWY_ROOT (root_ip:<free port>) and SWY_JOB_KEY
+/* Sets SWY_WORLD_SIZE, SWY_LOCAL_WORLD_SIZE (the ranks of one host or
+ * emulated node), and SWY_ROOT (root_ip:<free port>) and SWY_JOB_KEY
  * unless the caller's environment already has them, in swy-run's own
  * environment so every rank inherits them. Reports errors on stderr. */
-bool swy_run_job_env_set(int world_size, const char *root_ip);
+bool swy_run_job_env_set(int world_size, int local_world_size,
+                         const char *root_ip);
 
 #endif

@@ -487,7 +487,7 @@ int swy_run_cluster_launch(const swy_run_options_t *opts)
     }
     if (!root_env_set() || !nnodes_env_set(opts->nodes) ||
         !topo_file_set(opts, topo_path, sizeof(topo_path)) ||
-        !swy_run_job_env_set(opts->np, "198.18.0.1")) {
+        !swy_run_job_env_set(opts->np, opts->ranks_per_node, "198.18.0.1")) {
         status = SWY_RUN_EXIT_INTERNAL;
         goto out_stop;
     }

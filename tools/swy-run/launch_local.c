@@ -507,7 +507,7 @@ int swy_run_local_launch(const swy_run_options_t *opts)
 {
     static const swy_run_launch_hooks_t no_hooks = {0};
 
-    if (!swy_run_job_env_set(opts->np, "127.0.0.1")) {
+    if (!swy_run_job_env_set(opts->np, opts->np, "127.0.0.1")) {
         return SWY_RUN_EXIT_INTERNAL;
     }
     return swy_run_ranks_launch(opts, &no_hooks);

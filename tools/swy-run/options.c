@@ -66,6 +66,7 @@ void swy_run_options_print_usage(FILE *out)
         "  SWY_RANK         rank, 0..N-1\n"
         "  SWY_WORLD_SIZE   N\n"
         "  SWY_LOCAL_RANK   rank among the ranks of this host (or node)\n"
+        "  SWY_LOCAL_WORLD_SIZE  ranks on this host (or node)\n"
         "  SWY_ROOT         127.0.0.1:<free port> where rank 0 listens\n"
         "                   (kept if already set in the environment); with\n"
         "                   --nodes always 198.18.0.1:<random port>\n"

@@ -12,11 +12,13 @@
  * the ABI's "never from isend/irecv" holds even when UCX finishes a small
  * message at once. */
 #include <errno.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <ucp/api/ucp.h>
 
@@ -190,6 +192,24 @@ static swy_status_t ucx_fail(ucx_ctx_t *ctx, const char *what,
 
 static void ucx_destroy(ucx_ctx_t *ctx);
 
+/* Digits with an optional K, M or G (binary), as SWY_* sizes; -1 if not. */
+static int parse_size(const char *value, size_t *bytes)
+{
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(value, &end, 10);
+    unsigned shift = *end == 'K' || *end == 'k' ? 10
+                     : *end == 'M' || *end == 'm' ? 20
+                     : *end == 'G' || *end == 'g' ? 30 : 0;
+    if (shift != 0)
+        end++;
+    if (end == value || *end != '\0' || errno != 0 || value[0] == '-' ||
+        n > (SIZE_MAX >> shift))
+        return -1;
+    *bytes = (size_t)n << shift;
+    return 0;
+}
+
 /* UCX sends a tagged message of 8 KiB or more by rendezvous: on one host
  * the receiver reads it with process_vm_readv (CMA), which walks the
  * sender's page tables page by page. For the chunks of the pipelined
@@ -215,23 +235,12 @@ static swy_status_t ucx_local_eager_setup(ucx_ctx_t *ctx, ucp_config_t *config)
     }
     if (value == NULL)
         return SWY_OK;
-    /* Digits with an optional K, M or G (binary), as SWY_* sizes. */
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(value, &end, 10);
-    unsigned shift = *end == 'K' || *end == 'k' ? 10
-                     : *end == 'M' || *end == 'm' ? 20
-                     : *end == 'G' || *end == 'g' ? 30 : 0;
-    if (shift != 0)
-        end++;
-    if (end == value || *end != '\0' || errno != 0 || value[0] == '-' ||
-        n > (SIZE_MAX >> shift)) {
+    if (parse_size(value, &ctx->local_eager) != 0) {
         ucx_log(ctx, SWY_LOG_WARN, "%s=%s is not a size (bytes, K/M/G "
                 "suffix)%s", name, value,
                 ucx_own ? ": no eager path to local ranks" : "");
         return ucx_own ? SWY_OK : SWY_ERR_INVALID_ARG;
     }
-    ctx->local_eager = (size_t)n << shift;
     if (ctx->local_eager == 0 || ucx_own)
         return SWY_OK;
     char bytes[32];
@@ -243,6 +252,89 @@ static swy_status_t ucx_local_eager_setup(ucx_ctx_t *ctx, ucp_config_t *config)
                 "%s", value, ucs_status_string(ucs));
         return SWY_ERR_INVALID_ARG;
     }
+    return SWY_OK;
+}
+
+/* An eager message to a rank on this host crosses UCX's shared-memory
+ * FIFO in segments of UCX_{SYSV,POSIX}_SEG_SIZE (8 KiB of payload by
+ * default), each a separate FIFO element that the receiver takes in one
+ * at a time. The reduce-scatter and allgather chunks of an allreduce of
+ * 1 MiB on 4 ranks are 256 KiB: 32 segments each, 96 per rank and
+ * phase in each direction. On the 16-core host, with 32 KiB segments
+ * that allreduce took 309 instead of 497 us, 256 KiB 73 instead of 106
+ * and 4 MiB 1380 instead of 1759, and no size from 4 KiB to 4 MiB was
+ * slower (medians of 3 alternating sweeps; 16 KiB segments in between;
+ * docs/performance.md, "coll"). With 4 ranks on the 2-core VM, though,
+ * 256 KiB and 1 MiB were 20-45% slower (a sender fills a FIFO whose
+ * receiver is not running), so auto keeps UCX's default where the ranks
+ * on this host outnumber the CPUs they share. UCX's FIFO element holds
+ * a segment's length in 16 bits: at 64 KiB UCX 1.13 hangs or asserts, so
+ * the payload stays below. A user's own UCX_*_SEG_SIZE wins. */
+#define UCX_SHM_SEG_AUTO (32u << 10)
+#define UCX_SHM_SEG_MAX ((64u << 10) - 1024)
+#define UCX_SHM_SEG_HEADROOM 64 /* UCX's default: 8 KiB + 64 */
+
+/* Ranks on this host as the launcher says (swy-run, torchrun, Open MPI);
+ * 0 if none does. */
+static long ucx_local_world_size(ucx_ctx_t *ctx)
+{
+    const char *value = ctx->host->config_get("SWY_LOCAL_WORLD_SIZE");
+    if (value == NULL || value[0] == '\0')
+        value = getenv("LOCAL_WORLD_SIZE");
+    if (value == NULL || value[0] == '\0')
+        value = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (value == NULL)
+        return 0;
+    char *end;
+    long n = strtol(value, &end, 10);
+    return end != value && *end == '\0' && n > 0 ? n : 0;
+}
+
+/* Whether every rank on this host can have a CPU of its own: the CPUs
+ * this process may run on cover the local ranks, or a launcher bound it
+ * to a part of the machine (then, presumably, each rank to its own). */
+static int ucx_cpus_cover_ranks(long local_ranks)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (local_ranks <= 0 || sched_getaffinity(0, sizeof(set), &set) != 0)
+        return 1;
+    long mine = CPU_COUNT(&set), online = sysconf(_SC_NPROCESSORS_ONLN);
+    return mine >= local_ranks || (online > 0 && mine < online);
+}
+
+static swy_status_t ucx_shm_seg_setup(ucx_ctx_t *ctx, ucp_config_t *config)
+{
+    if (getenv("UCX_MM_SEG_SIZE") != NULL ||
+        getenv("UCX_SYSV_SEG_SIZE") != NULL ||
+        getenv("UCX_POSIX_SEG_SIZE") != NULL)
+        return SWY_OK;
+    const char *value = ctx->host->config_get("SWY_UCX_SHM_SEG");
+    size_t payload = 0;
+    if (value == NULL || strcmp(value, "auto") == 0) {
+        long local = ucx_local_world_size(ctx);
+        payload = ucx_cpus_cover_ranks(local) ? UCX_SHM_SEG_AUTO : 0;
+        ucx_log(ctx, SWY_LOG_DEBUG, "SWY_UCX_SHM_SEG=auto: %ld ranks on "
+                "this host, %s: %zu", local, payload != 0 ? "a CPU each" :
+                "more than its CPUs", payload);
+    } else if (parse_size(value, &payload) != 0 ||
+               (payload != 0 &&
+                (payload < 1024 || payload > UCX_SHM_SEG_MAX))) {
+        ucx_log(ctx, SWY_LOG_WARN, "SWY_UCX_SHM_SEG=%s is not auto, 0 or a "
+                "size from 1K to %uK (UCX's shared-memory segments hold "
+                "their length in 16 bits)", value, UCX_SHM_SEG_MAX >> 10);
+        return SWY_ERR_INVALID_ARG;
+    }
+    if (payload == 0)
+        return SWY_OK; /* UCX's default */
+    char bytes[32];
+    snprintf(bytes, sizeof(bytes), "%zu", payload + UCX_SHM_SEG_HEADROOM);
+    /* The shared-memory transports' common table (UCX_MM_ prefix) holds
+     * SEG_SIZE for sysv and posix alike. */
+    ucs_status_t ucs = ucp_config_modify(config, "MM_SEG_SIZE", bytes);
+    if (ucs != UCS_OK)
+        ucx_log(ctx, SWY_LOG_DEBUG, "UCX kept its shared-memory segment "
+                "size: MM_SEG_SIZE=%s: %s", bytes, ucs_status_string(ucs));
     return SWY_OK;
 }
 
@@ -316,6 +408,8 @@ static swy_status_t ucx_init(const swy_transport_host_v1_t *host,
         }
     }
     status = ucx_local_eager_setup(ctx, config);
+    if (status == SWY_OK)
+        status = ucx_shm_seg_setup(ctx, config);
     if (status != SWY_OK) {
         ucp_config_release(config);
         goto err;

@@ -135,9 +135,10 @@ int main(int argc, char **argv)
     work_dir = argc > 2 ? argv[2] : ".";
 
     if (strcmp(mode, "env") == 0) {
-        printf("rank=%s size=%s local=%s root=%s key=%s\n",
+        printf("rank=%s size=%s local=%s localsize=%s root=%s key=%s\n",
                getenv("SWY_RANK"), getenv("SWY_WORLD_SIZE"),
-               getenv("SWY_LOCAL_RANK"), getenv("SWY_ROOT"),
+               getenv("SWY_LOCAL_RANK"), getenv("SWY_LOCAL_WORLD_SIZE"),
+               getenv("SWY_ROOT"),
                getenv("SWY_JOB_KEY"));
         fprintf(stderr, "stderr of rank %d\n", my_rank);
         return 0;

@@ -271,20 +271,22 @@ static void case_env(void)
     CHECK(&res, count_lines(res.out) == 4, "expected 4 stdout lines");
     for (line = strtok_r(res.out, "\n", &save); line != NULL;
          line = strtok_r(NULL, "\n", &save)) {
-        int  prefix_rank, rank, size, local, port, used = 0;
+        int  prefix_rank, rank, size, local, local_size, port, used = 0;
         char line_root[256], line_key[256];
 
         CHECK(&res, sscanf(line, "[%d] rank=%d size=%d local=%d "
-                           "root=127.0.0.1:%d key=%255s%n", &prefix_rank,
-                           &rank, &size, &local, &port, line_key,
-                           &used) == 6 && line[used] == '\0',
+                           "localsize=%d root=127.0.0.1:%d key=%255s%n",
+                           &prefix_rank, &rank, &size, &local, &local_size,
+                           &port, line_key, &used) == 7 &&
+                        line[used] == '\0',
               "malformed line '%s'", line);
         CHECK(&res, prefix_rank == rank && rank >= 0 && rank < 4,
               "line '%s': prefix and SWY_RANK disagree", line);
         CHECK(&res, !seen[rank], "rank %d appears twice", rank);
         seen[rank] = true;
-        CHECK(&res, size == 4 && local == rank,
-              "line '%s': wrong SWY_WORLD_SIZE or SWY_LOCAL_RANK", line);
+        CHECK(&res, size == 4 && local == rank && local_size == 4,
+              "line '%s': wrong SWY_WORLD_SIZE, SWY_LOCAL_RANK or "
+              "SWY_LOCAL_WORLD_SIZE", line);
         CHECK(&res, port > 0 && port < 65536, "line '%s': bad port", line);
         CHECK(&res, strlen(line_key) == 64, "line '%s': key not 64 chars",
               line);
@@ -329,9 +331,9 @@ static void case_env(void)
 
         CHECK(&kept, exit_code(&kept) == 0, "exit status %d",
               exit_code(&kept));
-        CHECK(&kept, strstr(kept.out, "rank=0 size=2 local=0 "
+        CHECK(&kept, strstr(kept.out, "rank=0 size=2 local=0 localsize=2 "
                             "root=10.1.2.3:4567 key=feedface\n") != NULL &&
-                     strstr(kept.out, "rank=1 size=2 local=1 "
+                     strstr(kept.out, "rank=1 size=2 local=1 localsize=2 "
                             "root=10.1.2.3:4567 key=feedface\n") != NULL,
               "caller's SWY_ROOT/SWY_JOB_KEY not kept");
         CHECK(&kept, strchr(kept.out, '[') == NULL,
@@ -595,6 +597,7 @@ static void case_usage(void)
         static const char *const words[] = {
             "--np", "--timeout", "--grace", "--no-prefix", "--help",
             "--version", "SWY_RANK", "SWY_WORLD_SIZE", "SWY_LOCAL_RANK",
+            "SWY_LOCAL_WORLD_SIZE",
             "SWY_ROOT", "SWY_JOB_KEY", "--nodes", "--ranks-per-node",
             "--link", "SWY_NODE", "SWY_NNODES"};
 
