@@ -131,7 +131,12 @@ uint16_t swy_float_to_bf16(float f)
  * library loads: the baseline x86-64 build uses 16-byte vectors. The
  * elements are computed by the same operations in the same order either
  * way (no reassociation, no fused multiply-add in a sum or a product of
- * two), so the bits do not depend on the CPU. */
+ * two), so the bits do not depend on the CPU. The direct allreduce's four
+ * partials of 64 Ki floats (1 MiB on 4 ranks) took 38-53 us on the VM as
+ * three pairwise passes in the baseline build, 26-32 with AVX2, and 19-24
+ * in one pass with AVX2 (swy_coll_reduce_n; mean of 2000 calls); on the
+ * 16-core host the allreduce of 1 MiB went from 506 to 463 us
+ * (docs/performance.md, "coll"). */
 #define REDUCE_BLOCK_BYTES 4096
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&      \
