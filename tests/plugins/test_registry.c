@@ -173,6 +173,23 @@ static void test_unreachable(void)
         swy_transport_set_destroy(sets[r]);
 }
 
+/* A ucx plugin setting out of range (SWY_UCX_SHM_SEG at 64 KiB, which UCX
+ * 1.13 cannot carry, or SWY_UCX_LOCAL_EAGER that is no size): the plugin
+ * refuses to start, only self is loaded, and another rank is reported
+ * unreachable rather than reached with a setting that hangs UCX. */
+static void test_bad_setting(void)
+{
+    swy_transport_set_t *set = NULL;
+    CHECK(swy_transport_set_create(0, 1, &set) == SWY_OK);
+    CHECK(set != NULL && set->count == 1);
+    swy_transport_set_destroy(set);
+    swy_transport_set_t *sets[2];
+    CHECK(make_pair(sets) == SWY_ERR_UNSUPPORTED);
+    printf("  bad setting: %s\n", swy_err_last());
+    for (int r = 0; r < 2; r++)
+        swy_transport_set_destroy(sets[r]);
+}
+
 /* One scenario per run: each needs its own SWY_TRANSPORT_PLUGINS and
  * SWY_TRANSPORT (set by meson.build), read once per process. */
 int main(int argc, char **argv)
@@ -186,6 +203,8 @@ int main(int argc, char **argv)
         {"forced_ucx", test_forced_ucx},
         {"forced_self", test_forced_self},
         {"unreachable", test_unreachable},
+        {"bad_shm_seg", test_bad_setting},
+        {"bad_local_eager", test_bad_setting},
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(scenarios) /
