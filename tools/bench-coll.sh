@@ -3,15 +3,20 @@
 # peers on the same machine, in one run:
 #   1. swy-bench coll on NRANKS local ranks (swy-run),
 #   2. swy-bench-mpi (MPI_Alltoallv / MPI_Allreduce) under mpirun, same sizes,
-#   3. ucx_perftest tag_bw, 16 MiB, between two local processes (the limit),
+#   3. PyTorch gloo (all_to_all_single / all_reduce on CPU tensors, what
+#      an ML user would pick without GPUs) under swy-run, same sizes, when
+#      Debian's python3-torch is installed (tools/swy-bench/gloo_coll.py;
+#      GLOO=0 leaves it out),
+#   4. ucx_perftest tag_bw, 16 MiB, between two local processes (the limit),
 # then a comparison for every size (the target is for >= 1 MiB): median
-# times, their ratio (openmpi / switchyard: > 1 means Switchyard is
-# faster) and allreduce bus bandwidth as a share of ucx_perftest's.
+# times, their ratios (openmpi / switchyard and gloo / switchyard: > 1
+# means Switchyard is faster) and allreduce bus bandwidth as a share of
+# ucx_perftest's.
 #
 #   tools/bench-coll.sh [NRANKS=4] [swy-bench coll options...]
 #
 # Builds nothing. Environment: BUILD_DIR (default build), REPEAT (default 1:
-# run Switchyard and Open MPI alternately this many times; the comparison
+# run Switchyard, Open MPI and gloo alternately this many times; the comparison
 # then takes, per size, the median over the runs of each run's median, and
 # shows the range of the per-run ratios — on a shared, noisy machine the
 # alternation keeps slow phases from landing on one side only), OUT_DIR
@@ -53,6 +58,13 @@ say() { printf '\n== %s\n' "$*"; }
 repeat=${REPEAT:-1}
 have_mpi=0
 [[ -x $swy_bench_mpi ]] && command -v mpirun >/dev/null && have_mpi=1
+gloo_coll=$here/tools/swy-bench/gloo_coll.py
+have_gloo=0
+if [[ ${GLOO:-1} != 0 ]] &&
+    "$python" -c 'import torch.distributed as d; assert d.is_gloo_available()' \
+        2>/dev/null; then
+    have_gloo=1
+fi
 for ((run = 1; run <= repeat; run++)); do
     say "run $run/$repeat switchyard: swy-run -n $nranks swy-bench coll" \
         "--json ${extra[*]}"
@@ -68,6 +80,16 @@ for ((run = 1; run <= repeat; run++)); do
     else
         say "openmpi: skipped (swy-bench-mpi not built or no mpirun)"
         : >"$out/openmpi-$run.txt"
+    fi
+
+    if ((have_gloo)); then
+        say "run $run/$repeat gloo: swy-run -n $nranks $python gloo_coll.py" \
+            "--json ${extra[*]}"
+        "$swy_run" -n "$nranks" --no-prefix "$python" "$gloo_coll" --json \
+            "${extra[@]}" | tee "$out/gloo-$run.txt"
+    else
+        say "gloo: skipped (GLOO=0, or no python3-torch for $python)"
+        : >"$out/gloo-$run.txt"
     fi
 done
 
@@ -118,6 +140,8 @@ def results(name, run):
 
 swy_runs = [results("switchyard", k) for k in range(1, repeat + 1)]
 mpi_runs = [results("openmpi", k) for k in range(1, repeat + 1)]
+gloo_runs = [results("gloo", k) for k in range(1, repeat + 1)]
+have_gloo = any(gloo_runs)
 
 # ucx_perftest's result line (with -f, without the "Final:" word): iters,
 # overhead p50 / average / overall, bandwidth average / overall (MB/s, MB
@@ -149,7 +173,9 @@ def median_of(runs, key, field):
 
 print(f"{'op':<10} {'size':>6} {'swy med(us)':>12} {'mpi med(us)':>12} "
       f"{'mpi/swy':>8} {'range':>11} {'swy busbw':>10} {'mpi busbw':>10} "
-      f"{'swy %perf':>10}")
+      f"{'swy %perf':>10}"
+      + (f" {'gloo med(us)':>13} {'gloo/swy':>9} {'range':>11}"
+         if have_gloo else ""))
 keys = sorted({k for run in swy_runs for k in run},
               key=lambda k: (k[0] != "alltoallv", k[1]))
 for key in keys:
@@ -170,8 +196,17 @@ for key in keys:
     line += f"{mpi_bw:>10.3f} " if mpi_bw is not None else f"{'-':>10} "
     if op == "allreduce" and perf_GBps:
         line += f"{100.0 * swy_bw / perf_GBps:>9.0f}%"
-    print(line)
-wrong = [(k, r["impl"]) for run in swy_runs + mpi_runs
+    else:
+        line += f"{'':>10}"
+    gloo_t = median_of(gloo_runs, key, "time_us_median")
+    if have_gloo and gloo_t is not None:
+        gratios = [g[key]["time_us_median"] / s[key]["time_us_median"]
+                   for s, g in zip(swy_runs, gloo_runs)
+                   if key in s and key in g]
+        line += (f" {gloo_t:>13.1f} {gloo_t / swy_t:>8.2f}x "
+                 f"{min(gratios):>5.2f}-{max(gratios):<5.2f}")
+    print(line.rstrip())
+wrong = [(k, r["impl"]) for run in swy_runs + mpi_runs + gloo_runs
          for k, r in run.items() if r.get("check", "ok") != "ok"]
 if wrong:
     print("WRONG results:", wrong)
