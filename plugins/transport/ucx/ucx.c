@@ -265,8 +265,8 @@ static swy_status_t ucx_local_eager_setup(ucx_ctx_t *ctx, ucp_config_t *config)
  * and 4 MiB 1380 instead of 1759, and no size from 4 KiB to 4 MiB was
  * slower (medians of 3 alternating sweeps; 16 KiB segments in between;
  * docs/performance.md, "coll"). With 4 ranks on the 2-core VM, though,
- * 256 KiB and 1 MiB were 17-53% slower (a sender fills a FIFO whose
- * receiver is not running), so auto keeps UCX's default where the ranks
+ * 256 KiB and 1 MiB were 17-53% slower (presumably a sender fills a
+ * FIFO whose receiver is not running; not measured), so auto keeps UCX's default where the ranks
  * on this host outnumber the CPUs they share. UCX's FIFO element holds
  * a segment's length in 16 bits: at 64 KiB UCX 1.13 hangs or asserts, so
  * the payload stays below. A user's own UCX_*_SEG_SIZE wins. */
