@@ -220,7 +220,8 @@ void swy_coll_reduce(void *dst, const void *src_a, const void *src_b,
 /* dst[i] = ((srcs[0][i] op srcs[1][i]) op srcs[2][i]) ... op
  * srcs[nsrcs-1][i]: the same bits as that chain of swy_coll_reduce calls,
  * in one pass per block (one load per source and one store per element
- * for up to four sources, instead of two loads and a store per pair).
+ * for up to four sources, instead of two loads and a store per pair;
+ * each further source adds a pass over the block while it is in L1).
  * dst may be any of the sources; it may not overlap one otherwise.
  * nsrcs = 1 copies, 0 does nothing. */
 void swy_coll_reduce_n(void *dst, const void *const *srcs, int nsrcs,

@@ -150,8 +150,7 @@ uint16_t swy_float_to_bf16(float f)
  * NAME##_into_y: y = x op y (x and y distinct). For the sums of several
  * sources (swy_coll_reduce_n), in one pass over the block: NAME##_to3:
  * d = (x op y) op z and NAME##_to4: d = ((x op y) op z) op w, all
- * disjoint; NAME##_acc2: d = (d op y) op z and NAME##_acc3: d = ((d op
- * y) op z) op w, d disjoint from the others. */
+ * disjoint. */
 #define DEFINE_REDUCE(NAME, T, EXPR)                                          \
     enum { NAME##_BLOCK = REDUCE_BLOCK_BYTES / sizeof(T) };                   \
     REDUCE_KERNEL static void NAME##_to(T *restrict d, const T *restrict x,   \
@@ -201,29 +200,6 @@ uint16_t swy_float_to_bf16(float f)
             d[i] = (EXPR);                                                    \
         }                                                                     \
     }                                                                         \
-    REDUCE_KERNEL static void NAME##_acc2(T *restrict d, const T *restrict y, \
-                                          const T *restrict z)                \
-    {                                                                         \
-        for (size_t i = 0; i < NAME##_BLOCK; i++) {                           \
-            T a = d[i], b = y[i];                                             \
-            a = (EXPR);                                                       \
-            b = z[i];                                                         \
-            d[i] = (EXPR);                                                    \
-        }                                                                     \
-    }                                                                         \
-    REDUCE_KERNEL static void NAME##_acc3(T *restrict d, const T *restrict y, \
-                                          const T *restrict z,                \
-                                          const T *restrict w)                \
-    {                                                                         \
-        for (size_t i = 0; i < NAME##_BLOCK; i++) {                           \
-            T a = d[i], b = y[i];                                             \
-            a = (EXPR);                                                       \
-            b = z[i];                                                         \
-            a = (EXPR);                                                       \
-            b = w[i];                                                         \
-            d[i] = (EXPR);                                                    \
-        }                                                                     \
-    }                                                                         \
     static void NAME(void *dst, const void *src_a, const void *src_b,         \
                      size_t count)                                            \
     {                                                                         \
@@ -244,8 +220,9 @@ uint16_t swy_float_to_bf16(float f)
             d[i] = (EXPR);                                                    \
         }                                                                     \
     }                                                                         \
-    /* A block of n >= 2 sources into out, disjoint from every source:      \
-     * up to four in the first pass, then up to three more per pass. */       \
+    /* A block of n >= 2 sources into out, disjoint from every source: up  \
+     * to four in one pass, then one more per pass over the block, which  \
+     * stays in L1 meanwhile. */                                              \
     static void NAME##_block_n(T *restrict out, const T *const *s, int n,     \
                                size_t i)                                      \
     {                                                                         \
@@ -260,11 +237,7 @@ uint16_t swy_float_to_bf16(float f)
             NAME##_to(out, s[0] + i, s[1] + i);                               \
             k = 2;                                                            \
         }                                                                     \
-        for (; n - k >= 3; k += 3)                                            \
-            NAME##_acc3(out, s[k] + i, s[k + 1] + i, s[k + 2] + i);           \
-        if (n - k == 2)                                                       \
-            NAME##_acc2(out, s[k] + i, s[k + 1] + i);                         \
-        else if (n - k == 1)                                                  \
+        for (; k < n; k++)                                                    \
             NAME##_into_x(out, s[k] + i);                                     \
     }                                                                         \
     static void NAME##_n(void *dst, const void *const *srcs, int n,           \
