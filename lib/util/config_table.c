@@ -105,8 +105,10 @@ const swy_config_entry_t swy_config_table[] = {
      "ucx plugin: payload of one segment of UCX's shared-memory FIFO "
      "(UCX's MM_SEG_SIZE less its 64-byte headroom), 1K to 63K; an eager "
      "message to a rank on this host crosses it in pieces of this size. "
-     "auto: 32K, unless the ranks on this host (SWY_LOCAL_WORLD_SIZE) "
-     "outnumber the CPUs they share, where UCX's default is kept. "
+     "auto: 32K, unless the ranks on this host (SWY_LOCAL_WORLD_SIZE; "
+     "times SWY_NNODES under swy-run --nodes, whose emulated nodes share "
+     "the machine) outnumber the CPUs they share, where UCX's default is "
+     "kept. "
      "UCX_SYSV_SEG_SIZE, UCX_POSIX_SEG_SIZE or UCX_MM_SEG_SIZE, when set, "
      "win. 0: UCX's default (8K)."},
     {NULL, NULL, NULL},

@@ -274,20 +274,31 @@ static swy_status_t ucx_local_eager_setup(ucx_ctx_t *ctx, ucp_config_t *config)
 #define UCX_SHM_SEG_MAX ((64u << 10) - 1024)
 #define UCX_SHM_SEG_HEADROOM 64 /* UCX's default: 8 KiB + 64 */
 
-/* Ranks on this host as the launcher says (swy-run, torchrun, Open MPI);
- * 0 if none does. */
-static long ucx_local_world_size(ucx_ctx_t *ctx)
+static long positive_long(const char *value)
 {
-    const char *value = ctx->host->config_get("SWY_LOCAL_WORLD_SIZE");
-    if (value == NULL || value[0] == '\0')
-        value = getenv("LOCAL_WORLD_SIZE");
-    if (value == NULL || value[0] == '\0')
-        value = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     if (value == NULL)
         return 0;
     char *end;
     long n = strtol(value, &end, 10);
     return end != value && *end == '\0' && n > 0 ? n : 0;
+}
+
+/* Ranks that share this machine's CPUs, as the launcher says (swy-run,
+ * torchrun, Open MPI); 0 if none does. The nodes of swy-run's emulated
+ * cluster (SWY_NNODES of them) all run on this one machine: in the
+ * interference benchmark (2 nodes of 2 ranks on the 2-core VM) 32 KiB
+ * segments, chosen for 2 ranks per node, made lina's all-to-all slowdown
+ * 1.22x and 1.26x where UCX's 8 KiB gave 1.05x and 0.90x (alternating
+ * runs of REPEAT=2; docs/performance.md, "interference"). */
+static long ucx_local_world_size(ucx_ctx_t *ctx)
+{
+    long n = positive_long(ctx->host->config_get("SWY_LOCAL_WORLD_SIZE"));
+    if (n == 0)
+        n = positive_long(getenv("LOCAL_WORLD_SIZE"));
+    if (n == 0)
+        n = positive_long(getenv("OMPI_COMM_WORLD_LOCAL_SIZE"));
+    long nodes = positive_long(ctx->host->config_get("SWY_NNODES"));
+    return nodes > 1 ? n * nodes : n;
 }
 
 /* Whether every rank on this host can have a CPU of its own: the CPUs
@@ -315,7 +326,7 @@ static swy_status_t ucx_shm_seg_setup(ucx_ctx_t *ctx, ucp_config_t *config)
         long local = ucx_local_world_size(ctx);
         payload = ucx_cpus_cover_ranks(local) ? UCX_SHM_SEG_AUTO : 0;
         ucx_log(ctx, SWY_LOG_DEBUG, "SWY_UCX_SHM_SEG=auto: %ld ranks on "
-                "this host, %s: %zu", local, payload != 0 ? "a CPU each" :
+                "this machine, %s: %zu", local, payload != 0 ? "a CPU each" :
                 "more than its CPUs", payload);
     } else if (parse_size(value, &payload) != 0 ||
                (payload != 0 &&
