@@ -141,7 +141,8 @@ uint16_t swy_float_to_bf16(float f)
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&      \
     defined(__linux__) && !defined(SWY_NO_TARGET_CLONES)
-#define REDUCE_KERNEL __attribute__((noinline, target_clones("avx2", "default")))
+#define REDUCE_KERNEL                                                         \
+    __attribute__((noinline, target_clones("avx2", "default")))
 #else
 #define REDUCE_KERNEL __attribute__((noinline))
 #endif
@@ -282,14 +283,15 @@ DEFINE_REDUCE_OPS(reduce_i64, int64_t, uint64_t)
 DEFINE_REDUCE_OPS(reduce_f32, float, float)
 DEFINE_REDUCE_OPS(reduce_f64, double, double)
 
-#define REDUCE_BY_OP(PREFIX)                                                  \
+/* The kernel for op of family PREFIX (SUFFIX: empty for two sources,
+ * _n for several), called with the remaining arguments. */
+#define REDUCE_BY_OP(PREFIX, SUFFIX, ...)                                     \
     do {                                                                      \
         switch (op) {                                                         \
-        case SWY_SUM: case SWY_AVG:                                           \
-            PREFIX##_sum(dst, src_a, src_b, count); break;                    \
-        case SWY_PROD: PREFIX##_prod(dst, src_a, src_b, count); break;        \
-        case SWY_MAX: PREFIX##_max(dst, src_a, src_b, count); break;          \
-        case SWY_MIN: PREFIX##_min(dst, src_a, src_b, count); break;          \
+        case SWY_SUM: case SWY_AVG: PREFIX##_sum##SUFFIX(__VA_ARGS__); break; \
+        case SWY_PROD: PREFIX##_prod##SUFFIX(__VA_ARGS__); break;             \
+        case SWY_MAX: PREFIX##_max##SUFFIX(__VA_ARGS__); break;               \
+        case SWY_MIN: PREFIX##_min##SUFFIX(__VA_ARGS__); break;               \
         }                                                                     \
     } while (0)
 
@@ -304,45 +306,50 @@ static float apply_float(float a, float b, swy_redop_t op)
     return a;
 }
 
-void swy_coll_reduce(void *dst, const void *src_a, const void *src_b,
-                     size_t count, swy_dtype_t dtype, swy_redop_t op)
+/* The integer and floating point kernel for dtype and op (SUFFIX: empty
+ * for two sources, _n for several), called with the remaining arguments,
+ * then return; fp16 and bf16 go on past it. */
+#define REDUCE_BY_DTYPE(SUFFIX, ...)                                          \
+    switch (dtype) {                                                          \
+    case SWY_INT8: REDUCE_BY_OP(reduce_i8, SUFFIX, __VA_ARGS__); return;      \
+    case SWY_UINT8: REDUCE_BY_OP(reduce_u8, SUFFIX, __VA_ARGS__); return;     \
+    case SWY_INT32: REDUCE_BY_OP(reduce_i32, SUFFIX, __VA_ARGS__); return;    \
+    case SWY_INT64: REDUCE_BY_OP(reduce_i64, SUFFIX, __VA_ARGS__); return;    \
+    case SWY_FLOAT32: REDUCE_BY_OP(reduce_f32, SUFFIX, __VA_ARGS__); return;  \
+    case SWY_FLOAT64: REDUCE_BY_OP(reduce_f64, SUFFIX, __VA_ARGS__); return;  \
+    case SWY_FLOAT16: case SWY_BFLOAT16: break;                               \
+    default: return;                                                          \
+    }
+
+/* fp16 and bf16 in float, rounded back to the type after each operation
+ * (so n sources give what the chain of pairs gives). */
+static void reduce_half_n(void *dst, const void *const *srcs, int nsrcs,
+                          size_t count, swy_dtype_t dtype, swy_redop_t op)
 {
-    switch (dtype) {
-    case SWY_INT8: REDUCE_BY_OP(reduce_i8); break;
-    case SWY_UINT8: REDUCE_BY_OP(reduce_u8); break;
-    case SWY_INT32: REDUCE_BY_OP(reduce_i32); break;
-    case SWY_INT64: REDUCE_BY_OP(reduce_i64); break;
-    case SWY_FLOAT32: REDUCE_BY_OP(reduce_f32); break;
-    case SWY_FLOAT64: REDUCE_BY_OP(reduce_f64); break;
-    case SWY_FLOAT16: {
-        uint16_t *d = dst;
-        const uint16_t *x = src_a, *y = src_b;
-        for (size_t i = 0; i < count; i++)
-            d[i] = swy_float_to_half(apply_float(swy_half_to_float(x[i]),
-                                                 swy_half_to_float(y[i]), op));
-        break;
-    }
-    case SWY_BFLOAT16: {
-        uint16_t *d = dst;
-        const uint16_t *x = src_a, *y = src_b;
-        for (size_t i = 0; i < count; i++)
-            d[i] = swy_float_to_bf16(apply_float(swy_bf16_to_float(x[i]),
-                                                 swy_bf16_to_float(y[i]), op));
-        break;
-    }
+    int half = dtype == SWY_FLOAT16;
+    uint16_t *d = dst;
+    for (size_t i = 0; i < count; i++) {
+        const uint16_t *s0 = srcs[0];
+        uint16_t acc = s0[i];
+        for (int k = 1; k < nsrcs; k++) {
+            const uint16_t *sk = srcs[k];
+            float a = half ? swy_half_to_float(acc) : swy_bf16_to_float(acc);
+            float b = half ? swy_half_to_float(sk[i])
+                           : swy_bf16_to_float(sk[i]);
+            float r = apply_float(a, b, op);
+            acc = half ? swy_float_to_half(r) : swy_float_to_bf16(r);
+        }
+        d[i] = acc;
     }
 }
 
-#define REDUCE_N_BY_OP(PREFIX)                                                \
-    do {                                                                      \
-        switch (op) {                                                         \
-        case SWY_SUM: case SWY_AVG:                                           \
-            PREFIX##_sum_n(dst, srcs, nsrcs, count); break;                   \
-        case SWY_PROD: PREFIX##_prod_n(dst, srcs, nsrcs, count); break;       \
-        case SWY_MAX: PREFIX##_max_n(dst, srcs, nsrcs, count); break;         \
-        case SWY_MIN: PREFIX##_min_n(dst, srcs, nsrcs, count); break;         \
-        }                                                                     \
-    } while (0)
+void swy_coll_reduce(void *dst, const void *src_a, const void *src_b,
+                     size_t count, swy_dtype_t dtype, swy_redop_t op)
+{
+    REDUCE_BY_DTYPE(, dst, src_a, src_b, count)
+    const void *srcs[2] = {src_a, src_b};
+    reduce_half_n(dst, srcs, 2, count, dtype, op);
+}
 
 void swy_coll_reduce_n(void *dst, const void *const *srcs, int nsrcs,
                        size_t count, swy_dtype_t dtype, swy_redop_t op)
@@ -352,33 +359,8 @@ void swy_coll_reduce_n(void *dst, const void *const *srcs, int nsrcs,
             memcpy(dst, srcs[0], count * swy_dtype_size(dtype));
         return;
     }
-    switch (dtype) {
-    case SWY_INT8: REDUCE_N_BY_OP(reduce_i8); break;
-    case SWY_UINT8: REDUCE_N_BY_OP(reduce_u8); break;
-    case SWY_INT32: REDUCE_N_BY_OP(reduce_i32); break;
-    case SWY_INT64: REDUCE_N_BY_OP(reduce_i64); break;
-    case SWY_FLOAT32: REDUCE_N_BY_OP(reduce_f32); break;
-    case SWY_FLOAT64: REDUCE_N_BY_OP(reduce_f64); break;
-    case SWY_FLOAT16: case SWY_BFLOAT16: {
-        /* Rounded back to the type after each operation, as a chain of
-         * swy_coll_reduce calls would. */
-        int half = dtype == SWY_FLOAT16;
-        uint16_t *d = dst;
-        for (size_t i = 0; i < count; i++) {
-            const uint16_t *s0 = srcs[0];
-            uint16_t acc = s0[i];
-            for (int k = 1; k < nsrcs; k++) {
-                const uint16_t *sk = srcs[k];
-                float a = half ? swy_half_to_float(acc) : swy_bf16_to_float(acc);
-                float b = half ? swy_half_to_float(sk[i]) : swy_bf16_to_float(sk[i]);
-                float r = apply_float(a, b, op);
-                acc = half ? swy_float_to_half(r) : swy_float_to_bf16(r);
-            }
-            d[i] = acc;
-        }
-        break;
-    }
-    }
+    REDUCE_BY_DTYPE(_n, dst, srcs, nsrcs, count)
+    reduce_half_n(dst, srcs, nsrcs, count, dtype, op);
 }
 
 void swy_coll_scale_avg(void *dst, size_t count, swy_dtype_t dtype,
