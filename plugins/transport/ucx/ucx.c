@@ -262,9 +262,11 @@ static swy_status_t ucx_local_eager_setup(ucx_ctx_t *ctx, ucp_config_t *config)
  * 1 MiB on 4 ranks are 256 KiB: 32 segments each, 96 per rank and
  * phase in each direction. On the 16-core host, with 32 KiB segments
  * that allreduce took 309 instead of 497 us, 256 KiB 73 instead of 106
- * and 4 MiB 1380 instead of 1759, and no size from 4 KiB to 4 MiB was
+ * and 4 MiB 1380 instead of 1759, and no size from 4 KiB to 256 KiB was
  * slower (medians of 3 alternating sweeps; 16 KiB segments in between;
- * docs/performance.md, "coll"). With 4 ranks on the 2-core VM, though,
+ * alltoallv from 1 MiB, which goes by rendezvous and not through the
+ * FIFO, read 150 against 138 us and 603 against 549 within runs spread
+ * over 99-160 and 463-658; docs/performance.md, "coll"). With 4 ranks on the 2-core VM, though,
  * 256 KiB and 1 MiB were 17-53% slower (presumably a sender fills a
  * FIFO whose receiver is not running; not measured), so auto keeps UCX's default where the ranks
  * on this host outnumber the CPUs they share. UCX's FIFO element holds
