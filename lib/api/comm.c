@@ -183,6 +183,67 @@ out:
     return status;
 }
 
+/* The shared-memory channel of a comm whose ranks all share this host
+ * (coll.h; SWY_SHM_CHANNEL=0 goes without). Collective: rank 0 creates
+ * the segment and allgathers its name, the others attach, and a second
+ * allgather makes every rank keep the channel only if every rank has it,
+ * so that all choose the same algorithms. A channel that cannot be made
+ * (a small /dev/shm) is a note in the log, not an error; only a failing
+ * control plane fails the comm. */
+static swy_status_t comm_setup_shm(swy_comm_t comm)
+{
+    int n = comm->nranks, one_host = n >= 2 && n <= SWY_COLL_SHM_MAX_RANKS &&
+                                     swy_config_get_bool("SWY_SHM_CHANNEL", 1);
+    for (int r = 1; r < n && one_host; r++)
+        one_host = swy_topo_node_of(comm->topo, r) ==
+                   swy_topo_node_of(comm->topo, 0);
+    if (!one_host)
+        return SWY_OK;
+    char name[64] = "";
+    swy_status_t made = SWY_ERR_SYSTEM;
+    if (comm->rank == 0)
+        made = swy_coll_shm_create(0, n, name, sizeof(name), &comm->shm);
+    void *all = NULL;
+    size_t *lens = swy_calloc((size_t)n, sizeof(size_t));
+    if (lens == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+    swy_status_t status = swy_boot_allgather(
+        comm->boot, name, comm->rank == 0 ? strlen(name) : 0, comm->timeout_s,
+        &all, lens);
+    if (status == SWY_OK && comm->rank != 0 && lens[0] > 0 &&
+        lens[0] < sizeof(name)) {
+        memcpy(name, all, lens[0]);
+        name[lens[0]] = '\0';
+        made = swy_coll_shm_attach(name, comm->rank, n, &comm->shm);
+    }
+    swy_free(all);
+    all = NULL;
+    if (status == SWY_OK) {
+        if (made != SWY_OK)
+            swy_info("api", "no shared-memory channel: %s", swy_err_last());
+        uint8_t ok = made == SWY_OK;
+        status = swy_boot_allgather(comm->boot, &ok, 1, comm->timeout_s, &all,
+                                    lens);
+        for (int r = 0; status == SWY_OK && r < n && ok; r++)
+            ok = lens[r] == 1 && ((uint8_t *)all)[r] == 1;
+        if (status == SWY_OK && !ok && made == SWY_OK)
+            swy_info("api", "no shared-memory channel: another rank could "
+                     "not attach");
+        if (status != SWY_OK || !ok) {
+            swy_coll_shm_destroy(comm->shm);
+            comm->shm = NULL;
+        }
+    }
+    if (comm->rank == 0)
+        swy_coll_shm_unlink(name); /* every rank attached or gave up */
+    swy_free(all);
+    swy_free(lens);
+    if (comm->shm != NULL)
+        swy_debug("api", "shared-memory channel: %zu bytes, slots of %zu",
+                  comm->shm->bytes, comm->shm->slot_bytes);
+    return status;
+}
+
 static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
                                 const swy_boot_addr_t *addr, int rank,
                                 swy_boot_root_t *root)
@@ -211,6 +272,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
      * still attaching to them. */
     SWY_CHECK_GOTO(swy_boot_barrier(comm->boot, comm->timeout_s), status,
                    err_transports);
+    SWY_CHECK_GOTO(comm_setup_shm(comm), status, err_transports);
     size_t auto_partition = auto_partition_bytes(comm->topo);
     uint8_t *remote = swy_calloc((size_t)nranks, 1);
     if (remote == NULL) {
@@ -246,6 +308,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
         .owner = comm,
         .policy = swy_config_get("SWY_POLICY"),
         .credit_bytes = swy_config_get_size("SWY_CREDIT_BYTES", 0),
+        .shm = comm->shm,
     };
     const char *progress = swy_config_get("SWY_PROGRESS");
     if (progress != NULL && strcmp(progress, "thread") != 0 &&
@@ -275,6 +338,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
             swy_sched_stop(comm->sched);
             swy_transport_set_destroy(comm->transports);
             swy_sched_destroy(comm->sched);
+            swy_coll_shm_destroy(comm->shm);
             goto err_topo;
         }
         swy_sched_set_auto_partition(comm->sched,
@@ -292,6 +356,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
 
 err_transports:
     swy_transport_set_destroy(comm->transports);
+    swy_coll_shm_destroy(comm->shm);
 err_topo:
     swy_topo_destroy(comm->topo);
 err_boot:
@@ -467,6 +532,7 @@ static void comm_free(swy_comm_t comm)
     swy_sched_stop(comm->sched); /* no progress while transports go */
     swy_transport_set_destroy(comm->transports);
     swy_sched_destroy(comm->sched);
+    swy_coll_shm_destroy(comm->shm); /* after the last op's state */
     swy_topo_destroy(comm->topo);
 }
 

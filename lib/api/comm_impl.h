@@ -16,6 +16,7 @@ struct swy_comm {
     swy_topo_t *topo;
     swy_transport_set_t *transports;
     swy_sched_t *sched;
+    swy_coll_shm_t *shm; /* the one-host channel (coll.h), or NULL */
     char last_error[SWY_ERRMSG_MAX];
 };
 

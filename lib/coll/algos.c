@@ -10,6 +10,7 @@ extern const swy_coll_algo_t swy_coll_alltoallv_pairwise;
 extern const swy_coll_algo_t swy_coll_allreduce_ring;
 extern const swy_coll_algo_t swy_coll_allreduce_rhd;
 extern const swy_coll_algo_t swy_coll_allreduce_direct;
+extern const swy_coll_algo_t swy_coll_allreduce_shm;
 extern const swy_coll_algo_t swy_coll_allgather_ring;
 extern const swy_coll_algo_t swy_coll_broadcast_chain;
 extern const swy_coll_algo_t swy_coll_barrier_dissemination;
@@ -26,8 +27,8 @@ const swy_coll_algo_t *swy_coll_algo(swy_coll_kind_t kind)
     }
 }
 
-static const char *ar_algo_names[SWY_COLL_AR_NALGOS] = {"auto", "ring",
-                                                         "rhd", "direct"};
+static const char *ar_algo_names[SWY_COLL_AR_NALGOS] = {
+    "auto", "ring", "rhd", "direct", "shm"};
 
 const char *swy_coll_allreduce_algo_name(swy_coll_ar_algo_t algo)
 {
@@ -44,7 +45,7 @@ swy_coll_ar_algo_t swy_coll_allreduce_setting(void)
         if (strcmp(value, ar_algo_names[a]) == 0)
             return (swy_coll_ar_algo_t)a;
     swy_warn("coll", "SWY_ALLREDUCE_ALGO=%s is not one of auto, ring, rhd, "
-             "direct: using auto", value);
+             "direct, shm: using auto", value);
     return SWY_COLL_AR_AUTO;
 }
 
@@ -70,7 +71,7 @@ swy_coll_ar_algo_t swy_coll_allreduce_setting(void)
  * over each link: it stops at 8 ranks, and ranks on several hosts take
  * halving/doubling (or the ring) at every size. */
 static swy_coll_ar_algo_t ar_auto(size_t count, size_t bytes, int nranks,
-                                  int multi_host)
+                                  int multi_host, int shm)
 {
     int pow2 = (nranks & (nranks - 1)) == 0;
     /* Across hosts the uplink is the bottleneck: halving/doubling with
@@ -80,6 +81,8 @@ static swy_coll_ar_algo_t ar_auto(size_t count, size_t bytes, int nranks,
     if (multi_host)
         return pow2 && count >= (size_t)nranks ? SWY_COLL_AR_RHD
                                                : SWY_COLL_AR_RING;
+    if (shm && bytes > SWY_COLL_ALLREDUCE_SHM_MIN_BYTES)
+        return SWY_COLL_AR_SHM;
     if (pow2 && nranks >= 4 && count >= (size_t)nranks &&
         bytes <= SWY_COLL_ALLREDUCE_RHD_MAX_BYTES)
         return SWY_COLL_AR_RHD;
@@ -101,8 +104,14 @@ swy_coll_ar_algo_t swy_coll_allreduce_choose(const swy_coll_args_t *args,
         return SWY_COLL_AR_RING;
     size_t bytes = args->count * swy_dtype_size(args->dtype);
     swy_coll_ar_algo_t algo = wanted;
+    /* Without a channel (ranks on several hosts, or none could be made)
+     * the shared-memory algorithm gives way to the automatic rule; every
+     * rank has a channel or none alike. */
+    if (algo == SWY_COLL_AR_SHM && args->shm == NULL)
+        algo = SWY_COLL_AR_AUTO;
     if (algo == SWY_COLL_AR_AUTO || algo >= SWY_COLL_AR_NALGOS)
-        algo = ar_auto(args->count, bytes, nranks, args->multi_host);
+        algo = ar_auto(args->count, bytes, nranks, args->multi_host,
+                       args->shm != NULL);
     if (algo == SWY_COLL_AR_RHD &&
         ((nranks & (nranks - 1)) != 0 || args->count < (size_t)nranks))
         algo = SWY_COLL_AR_RING;
@@ -123,6 +132,7 @@ const swy_coll_algo_t *swy_coll_algo_for(const swy_coll_args_t *args,
     switch (ar_algo_of(args, nranks)) {
     case SWY_COLL_AR_RHD: return &swy_coll_allreduce_rhd;
     case SWY_COLL_AR_DIRECT: return &swy_coll_allreduce_direct;
+    case SWY_COLL_AR_SHM: return &swy_coll_allreduce_shm;
     default: return &swy_coll_allreduce_ring;
     }
 }
@@ -157,6 +167,7 @@ int swy_coll_data_peers(const swy_coll_args_t *args, int rank, int nranks,
                 n = add_peer(peers, n, rank ^ m);
             break;
         case SWY_COLL_AR_DIRECT:
+        case SWY_COLL_AR_SHM: /* its messages: host memory, empty */
             for (int p = 0; p < nranks; p++)
                 if (p != rank)
                     n = add_peer(peers, n, p);

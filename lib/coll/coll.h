@@ -57,6 +57,9 @@ typedef struct {
     /* The comm's ranks are on more than one host (the scheduler sets it;
      * the same on every rank, from the shared topology). */
     uint8_t multi_host;
+    /* The comm's shared-memory channel (shm.c), or NULL: the scheduler
+     * sets it; every rank of the comm has one or none alike. */
+    struct swy_coll_shm *shm;
     /* alltoallv: arrays of nranks elements, owned by the op (copies) */
     size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
 } swy_coll_args_t;
@@ -119,6 +122,9 @@ typedef struct {
      * staged allreduce copies its result to the device). */
     swy_status_t (*finish)(swy_coll_state_t *state);
     void (*destroy)(swy_coll_state_t *state);
+    /* Optional: the op failed (its transfers are being cancelled); give
+     * back what it shares with other ops. destroy() still follows. */
+    void (*abort)(swy_coll_state_t *state);
 } swy_coll_algo_t;
 
 /* Allreduce algorithms, as SWY_ALLREDUCE_ALGO names them and the header
@@ -128,6 +134,7 @@ typedef enum {
     SWY_COLL_AR_RING,     /* allreduce.c; any op, device buffers too */
     SWY_COLL_AR_RHD,      /* allreduce_rhd.c; a power of two of ranks */
     SWY_COLL_AR_DIRECT,   /* allreduce_direct.c */
+    SWY_COLL_AR_SHM,      /* allreduce_shm.c; needs the comm's channel */
     SWY_COLL_AR_NALGOS
 } swy_coll_ar_algo_t;
 
@@ -143,6 +150,55 @@ typedef enum {
 #define SWY_COLL_ALLREDUCE_DIRECT_MAX_BYTES (64u << 20)
 #endif
 #define SWY_COLL_ALLREDUCE_DIRECT_MAX_RANKS 8
+/* Above this size, on a comm with a shared-memory channel (all ranks on
+ * one host), AUTO takes allreduce/shm, before any other rule. */
+#ifndef SWY_COLL_ALLREDUCE_SHM_MIN_BYTES
+#define SWY_COLL_ALLREDUCE_SHM_MIN_BYTES (32u << 10)
+#endif
+
+/* The shared-memory channel of a communicator whose ranks all share one
+ * host (shm.c): a segment every rank maps, where rank o owns a region of
+ * 2 x (W + 1) slots of slot_bytes: per parity, one input slot per
+ * destination rank and one result slot. allreduce/shm stages data there
+ * so that a peer reads it in place (one copy per byte moved instead of
+ * the two of a transport's shared-memory FIFO) and signals with empty
+ * messages through the transports. One op uses the channel at a time, in
+ * post order (the same on every rank); the fields below the geometry
+ * belong to allreduce_shm.c and change under the scheduler's lock. */
+typedef struct swy_coll_shm {
+    char *base;
+    size_t bytes, slot_bytes, region_bytes;
+    int rank, nranks;
+    void *holder;          /* the op state using the channel, or NULL */
+    void *wait_head, *wait_tail; /* op states waiting for it, in order */
+    int broken;            /* an op failed while it held the channel */
+} swy_coll_shm_t;
+
+/* Most ranks of a channel: the segment is 2 W (W + 1) slots. */
+#define SWY_COLL_SHM_MAX_RANKS 32
+/* Rank 0 creates the segment (name_out: its name, for the others) of the
+ * size for nranks, backed by reserved pages (posix_fallocate: a full
+ * /dev/shm fails here, not as SIGBUS at first touch); the others attach
+ * by name; rank 0 unlinks the name once every rank attached (or failed
+ * to). Errors are logged and returned; the caller then runs without. */
+swy_status_t swy_coll_shm_create(int rank, int nranks, char *name_out,
+                                 size_t name_len, swy_coll_shm_t **shm_p);
+swy_status_t swy_coll_shm_attach(const char *name, int rank, int nranks,
+                                 swy_coll_shm_t **shm_p);
+void swy_coll_shm_unlink(const char *name);
+void swy_coll_shm_destroy(swy_coll_shm_t *shm); /* NULL ok */
+static inline char *swy_coll_shm_in_slot(const swy_coll_shm_t *shm,
+                                         int owner, int parity, int dest)
+{
+    return shm->base + (size_t)owner * shm->region_bytes +
+           ((size_t)parity * (size_t)(shm->nranks + 1) + (size_t)dest) *
+               shm->slot_bytes;
+}
+static inline char *swy_coll_shm_out_slot(const swy_coll_shm_t *shm,
+                                          int owner, int parity)
+{
+    return swy_coll_shm_in_slot(shm, owner, parity, shm->nranks);
+}
 
 /* Scratch memory of the algorithms (scratch.c): page-aligned blocks kept
  * warm between ops, since fresh pages cost a fault each. put accepts

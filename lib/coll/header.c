@@ -21,12 +21,15 @@ int swy_coll_header_peers(const swy_coll_args_t *args, int rank, int nranks,
     int n = 0;
     if (nranks == 1)
         return 0;
-    /* The direct allreduce talks to everyone, as alltoallv does. */
-    if (args->kind == SWY_COLL_ALLTOALLV ||
-        (args->kind == SWY_COLL_ALLREDUCE &&
-         swy_coll_allreduce_choose(args,
-                                   (swy_coll_ar_algo_t)args->allreduce_algo,
-                                   nranks) == SWY_COLL_AR_DIRECT)) {
+    /* The direct and shared-memory allreduces talk to everyone (the
+     * latter reads every peer's slots), as alltoallv does. */
+    swy_coll_ar_algo_t ar =
+        args->kind == SWY_COLL_ALLREDUCE
+            ? swy_coll_allreduce_choose(
+                  args, (swy_coll_ar_algo_t)args->allreduce_algo, nranks)
+            : SWY_COLL_AR_AUTO;
+    if (args->kind == SWY_COLL_ALLTOALLV || ar == SWY_COLL_AR_DIRECT ||
+        ar == SWY_COLL_AR_SHM) {
         for (int s = 1; s < nranks; s++)
             peers[n++] = (rank + s) % nranks;
         return n;
@@ -39,10 +42,7 @@ int swy_coll_header_peers(const swy_coll_args_t *args, int rank, int nranks,
         peers[n++] = left;
     /* Recursive halving and doubling talks to rank ^ 2^i as well: hear
      * from them too, so a disagreement there fails before data moves. */
-    if (args->kind == SWY_COLL_ALLREDUCE &&
-        swy_coll_allreduce_choose(args,
-                                  (swy_coll_ar_algo_t)args->allreduce_algo,
-                                  nranks) == SWY_COLL_AR_RHD)
+    if (ar == SWY_COLL_AR_RHD)
         for (int m = 1; m < nranks; m <<= 1) {
             int p = rank ^ m, seen = 0;
             for (int i = 0; i < n; i++)

@@ -476,6 +476,8 @@ static void op_fail(struct swy_request *op, swy_status_t status,
     snprintf(op->errmsg, sizeof(op->errmsg), "%s", msg);
     op->failing = 1;
     s->n_failing++;
+    if (op->algo->abort != NULL && op->state != NULL)
+        op->algo->abort(op->state);
     tally_sub(&s->pending_ops, op->priority, 1);
     op->fail_s = swy_time_s();
     op->release_deadline =
@@ -1285,6 +1287,7 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
     /* This rank's SWY_ALLREDUCE_ALGO, resolved for the op: the header
      * carries it, so ranks that chose differently fail, not wait. */
     op->args.multi_host = (uint8_t)s->multi_host;
+    op->args.shm = args->mem == SWY_MEM_HOST ? s->p.shm : NULL;
     if (args->kind == SWY_COLL_ALLREDUCE)
         op->args.allreduce_algo = (uint8_t)swy_coll_allreduce_choose(
             &op->args, swy_coll_allreduce_setting(), w);

@@ -48,6 +48,9 @@ typedef struct {
     /* [nranks]: about 4 ms of the link to each peer at its own bandwidth
      * (swy_policy_link_v1_t.burst_bytes). NULL: the window. Borrowed. */
     const size_t *peer_burst_bytes;
+    /* The comm's shared-memory channel (coll.h), or NULL; borrowed for
+     * the scheduler's life. */
+    struct swy_coll_shm *shm;
 } swy_sched_params_t;
 
 swy_status_t swy_sched_create(const swy_sched_params_t *params,

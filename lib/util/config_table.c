@@ -61,7 +61,12 @@ const swy_config_entry_t swy_config_table[] = {
      "Colon-separated directories searched for plugins before the "
      "install directory."},
     /* coll / sched */
-    {"SWY_ALLREDUCE_ALGO", "auto", "Allreduce algorithm for host buffers: auto (by size and ranks), ring, rhd (halving/doubling, a power of two of ranks) or direct (two steps, all peers at once); must be the same on every rank."},
+    {"SWY_ALLREDUCE_ALGO", "auto", "Allreduce algorithm for host buffers: auto (by size and ranks), ring, rhd (halving/doubling, a power of two of ranks), direct (two steps, all peers at once) or shm (through the shared-memory channel; where there is none, auto); must be the same on every rank."},
+    {"SWY_SHM_CHANNEL", "1",
+     "1: a communicator whose ranks all share one host (2 to 32 ranks) "
+     "maps a shared-memory segment (/dev/shm, about 10 MiB for 4 ranks, "
+     "16 MiB at most) through which allreduce/shm moves data with one copy "
+     "per byte; 0: none. Must be the same on every rank."},
     {"SWY_PARTITION_BYTES", "auto",
      "Micro-op size in bytes (K/M/G suffixes). auto: about 2 ms of the "
      "slowest flow's time (a flow to another host gets its share of the "

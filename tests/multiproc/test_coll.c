@@ -272,21 +272,26 @@ static int test_broadcast(swy_comm_t comm, int rank, int w, size_t count)
 }
 
 /* Several ops in flight at once, of different kinds and priorities,
- * waited for in reverse order. */
+ * waited for in reverse order; the allreduces (one in place) queue for
+ * the shared-memory channel where they take it. */
 static int test_in_flight(swy_comm_t comm, int rank, int w)
 {
-    enum { NA2A = 4 };
+    enum { NA2A = 4, NAR = 3 };
     a2a_case_t cases[NA2A];
-    swy_request_t reqs[NA2A + 2];
+    swy_request_t reqs[NA2A + NAR + 1];
     size_t count = 50000;
-    float *ar_in = malloc(count * 4), *ar_out = malloc(count * 4);
-    for (size_t i = 0; i < count; i++)
-        ar_in[i] = (float)(rank + 1) * (float)(i % 7);
+    float *ar_in[NAR], *ar_out[NAR];
+    for (int a = 0; a < NAR; a++) {
+        ar_in[a] = malloc(count * 4);
+        ar_out[a] = a == 1 ? ar_in[a] : malloc(count * 4);
+        for (size_t i = 0; i < count; i++)
+            ar_in[a][i] = (float)(rank + 1) * (float)((i + (size_t)a) % 7);
+    }
     int64_t *bc = malloc(count * 8);
     for (size_t i = 0; i < count; i++)
         bc[i] = rank == 0 ? (int64_t)i * 3 : 0;
-    CHECK_OK(swy_allreduce(ar_in, ar_out, count, SWY_FLOAT32, SWY_SUM, comm,
-                           NULL, &reqs[0]), comm);
+    CHECK_OK(swy_allreduce(ar_in[0], ar_out[0], count, SWY_FLOAT32, SWY_SUM,
+                           comm, NULL, &reqs[0]), comm);
     for (int k = 0; k < NA2A; k++) {
         a2a_setup(&cases[k], rank, w, 1000 + k, 30000);
         swy_op_attr_t attr = SWY_OP_ATTR_INIT;
@@ -296,22 +301,39 @@ static int test_in_flight(swy_comm_t comm, int rank, int w)
         CHECK_OK(swy_alltoallv(cases[k].sbuf, cases[k].sc, cases[k].sd,
                                cases[k].rbuf, cases[k].rc, cases[k].rd,
                                SWY_INT32, comm, &attr, &reqs[1 + k]), comm);
+        if (k == 1) { /* between the all-to-alls, at high priority */
+            swy_op_attr_t ar_attr = SWY_OP_ATTR_INIT;
+            ar_attr.priority = SWY_PRIO_HIGH;
+            CHECK_OK(swy_allreduce(ar_in[1], ar_out[1], count, SWY_FLOAT32,
+                                   SWY_SUM, comm, &ar_attr,
+                                   &reqs[NA2A + 1]), comm);
+        }
     }
+    CHECK_OK(swy_allreduce(ar_in[2], ar_out[2], count, SWY_FLOAT32, SWY_SUM,
+                           comm, NULL, &reqs[NA2A + 2]), comm);
     CHECK_OK(swy_broadcast(bc, count, SWY_INT64, 0, comm, NULL,
-                           &reqs[NA2A + 1]), comm);
-    for (int k = NA2A + 1; k >= 0; k--) {
+                           &reqs[NA2A + NAR]), comm);
+    for (int k = NA2A + NAR; k >= 0; k--) {
         CHECK_OK(swy_wait(reqs[k]), comm);
         swy_request_free(reqs[k]);
     }
     float expect_scale = (float)w * (float)(w + 1) / 2;
     for (size_t i = 0; i < count; i++) {
-        CHECK(ar_out[i] == expect_scale * (float)(i % 7), "inflight allreduce %zu", i);
+        for (int a = 0; a < NAR; a++)
+            CHECK(ar_out[a][i] ==
+                      expect_scale * (float)((i + (size_t)a) % 7),
+                  "inflight allreduce %d element %zu", a, i);
         CHECK(bc[i] == (int64_t)i * 3, "inflight broadcast %zu", i);
     }
     for (int k = 0; k < NA2A; k++)
         if (a2a_verify(&cases[k], rank, w))
             return 1;
-    free(ar_in); free(ar_out); free(bc);
+    for (int a = 0; a < NAR; a++) {
+        if (ar_out[a] != ar_in[a])
+            free(ar_out[a]);
+        free(ar_in[a]);
+    }
+    free(bc);
     return 0;
 }
 

@@ -125,6 +125,50 @@ static void test_peers(void)
     CHECK(n == 2 && has(peers, n, 1) && has(peers, n, 3));
 }
 
+/* With the comm's shared-memory channel (one host): allreduce/shm above
+ * SWY_COLL_ALLREDUCE_SHM_MIN_BYTES whatever the number of ranks, the
+ * rules above below it; without one, asking for it gives the automatic
+ * choice; device buffers take the ring. */
+static void test_shm(void)
+{
+    swy_coll_shm_t channel = {.nranks = 4};
+    static const int ranks[] = {2, 3, 4, 8, 16};
+    for (size_t i = 0; i < sizeof(ranks) / sizeof(ranks[0]); i++) {
+        swy_coll_args_t a = allreduce(SWY_COLL_ALLREDUCE_SHM_MIN_BYTES + 4,
+                                      SWY_COLL_AR_AUTO);
+        a.shm = &channel;
+        CHECK(swy_coll_allreduce_choose(&a, SWY_COLL_AR_AUTO, ranks[i]) ==
+              SWY_COLL_AR_SHM);
+        a.count = (128u << 20) / 4;
+        CHECK(swy_coll_allreduce_choose(&a, SWY_COLL_AR_AUTO, ranks[i]) ==
+              SWY_COLL_AR_SHM);
+        a.count = SWY_COLL_ALLREDUCE_SHM_MIN_BYTES / 4;
+        CHECK(swy_coll_allreduce_choose(&a, SWY_COLL_AR_AUTO, ranks[i]) ==
+              (ranks[i] >= 4 && (ranks[i] & (ranks[i] - 1)) == 0
+                   ? SWY_COLL_AR_RHD
+                   : ranks[i] <= 8 ? SWY_COLL_AR_DIRECT : SWY_COLL_AR_RING));
+        /* forced: at any size, a single element included */
+        a.count = 1;
+        CHECK(swy_coll_allreduce_choose(&a, SWY_COLL_AR_SHM, ranks[i]) ==
+              SWY_COLL_AR_SHM);
+    }
+    swy_coll_args_t a = allreduce(1u << 20, SWY_COLL_AR_SHM);
+    CHECK(swy_coll_allreduce_choose(&a, SWY_COLL_AR_SHM, 4) ==
+          SWY_COLL_AR_DIRECT); /* no channel: the automatic rule */
+    a.shm = &channel;
+    CHECK(strcmp(swy_coll_algo_for(&a, 4)->name, "allreduce/shm") == 0);
+    int peers[8];
+    int n = swy_coll_header_peers(&a, 1, 4, peers);
+    CHECK(n == 3 && !has(peers, n, 1));
+    n = swy_coll_data_peers(&a, 1, 4, peers);
+    CHECK(n == 3 && !has(peers, n, 1));
+    a.mem = SWY_MEM_CUDA;
+    CHECK(swy_coll_allreduce_choose(&a, SWY_COLL_AR_SHM, 4) ==
+          SWY_COLL_AR_RING);
+    CHECK(swy_coll_allreduce_choose(&a, SWY_COLL_AR_AUTO, 4) ==
+          SWY_COLL_AR_RING);
+}
+
 static void test_header(void)
 {
     swy_coll_args_t mine = allreduce(1u << 20, SWY_COLL_AR_DIRECT);
@@ -155,6 +199,7 @@ int main(void)
     test_multi_host();
     test_forced();
     test_peers();
+    test_shm();
     test_header();
     printf("%s (%d failed checks)\n", failures ? "FAIL" : "PASS", failures);
     return failures != 0;

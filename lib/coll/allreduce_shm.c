@@ -1,0 +1,349 @@
+/* Allreduce through the comm's shared-memory channel (coll.h), for host
+ * buffers on a communicator whose ranks share one host. The cut is the
+ * direct algorithm's: rank r owns segment r of W near-equal segments and
+ * reduces it; the data moves through shared memory instead of transport
+ * messages, so each byte is copied once on its way to a peer instead of
+ * twice (into and out of UCX's FIFO), and the peer's reduction reads it in
+ * place. The transports carry only empty messages that say a step is done
+ * (and wake a rank asleep on their event fds), so failure, timeout and
+ * priority handling are the scheduler's as for any op.
+ *
+ * Segments are cut into chunks (at most the channel's slot); round k
+ * moves chunk k of every segment, in slots of parity k % 2, so two rounds
+ * overlap. Rank r, in round k:
+ *   publish  copy chunk k of segment p of sendbuf into its input slot for
+ *            p, for every peer p; send P(k) to every peer;
+ *   reduce   once P(k) came from every peer: reduce, in rank order, its
+ *            own chunk k of segment r and the peers' input slots for r
+ *            into its result slot (AVG scaled there), copy that to
+ *            recvbuf; send R(k) to every peer;
+ *   gather   on R(k) from peer q: copy q's result slot into recvbuf's
+ *            chunk k of segment q;
+ *   done     reduced and gathered from every peer: send D(k) to all.
+ * D(k) from every peer frees this rank's slots of parity k % 2: round
+ * k + 2 may start. The op gives the channel to the next op once every
+ * round's D came from every peer: then no peer reads this rank's slots
+ * and this rank reads none of theirs. Only the owner computes a segment,
+ * so every rank ends with the same bits, the same as the direct
+ * algorithm's.
+ *
+ * In place (sendbuf == recvbuf): publish(k) reads chunk k of segment q
+ * before gather(k) overwrites it, since q sends R(k) only after P(k) from
+ * this rank; reduce reads and writes only segment r, which
+ * swy_coll_reduce_n allows.
+ *
+ * Only the ranks' own reads and writes touch a peer's slots, so a rank
+ * that dies or disagrees leaves nothing dangling in anyone's buffers:
+ * headers catch the disagreement, the control plane the death, and the
+ * op fails like any other. An op that fails while it holds the channel
+ * leaves the rounds out of step between ranks: later ops on the channel
+ * fail (SWY_ERR_TRANSPORT) instead of reading stale slots. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "coll/coll.h"
+#include "util/alloc.h"
+#include "util/copy.h"
+#include "util/status.h"
+
+enum { MSG_P = 0, MSG_R = 1, MSG_D = 2, MSG_KINDS = 3 };
+enum { R_ACQUIRED = 1, R_PUBLISHED = 2, R_REDUCED = 4, R_DONE_SENT = 8 };
+
+struct swy_coll_state {
+    swy_coll_args_t args;
+    swy_coll_shm_t *ch;
+    int rank, nranks;
+    size_t dsize, chunk_elems, rounds;
+    swy_coll_emit_t emit; /* the op's own, kept for the hand-over */
+    struct swy_coll_state *next_waiter;
+    int holding, waiting, failed;
+    size_t rounds_freed;  /* rounds with D(k) from every peer */
+    uint8_t *flags;       /* [rounds] R_* */
+    uint8_t *posted, *gathered, *freed; /* [rounds] peers counted */
+    uint32_t *r_pending;  /* [rounds] R(k) came, slot not yet gathered */
+    const void **srcs;    /* [nranks] */
+};
+
+static size_t seg_offset(const swy_coll_state_t *st, int seg)
+{
+    return swy_coll_seg_offset(st->args.count, st->nranks, seg);
+}
+
+/* Elements of chunk k of segment seg (0 past its end). */
+static size_t chunk_len(const swy_coll_state_t *st, int seg, size_t k)
+{
+    size_t n = seg_offset(st, seg + 1) - seg_offset(st, seg);
+    size_t off = k * st->chunk_elems;
+    return off >= n ? 0 : SWY_MIN(st->chunk_elems, n - off);
+}
+
+static char *user_chunk(const swy_coll_state_t *st, const void *base, int seg,
+                        size_t k)
+{
+    return (char *)base +
+           (seg_offset(st, seg) + k * st->chunk_elems) * st->dsize;
+}
+
+static void emit_msg(swy_coll_state_t *st, const swy_coll_emit_t *emit,
+                     int kind, size_t k, int peer, int is_send)
+{
+    swy_coll_xfer_t x = {
+        .peer = peer, .is_send = (uint8_t)is_send, .mem = SWY_MEM_HOST,
+        .tag = (uint32_t)((size_t)kind * st->rounds + k), .buf = NULL,
+        .bytes = 0, .cookie = ((uint64_t)kind << 40) | k};
+    emit->post(emit->ctx, &x);
+}
+
+static void send_all(swy_coll_state_t *st, const swy_coll_emit_t *emit,
+                     int kind, size_t k)
+{
+    /* What this rank wrote to its slots is visible before the message
+     * that says so (the transport's own queue orders it too). */
+    atomic_thread_fence(memory_order_release);
+    for (int s = 1; s < st->nranks; s++)
+        emit_msg(st, emit, kind, k, (st->rank + s) % st->nranks, 1);
+}
+
+static void try_done(swy_coll_state_t *st, const swy_coll_emit_t *emit,
+                     size_t k)
+{
+    if ((st->flags[k] & (R_REDUCED | R_DONE_SENT)) != R_REDUCED ||
+        st->gathered[k] != st->nranks - 1)
+        return;
+    st->flags[k] |= R_DONE_SENT;
+    send_all(st, emit, MSG_D, k);
+}
+
+/* Copy the results of round k that came (R) into recvbuf. */
+static void gather(swy_coll_state_t *st, size_t k)
+{
+    atomic_thread_fence(memory_order_acquire);
+    for (int q = 0; q < st->nranks && st->r_pending[k] != 0; q++) {
+        if (!(st->r_pending[k] & (UINT32_C(1) << q)))
+            continue;
+        st->r_pending[k] &= ~(UINT32_C(1) << q);
+        swy_copy(user_chunk(st, st->args.recvbuf, q, k),
+                 swy_coll_shm_out_slot(st->ch, q, (int)(k & 1)),
+                 chunk_len(st, q, k) * st->dsize);
+        st->gathered[k]++;
+    }
+}
+
+static void try_reduce(swy_coll_state_t *st, const swy_coll_emit_t *emit,
+                       size_t k)
+{
+    if ((st->flags[k] & (R_PUBLISHED | R_REDUCED)) != R_PUBLISHED ||
+        st->posted[k] != st->nranks - 1)
+        return;
+    atomic_thread_fence(memory_order_acquire);
+    const swy_coll_args_t *a = &st->args;
+    int r = st->rank, par = (int)(k & 1);
+    size_t n = chunk_len(st, r, k);
+    char *out = swy_coll_shm_out_slot(st->ch, r, par);
+    for (int p = 0; p < st->nranks; p++)
+        st->srcs[p] = p == r ? user_chunk(st, a->sendbuf, r, k)
+                             : swy_coll_shm_in_slot(st->ch, p, par, r);
+    swy_coll_reduce_n(out, st->srcs, st->nranks, n, a->dtype, a->redop);
+    if (a->redop == SWY_AVG)
+        swy_coll_scale_avg(out, n, a->dtype, st->nranks);
+    swy_copy(user_chunk(st, a->recvbuf, r, k), out, n * st->dsize);
+    st->flags[k] |= R_REDUCED;
+    send_all(st, emit, MSG_R, k);
+    try_done(st, emit, k);
+}
+
+/* Round k's slots are ours: stage the peers' chunks, tell them. */
+static void run_round(swy_coll_state_t *st, const swy_coll_emit_t *emit,
+                      size_t k)
+{
+    int r = st->rank, par = (int)(k & 1);
+    st->flags[k] |= R_ACQUIRED;
+    for (int s = 1; s < st->nranks; s++) {
+        int p = (r + s) % st->nranks;
+        swy_copy(swy_coll_shm_in_slot(st->ch, r, par, p),
+                 user_chunk(st, st->args.sendbuf, p, k),
+                 chunk_len(st, p, k) * st->dsize);
+    }
+    st->flags[k] |= R_PUBLISHED;
+    send_all(st, emit, MSG_P, k);
+    try_reduce(st, emit, k);
+}
+
+/* The channel is ours: both parities are free. */
+static void acquire(swy_coll_state_t *st, const swy_coll_emit_t *emit)
+{
+    st->ch->holder = st;
+    st->holding = 1;
+    if (st->ch->broken) {
+        st->failed = 1; /* reported by the next completion */
+        return;
+    }
+    for (size_t k = 0; k < SWY_MIN(st->rounds, (size_t)2); k++)
+        run_round(st, emit, k);
+}
+
+static void unqueue(swy_coll_state_t *st)
+{
+    swy_coll_shm_t *ch = st->ch;
+    swy_coll_state_t **pp = (swy_coll_state_t **)&ch->wait_head, *prev = NULL;
+    while (*pp != NULL && *pp != st) {
+        prev = *pp;
+        pp = &(*pp)->next_waiter;
+    }
+    if (*pp == st) {
+        *pp = st->next_waiter;
+        if (ch->wait_tail == st)
+            ch->wait_tail = prev;
+    }
+    st->next_waiter = NULL;
+    st->waiting = 0;
+}
+
+/* Hand the channel to the next op waiting, which runs its first rounds
+ * through its own emit (the scheduler's lock is held throughout). */
+static void release(swy_coll_state_t *st)
+{
+    swy_coll_shm_t *ch = st->ch;
+    if (!st->holding)
+        return;
+    st->holding = 0;
+    ch->holder = NULL;
+    swy_coll_state_t *next = ch->wait_head;
+    if (next == NULL)
+        return;
+    unqueue(next);
+    acquire(next, &next->emit);
+}
+
+static swy_status_t shm_create(const swy_coll_args_t *args, int rank,
+                               int nranks, size_t partition_bytes,
+                               swy_coll_state_t **state_p)
+{
+    swy_coll_shm_t *ch = args->shm;
+    if (ch == NULL || ch->nranks != nranks || ch->rank != rank ||
+        args->mem != SWY_MEM_HOST || nranks > SWY_COLL_SHM_MAX_RANKS)
+        return swy_err_set(SWY_ERR_INTERNAL, "coll", "allreduce/shm without "
+                           "a shared-memory channel for these ranks");
+    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
+    if (st == NULL)
+        return SWY_ERR_NO_MEMORY;
+    st->args = *args;
+    st->ch = ch;
+    st->rank = rank;
+    st->nranks = nranks;
+    st->dsize = swy_dtype_size(args->dtype);
+    size_t max_seg = seg_offset(st, 1); /* segment 0 is the longest */
+    st->chunk_elems = swy_coll_pipeline_chunk_elems(
+        SWY_MIN(partition_bytes, ch->slot_bytes), st->dsize, max_seg,
+        SWY_COLL_TAG_MAX / MSG_KINDS);
+    st->rounds = (max_seg + st->chunk_elems - 1) / st->chunk_elems;
+    if (st->chunk_elems * st->dsize > ch->slot_bytes) {
+        swy_free(st);
+        return swy_err_set(SWY_ERR_INVALID_ARG, "coll", "allreduce/shm of "
+                           "%zu elements: more than %zu rounds of %zu bytes",
+                           args->count, (size_t)SWY_COLL_TAG_MAX / MSG_KINDS,
+                           ch->slot_bytes);
+    }
+    size_t r = st->rounds;
+    st->flags = swy_calloc(r, 4);
+    st->r_pending = swy_calloc(r, sizeof(*st->r_pending));
+    st->srcs = swy_calloc((size_t)nranks, sizeof(*st->srcs));
+    if (st->flags == NULL || st->r_pending == NULL || st->srcs == NULL) {
+        swy_free(st->flags);
+        swy_free(st->r_pending);
+        swy_free(st->srcs);
+        swy_free(st);
+        return SWY_ERR_NO_MEMORY;
+    }
+    st->posted = st->flags + r;
+    st->gathered = st->flags + 2 * r;
+    st->freed = st->flags + 3 * r;
+    *state_p = st;
+    return SWY_OK;
+}
+
+static swy_status_t shm_start(swy_coll_state_t *st,
+                              const swy_coll_emit_t *emit)
+{
+    st->emit = *emit;
+    for (int s = 1; s < st->nranks; s++) {
+        int p = (st->rank + s) % st->nranks;
+        for (size_t k = 0; k < st->rounds; k++)
+            for (int kind = 0; kind < MSG_KINDS; kind++)
+                emit_msg(st, emit, kind, k, p, 0);
+    }
+    swy_coll_shm_t *ch = st->ch;
+    if (ch->holder == NULL && ch->wait_head == NULL) {
+        acquire(st, emit);
+    } else {
+        st->waiting = 1;
+        if (ch->wait_tail != NULL)
+            ((swy_coll_state_t *)ch->wait_tail)->next_waiter = st;
+        else
+            ch->wait_head = st;
+        ch->wait_tail = st;
+    }
+    if (st->failed)
+        return swy_err_set(SWY_ERR_TRANSPORT, "coll", "allreduce/shm: the "
+                           "shared-memory channel is out of step since an "
+                           "earlier allreduce failed on this rank");
+    return SWY_OK;
+}
+
+static swy_status_t shm_recv_done(swy_coll_state_t *st,
+                                  const swy_coll_xfer_t *xfer,
+                                  const swy_coll_emit_t *emit)
+{
+    if (st->failed)
+        return swy_err_set(SWY_ERR_TRANSPORT, "coll", "allreduce/shm: the "
+                           "shared-memory channel is out of step since an "
+                           "earlier allreduce failed on this rank");
+    int kind = (int)(xfer->cookie >> 40);
+    size_t k = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));
+    switch (kind) {
+    case MSG_P:
+        st->posted[k]++;
+        try_reduce(st, emit, k);
+        break;
+    case MSG_R:
+        st->r_pending[k] |= UINT32_C(1) << xfer->peer;
+        gather(st, k);
+        try_done(st, emit, k);
+        break;
+    default:
+        if (++st->freed[k] < st->nranks - 1)
+            break;
+        if (k + 2 < st->rounds)
+            run_round(st, emit, k + 2);
+        if (++st->rounds_freed == st->rounds)
+            release(st);
+        break;
+    }
+    return SWY_OK;
+}
+
+static void shm_abort(swy_coll_state_t *st)
+{
+    if (st->waiting) {
+        unqueue(st);
+    } else if (st->holding) {
+        st->ch->broken = 1;
+        release(st);
+    }
+}
+
+static void shm_destroy(swy_coll_state_t *st)
+{
+    if (st == NULL)
+        return;
+    shm_abort(st); /* a no-op unless the op never completed */
+    swy_free(st->flags);
+    swy_free(st->r_pending);
+    swy_free(st->srcs);
+    swy_free(st);
+}
+
+const swy_coll_algo_t swy_coll_allreduce_shm = {
+    .name = "allreduce/shm", .create = shm_create, .start = shm_start,
+    .recv_done = shm_recv_done, .finish = NULL, .destroy = shm_destroy,
+    .abort = shm_abort};

@@ -1,0 +1,142 @@
+/* The shared-memory channel of a one-host communicator (see coll.h):
+ * creating, attaching and releasing its segment. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coll/coll.h"
+#include "util/alloc.h"
+#include "util/log.h"
+#include "util/status.h"
+
+/* Slot size: 256 KiB (the pipelined chunk, SWY_COLL_PIPELINE_BYTES) while
+ * the whole segment stays within SEGMENT_MAX, else the largest power of
+ * two that keeps it there (4 ranks: 10 MiB; 8: 64 KiB slots, 9 MiB; 32:
+ * 4 KiB slots, 8.3 MiB), never below a page. Docker's default /dev/shm
+ * is 64 MiB. */
+#define SEGMENT_MAX ((size_t)16 << 20)
+#define SLOT_MIN ((size_t)4096)
+
+static size_t slot_bytes_for(int nranks)
+{
+    size_t slots = 2 * (size_t)nranks * (size_t)(nranks + 1);
+    size_t slot = SWY_COLL_PIPELINE_BYTES;
+    while (slot > SLOT_MIN && slot * slots > SEGMENT_MAX)
+        slot >>= 1;
+    return slot;
+}
+
+static swy_status_t map_segment(int fd, int rank, int nranks,
+                                swy_coll_shm_t **shm_p)
+{
+    swy_coll_shm_t *shm = swy_calloc(1, sizeof(*shm));
+    if (shm == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "coll", "out of memory");
+    shm->rank = rank;
+    shm->nranks = nranks;
+    shm->slot_bytes = slot_bytes_for(nranks);
+    shm->region_bytes = 2 * (size_t)(nranks + 1) * shm->slot_bytes;
+    shm->bytes = shm->region_bytes * (size_t)nranks;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size != shm->bytes) {
+        swy_free(shm);
+        return swy_err_set(SWY_ERR_SYSTEM, "coll", "shared-memory channel: "
+                           "the segment has %lld bytes, %zu expected",
+                           (long long)st.st_size, shm->bytes);
+    }
+    void *base = mmap(NULL, shm->bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                      fd, 0);
+    if (base == MAP_FAILED) {
+        int err = errno;
+        swy_free(shm);
+        return swy_err_set(SWY_ERR_SYSTEM, "coll", "shared-memory channel: "
+                           "mmap of %zu bytes: %s", shm->bytes,
+                           strerror(err));
+    }
+    shm->base = base;
+    *shm_p = shm;
+    return SWY_OK;
+}
+
+swy_status_t swy_coll_shm_create(int rank, int nranks, char *name_out,
+                                 size_t name_len, swy_coll_shm_t **shm_p)
+{
+    if (nranks < 2 || nranks > SWY_COLL_SHM_MAX_RANKS || name_len < 2)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "coll", "shared-memory "
+                           "channel: %d ranks (2..%d)", nranks,
+                           SWY_COLL_SHM_MAX_RANKS);
+    size_t bytes = 2 * (size_t)(nranks + 1) * slot_bytes_for(nranks) *
+                   (size_t)nranks;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int fd = -1, err = 0;
+    for (int attempt = 0; attempt < 16 && fd < 0; attempt++) {
+        snprintf(name_out, name_len, "/swy-%ld-%lx-%d", (long)getpid(),
+                 (unsigned long)(ts.tv_nsec ^ ts.tv_sec), attempt);
+        fd = shm_open(name_out, O_RDWR | O_CREAT | O_EXCL, 0600);
+        err = errno;
+        if (fd < 0 && err != EEXIST)
+            break;
+    }
+    if (fd < 0) {
+        name_out[0] = '\0';
+        return swy_err_set(SWY_ERR_SYSTEM, "coll", "shared-memory channel: "
+                           "shm_open: %s", strerror(err));
+    }
+    /* Reserve the pages now: a tmpfs that is too small fails here. */
+    int rc = ftruncate(fd, (off_t)bytes);
+    if (rc == 0)
+        rc = posix_fallocate(fd, 0, (off_t)bytes);
+    else
+        rc = errno;
+    if (rc != 0) {
+        close(fd);
+        shm_unlink(name_out);
+        name_out[0] = '\0';
+        return swy_err_set(SWY_ERR_SYSTEM, "coll", "shared-memory channel: "
+                           "cannot reserve %zu bytes in /dev/shm: %s", bytes,
+                           strerror(rc));
+    }
+    swy_status_t status = map_segment(fd, rank, nranks, shm_p);
+    close(fd);
+    if (status != SWY_OK) {
+        shm_unlink(name_out);
+        name_out[0] = '\0';
+    }
+    return status;
+}
+
+swy_status_t swy_coll_shm_attach(const char *name, int rank, int nranks,
+                                 swy_coll_shm_t **shm_p)
+{
+    if (name == NULL || name[0] != '/' || nranks < 2 ||
+        nranks > SWY_COLL_SHM_MAX_RANKS)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "coll", "shared-memory "
+                           "channel: bad name or %d ranks", nranks);
+    int fd = shm_open(name, O_RDWR, 0600);
+    if (fd < 0)
+        return swy_err_set(SWY_ERR_SYSTEM, "coll", "shared-memory channel: "
+                           "shm_open %s: %s", name, strerror(errno));
+    swy_status_t status = map_segment(fd, rank, nranks, shm_p);
+    close(fd);
+    return status;
+}
+
+void swy_coll_shm_unlink(const char *name)
+{
+    if (name != NULL && name[0] == '/')
+        shm_unlink(name);
+}
+
+void swy_coll_shm_destroy(swy_coll_shm_t *shm)
+{
+    if (shm == NULL)
+        return;
+    munmap(shm->base, shm->bytes);
+    swy_free(shm);
+}
