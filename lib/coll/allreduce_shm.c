@@ -114,6 +114,24 @@ static void try_done(swy_coll_state_t *st, const swy_coll_emit_t *emit,
     send_all(st, emit, MSG_D, k);
 }
 
+#ifndef SWY_COLL_SHM_STREAM_MIN /* -D for experiments only */
+#define SWY_COLL_SHM_STREAM_MIN ((size_t)16 << 20)
+#endif
+#ifndef SWY_COLL_SHM_BLOCK
+#define SWY_COLL_SHM_BLOCK ((size_t)16 << 10)
+#endif
+
+/* Into recvbuf: with non-temporal stores for an op of at least
+ * SWY_COLL_SHM_STREAM_MIN bytes. */
+static void copy_out(const swy_coll_state_t *st, void *dst, const void *src,
+                     size_t bytes)
+{
+    if (st->args.count * st->dsize >= SWY_COLL_SHM_STREAM_MIN)
+        swy_copy_stream(dst, src, bytes);
+    else
+        swy_copy(dst, src, bytes);
+}
+
 /* Copy the results of round k that came (R) into recvbuf. */
 static void gather(swy_coll_state_t *st, size_t k)
 {
@@ -122,7 +140,7 @@ static void gather(swy_coll_state_t *st, size_t k)
         if (!(st->r_pending[k] & (UINT32_C(1) << q)))
             continue;
         st->r_pending[k] &= ~(UINT32_C(1) << q);
-        swy_copy(user_chunk(st, st->args.recvbuf, q, k),
+        copy_out(st, user_chunk(st, st->args.recvbuf, q, k),
                  swy_coll_shm_out_slot(st->ch, q, (int)(k & 1)),
                  chunk_len(st, q, k) * st->dsize);
         st->gathered[k]++;
@@ -140,13 +158,22 @@ static void try_reduce(swy_coll_state_t *st, const swy_coll_emit_t *emit,
     int r = st->rank, par = (int)(k & 1);
     size_t n = chunk_len(st, r, k);
     char *out = swy_coll_shm_out_slot(st->ch, r, par);
-    for (int p = 0; p < st->nranks; p++)
-        st->srcs[p] = p == r ? user_chunk(st, a->sendbuf, r, k)
-                             : swy_coll_shm_in_slot(st->ch, p, par, r);
-    swy_coll_reduce_n(out, st->srcs, st->nranks, n, a->dtype, a->redop);
-    if (a->redop == SWY_AVG)
-        swy_coll_scale_avg(out, n, a->dtype, st->nranks);
-    swy_copy(user_chunk(st, a->recvbuf, r, k), out, n * st->dsize);
+    char *dst = user_chunk(st, a->recvbuf, r, k);
+    const char *own = user_chunk(st, a->sendbuf, r, k);
+    /* In blocks, each copied to recvbuf while it is in L1. */
+    size_t block = SWY_MAX(SWY_COLL_SHM_BLOCK / st->dsize, (size_t)1);
+    for (size_t at = 0; at < n; at += block) {
+        size_t m = SWY_MIN(block, n - at), off = at * st->dsize;
+        for (int p = 0; p < st->nranks; p++)
+            st->srcs[p] = p == r ? own + off
+                                 : swy_coll_shm_in_slot(st->ch, p, par, r) +
+                                       off;
+        swy_coll_reduce_n(out + off, st->srcs, st->nranks, m, a->dtype,
+                          a->redop);
+        if (a->redop == SWY_AVG)
+            swy_coll_scale_avg(out + off, m, a->dtype, st->nranks);
+        copy_out(st, dst + off, out + off, m * st->dsize);
+    }
     st->flags[k] |= R_REDUCED;
     send_all(st, emit, MSG_R, k);
     try_done(st, emit, k);
@@ -233,7 +260,9 @@ static swy_status_t shm_create(const swy_coll_args_t *args, int rank,
     st->nranks = nranks;
     st->dsize = swy_dtype_size(args->dtype);
     size_t max_seg = seg_offset(st, 1); /* segment 0 is the longest */
-    st->chunk_elems = swy_coll_pipeline_chunk_elems(
+    /* The partition (256 KiB at most by default on one host), within a
+     * slot. */
+    st->chunk_elems = swy_coll_chunk_elems(
         SWY_MIN(partition_bytes, ch->slot_bytes), st->dsize, max_seg,
         SWY_COLL_TAG_MAX / MSG_KINDS);
     st->rounds = (max_seg + st->chunk_elems - 1) / st->chunk_elems;

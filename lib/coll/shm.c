@@ -19,13 +19,19 @@
  * two that keeps it there (4 ranks: 10 MiB; 8: 64 KiB slots, 9 MiB; 32:
  * 4 KiB slots, 8.3 MiB), never below a page. Docker's default /dev/shm
  * is 64 MiB. */
-#define SEGMENT_MAX ((size_t)16 << 20)
+#ifndef SWY_COLL_SHM_SEGMENT_MAX /* -D for experiments only */
+#define SWY_COLL_SHM_SEGMENT_MAX ((size_t)16 << 20)
+#endif
+#ifndef SWY_COLL_SHM_SLOT_MAX
+#define SWY_COLL_SHM_SLOT_MAX SWY_COLL_PIPELINE_BYTES
+#endif
+#define SEGMENT_MAX SWY_COLL_SHM_SEGMENT_MAX
 #define SLOT_MIN ((size_t)4096)
 
 static size_t slot_bytes_for(int nranks)
 {
     size_t slots = 2 * (size_t)nranks * (size_t)(nranks + 1);
-    size_t slot = SWY_COLL_PIPELINE_BYTES;
+    size_t slot = SWY_COLL_SHM_SLOT_MAX;
     while (slot > SLOT_MIN && slot * slots > SEGMENT_MAX)
         slot >>= 1;
     return slot;

@@ -47,3 +47,40 @@ void swy_copy(void *dst, const void *src, size_t bytes)
         memcpy(d + off, s + off, n);
     }
 }
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+
+void swy_copy_stream(void *dst, const void *src, size_t bytes)
+{
+    char *d = dst;
+    const char *s = src;
+    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    if (bytes < 256 || head > bytes) {
+        swy_copy(dst, src, bytes);
+        return;
+    }
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    bytes -= head;
+    size_t body = bytes & ~(size_t)63;
+    for (size_t off = 0; off < body; off += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(s + off));
+        __m128i b = _mm_loadu_si128((const __m128i *)(s + off + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + off + 32));
+        __m128i e = _mm_loadu_si128((const __m128i *)(s + off + 48));
+        _mm_stream_si128((__m128i *)(d + off), a);
+        _mm_stream_si128((__m128i *)(d + off + 16), b);
+        _mm_stream_si128((__m128i *)(d + off + 32), c);
+        _mm_stream_si128((__m128i *)(d + off + 48), e);
+    }
+    memcpy(d + body, s + body, bytes - body);
+    _mm_sfence(); /* ordered before whatever says the copy is done */
+}
+#else
+void swy_copy_stream(void *dst, const void *src, size_t bytes)
+{
+    swy_copy(dst, src, bytes);
+}
+#endif

@@ -14,4 +14,9 @@
  * 16 bytes apart. */
 void swy_copy(void *dst, const void *src, size_t bytes);
 
+/* The same with non-temporal stores (x86-64; elsewhere swy_copy): for a
+ * destination that will not be read again soon, in an op far larger than
+ * the caches, where it saves reading every destination line first. */
+void swy_copy_stream(void *dst, const void *src, size_t bytes);
+
 #endif
