@@ -44,6 +44,7 @@
 #include "coll/coll.h"
 #include "util/alloc.h"
 #include "util/copy.h"
+#include "util/pool.h"
 #include "util/status.h"
 
 enum { MSG_P = 0, MSG_R = 1, MSG_D = 2, MSG_KINDS = 3 };
@@ -61,7 +62,6 @@ struct swy_coll_state {
     uint8_t *flags;       /* [rounds] R_* */
     uint8_t *posted, *gathered, *freed; /* [rounds] peers counted */
     uint32_t *r_pending;  /* [rounds] R(k) came, slot not yet gathered */
-    const void **srcs;    /* [nranks] */
 };
 
 static size_t seg_offset(const swy_coll_state_t *st, int seg)
@@ -123,27 +123,117 @@ static void try_done(swy_coll_state_t *st, const swy_coll_emit_t *emit,
 
 /* Into recvbuf: with non-temporal stores for an op of at least
  * SWY_COLL_SHM_STREAM_MIN bytes. */
+static int stream_out(const swy_coll_state_t *st)
+{
+    return st->args.count * st->dsize >= SWY_COLL_SHM_STREAM_MIN;
+}
+
 static void copy_out(const swy_coll_state_t *st, void *dst, const void *src,
                      size_t bytes)
 {
-    if (st->args.count * st->dsize >= SWY_COLL_SHM_STREAM_MIN)
+    if (stream_out(st))
         swy_copy_stream(dst, src, bytes);
     else
         swy_copy(dst, src, bytes);
+}
+
+/* A step's copies or its reduction, cut into pieces of PIECE_BYTES that
+ * the helper threads (util/pool.h) share with this one. */
+#define PIECE_BYTES ((size_t)64 << 10)
+
+typedef struct {
+    swy_coll_state_t *st;
+    int reduce;  /* else copies */
+    int stream;  /* copies: into recvbuf, streaming */
+    int n;       /* copies */
+    struct {
+        char *dst;
+        const char *src;
+        size_t bytes;
+        size_t first_piece;
+    } item[SWY_COLL_SHM_MAX_RANKS];
+    size_t pieces;
+    /* reduce: chunk k of segment rank */
+    size_t k, elems;
+} job_t;
+
+static void job_add_copy(job_t *job, char *dst, const char *src,
+                         size_t bytes)
+{
+    if (bytes == 0)
+        return;
+    job->item[job->n].dst = dst;
+    job->item[job->n].src = src;
+    job->item[job->n].bytes = bytes;
+    job->item[job->n].first_piece = job->pieces;
+    job->pieces += (bytes + PIECE_BYTES - 1) / PIECE_BYTES;
+    job->n++;
+}
+
+static void reduce_range(swy_coll_state_t *st, size_t k, size_t from,
+                         size_t to, const void **srcs);
+
+static void job_piece(void *arg, size_t piece)
+{
+    job_t *job = arg;
+    if (job->reduce) {
+        size_t per = SWY_MAX(PIECE_BYTES / job->st->dsize, (size_t)1);
+        const void *srcs[SWY_COLL_SHM_MAX_RANKS];
+        reduce_range(job->st, job->k, piece * per,
+                     SWY_MIN(job->elems, (piece + 1) * per), srcs);
+        return;
+    }
+    int i = 0;
+    while (i + 1 < job->n && job->item[i + 1].first_piece <= piece)
+        i++;
+    size_t off = (piece - job->item[i].first_piece) * PIECE_BYTES;
+    size_t bytes = SWY_MIN(PIECE_BYTES, job->item[i].bytes - off);
+    if (job->stream)
+        swy_copy_stream(job->item[i].dst + off, job->item[i].src + off,
+                        bytes);
+    else
+        swy_copy(job->item[i].dst + off, job->item[i].src + off, bytes);
 }
 
 /* Copy the results of round k that came (R) into recvbuf. */
 static void gather(swy_coll_state_t *st, size_t k)
 {
     atomic_thread_fence(memory_order_acquire);
+    job_t job = {.st = st, .stream = stream_out(st)};
     for (int q = 0; q < st->nranks && st->r_pending[k] != 0; q++) {
         if (!(st->r_pending[k] & (UINT32_C(1) << q)))
             continue;
         st->r_pending[k] &= ~(UINT32_C(1) << q);
-        copy_out(st, user_chunk(st, st->args.recvbuf, q, k),
-                 swy_coll_shm_out_slot(st->ch, q, (int)(k & 1)),
-                 chunk_len(st, q, k) * st->dsize);
+        job_add_copy(&job, user_chunk(st, st->args.recvbuf, q, k),
+                     swy_coll_shm_out_slot(st->ch, q, (int)(k & 1)),
+                     chunk_len(st, q, k) * st->dsize);
         st->gathered[k]++;
+    }
+    swy_pool_run(job_piece, &job, job.pieces);
+}
+
+/* Elements [from, to) of chunk k of this rank's segment: reduced in rank
+ * order into its result slot, in blocks, each copied to recvbuf while it
+ * is in L1. */
+static void reduce_range(swy_coll_state_t *st, size_t k, size_t from,
+                         size_t to, const void **srcs)
+{
+    const swy_coll_args_t *a = &st->args;
+    int r = st->rank, par = (int)(k & 1);
+    char *out = swy_coll_shm_out_slot(st->ch, r, par);
+    char *dst = user_chunk(st, a->recvbuf, r, k);
+    const char *own = user_chunk(st, a->sendbuf, r, k);
+    size_t block = SWY_MAX(SWY_COLL_SHM_BLOCK / st->dsize, (size_t)1);
+    for (size_t at = from; at < to; at += block) {
+        size_t m = SWY_MIN(block, to - at), off = at * st->dsize;
+        for (int p = 0; p < st->nranks; p++)
+            srcs[p] = p == r ? own + off
+                             : swy_coll_shm_in_slot(st->ch, p, par, r) + off;
+        swy_coll_reduce_n(out + off, srcs, st->nranks, m, a->dtype,
+                          a->redop);
+        if (a->redop == SWY_AVG)
+            swy_coll_scale_avg(out + off, m, a->dtype, st->nranks);
+        copy_out(st, dst + off, out + off, m * st->dsize);
     }
 }
 
@@ -154,26 +244,11 @@ static void try_reduce(swy_coll_state_t *st, const swy_coll_emit_t *emit,
         st->posted[k] != st->nranks - 1)
         return;
     atomic_thread_fence(memory_order_acquire);
-    const swy_coll_args_t *a = &st->args;
-    int r = st->rank, par = (int)(k & 1);
-    size_t n = chunk_len(st, r, k);
-    char *out = swy_coll_shm_out_slot(st->ch, r, par);
-    char *dst = user_chunk(st, a->recvbuf, r, k);
-    const char *own = user_chunk(st, a->sendbuf, r, k);
-    /* In blocks, each copied to recvbuf while it is in L1. */
-    size_t block = SWY_MAX(SWY_COLL_SHM_BLOCK / st->dsize, (size_t)1);
-    for (size_t at = 0; at < n; at += block) {
-        size_t m = SWY_MIN(block, n - at), off = at * st->dsize;
-        for (int p = 0; p < st->nranks; p++)
-            st->srcs[p] = p == r ? own + off
-                                 : swy_coll_shm_in_slot(st->ch, p, par, r) +
-                                       off;
-        swy_coll_reduce_n(out + off, st->srcs, st->nranks, m, a->dtype,
-                          a->redop);
-        if (a->redop == SWY_AVG)
-            swy_coll_scale_avg(out + off, m, a->dtype, st->nranks);
-        copy_out(st, dst + off, out + off, m * st->dsize);
-    }
+    size_t n = chunk_len(st, st->rank, k);
+    size_t per = SWY_MAX(PIECE_BYTES / st->dsize, (size_t)1);
+    job_t job = {.st = st, .reduce = 1, .k = k, .elems = n,
+                 .pieces = (n + per - 1) / per};
+    swy_pool_run(job_piece, &job, job.pieces);
     st->flags[k] |= R_REDUCED;
     send_all(st, emit, MSG_R, k);
     try_done(st, emit, k);
@@ -185,12 +260,14 @@ static void run_round(swy_coll_state_t *st, const swy_coll_emit_t *emit,
 {
     int r = st->rank, par = (int)(k & 1);
     st->flags[k] |= R_ACQUIRED;
+    job_t job = {.st = st};
     for (int s = 1; s < st->nranks; s++) {
         int p = (r + s) % st->nranks;
-        swy_copy(swy_coll_shm_in_slot(st->ch, r, par, p),
-                 user_chunk(st, st->args.sendbuf, p, k),
-                 chunk_len(st, p, k) * st->dsize);
+        job_add_copy(&job, swy_coll_shm_in_slot(st->ch, r, par, p),
+                     user_chunk(st, st->args.sendbuf, p, k),
+                     chunk_len(st, p, k) * st->dsize);
     }
+    swy_pool_run(job_piece, &job, job.pieces);
     st->flags[k] |= R_PUBLISHED;
     send_all(st, emit, MSG_P, k);
     try_reduce(st, emit, k);
@@ -276,11 +353,9 @@ static swy_status_t shm_create(const swy_coll_args_t *args, int rank,
     size_t r = st->rounds;
     st->flags = swy_calloc(r, 4);
     st->r_pending = swy_calloc(r, sizeof(*st->r_pending));
-    st->srcs = swy_calloc((size_t)nranks, sizeof(*st->srcs));
-    if (st->flags == NULL || st->r_pending == NULL || st->srcs == NULL) {
+    if (st->flags == NULL || st->r_pending == NULL) {
         swy_free(st->flags);
         swy_free(st->r_pending);
-        swy_free(st->srcs);
         swy_free(st);
         return SWY_ERR_NO_MEMORY;
     }
@@ -368,7 +443,6 @@ static void shm_destroy(swy_coll_state_t *st)
     shm_abort(st); /* a no-op unless the op never completed */
     swy_free(st->flags);
     swy_free(st->r_pending);
-    swy_free(st->srcs);
     swy_free(st);
 }
 

@@ -62,6 +62,11 @@ const swy_config_entry_t swy_config_table[] = {
      "install directory."},
     /* coll / sched */
     {"SWY_ALLREDUCE_ALGO", "auto", "Allreduce algorithm for host buffers: auto (by size and ranks), ring, rhd (halving/doubling, a power of two of ranks), direct (two steps, all peers at once) or shm (through the shared-memory channel; where there is none, auto); must be the same on every rank."},
+    {"SWY_COPY_THREADS", "auto",
+     "Helper threads per process that share the copies and reductions of "
+     "allreduce/shm (0 to 7). auto: the CPUs this process may run on, "
+     "divided by the ranks of the communicator, less one, at most 3 (0 "
+     "where ranks outnumber CPUs)."},
     {"SWY_SHM_CHANNEL", "1",
      "1: a communicator whose ranks all share one host (2 to 32 ranks) "
      "maps a shared-memory segment (/dev/shm, about 10 MiB for 4 ranks, "
