@@ -249,8 +249,11 @@ static swy_status_t comm_setup_shm(swy_comm_t comm)
     swy_free(all);
     all = NULL;
     if (status == SWY_OK) {
-        if (made != SWY_OK)
-            swy_info("api", "no shared-memory channel: %s", swy_err_last());
+        if (made != SWY_OK && comm->rank != 0 && name[0] == '\0')
+            swy_info("api", "no shared-memory channel: rank 0 could not "
+                     "create it");
+        else if (made != SWY_OK)
+            swy_info("api", "no shared-memory channel (%s)", swy_err_last());
         uint8_t ok = made == SWY_OK;
         status = swy_boot_allgather(comm->boot, &ok, 1, comm->timeout_s, &all,
                                     lens);
