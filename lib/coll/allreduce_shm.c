@@ -39,6 +39,7 @@
  * leaves the rounds out of step between ranks: later ops on the channel
  * fail (SWY_ERR_TRANSPORT) instead of reading stale slots. */
 #include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "coll/coll.h"
@@ -56,8 +57,8 @@ struct swy_coll_state {
     int rank, nranks;
     size_t dsize, chunk_elems, rounds;
     swy_coll_emit_t emit; /* the op's own, kept for the hand-over */
-    struct swy_coll_state *next_waiter;
-    int holding, waiting, failed;
+    swy_coll_shm_user_t user;
+    int failed;
     size_t rounds_freed;  /* rounds with D(k) from every peer */
     uint8_t *flags;       /* [rounds] R_* */
     uint8_t *posted, *gathered, *freed; /* [rounds] peers counted */
@@ -276,8 +277,6 @@ static void run_round(swy_coll_state_t *st, const swy_coll_emit_t *emit,
 /* The channel is ours: both parities are free. */
 static void acquire(swy_coll_state_t *st, const swy_coll_emit_t *emit)
 {
-    st->ch->holder = st;
-    st->holding = 1;
     if (st->ch->broken) {
         st->failed = 1; /* reported by the next completion */
         return;
@@ -286,37 +285,13 @@ static void acquire(swy_coll_state_t *st, const swy_coll_emit_t *emit)
         run_round(st, emit, k);
 }
 
-static void unqueue(swy_coll_state_t *st)
+/* Handed over by the op before: run through this op's own emit. */
+static void acquired(swy_coll_shm_user_t *user)
 {
-    swy_coll_shm_t *ch = st->ch;
-    swy_coll_state_t **pp = (swy_coll_state_t **)&ch->wait_head, *prev = NULL;
-    while (*pp != NULL && *pp != st) {
-        prev = *pp;
-        pp = &(*pp)->next_waiter;
-    }
-    if (*pp == st) {
-        *pp = st->next_waiter;
-        if (ch->wait_tail == st)
-            ch->wait_tail = prev;
-    }
-    st->next_waiter = NULL;
-    st->waiting = 0;
-}
-
-/* Hand the channel to the next op waiting, which runs its first rounds
- * through its own emit (the scheduler's lock is held throughout). */
-static void release(swy_coll_state_t *st)
-{
-    swy_coll_shm_t *ch = st->ch;
-    if (!st->holding)
-        return;
-    st->holding = 0;
-    ch->holder = NULL;
-    swy_coll_state_t *next = ch->wait_head;
-    if (next == NULL)
-        return;
-    unqueue(next);
-    acquire(next, &next->emit);
+    swy_coll_state_t *st = (swy_coll_state_t *)((char *)user -
+                                                offsetof(swy_coll_state_t,
+                                                         user));
+    acquire(st, &st->emit);
 }
 
 static swy_status_t shm_create(const swy_coll_args_t *args, int rank,
@@ -376,17 +351,9 @@ static swy_status_t shm_start(swy_coll_state_t *st,
             for (int kind = 0; kind < MSG_KINDS; kind++)
                 emit_msg(st, emit, kind, k, p, 0);
     }
-    swy_coll_shm_t *ch = st->ch;
-    if (ch->holder == NULL && ch->wait_head == NULL) {
+    st->user.acquired = acquired;
+    if (swy_coll_shm_enqueue(st->ch, &st->user))
         acquire(st, emit);
-    } else {
-        st->waiting = 1;
-        if (ch->wait_tail != NULL)
-            ((swy_coll_state_t *)ch->wait_tail)->next_waiter = st;
-        else
-            ch->wait_head = st;
-        ch->wait_tail = st;
-    }
     if (st->failed)
         return swy_err_set(SWY_ERR_TRANSPORT, "coll", "allreduce/shm: the "
                            "shared-memory channel is out of step since an "
@@ -420,7 +387,7 @@ static swy_status_t shm_recv_done(swy_coll_state_t *st,
         if (k + 2 < st->rounds)
             run_round(st, emit, k + 2);
         if (++st->rounds_freed == st->rounds)
-            release(st);
+            swy_coll_shm_leave(st->ch, &st->user, 0);
         break;
     }
     return SWY_OK;
@@ -428,12 +395,7 @@ static swy_status_t shm_recv_done(swy_coll_state_t *st,
 
 static void shm_abort(swy_coll_state_t *st)
 {
-    if (st->waiting) {
-        unqueue(st);
-    } else if (st->holding) {
-        st->ch->broken = 1;
-        release(st);
-    }
+    swy_coll_shm_leave(st->ch, &st->user, 1);
 }
 
 static void shm_destroy(swy_coll_state_t *st)

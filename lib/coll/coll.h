@@ -165,14 +165,33 @@ typedef enum {
  * messages through the transports. One op uses the channel at a time, in
  * post order (the same on every rank); the fields below the geometry
  * belong to allreduce_shm.c and change under the scheduler's lock. */
+/* An op that uses a channel: it holds it, waits for it in post order,
+ * or neither. acquired() runs when the channel passes to it from a
+ * release (under the scheduler's lock, in the releasing op's callback). */
+typedef struct swy_coll_shm_user {
+    struct swy_coll_shm_user *next;
+    void (*acquired)(struct swy_coll_shm_user *user);
+    int holding, waiting;
+} swy_coll_shm_user_t;
+
 typedef struct swy_coll_shm {
     char *base;
     size_t bytes, slot_bytes, region_bytes;
     int rank, nranks;
-    void *holder;          /* the op state using the channel, or NULL */
-    void *wait_head, *wait_tail; /* op states waiting for it, in order */
+    /* Every rank of the comm has fewer CPUs than ranks (agreed at init):
+     * alltoallv's automatic choice. */
+    int ranks_share_cpus;
+    swy_coll_shm_user_t *holder, *wait_head, *wait_tail;
     int broken;            /* an op failed while it held the channel */
 } swy_coll_shm_t;
+
+/* Hold the channel at once (returns 1) or wait in line (0). */
+int swy_coll_shm_enqueue(swy_coll_shm_t *shm, swy_coll_shm_user_t *user);
+/* The user is done with the channel (or fails: broken marks the rounds
+ * out of step between ranks, for the ops after it): leave the line, or
+ * pass the channel on to the next user, whose acquired() runs now. */
+void swy_coll_shm_leave(swy_coll_shm_t *shm, swy_coll_shm_user_t *user,
+                        int broken);
 
 /* Most ranks of a channel: the segment is 2 W (W + 1) slots. */
 #define SWY_COLL_SHM_MAX_RANKS 32

@@ -146,3 +146,57 @@ void swy_coll_shm_destroy(swy_coll_shm_t *shm)
     munmap(shm->base, shm->bytes);
     swy_free(shm);
 }
+
+int swy_coll_shm_enqueue(swy_coll_shm_t *shm, swy_coll_shm_user_t *user)
+{
+    user->next = NULL;
+    if (shm->holder == NULL && shm->wait_head == NULL) {
+        shm->holder = user;
+        user->holding = 1;
+        return 1;
+    }
+    user->waiting = 1;
+    if (shm->wait_tail != NULL)
+        shm->wait_tail->next = user;
+    else
+        shm->wait_head = user;
+    shm->wait_tail = user;
+    return 0;
+}
+
+void swy_coll_shm_leave(swy_coll_shm_t *shm, swy_coll_shm_user_t *user,
+                        int broken)
+{
+    if (user->waiting) {
+        swy_coll_shm_user_t **pp = &shm->wait_head, *prev = NULL;
+        while (*pp != NULL && *pp != user) {
+            prev = *pp;
+            pp = &(*pp)->next;
+        }
+        if (*pp == user) {
+            *pp = user->next;
+            if (shm->wait_tail == user)
+                shm->wait_tail = prev;
+        }
+        user->next = NULL;
+        user->waiting = 0;
+        return;
+    }
+    if (!user->holding)
+        return;
+    if (broken)
+        shm->broken = 1;
+    user->holding = 0;
+    shm->holder = NULL;
+    swy_coll_shm_user_t *next = shm->wait_head;
+    if (next == NULL)
+        return;
+    shm->wait_head = next->next;
+    if (shm->wait_tail == next)
+        shm->wait_tail = NULL;
+    next->next = NULL;
+    next->waiting = 0;
+    next->holding = 1;
+    shm->holder = next;
+    next->acquired(next);
+}
