@@ -220,6 +220,78 @@ static int copy_helpers(int nranks)
  * so that all choose the same algorithms. A channel that cannot be made
  * (a small /dev/shm) is a note in the log, not an error; only a failing
  * control plane fails the comm. */
+/* One channel (see comm_setup_shm) into *shm_p, or none. */
+static swy_status_t setup_channel(swy_comm_t comm, const char *what,
+                                  swy_coll_shm_t **shm_p)
+{
+    int n = comm->nranks;
+    char name[64] = "";
+    swy_status_t made = SWY_ERR_SYSTEM;
+    if (comm->rank == 0)
+        made = swy_coll_shm_create(0, n, name, sizeof(name), shm_p);
+    void *all = NULL;
+    size_t *lens = swy_calloc((size_t)n, sizeof(size_t));
+    if (lens == NULL) {
+        swy_coll_shm_destroy(*shm_p);
+        *shm_p = NULL;
+        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+    }
+    swy_status_t status = swy_boot_allgather(
+        comm->boot, name, comm->rank == 0 ? strlen(name) : 0, comm->timeout_s,
+        &all, lens);
+    if (status == SWY_OK && comm->rank != 0 && lens[0] > 0 &&
+        lens[0] < sizeof(name)) {
+        memcpy(name, all, lens[0]);
+        name[lens[0]] = '\0';
+        made = swy_coll_shm_attach(name, comm->rank, n, shm_p);
+    }
+    swy_free(all);
+    all = NULL;
+    if (status == SWY_OK) {
+        if (made != SWY_OK && comm->rank != 0 && name[0] == '\0')
+            swy_info("api", "no shared-memory %s channel: rank 0 could not "
+                     "create it", what);
+        else if (made != SWY_OK)
+            swy_info("api", "no shared-memory %s channel (%s)", what,
+                     swy_err_last());
+        /* bit 0: attached; bit 1: this rank has fewer CPUs than ranks */
+        cpu_set_t set;
+        int few = sched_getaffinity(0, sizeof(set), &set) == 0 &&
+                  CPU_COUNT(&set) < n;
+        uint8_t mine = (uint8_t)((made == SWY_OK) | (few << 1));
+        status = swy_boot_allgather(comm->boot, &mine, 1, comm->timeout_s,
+                                    &all, lens);
+        int ok = made == SWY_OK, share = 1;
+        for (int r = 0; status == SWY_OK && r < n; r++) {
+            uint8_t v = lens[r] == 1 ? ((uint8_t *)all)[r] : 0;
+            ok = ok && (v & 1);
+            share = share && (v & 2);
+        }
+        if (status == SWY_OK && !ok && made == SWY_OK)
+            swy_info("api", "no shared-memory %s channel: another rank "
+                     "could not attach", what);
+        if (status != SWY_OK || !ok) {
+            swy_coll_shm_destroy(*shm_p);
+            *shm_p = NULL;
+        } else {
+            (*shm_p)->ranks_share_cpus = share;
+        }
+    }
+    if (comm->rank == 0)
+        swy_coll_shm_unlink(name); /* every rank attached or gave up */
+    swy_free(all);
+    swy_free(lens);
+    return status;
+}
+
+/* The shared-memory channels of a comm whose ranks all share this host
+ * (coll.h; SWY_SHM_CHANNEL=0 goes without): one for allreduce, one for
+ * alltoallv, so that an all-to-all never waits for an allreduce's turn.
+ * Collective: rank 0 creates each segment and allgathers its name, the
+ * others attach, and a second allgather makes every rank keep a channel
+ * only if every rank has it, so that all choose the same algorithms. A
+ * channel that cannot be made (a small /dev/shm) is a note in the log,
+ * not an error; only a failing control plane fails the comm. */
 static swy_status_t comm_setup_shm(swy_comm_t comm)
 {
     int n = comm->nranks, one_host = n >= 2 && n <= SWY_COLL_SHM_MAX_RANKS &&
@@ -229,57 +301,19 @@ static swy_status_t comm_setup_shm(swy_comm_t comm)
                    swy_topo_node_of(comm->topo, 0);
     if (!one_host)
         return SWY_OK;
-    char name[64] = "";
-    swy_status_t made = SWY_ERR_SYSTEM;
-    if (comm->rank == 0)
-        made = swy_coll_shm_create(0, n, name, sizeof(name), &comm->shm);
-    void *all = NULL;
-    size_t *lens = swy_calloc((size_t)n, sizeof(size_t));
-    if (lens == NULL)
-        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
-    swy_status_t status = swy_boot_allgather(
-        comm->boot, name, comm->rank == 0 ? strlen(name) : 0, comm->timeout_s,
-        &all, lens);
-    if (status == SWY_OK && comm->rank != 0 && lens[0] > 0 &&
-        lens[0] < sizeof(name)) {
-        memcpy(name, all, lens[0]);
-        name[lens[0]] = '\0';
-        made = swy_coll_shm_attach(name, comm->rank, n, &comm->shm);
-    }
-    swy_free(all);
-    all = NULL;
-    if (status == SWY_OK) {
-        if (made != SWY_OK && comm->rank != 0 && name[0] == '\0')
-            swy_info("api", "no shared-memory channel: rank 0 could not "
-                     "create it");
-        else if (made != SWY_OK)
-            swy_info("api", "no shared-memory channel (%s)", swy_err_last());
-        uint8_t ok = made == SWY_OK;
-        status = swy_boot_allgather(comm->boot, &ok, 1, comm->timeout_s, &all,
-                                    lens);
-        for (int r = 0; status == SWY_OK && r < n && ok; r++)
-            ok = lens[r] == 1 && ((uint8_t *)all)[r] == 1;
-        if (status == SWY_OK && !ok && made == SWY_OK)
-            swy_info("api", "no shared-memory channel: another rank could "
-                     "not attach");
-        if (status != SWY_OK || !ok) {
-            swy_coll_shm_destroy(comm->shm);
-            comm->shm = NULL;
-        }
-    }
-    if (comm->rank == 0)
-        swy_coll_shm_unlink(name); /* every rank attached or gave up */
-    swy_free(all);
-    swy_free(lens);
+    SWY_CHECK(setup_channel(comm, "allreduce", &comm->shm));
+    SWY_CHECK(setup_channel(comm, "alltoallv", &comm->shm_a2a));
     if (comm->shm != NULL) {
         int helpers = copy_helpers(n);
         if (helpers > 0)
             helpers = swy_pool_start(helpers);
-        swy_debug("api", "shared-memory channel: %zu bytes, slots of %zu; "
-                  "%d copy helper thread%s", comm->shm->bytes,
-                  comm->shm->slot_bytes, helpers, helpers == 1 ? "" : "s");
+        swy_debug("api", "shared-memory channels: %zu bytes each, slots of "
+                  "%zu; ranks %s CPUs; %d copy helper thread%s",
+                  comm->shm->bytes, comm->shm->slot_bytes,
+                  comm->shm->ranks_share_cpus ? "share" : "do not share",
+                  helpers, helpers == 1 ? "" : "s");
     }
-    return status;
+    return SWY_OK;
 }
 
 static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
@@ -347,6 +381,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
         .policy = swy_config_get("SWY_POLICY"),
         .credit_bytes = swy_config_get_size("SWY_CREDIT_BYTES", 0),
         .shm = comm->shm,
+        .shm_a2a = comm->shm_a2a,
     };
     const char *progress = swy_config_get("SWY_PROGRESS");
     if (progress != NULL && strcmp(progress, "thread") != 0 &&
@@ -377,6 +412,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
             swy_transport_set_destroy(comm->transports);
             swy_sched_destroy(comm->sched);
             swy_coll_shm_destroy(comm->shm);
+            swy_coll_shm_destroy(comm->shm_a2a);
             goto err_topo;
         }
         swy_sched_set_auto_partition(comm->sched,
@@ -395,6 +431,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
 err_transports:
     swy_transport_set_destroy(comm->transports);
     swy_coll_shm_destroy(comm->shm);
+    swy_coll_shm_destroy(comm->shm_a2a);
 err_topo:
     swy_topo_destroy(comm->topo);
 err_boot:
@@ -571,6 +608,7 @@ static void comm_free(swy_comm_t comm)
     swy_transport_set_destroy(comm->transports);
     swy_sched_destroy(comm->sched);
     swy_coll_shm_destroy(comm->shm); /* after the last op's state */
+    swy_coll_shm_destroy(comm->shm_a2a);
     swy_topo_destroy(comm->topo);
 }
 

@@ -16,7 +16,8 @@ struct swy_comm {
     swy_topo_t *topo;
     swy_transport_set_t *transports;
     swy_sched_t *sched;
-    swy_coll_shm_t *shm; /* the one-host channel (coll.h), or NULL */
+    swy_coll_shm_t *shm;     /* the one-host channels (coll.h), or NULL */
+    swy_coll_shm_t *shm_a2a;
     char last_error[SWY_ERRMSG_MAX];
 };
 

@@ -11,6 +11,7 @@ extern const swy_coll_algo_t swy_coll_allreduce_ring;
 extern const swy_coll_algo_t swy_coll_allreduce_rhd;
 extern const swy_coll_algo_t swy_coll_allreduce_direct;
 extern const swy_coll_algo_t swy_coll_allreduce_shm;
+extern const swy_coll_algo_t swy_coll_alltoallv_shm;
 extern const swy_coll_algo_t swy_coll_allgather_ring;
 extern const swy_coll_algo_t swy_coll_broadcast_chain;
 extern const swy_coll_algo_t swy_coll_barrier_dissemination;
@@ -118,6 +119,46 @@ swy_coll_ar_algo_t swy_coll_allreduce_choose(const swy_coll_args_t *args,
     return algo;
 }
 
+static const char *a2a_algo_names[SWY_COLL_A2A_NALGOS] = {"auto", "pairwise",
+                                                           "shm"};
+
+const char *swy_coll_alltoallv_algo_name(swy_coll_a2a_algo_t algo)
+{
+    return (unsigned)algo < SWY_COLL_A2A_NALGOS ? a2a_algo_names[algo]
+                                                : "unknown-algorithm";
+}
+
+swy_coll_a2a_algo_t swy_coll_alltoallv_setting(void)
+{
+    const char *value = swy_config_get("SWY_ALLTOALLV_ALGO");
+    if (value == NULL)
+        return SWY_COLL_A2A_AUTO;
+    for (int a = 0; a < SWY_COLL_A2A_NALGOS; a++)
+        if (strcmp(value, a2a_algo_names[a]) == 0)
+            return (swy_coll_a2a_algo_t)a;
+    swy_warn("coll", "SWY_ALLTOALLV_ALGO=%s is not one of auto, pairwise, "
+             "shm: using auto", value);
+    return SWY_COLL_A2A_AUTO;
+}
+
+/* The automatic rule: through the channel only where every rank has
+ * fewer CPUs than there are ranks. On 4 ranks of the 2-core VM the CMA
+ * rendezvous's kernel copy (about 4 GB/s there) was the slower path;
+ * with a core per rank (the 16-core host) it is 1.1-1.6x Open MPI's
+ * alltoallv and the channel's two copies have not been measured against
+ * it (docs/performance.md, "coll"). */
+swy_coll_a2a_algo_t swy_coll_alltoallv_choose(const swy_coll_args_t *args,
+                                              swy_coll_a2a_algo_t wanted)
+{
+    if (args->kind != SWY_COLL_ALLTOALLV || args->mem != SWY_MEM_HOST ||
+        args->shm_a2a == NULL)
+        return SWY_COLL_A2A_PAIRWISE;
+    if (wanted == SWY_COLL_A2A_AUTO || wanted >= SWY_COLL_A2A_NALGOS)
+        return args->shm_a2a->ranks_share_cpus ? SWY_COLL_A2A_SHM
+                                               : SWY_COLL_A2A_PAIRWISE;
+    return wanted;
+}
+
 static swy_coll_ar_algo_t ar_algo_of(const swy_coll_args_t *args, int nranks)
 {
     return swy_coll_allreduce_choose(
@@ -127,6 +168,12 @@ static swy_coll_ar_algo_t ar_algo_of(const swy_coll_args_t *args, int nranks)
 const swy_coll_algo_t *swy_coll_algo_for(const swy_coll_args_t *args,
                                          int nranks)
 {
+    if (args->kind == SWY_COLL_ALLTOALLV)
+        return swy_coll_alltoallv_choose(
+                   args, (swy_coll_a2a_algo_t)args->alltoallv_algo) ==
+                       SWY_COLL_A2A_SHM
+                   ? &swy_coll_alltoallv_shm
+                   : &swy_coll_alltoallv_pairwise;
     if (args->kind != SWY_COLL_ALLREDUCE)
         return swy_coll_algo(args->kind);
     switch (ar_algo_of(args, nranks)) {

@@ -60,6 +60,12 @@ typedef struct {
     /* The comm's shared-memory channel (shm.c), or NULL: the scheduler
      * sets it; every rank of the comm has one or none alike. */
     struct swy_coll_shm *shm;
+    /* The comm's alltoallv channel (a second one, so that an all-to-all
+     * never waits for an allreduce's turn), or NULL; set alike. */
+    struct swy_coll_shm *shm_a2a;
+    /* alltoallv: the swy_coll_a2a_algo_t it runs (the scheduler sets it
+     * with swy_coll_alltoallv_choose; the header carries it). */
+    uint8_t alltoallv_algo;
     /* alltoallv: arrays of nranks elements, owned by the op (copies) */
     size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
 } swy_coll_args_t;
@@ -137,6 +143,23 @@ typedef enum {
     SWY_COLL_AR_SHM,      /* allreduce_shm.c; needs the comm's channel */
     SWY_COLL_AR_NALGOS
 } swy_coll_ar_algo_t;
+
+/* Alltoallv algorithms, as SWY_ALLTOALLV_ALGO names them. */
+typedef enum {
+    SWY_COLL_A2A_AUTO = 0, /* shm where every rank has fewer CPUs than
+                              there are ranks, else pairwise */
+    SWY_COLL_A2A_PAIRWISE, /* alltoallv.c, through the transports */
+    SWY_COLL_A2A_SHM,      /* alltoallv_shm.c; needs the channel */
+    SWY_COLL_A2A_NALGOS
+} swy_coll_a2a_algo_t;
+
+/* The alltoallv algorithm an op runs when `wanted` is asked for (shm
+ * gives way to pairwise without a channel or for device buffers); a
+ * function of what every rank shares (not of the counts). */
+swy_coll_a2a_algo_t swy_coll_alltoallv_choose(const swy_coll_args_t *args,
+                                              swy_coll_a2a_algo_t wanted);
+swy_coll_a2a_algo_t swy_coll_alltoallv_setting(void);
+const char *swy_coll_alltoallv_algo_name(swy_coll_a2a_algo_t algo);
 
 /* Largest allreduce, in bytes, that AUTO gives to halving/doubling; then
  * the direct algorithm up to SWY_COLL_ALLREDUCE_DIRECT_MAX_BYTES on at

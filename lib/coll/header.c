@@ -63,7 +63,9 @@ void swy_coll_header_make(const swy_coll_args_t *args, uint32_t seq, int peer,
     hdr->dtype = (uint8_t)args->dtype;
     hdr->redop = (uint8_t)args->redop;
     hdr->mem = (uint8_t)args->mem;
-    hdr->algo = args->kind == SWY_COLL_ALLREDUCE ? args->allreduce_algo : 0;
+    hdr->algo = args->kind == SWY_COLL_ALLREDUCE   ? args->allreduce_algo
+                : args->kind == SWY_COLL_ALLTOALLV ? args->alltoallv_algo
+                                                   : 0;
     hdr->root = args->root;
     hdr->count = args->count;
     hdr->partition_bytes = args->partition_bytes;
@@ -142,6 +144,16 @@ swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
         return SWY_ERR_MISMATCH;
     }
     /* Different algorithms wait for different messages: fail instead. */
+    if (hdr->algo != mine.algo && mine.kind == SWY_COLL_ALLTOALLV) {
+        snprintf(msg, msg_len,
+                 "op #%u alltoallv '%s': rank %d chose the %s algorithm, "
+                 "rank %d the %s algorithm: set SWY_ALLTOALLV_ALGO to the "
+                 "same value on every rank", seq, op_name, rank,
+                 swy_coll_alltoallv_algo_name((swy_coll_a2a_algo_t)mine.algo),
+                 peer,
+                 swy_coll_alltoallv_algo_name((swy_coll_a2a_algo_t)hdr->algo));
+        return SWY_ERR_MISMATCH;
+    }
     if (hdr->algo != mine.algo) {
         snprintf(msg, msg_len,
                  "op #%u allreduce '%s': rank %d chose the %s algorithm, "

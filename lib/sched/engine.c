@@ -1288,9 +1288,13 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
      * carries it, so ranks that chose differently fail, not wait. */
     op->args.multi_host = (uint8_t)s->multi_host;
     op->args.shm = args->mem == SWY_MEM_HOST ? s->p.shm : NULL;
+    op->args.shm_a2a = args->mem == SWY_MEM_HOST ? s->p.shm_a2a : NULL;
     if (args->kind == SWY_COLL_ALLREDUCE)
         op->args.allreduce_algo = (uint8_t)swy_coll_allreduce_choose(
             &op->args, swy_coll_allreduce_setting(), w);
+    if (args->kind == SWY_COLL_ALLTOALLV)
+        op->args.alltoallv_algo = (uint8_t)swy_coll_alltoallv_choose(
+            &op->args, swy_coll_alltoallv_setting());
     op->algo = swy_coll_algo_for(&op->args, s->p.nranks);
     swy_list_init(&op->uops);
     swy_list_init(&op->gated);

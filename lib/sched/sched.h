@@ -51,6 +51,7 @@ typedef struct {
     /* The comm's shared-memory channel (coll.h), or NULL; borrowed for
      * the scheduler's life. */
     struct swy_coll_shm *shm;
+    struct swy_coll_shm *shm_a2a; /* the alltoallv channel, or NULL */
 } swy_sched_params_t;
 
 swy_status_t swy_sched_create(const swy_sched_params_t *params,

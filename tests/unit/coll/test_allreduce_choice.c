@@ -169,6 +169,49 @@ static void test_shm(void)
           SWY_COLL_AR_RING);
 }
 
+/* Alltoallv: through the alltoallv channel where every rank has fewer
+ * CPUs than there are ranks (auto) or when asked; else pairwise; the
+ * header names both choices and SWY_ALLTOALLV_ALGO on a disagreement. */
+static void test_alltoallv(void)
+{
+    size_t counts[4] = {1, 2, 3, 4}, displs[4] = {0, 1, 3, 6};
+    swy_coll_args_t a = {.kind = SWY_COLL_ALLTOALLV, .dtype = SWY_FLOAT32,
+                         .mem = SWY_MEM_HOST, .root = -1,
+                         .sendcounts = counts, .sdispls = displs,
+                         .recvcounts = counts, .rdispls = displs};
+    swy_coll_shm_t channel = {.nranks = 4, .ranks_share_cpus = 1};
+    CHECK(swy_coll_alltoallv_choose(&a, SWY_COLL_A2A_AUTO) ==
+          SWY_COLL_A2A_PAIRWISE);
+    CHECK(swy_coll_alltoallv_choose(&a, SWY_COLL_A2A_SHM) ==
+          SWY_COLL_A2A_PAIRWISE); /* no channel */
+    a.shm_a2a = &channel;
+    CHECK(swy_coll_alltoallv_choose(&a, SWY_COLL_A2A_AUTO) ==
+          SWY_COLL_A2A_SHM);
+    CHECK(swy_coll_alltoallv_choose(&a, SWY_COLL_A2A_PAIRWISE) ==
+          SWY_COLL_A2A_PAIRWISE);
+    a.alltoallv_algo = SWY_COLL_A2A_SHM;
+    CHECK(strcmp(swy_coll_algo_for(&a, 4)->name, "alltoallv/shm") == 0);
+    channel.ranks_share_cpus = 0;
+    CHECK(swy_coll_alltoallv_choose(&a, SWY_COLL_A2A_AUTO) ==
+          SWY_COLL_A2A_PAIRWISE);
+    CHECK(swy_coll_alltoallv_choose(&a, SWY_COLL_A2A_SHM) ==
+          SWY_COLL_A2A_SHM);
+    a.mem = SWY_MEM_CUDA;
+    CHECK(swy_coll_alltoallv_choose(&a, SWY_COLL_A2A_SHM) ==
+          SWY_COLL_A2A_PAIRWISE);
+    a.mem = SWY_MEM_HOST;
+    swy_coll_args_t theirs = a;
+    theirs.alltoallv_algo = SWY_COLL_A2A_PAIRWISE;
+    swy_coll_header_t hdr;
+    char msg[512];
+    swy_coll_header_make(&theirs, 5, 0, &hdr);
+    CHECK(swy_coll_header_check(&a, 5, "dispatch", 0, 1, &hdr, msg,
+                                sizeof(msg)) == SWY_ERR_MISMATCH);
+    CHECK(strstr(msg, "rank 0 chose the shm algorithm, rank 1 the pairwise "
+                      "algorithm") != NULL);
+    CHECK(strstr(msg, "SWY_ALLTOALLV_ALGO") != NULL);
+}
+
 static void test_header(void)
 {
     swy_coll_args_t mine = allreduce(1u << 20, SWY_COLL_AR_DIRECT);
@@ -200,6 +243,7 @@ int main(void)
     test_forced();
     test_peers();
     test_shm();
+    test_alltoallv();
     test_header();
     printf("%s (%d failed checks)\n", failures ? "FAIL" : "PASS", failures);
     return failures != 0;
