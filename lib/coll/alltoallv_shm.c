@@ -35,7 +35,14 @@ struct swy_coll_state {
     int failed;
     size_t *send_rounds, *recv_rounds; /* [nranks] */
     size_t events_left; /* D and P still to come before the release */
+    int stream; /* write recvbuf with non-temporal stores */
 };
+
+/* Receives of at least this many bytes in all are written to recvbuf
+ * with non-temporal stores. */
+#ifndef SWY_COLL_A2A_STREAM_MIN /* -D for experiments only */
+#define SWY_COLL_A2A_STREAM_MIN ((size_t)4 << 20)
+#endif
 
 static size_t rounds_of(const swy_coll_state_t *st, size_t elems)
 {
@@ -125,7 +132,7 @@ static swy_status_t a2a_create(const swy_coll_args_t *args, int rank,
     st->chunk_bytes = SWY_MAX(cap / st->dsize, (size_t)1) * st->dsize;
     st->send_rounds = rounds;
     st->recv_rounds = rounds + nranks;
-    size_t most = 0;
+    size_t most = 0, recv_bytes = 0;
     for (int p = 0; p < nranks; p++) {
         if (p == rank)
             continue;
@@ -134,7 +141,9 @@ static swy_status_t a2a_create(const swy_coll_args_t *args, int rank,
         most = SWY_MAX(most, SWY_MAX(st->send_rounds[p],
                                      st->recv_rounds[p]));
         st->events_left += st->send_rounds[p] + st->recv_rounds[p];
+        recv_bytes += args->recvcounts[p] * st->dsize;
     }
+    st->stream = recv_bytes >= SWY_COLL_A2A_STREAM_MIN;
     if (st->chunk_bytes > ch->slot_bytes ||
         most > (size_t)SWY_COLL_TAG_MAX / MSG_KINDS) {
         swy_free(rounds);
@@ -194,10 +203,11 @@ static swy_status_t a2a_recv_done(swy_coll_state_t *st,
     size_t k = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));
     if (kind == MSG_P) {
         atomic_thread_fence(memory_order_acquire);
-        swy_copy((char *)a->recvbuf + a->rdispls[p] * st->dsize +
-                     k * st->chunk_bytes,
-                 swy_coll_shm_in_slot(st->ch, p, (int)(k & 1), st->rank),
-                 chunk_bytes(st, a->recvcounts[p], k));
+        (st->stream ? swy_copy_stream : swy_copy)(
+            (char *)a->recvbuf + a->rdispls[p] * st->dsize +
+                k * st->chunk_bytes,
+            swy_coll_shm_in_slot(st->ch, p, (int)(k & 1), st->rank),
+            chunk_bytes(st, a->recvcounts[p], k));
         emit_msg(emit, MSG_D, k, p, 1);
     } else if (k + 2 < st->send_rounds[p]) {
         publish(st, emit, p, k + 2);
