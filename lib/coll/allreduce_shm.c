@@ -49,7 +49,7 @@
 #include "util/status.h"
 
 enum { MSG_P = 0, MSG_R = 1, MSG_D = 2, MSG_KINDS = 3 };
-enum { R_ACQUIRED = 1, R_PUBLISHED = 2, R_REDUCED = 4, R_DONE_SENT = 8 };
+enum { R_PUBLISHED = 1, R_REDUCED = 2, R_DONE_SENT = 4 };
 
 struct swy_coll_state {
     swy_coll_args_t args;
@@ -260,7 +260,6 @@ static void run_round(swy_coll_state_t *st, const swy_coll_emit_t *emit,
                       size_t k)
 {
     int r = st->rank, par = (int)(k & 1);
-    st->flags[k] |= R_ACQUIRED;
     job_t job = {.st = st};
     for (int s = 1; s < st->nranks; s++) {
         int p = (r + s) % st->nranks;
