@@ -1,5 +1,6 @@
 /* The algorithm chosen for each collective kind, and for allreduce by
  * size and number of ranks. */
+#include <stdio.h>
 #include <string.h>
 
 #include "coll/coll.h"
@@ -28,8 +29,11 @@ const swy_coll_algo_t *swy_coll_algo(swy_coll_kind_t kind)
     }
 }
 
-static const char *ar_algo_names[SWY_COLL_AR_NALGOS] = {
+static const char *const ar_algo_names[SWY_COLL_AR_NALGOS] = {
     "auto", "ring", "rhd", "direct", "shm"};
+
+static const char *const a2a_algo_names[SWY_COLL_A2A_NALGOS] = {
+    "auto", "pairwise", "shm"};
 
 const char *swy_coll_allreduce_algo_name(swy_coll_ar_algo_t algo)
 {
@@ -37,17 +41,32 @@ const char *swy_coll_allreduce_algo_name(swy_coll_ar_algo_t algo)
                                                : "unknown-algorithm";
 }
 
+/* The index of the variable's value in names[n] (names[0] is "auto"),
+ * 0 with a warning for a value it does not know. */
+static int algo_setting(const char *variable, const char *const *names,
+                        int n)
+{
+    const char *value = swy_config_get(variable);
+    if (value == NULL)
+        return 0;
+    char known[128] = "";
+    for (int a = 0; a < n; a++) {
+        if (strcmp(value, names[a]) == 0)
+            return a;
+        size_t len = strlen(known);
+        snprintf(known + len, sizeof(known) - len, "%s%s", a ? ", " : "",
+                 names[a]);
+    }
+    swy_warn("coll", "%s=%s is not one of %s: using auto", variable, value,
+             known);
+    return 0;
+}
+
 swy_coll_ar_algo_t swy_coll_allreduce_setting(void)
 {
-    const char *value = swy_config_get("SWY_ALLREDUCE_ALGO");
-    if (value == NULL)
-        return SWY_COLL_AR_AUTO;
-    for (int a = 0; a < SWY_COLL_AR_NALGOS; a++)
-        if (strcmp(value, ar_algo_names[a]) == 0)
-            return (swy_coll_ar_algo_t)a;
-    swy_warn("coll", "SWY_ALLREDUCE_ALGO=%s is not one of auto, ring, rhd, "
-             "direct, shm: using auto", value);
-    return SWY_COLL_AR_AUTO;
+    return (swy_coll_ar_algo_t)algo_setting("SWY_ALLREDUCE_ALGO",
+                                            ar_algo_names,
+                                            SWY_COLL_AR_NALGOS);
 }
 
 /* The automatic rule. Measured on 4 local ranks over UCX shared memory
@@ -119,9 +138,6 @@ swy_coll_ar_algo_t swy_coll_allreduce_choose(const swy_coll_args_t *args,
     return algo;
 }
 
-static const char *a2a_algo_names[SWY_COLL_A2A_NALGOS] = {"auto", "pairwise",
-                                                           "shm"};
-
 const char *swy_coll_alltoallv_algo_name(swy_coll_a2a_algo_t algo)
 {
     return (unsigned)algo < SWY_COLL_A2A_NALGOS ? a2a_algo_names[algo]
@@ -130,15 +146,9 @@ const char *swy_coll_alltoallv_algo_name(swy_coll_a2a_algo_t algo)
 
 swy_coll_a2a_algo_t swy_coll_alltoallv_setting(void)
 {
-    const char *value = swy_config_get("SWY_ALLTOALLV_ALGO");
-    if (value == NULL)
-        return SWY_COLL_A2A_AUTO;
-    for (int a = 0; a < SWY_COLL_A2A_NALGOS; a++)
-        if (strcmp(value, a2a_algo_names[a]) == 0)
-            return (swy_coll_a2a_algo_t)a;
-    swy_warn("coll", "SWY_ALLTOALLV_ALGO=%s is not one of auto, pairwise, "
-             "shm: using auto", value);
-    return SWY_COLL_A2A_AUTO;
+    return (swy_coll_a2a_algo_t)algo_setting("SWY_ALLTOALLV_ALGO",
+                                             a2a_algo_names,
+                                             SWY_COLL_A2A_NALGOS);
 }
 
 /* The automatic rule: through the channel only where every rank has

@@ -39,14 +39,16 @@
  * leaves the rounds out of step between ranks: later ops on the channel
  * fail (SWY_ERR_TRANSPORT) instead of reading stale slots. */
 #include <stdatomic.h>
-#include <stddef.h>
 #include <string.h>
 
 #include "coll/coll.h"
 #include "util/alloc.h"
 #include "util/copy.h"
+#include "util/list.h"
 #include "util/pool.h"
 #include "util/status.h"
+
+extern const swy_coll_algo_t swy_coll_allreduce_shm;
 
 enum { MSG_P = 0, MSG_R = 1, MSG_D = 2, MSG_KINDS = 3 };
 enum { R_PUBLISHED = 1, R_REDUCED = 2, R_DONE_SENT = 4 };
@@ -58,7 +60,6 @@ struct swy_coll_state {
     size_t dsize, chunk_elems, rounds;
     swy_coll_emit_t emit; /* the op's own, kept for the hand-over */
     swy_coll_shm_user_t user;
-    int failed;
     size_t rounds_freed;  /* rounds with D(k) from every peer */
     uint8_t *flags;       /* [rounds] R_* */
     uint8_t *posted, *gathered, *freed; /* [rounds] peers counted */
@@ -276,10 +277,6 @@ static void run_round(swy_coll_state_t *st, const swy_coll_emit_t *emit,
 /* The channel is ours: both parities are free. */
 static void acquire(swy_coll_state_t *st, const swy_coll_emit_t *emit)
 {
-    if (st->ch->broken) {
-        st->failed = 1; /* reported by the next completion */
-        return;
-    }
     for (size_t k = 0; k < SWY_MIN(st->rounds, (size_t)2); k++)
         run_round(st, emit, k);
 }
@@ -287,9 +284,7 @@ static void acquire(swy_coll_state_t *st, const swy_coll_emit_t *emit)
 /* Handed over by the op before: run through this op's own emit. */
 static void acquired(swy_coll_shm_user_t *user)
 {
-    swy_coll_state_t *st = (swy_coll_state_t *)((char *)user -
-                                                offsetof(swy_coll_state_t,
-                                                         user));
+    swy_coll_state_t *st = swy_container_of(user, swy_coll_state_t, user);
     acquire(st, &st->emit);
 }
 
@@ -353,21 +348,14 @@ static swy_status_t shm_start(swy_coll_state_t *st,
     st->user.acquired = acquired;
     if (swy_coll_shm_enqueue(st->ch, &st->user))
         acquire(st, emit);
-    if (st->failed)
-        return swy_err_set(SWY_ERR_TRANSPORT, "coll", "allreduce/shm: the "
-                           "shared-memory channel is out of step since an "
-                           "earlier allreduce failed on this rank");
-    return SWY_OK;
+    return swy_coll_shm_check(&st->user, swy_coll_allreduce_shm.name);
 }
 
 static swy_status_t shm_recv_done(swy_coll_state_t *st,
                                   const swy_coll_xfer_t *xfer,
                                   const swy_coll_emit_t *emit)
 {
-    if (st->failed)
-        return swy_err_set(SWY_ERR_TRANSPORT, "coll", "allreduce/shm: the "
-                           "shared-memory channel is out of step since an "
-                           "earlier allreduce failed on this rank");
+    SWY_CHECK(swy_coll_shm_check(&st->user, swy_coll_allreduce_shm.name));
     int kind = (int)(xfer->cookie >> 40);
     size_t k = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));
     switch (kind) {

@@ -15,13 +15,15 @@
  * process_vm_readv was the slower path (docs/performance.md, "coll").
  * swy_coll_alltoallv_choose() decides. */
 #include <stdatomic.h>
-#include <stddef.h>
 #include <string.h>
 
 #include "coll/coll.h"
 #include "util/alloc.h"
 #include "util/copy.h"
+#include "util/list.h"
 #include "util/status.h"
+
+extern const swy_coll_algo_t swy_coll_alltoallv_shm;
 
 enum { MSG_P = 0, MSG_D = 1, MSG_KINDS = 2 };
 
@@ -32,7 +34,6 @@ struct swy_coll_state {
     size_t dsize, chunk_bytes;
     swy_coll_emit_t emit;
     swy_coll_shm_user_t user;
-    int failed;
     size_t *send_rounds, *recv_rounds; /* [nranks] */
     size_t events_left; /* D and P still to come before the release */
     int stream; /* write recvbuf with non-temporal stores */
@@ -86,10 +87,6 @@ static void release_if_done(swy_coll_state_t *st)
 
 static void acquire(swy_coll_state_t *st, const swy_coll_emit_t *emit)
 {
-    if (st->ch->broken) {
-        st->failed = 1;
-        return;
-    }
     for (int s = 1; s < st->nranks; s++) {
         int p = (st->rank + s) % st->nranks;
         for (size_t k = 0; k < SWY_MIN(st->send_rounds[p], (size_t)2); k++)
@@ -100,9 +97,7 @@ static void acquire(swy_coll_state_t *st, const swy_coll_emit_t *emit)
 
 static void acquired(swy_coll_shm_user_t *user)
 {
-    swy_coll_state_t *st = (swy_coll_state_t *)((char *)user -
-                                                offsetof(swy_coll_state_t,
-                                                         user));
+    swy_coll_state_t *st = swy_container_of(user, swy_coll_state_t, user);
     acquire(st, &st->emit);
 }
 
@@ -183,21 +178,14 @@ static swy_status_t a2a_start(swy_coll_state_t *st,
     st->user.acquired = acquired;
     if (swy_coll_shm_enqueue(st->ch, &st->user))
         acquire(st, emit);
-    if (st->failed)
-        return swy_err_set(SWY_ERR_TRANSPORT, "coll", "alltoallv/shm: the "
-                           "shared-memory channel is out of step since an "
-                           "earlier alltoallv failed on this rank");
-    return SWY_OK;
+    return swy_coll_shm_check(&st->user, swy_coll_alltoallv_shm.name);
 }
 
 static swy_status_t a2a_recv_done(swy_coll_state_t *st,
                                   const swy_coll_xfer_t *xfer,
                                   const swy_coll_emit_t *emit)
 {
-    if (st->failed)
-        return swy_err_set(SWY_ERR_TRANSPORT, "coll", "alltoallv/shm: the "
-                           "shared-memory channel is out of step since an "
-                           "earlier alltoallv failed on this rank");
+    SWY_CHECK(swy_coll_shm_check(&st->user, swy_coll_alltoallv_shm.name));
     const swy_coll_args_t *a = &st->args;
     int kind = (int)(xfer->cookie >> 40), p = xfer->peer;
     size_t k = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));

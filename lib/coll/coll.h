@@ -190,11 +190,13 @@ const char *swy_coll_alltoallv_algo_name(swy_coll_a2a_algo_t algo);
  * belong to allreduce_shm.c and change under the scheduler's lock. */
 /* An op that uses a channel: it holds it, waits for it in post order,
  * or neither. acquired() runs when the channel passes to it from a
- * release (under the scheduler's lock, in the releasing op's callback). */
+ * release (under the scheduler's lock, in the releasing op's callback),
+ * unless the channel is out of step (broken): then the user holds it
+ * with out_of_step set, and swy_coll_shm_check() fails it. */
 typedef struct swy_coll_shm_user {
     struct swy_coll_shm_user *next;
     void (*acquired)(struct swy_coll_shm_user *user);
-    int holding, waiting;
+    int holding, waiting, out_of_step;
 } swy_coll_shm_user_t;
 
 typedef struct swy_coll_shm {
@@ -208,8 +210,13 @@ typedef struct swy_coll_shm {
     int broken;            /* an op failed while it held the channel */
 } swy_coll_shm_t;
 
-/* Hold the channel at once (returns 1) or wait in line (0). */
+/* Hold the channel at once and may use it (returns 1), or wait in line
+ * or hold an out-of-step channel (0). */
 int swy_coll_shm_enqueue(swy_coll_shm_t *shm, swy_coll_shm_user_t *user);
+/* SWY_OK, or SWY_ERR_TRANSPORT naming the algorithm (`name`, e.g.
+ * "allreduce/shm") when the user holds an out-of-step channel. */
+swy_status_t swy_coll_shm_check(const swy_coll_shm_user_t *user,
+                                const char *name);
 /* The user is done with the channel (or fails: broken marks the rounds
  * out of step between ranks, for the ops after it): leave the line, or
  * pass the channel on to the next user, whose acquired() runs now. */

@@ -75,6 +75,13 @@ void swy_coll_header_make(const swy_coll_args_t *args, uint32_t seq, int peer,
     }
 }
 
+/* The name of an algorithm number in a header (allreduce or alltoallv). */
+static const char *algo_name(int alltoallv, uint8_t algo)
+{
+    return alltoallv ? swy_coll_alltoallv_algo_name((swy_coll_a2a_algo_t)algo)
+                     : swy_coll_allreduce_algo_name((swy_coll_ar_algo_t)algo);
+}
+
 static void describe(const swy_coll_header_t *h, char *buf, size_t len)
 {
     swy_coll_kind_t kind = (swy_coll_kind_t)h->kind;
@@ -144,24 +151,15 @@ swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
         return SWY_ERR_MISMATCH;
     }
     /* Different algorithms wait for different messages: fail instead. */
-    if (hdr->algo != mine.algo && mine.kind == SWY_COLL_ALLTOALLV) {
-        snprintf(msg, msg_len,
-                 "op #%u alltoallv '%s': rank %d chose the %s algorithm, "
-                 "rank %d the %s algorithm: set SWY_ALLTOALLV_ALGO to the "
-                 "same value on every rank", seq, op_name, rank,
-                 swy_coll_alltoallv_algo_name((swy_coll_a2a_algo_t)mine.algo),
-                 peer,
-                 swy_coll_alltoallv_algo_name((swy_coll_a2a_algo_t)hdr->algo));
-        return SWY_ERR_MISMATCH;
-    }
     if (hdr->algo != mine.algo) {
+        int a2a = mine.kind == SWY_COLL_ALLTOALLV;
         snprintf(msg, msg_len,
-                 "op #%u allreduce '%s': rank %d chose the %s algorithm, "
-                 "rank %d the %s algorithm: set SWY_ALLREDUCE_ALGO to the "
-                 "same value on every rank", seq, op_name, rank,
-                 swy_coll_allreduce_algo_name((swy_coll_ar_algo_t)mine.algo),
-                 peer,
-                 swy_coll_allreduce_algo_name((swy_coll_ar_algo_t)hdr->algo));
+                 "op #%u %s '%s': rank %d chose the %s algorithm, rank %d "
+                 "the %s algorithm: set %s to the same value on every rank",
+                 seq, swy_coll_kind_name((swy_coll_kind_t)mine.kind), op_name,
+                 rank, algo_name(a2a, mine.algo), peer,
+                 algo_name(a2a, hdr->algo),
+                 a2a ? "SWY_ALLTOALLV_ALGO" : "SWY_ALLREDUCE_ALGO");
         return SWY_ERR_MISMATCH;
     }
     if (hdr->partition_bytes != mine.partition_bytes) {

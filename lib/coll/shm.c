@@ -153,7 +153,8 @@ int swy_coll_shm_enqueue(swy_coll_shm_t *shm, swy_coll_shm_user_t *user)
     if (shm->holder == NULL && shm->wait_head == NULL) {
         shm->holder = user;
         user->holding = 1;
-        return 1;
+        user->out_of_step = shm->broken;
+        return !shm->broken;
     }
     user->waiting = 1;
     if (shm->wait_tail != NULL)
@@ -198,5 +199,17 @@ void swy_coll_shm_leave(swy_coll_shm_t *shm, swy_coll_shm_user_t *user,
     next->waiting = 0;
     next->holding = 1;
     shm->holder = next;
-    next->acquired(next);
+    next->out_of_step = shm->broken;
+    if (!shm->broken)
+        next->acquired(next);
+}
+
+swy_status_t swy_coll_shm_check(const swy_coll_shm_user_t *user,
+                                const char *name)
+{
+    if (!user->out_of_step)
+        return SWY_OK;
+    return swy_err_set(SWY_ERR_TRANSPORT, "coll", "%s: the shared-memory "
+                       "channel is out of step since an earlier op on it "
+                       "failed on this rank", name);
 }
