@@ -136,11 +136,14 @@ uint16_t swy_float_to_bf16(float f)
  * three pairwise passes in the baseline build, 26-32 with AVX2, and 19-24
  * in one pass with AVX2 (swy_coll_reduce_n; mean of 2000 calls); on the
  * 16-core host the allreduce of 1 MiB went from 506 to 463 us
- * (docs/performance.md, "coll"). */
+ * (docs/performance.md, "coll"). Not under ThreadSanitizer: the ifunc
+ * resolver runs while the loader relocates, before TSAN's runtime is up,
+ * and its instrumented entry crashed every program at start. */
 #define REDUCE_BLOCK_BYTES 4096
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&      \
-    defined(__linux__) && !defined(SWY_NO_TARGET_CLONES)
+    defined(__linux__) && !defined(SWY_NO_TARGET_CLONES) &&                 \
+    !defined(__SANITIZE_THREAD__)
 #define REDUCE_KERNEL                                                         \
     __attribute__((noinline, target_clones("avx2", "default")))
 #else
