@@ -7,11 +7,16 @@
 #      an ML user would pick without GPUs) under swy-run, same sizes, when
 #      Debian's python3-torch is installed (tools/swy-bench/gloo_coll.py;
 #      GLOO=0 leaves it out),
-#   4. ucx_perftest tag_bw, 16 MiB, between two local processes (the limit),
+#   4. swy-bench-mpi --with-switchyard under mpirun: Open MPI and
+#      Switchyard in one job, every iteration running both (PAIRED=0
+#      leaves it out),
+#   5. ucx_perftest tag_bw, 16 MiB, between two local processes (the limit),
 # then a comparison for every size (the target is for >= 1 MiB): median
 # times, their ratios (openmpi / switchyard and gloo / switchyard: > 1
 # means Switchyard is faster) and allreduce bus bandwidth as a share of
-# ucx_perftest's.
+# ucx_perftest's; and from the paired job the medians of the
+# per-iteration ratios, which a noisy machine's slow phases cannot put on
+# one side only.
 #
 #   tools/bench-coll.sh [NRANKS=4] [swy-bench coll options...]
 #
@@ -82,6 +87,16 @@ for ((run = 1; run <= repeat; run++)); do
         : >"$out/openmpi-$run.txt"
     fi
 
+    if ((have_mpi && ${PAIRED:-1})); then
+        say "run $run/$repeat paired: mpirun -np $nranks swy-bench-mpi" \
+            "--with-switchyard --json ${extra[*]}"
+        mpirun --allow-run-as-root --oversubscribe -np "$nranks" \
+            "$swy_bench_mpi" --with-switchyard --json "${extra[@]}" \
+            | tee "$out/paired-$run.txt"
+    else
+        : >"$out/paired-$run.txt"
+    fi
+
     if ((have_gloo)); then
         say "run $run/$repeat gloo: swy-run -n $nranks $python gloo_coll.py" \
             "--json ${extra[*]}"
@@ -128,14 +143,15 @@ import json, re, statistics, sys
 
 out, repeat = sys.argv[1], int(sys.argv[2])
 
-def results(name, run):
+def results(name, run, bench="coll", impl=None):
     table = {}
     with open(f"{out}/{name}-{run}.txt") as f:
         for line in f:
-            start = line.find('{"bench":"coll"')
+            start = line.find('{"bench":"' + bench + '"')
             if start >= 0:
                 r = json.loads(line[start:])
-                table[(r["op"], r["bytes"])] = r
+                if impl is None or r.get("impl") == impl:
+                    table[(r["op"], r["bytes"])] = r
     return table
 
 swy_runs = [results("switchyard", k) for k in range(1, repeat + 1)]
@@ -206,7 +222,43 @@ for key in keys:
         line += (f" {gloo_t:>13.1f} {gloo_t / swy_t:>8.2f}x "
                  f"{min(gratios):>5.2f}-{max(gratios):<5.2f}")
     print(line.rstrip())
-wrong = [(k, r["impl"]) for run in swy_runs + mpi_runs + gloo_runs
+pair_runs = [results("paired", k, "coll_pair") for k in range(1, repeat + 1)]
+pair_swy_runs = [results("paired", k, "coll", "switchyard")
+                 for k in range(1, repeat + 1)]
+pair_mpi_runs = [results("paired", k, "coll", "openmpi")
+                 for k in range(1, repeat + 1)]
+if any(pair_runs):
+    print()
+    print("paired (one job; every iteration runs Open MPI and Switchyard, "
+          "in turn first):")
+    print("ratio: openmpi / switchyard per iteration, median"
+          + (f" over {repeat} runs of each run's median; range: the runs'"
+             " medians; quartiles: medians of the runs' quartiles"
+             if repeat > 1 else "; quartiles of the iterations"))
+    print(f"{'op':<10} {'size':>6} {'swy med(us)':>12} {'mpi med(us)':>12} "
+          f"{'ratio':>7} {'range':>11} {'quartiles':>11} {'swy busbw':>10} "
+          f"{'swy %perf':>10}")
+    for key in sorted({k for run in pair_runs for k in run},
+                      key=lambda k: (k[0] != "alltoallv", k[1])):
+        op, nbytes = key
+        meds = [run[key]["ratio_median"] for run in pair_runs if key in run]
+        q1 = statistics.median(run[key]["ratio_q1"] for run in pair_runs
+                               if key in run)
+        q3 = statistics.median(run[key]["ratio_q3"] for run in pair_runs
+                               if key in run)
+        swy_bw = median_of(pair_swy_runs, key, "busbw_GBps")
+        line = (f"{op:<10} {size_name(nbytes):>6} "
+                f"{median_of(pair_swy_runs, key, 'time_us_median'):>12.1f} "
+                f"{median_of(pair_mpi_runs, key, 'time_us_median'):>12.1f} "
+                f"{statistics.median(meds):>6.2f}x "
+                f"{min(meds):>5.2f}-{max(meds):<5.2f} "
+                f"{q1:>5.2f}-{q3:<5.2f} {swy_bw:>10.3f} ")
+        if op == "allreduce" and perf_GBps:
+            line += f"{100.0 * swy_bw / perf_GBps:>9.0f}%"
+        print(line.rstrip())
+wrong = [(k, r["impl"])
+         for run in swy_runs + mpi_runs + gloo_runs + pair_swy_runs
+         + pair_mpi_runs
          for k, r in run.items() if r.get("check", "ok") != "ok"]
 if wrong:
     print("WRONG results:", wrong)

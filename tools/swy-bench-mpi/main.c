@@ -2,6 +2,10 @@
  *
  *   swy-bench-mpi [coll] [opts]       the coll benchmark
  *       (tools/swy-bench/coll_run.c) on MPI_Alltoallv and MPI_Allreduce;
+ *       with --with-switchyard, on Switchyard too in the same job (its
+ *       communicator set up through MPI, as an NCCL user does), every
+ *       iteration running both: the comparison then does not depend on
+ *       which phase of a noisy machine each run met;
  *   swy-bench-mpi interference [opts] the interference benchmark
  *       (tools/swy-bench/interference_run.c) on MPI_Ialltoallv under an
  *       MPI_Iallreduce backlog. MPI has no priorities: one configuration,
@@ -11,6 +15,7 @@
  * JSON lines. Run:
  *   mpirun --allow-run-as-root --oversubscribe -np 4 swy-bench-mpi [opts] */
 #include "coll_run.h"
+#include "coll_swy.h"
 #include "interference_run.h"
 
 #include <mpi.h>
@@ -221,6 +226,64 @@ static int interference_main(mpi_bench_t *bench, int rank, int argc,
     return swyb_ib_run(&impl, &opts, argc, argv);
 }
 
+/* Switchyard's communicator on the ranks of MPI_COMM_WORLD: rank 0's
+ * unique id reaches the others by MPI_Bcast. */
+static int switchyard_init(mpi_bench_t *bench, int rank, swy_comm_t *comm_p)
+{
+    swy_unique_id_t id;
+    swy_status_t status = SWY_OK;
+    int failed = 0;
+    int any_failed = 0;
+
+    if (rank == 0) {
+        status = swy_get_unique_id(&id);
+        if (status != SWY_OK) {
+            fprintf(stderr, "swy-bench-mpi: swy_get_unique_id failed: %s: "
+                    "%s\n", swy_status_string(status), swy_last_error(NULL));
+        }
+    }
+    /* Rank 0's failure reaches everyone before anyone waits on it. */
+    failed = status != SWY_OK;
+    if (mpi_call_check(bench, MPI_Bcast(&failed, 1, MPI_INT, 0,
+                                        bench->comm), "MPI_Bcast") != 0 ||
+        failed ||
+        mpi_call_check(bench, MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0,
+                                        bench->comm), "MPI_Bcast") != 0) {
+        return -1;
+    }
+    status = swy_comm_init_rank(comm_p, bench->nranks, &id, rank);
+    if (status != SWY_OK) {
+        fprintf(stderr, "swy-bench-mpi: rank %d: swy_comm_init_rank "
+                "failed: %s: %s\n", rank, swy_status_string(status),
+                swy_last_error(NULL));
+    }
+    failed = status != SWY_OK;
+    if (mpi_call_check(bench, MPI_Allreduce(&failed, &any_failed, 1,
+                                            MPI_INT, MPI_MAX, bench->comm),
+                       "MPI_Allreduce") != 0 || any_failed) {
+        return -1;
+    }
+    return 0;
+}
+
+/* Take --with-switchyard out of argv; 1 if it was there. */
+static int with_switchyard_take(int *argc_p, char **argv)
+{
+    int found = 0;
+    int out = 1;
+
+    for (int i = 1; i < *argc_p; ++i) {
+        if (strcmp(argv[i], "--with-switchyard") == 0) {
+            found = 1;
+        } else {
+            argv[out++] = argv[i];
+        }
+    }
+    argv[out] = NULL;
+    *argc_p = out;
+    return found;
+}
+
 int main(int argc, char **argv)
 {
     swyb_coll_options_t opts;
@@ -254,11 +317,20 @@ int main(int argc, char **argv)
         return rc;
     }
     /* "coll" is the default mode; the word itself may be given. */
+    int with_switchyard = with_switchyard_take(&argc, argv);
     switch (swyb_coll_options_parse(argc, argv,
                                     argc > 1 && strcmp(argv[1], "coll") == 0
                                         ? 2 : 1,
                                     "swy-bench-mpi", rank, &opts)) {
     case SWYB_COLL_PARSE_EXIT_OK:
+        if (rank == 0) {
+            printf("  --with-switchyard also run Switchyard in this job: "
+                   "every iteration\n"
+                   "                    runs both, each first in turn; "
+                   "prints both medians\n"
+                   "                    and the per-iteration ratios "
+                   "openmpi / switchyard\n");
+        }
         MPI_Finalize();
         return 0;
     case SWYB_COLL_PARSE_EXIT_USAGE:
@@ -278,7 +350,27 @@ int main(int argc, char **argv)
         .allreduce_sum = mpi_impl_allreduce_sum,
         .max_doubles = mpi_impl_max_doubles,
     };
-    rc = swyb_coll_run(&impl, &opts, argc, argv);
+    if (with_switchyard) {
+        swy_comm_t comm;
+        swyb_coll_impl_t swy_impl;
+
+        if (switchyard_init(&bench, rank, &comm) != 0) {
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        swyb_coll_switchyard_impl(comm, &swy_impl);
+        rc = swyb_coll_run_paired(&impl, &swy_impl, &opts, argc, argv);
+        if (rc < 0) {
+            swy_comm_abort(comm);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        if (swy_comm_destroy(comm) != SWY_OK) {
+            fprintf(stderr, "swy-bench-mpi: rank %d: swy_comm_destroy "
+                    "failed\n", rank);
+            rc = 1;
+        }
+    } else {
+        rc = swyb_coll_run(&impl, &opts, argc, argv);
+    }
     if (rc < 0) {
         MPI_Abort(MPI_COMM_WORLD, 1);
     }

@@ -3,64 +3,12 @@
 #include "coll.h"
 
 #include "coll_run.h"
+#include "coll_swy.h"
 #include "common.h"
 
 #include "switchyard/switchyard.h"
 
 #include <stdio.h>
-
-static int swy_call_check(swy_comm_t comm, swy_status_t status,
-                          const char *what)
-{
-    if (status == SWY_OK) {
-        return 0;
-    }
-    fprintf(stderr, "swy-bench: rank %d: %s failed: %s: %s\n",
-            swy_comm_rank(comm), what, swy_status_string(status),
-            swy_last_error(comm));
-    return -1;
-}
-
-static int swy_impl_barrier(void *ctx)
-{
-    swy_comm_t comm = ctx;
-
-    return swy_call_check(comm, swy_barrier(comm), "swy_barrier");
-}
-
-static int swy_impl_alltoallv(void *ctx, const float *sendbuf,
-                              const size_t *counts, const size_t *displs,
-                              float *recvbuf)
-{
-    swy_comm_t comm = ctx;
-
-    return swy_call_check(comm,
-                          swy_alltoallv(sendbuf, counts, displs, recvbuf,
-                                        counts, displs, SWY_FLOAT32, comm,
-                                        NULL, NULL),
-                          "swy_alltoallv");
-}
-
-static int swy_impl_allreduce_sum(void *ctx, const float *sendbuf,
-                                  float *recvbuf, size_t count)
-{
-    swy_comm_t comm = ctx;
-
-    return swy_call_check(comm,
-                          swy_allreduce(sendbuf, recvbuf, count, SWY_FLOAT32,
-                                        SWY_SUM, comm, NULL, NULL),
-                          "swy_allreduce");
-}
-
-static int swy_impl_max_doubles(void *ctx, double *values, size_t count)
-{
-    swy_comm_t comm = ctx;
-
-    return swy_call_check(comm,
-                          swy_allreduce(values, values, count, SWY_FLOAT64,
-                                        SWY_MAX, comm, NULL, NULL),
-                          "swy_allreduce (max of timings)");
-}
 
 int swyb_coll_main(int argc, char **argv)
 {
@@ -89,16 +37,8 @@ int swyb_coll_main(int argc, char **argv)
         return 1;
     }
 
-    swyb_coll_impl_t impl = {
-        .name = "switchyard",
-        .rank = swy_comm_rank(comm),
-        .nranks = swy_comm_size(comm),
-        .ctx = comm,
-        .barrier = swy_impl_barrier,
-        .alltoallv = swy_impl_alltoallv,
-        .allreduce_sum = swy_impl_allreduce_sum,
-        .max_doubles = swy_impl_max_doubles,
-    };
+    swyb_coll_impl_t impl;
+    swyb_coll_switchyard_impl(comm, &impl);
     rc = swyb_coll_run(&impl, &opts, argc, argv);
     if (rc < 0) {
         /* Peers may be blocked in a collective this rank will never post. */

@@ -236,9 +236,9 @@ static size_t allreduce_check(const float *recvbuf, size_t count, int nranks)
 }
 
 /* One (op, size) point. Buffers live for the point only, so a 64 MiB
- * alltoallv does not keep its memory while allreduce runs. */
+ * alltoallv does not keep its memory while allreduce runs. With two
+ * implementations (swyb_coll_run_paired) both use the same buffers. */
 typedef struct {
-    const swyb_coll_impl_t *impl;
     unsigned op;
     size_t count;          /* floats per peer (alltoallv) or in total */
     size_t *counts;        /* alltoallv, one per rank */
@@ -248,10 +248,9 @@ typedef struct {
     size_t buf_floats;
 } coll_point_t;
 
-static int coll_point_once(coll_point_t *point)
+static int coll_point_once(const swyb_coll_impl_t *impl,
+                           coll_point_t *point)
 {
-    const swyb_coll_impl_t *impl = point->impl;
-
     if (point->op == SWYB_COLL_OP_ALLTOALLV) {
         return impl->alltoallv(impl->ctx, point->sendbuf, point->counts,
                                point->displs, point->recvbuf);
@@ -262,22 +261,49 @@ static int coll_point_once(coll_point_t *point)
 
 /* Barrier, then time batch calls back to back on this rank: the time
  * per call. */
-static int coll_point_timed(coll_point_t *point, int batch,
+static int coll_point_timed(const swyb_coll_impl_t *impl,
+                            coll_point_t *point, int batch,
                             double *elapsed_p)
 {
     double start;
 
-    if (point->impl->barrier(point->impl->ctx) != 0) {
+    if (impl->barrier(impl->ctx) != 0) {
         return -1;
     }
     start = swyb_now_s();
     for (int b = 0; b < batch; ++b) {
-        if (coll_point_once(point) != 0) {
+        if (coll_point_once(impl, point) != 0) {
             return -1;
         }
     }
     *elapsed_p = (swyb_now_s() - start) / batch;
     return 0;
+}
+
+/* The last timed iteration of an implementation: recvbuf NaN first, so
+ * it must write every element; then its result is checked. Returns the
+ * number of wrong elements, or (size_t)-1 when a call failed. */
+static size_t coll_point_checked(const swyb_coll_impl_t *impl,
+                                 coll_point_t *point, int batch,
+                                 double *elapsed_p)
+{
+    memset(point->recvbuf, 0xff, point->buf_floats * sizeof(float));
+    if (coll_point_timed(impl, point, batch, elapsed_p) != 0) {
+        return (size_t)-1;
+    }
+    size_t wrong = point->op == SWYB_COLL_OP_ALLTOALLV
+                       ? a2a_check(point->recvbuf, point->count, impl->rank,
+                                   impl->nranks)
+                       : allreduce_check(point->recvbuf, point->count,
+                                         impl->nranks);
+    if (wrong > 0) {
+        fprintf(stderr, "rank %d: %s: %s of %zu floats: %zu elements "
+                "wrong\n", impl->rank, impl->name,
+                point->op == SWYB_COLL_OP_ALLTOALLV ? "alltoallv"
+                                                    : "allreduce",
+                point->buf_floats, wrong);
+    }
+    return wrong;
 }
 
 static void *buffer_alloc(size_t floats)
@@ -292,97 +318,133 @@ static void *buffer_alloc(size_t floats)
     return buf;
 }
 
-static int coll_point_measure(coll_point_t *point,
+/* Measure the point on nimpl (1 or 2) implementations. With two, every
+ * iteration runs both, each after its own barrier, the first one first
+ * in even iterations and second in odd ones, so that both see the same
+ * phases of a noisy machine; ratio_p then gets the statistics of the
+ * per-iteration ratios impls[0] / impls[1] (of the slowest rank's
+ * times). */
+static int coll_point_measure(const swyb_coll_impl_t *const *impls,
+                              int nimpl, coll_point_t *point,
                               const swyb_coll_options_t *opts,
-                              swyb_coll_result_t *result_p)
+                              swyb_coll_result_t *results,
+                              swyb_stats_t *ratio_p)
 {
-    const swyb_coll_impl_t *impl = point->impl;
     double *times = NULL;
-    double elapsed = 0.0;
+    double elapsed[2] = {0.0, 0.0};
     int iters = opts->iters;
-    size_t wrong;
     int rc = -1;
 
     for (int w = 0; w < opts->warmup; ++w) {
-        if (coll_point_timed(point, opts->batch, &elapsed) != 0) {
-            goto out;
+        for (int j = 0; j < nimpl; ++j) {
+            if (coll_point_timed(impls[j], point, opts->batch,
+                                 &elapsed[j]) != 0) {
+                goto out;
+            }
         }
     }
     if (iters == 0) {
         /* Every rank must run the same number of iterations: plan from the
-         * slowest rank's time of the last warm-up (or of a probe). */
-        if (opts->warmup == 0 &&
-            coll_point_timed(point, opts->batch, &elapsed) != 0) {
+         * slowest rank's time of the last warm-up (or of a probe), so that
+         * each implementation runs for about SWYB_TARGET_S. */
+        double per_iter = 0.0;
+
+        for (int j = 0; j < nimpl && opts->warmup == 0; ++j) {
+            if (coll_point_timed(impls[j], point, opts->batch,
+                                 &elapsed[j]) != 0) {
+                goto out;
+            }
+        }
+        if (impls[0]->max_doubles(impls[0]->ctx, elapsed,
+                                  (size_t)nimpl) != 0) {
             goto out;
         }
-        if (impl->max_doubles(impl->ctx, &elapsed, 1) != 0) {
-            goto out;
+        for (int j = 0; j < nimpl; ++j) {
+            per_iter += elapsed[j] * opts->batch / nimpl;
         }
         iters = SWYB_MIN_ITERS;
-        elapsed *= opts->batch; /* per iteration */
-        if (elapsed > 0.0 && SWYB_TARGET_S / elapsed > SWYB_MIN_ITERS) {
-            double planned = ceil(SWYB_TARGET_S / elapsed);
+        if (per_iter > 0.0 && SWYB_TARGET_S / per_iter > SWYB_MIN_ITERS) {
+            double planned = ceil(SWYB_TARGET_S / per_iter);
 
             iters = planned < SWYB_MAX_ITERS ? (int)planned : SWYB_MAX_ITERS;
         }
     }
 
-    /* One extra slot carries the check result through the same max. */
-    times = calloc((size_t)iters + 1, sizeof(*times));
+    /* Row j holds implementation j's times and, in its extra slot, its
+     * check result, so one max over the ranks carries all of it. */
+    size_t row = (size_t)iters + 1;
+    times = calloc(row * (size_t)nimpl, sizeof(*times));
     if (times == NULL) {
-        fprintf(stderr, "rank %d: out of memory for %d timings\n", impl->rank,
-                iters);
+        fprintf(stderr, "rank %d: out of memory for %d timings\n",
+                impls[0]->rank, iters);
         goto out;
     }
     for (int i = 0; i < iters; ++i) {
-        if (i == iters - 1) {
-            /* NaN everywhere: the last iteration must write every element. */
-            memset(point->recvbuf, 0xff, point->buf_floats * sizeof(float));
+        for (int k = 0; k < nimpl; ++k) {
+            int j = (i + k) % nimpl;
+            double *t = &times[(size_t)j * row + (size_t)i];
+
+            if (i < iters - 1) {
+                if (coll_point_timed(impls[j], point, opts->batch, t) != 0) {
+                    goto out;
+                }
+                continue;
+            }
+            size_t wrong = coll_point_checked(impls[j], point, opts->batch,
+                                              t);
+            if (wrong == (size_t)-1) {
+                goto out;
+            }
+            times[(size_t)j * row + (size_t)iters] = wrong > 0 ? 1.0 : 0.0;
         }
-        if (coll_point_timed(point, opts->batch, &times[i]) != 0) {
-            goto out;
-        }
     }
-    if (point->op == SWYB_COLL_OP_ALLTOALLV) {
-        wrong = a2a_check(point->recvbuf, point->count, impl->rank,
-                          impl->nranks);
-    } else {
-        wrong = allreduce_check(point->recvbuf, point->count, impl->nranks);
-    }
-    if (wrong > 0) {
-        fprintf(stderr, "rank %d: %s of %zu floats: %zu elements wrong\n",
-                impl->rank,
-                point->op == SWYB_COLL_OP_ALLTOALLV ? "alltoallv"
-                                                    : "allreduce",
-                point->buf_floats, wrong);
-    }
-    times[iters] = wrong > 0 ? 1.0 : 0.0;
-    if (impl->max_doubles(impl->ctx, times, (size_t)iters + 1) != 0) {
+    if (impls[0]->max_doubles(impls[0]->ctx, times,
+                              row * (size_t)nimpl) != 0) {
         goto out;
     }
 
-    result_p->iters = iters;
-    result_p->batch = opts->batch;
-    result_p->correct = times[iters] == 0.0;
-    swyb_stats_compute(times, (size_t)iters, &result_p->time_s);
-    swyb_coll_result_finish(result_p);
+    if (nimpl == 2) {
+        /* The ratios before the per-implementation statistics sort the
+         * times. times[0] / times[1], overwritten in place, is a ratio
+         * only of the times that ran in one iteration. */
+        double *ratios = malloc((size_t)iters * sizeof(*ratios));
+
+        if (ratios == NULL) {
+            fprintf(stderr, "rank %d: out of memory for %d ratios\n",
+                    impls[0]->rank, iters);
+            goto out;
+        }
+        for (int i = 0; i < iters; ++i) {
+            ratios[i] = times[i] / times[row + (size_t)i];
+        }
+        swyb_stats_compute(ratios, (size_t)iters, ratio_p);
+        free(ratios);
+    }
+    for (int j = 0; j < nimpl; ++j) {
+        swyb_coll_result_t *result = &results[j];
+
+        result->iters = iters;
+        result->batch = opts->batch;
+        result->correct = times[(size_t)j * row + (size_t)iters] == 0.0;
+        swyb_stats_compute(&times[(size_t)j * row], (size_t)iters,
+                           &result->time_s);
+        swyb_coll_result_finish(result);
+    }
     rc = 0;
 out:
     free(times);
     return rc;
 }
 
-static int coll_point_run(const swyb_coll_impl_t *impl, unsigned op,
-                          size_t bytes, const swyb_coll_options_t *opts,
-                          swyb_coll_result_t *result_p)
+static int coll_point_run(const swyb_coll_impl_t *const *impls, int nimpl,
+                          unsigned op, size_t bytes,
+                          const swyb_coll_options_t *opts,
+                          swyb_coll_result_t *results,
+                          swyb_stats_t *ratio_p)
 {
-    int n = impl->nranks;
-    coll_point_t point = {.impl = impl, .op = op};
-    swyb_coll_result_t result = {
-        .impl = impl->name,
-        .op = op == SWYB_COLL_OP_ALLTOALLV ? "alltoallv" : "allreduce",
-        .ranks = n,
-    };
+    int rank = impls[0]->rank;
+    int n = impls[0]->nranks;
+    coll_point_t point = {.op = op};
     int rc = -1;
 
     if (op == SWYB_COLL_OP_ALLTOALLV) {
@@ -395,7 +457,14 @@ static int coll_point_run(const swyb_coll_impl_t *impl, unsigned op,
     if (point.count == 0) {
         return 1; /* too small to split over the ranks: skipped */
     }
-    result.bytes = point.buf_floats * sizeof(float);
+    for (int j = 0; j < nimpl; ++j) {
+        results[j] = (swyb_coll_result_t){
+            .impl = impls[j]->name,
+            .op = op == SWYB_COLL_OP_ALLTOALLV ? "alltoallv" : "allreduce",
+            .ranks = n,
+            .bytes = point.buf_floats * sizeof(float),
+        };
+    }
 
     point.counts = calloc((size_t)n, sizeof(size_t));
     point.displs = calloc((size_t)n, sizeof(size_t));
@@ -404,7 +473,7 @@ static int coll_point_run(const swyb_coll_impl_t *impl, unsigned op,
     if (point.counts == NULL || point.displs == NULL ||
         point.sendbuf == NULL || point.recvbuf == NULL) {
         fprintf(stderr, "rank %d: out of memory for %s of %zu bytes\n",
-                impl->rank, result.op, result.bytes);
+                rank, results[0].op, results[0].bytes);
         goto out;
     }
     for (int r = 0; r < n; ++r) {
@@ -412,18 +481,14 @@ static int coll_point_run(const swyb_coll_impl_t *impl, unsigned op,
         point.displs[r] = (size_t)r * point.count;
     }
     if (op == SWYB_COLL_OP_ALLTOALLV) {
-        a2a_fill(point.sendbuf, point.count, impl->rank, n);
+        a2a_fill(point.sendbuf, point.count, rank, n);
     } else {
-        allreduce_fill(point.sendbuf, point.count, impl->rank);
+        allreduce_fill(point.sendbuf, point.count, rank);
     }
     /* Touch the receive buffer too, so no iteration pays first faults. */
     memset(point.recvbuf, 0, point.buf_floats * sizeof(float));
 
-    if (coll_point_measure(&point, opts, &result) != 0) {
-        goto out;
-    }
-    *result_p = result;
-    rc = 0;
+    rc = coll_point_measure(impls, nimpl, &point, opts, results, ratio_p);
 out:
     free(point.recvbuf);
     free(point.sendbuf);
@@ -432,19 +497,69 @@ out:
     return rc;
 }
 
-int swyb_coll_run(const swyb_coll_impl_t *impl,
-                  const swyb_coll_options_t *opts, int argc, char **argv)
+static void pair_table_header_print(FILE *out, const char *num,
+                                    const char *den)
+{
+    char ratio[48];
+
+    snprintf(ratio, sizeof(ratio), "%s/%s", num, den);
+    fprintf(out, "%-10s %8s %6s %12s %12s %20s %15s %9s %6s\n", "op", "size",
+            "iters", num, den, ratio, "quartiles", "busbw", "check");
+    fprintf(out, "%-10s %8s %6s %12s %12s %20s %15s %9s %6s\n", "", "",
+            "", "median(us)", "median(us)", "median per iter", "per iter",
+            den, "");
+}
+
+static void pair_table_row_print(FILE *out, const swyb_coll_result_t *r,
+                                 const swyb_stats_t *ratio)
+{
+    char size[32];
+
+    swyb_size_format(r[0].bytes, size, sizeof(size));
+    fprintf(out, "%-10s %8s %6d %12.1f %12.1f %19.2fx %7.2f-%-7.2f %9.3f "
+            "%6s\n", r[0].op, size, r[0].iters, r[0].time_s.median * 1e6,
+            r[1].time_s.median * 1e6, ratio->median, ratio->q1, ratio->q3,
+            r[1].busbw_GBps, r[0].correct && r[1].correct ? "ok" : "WRONG");
+}
+
+static void pair_json_print(FILE *out, const swyb_coll_result_t *r,
+                            const swyb_stats_t *ratio)
+{
+    fprintf(out,
+            "{\"bench\":\"coll_pair\",\"num\":\"%s\",\"den\":\"%s\","
+            "\"op\":\"%s\",\"bytes\":%zu,\"ranks\":%d,\"iters\":%d,"
+            "\"batch\":%d,\"ratio_median\":%.4f,\"ratio_q1\":%.4f,"
+            "\"ratio_q3\":%.4f,\"ratio_min\":%.4f,\"ratio_max\":%.4f}\n",
+            r[0].impl, r[1].impl, r[0].op, r[0].bytes, r[0].ranks,
+            r[0].iters, r[0].batch > 0 ? r[0].batch : 1, ratio->median,
+            ratio->q1, ratio->q3, ratio->min, ratio->max);
+}
+
+static int coll_run(const swyb_coll_impl_t *const *impls, int nimpl,
+                    const swyb_coll_options_t *opts, int argc, char **argv)
 {
     static const unsigned op_order[] = {SWYB_COLL_OP_ALLTOALLV,
                                         SWYB_COLL_OP_ALLREDUCE};
-    swyb_coll_result_t results[SWYB_MAX_POINTS];
+    /* [point][implementation] */
+    swyb_coll_result_t results[SWYB_MAX_POINTS][2];
+    swyb_stats_t ratios[SWYB_MAX_POINTS];
     size_t nresults = 0;
     int all_correct = 1;
+    int rank = impls[0]->rank;
 
-    if (impl->rank == 0) {
-        swyb_header_print(stdout, "coll", impl->name, argc, argv,
-                          impl->nranks);
-        swyb_coll_table_header_print(stdout);
+    if (rank == 0) {
+        char name[64];
+
+        snprintf(name, sizeof(name), "%s%s%s", impls[0]->name,
+                 nimpl == 2 ? "+" : "", nimpl == 2 ? impls[1]->name : "");
+        swyb_header_print(stdout, "coll", name, argc, argv,
+                          impls[0]->nranks);
+        if (nimpl == 2) {
+            printf("# paired: every iteration runs both, in turn first\n");
+            pair_table_header_print(stdout, impls[0]->name, impls[1]->name);
+        } else {
+            swyb_coll_table_header_print(stdout);
+        }
         fflush(stdout);
     }
     for (size_t o = 0; o < sizeof(op_order) / sizeof(op_order[0]); ++o) {
@@ -452,21 +567,28 @@ int swyb_coll_run(const swyb_coll_impl_t *impl,
             continue;
         }
         for (size_t bytes = opts->min_bytes; bytes <= opts->max_bytes;) {
-            swyb_coll_result_t result;
-            int rc = coll_point_run(impl, op_order[o], bytes, opts, &result);
+            swyb_coll_result_t result[2];
+            swyb_stats_t ratio;
+            int rc = coll_point_run(impls, nimpl, op_order[o], bytes, opts,
+                                    result, &ratio);
 
             if (rc < 0) {
                 return -1;
             }
-            if (rc == 0 && impl->rank == 0) {
-                swyb_coll_table_row_print(stdout, &result);
+            for (int j = 0; rc == 0 && j < nimpl; ++j) {
+                all_correct &= result[j].correct;
+            }
+            if (rc == 0 && rank == 0) {
+                if (nimpl == 2) {
+                    pair_table_row_print(stdout, result, &ratio);
+                } else {
+                    swyb_coll_table_row_print(stdout, &result[0]);
+                }
                 fflush(stdout);
                 if (nresults < SWYB_MAX_POINTS) {
-                    results[nresults++] = result;
+                    memcpy(results[nresults], result, sizeof(result));
+                    ratios[nresults++] = ratio;
                 }
-            }
-            if (rc == 0 && !result.correct) {
-                all_correct = 0;
             }
             if (bytes > SIZE_MAX / opts->factor) {
                 break;
@@ -474,14 +596,40 @@ int swyb_coll_run(const swyb_coll_impl_t *impl,
             bytes *= opts->factor;
         }
     }
-    if (impl->rank == 0 && opts->json) {
+    if (rank == 0 && opts->json) {
         for (size_t i = 0; i < nresults; ++i) {
-            swyb_coll_json_print(stdout, &results[i]);
+            for (int j = 0; j < nimpl; ++j) {
+                swyb_coll_json_print(stdout, &results[i][j]);
+            }
+            if (nimpl == 2) {
+                pair_json_print(stdout, results[i], &ratios[i]);
+            }
         }
         fflush(stdout);
     }
-    if (impl->rank == 0 && !all_correct) {
+    if (rank == 0 && !all_correct) {
         fprintf(stderr, "coll: some results were WRONG\n");
     }
     return all_correct ? 0 : 1;
+}
+
+int swyb_coll_run(const swyb_coll_impl_t *impl,
+                  const swyb_coll_options_t *opts, int argc, char **argv)
+{
+    return coll_run(&impl, 1, opts, argc, argv);
+}
+
+int swyb_coll_run_paired(const swyb_coll_impl_t *a,
+                         const swyb_coll_impl_t *b,
+                         const swyb_coll_options_t *opts, int argc,
+                         char **argv)
+{
+    const swyb_coll_impl_t *impls[2] = {a, b};
+
+    if (a->rank != b->rank || a->nranks != b->nranks) {
+        fprintf(stderr, "coll: %s is rank %d of %d but %s rank %d of %d\n",
+                a->name, a->rank, a->nranks, b->name, b->rank, b->nranks);
+        return -1;
+    }
+    return coll_run(impls, 2, opts, argc, argv);
 }

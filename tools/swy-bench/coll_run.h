@@ -65,4 +65,18 @@ typedef struct {
 int swyb_coll_run(const swyb_coll_impl_t *impl,
                   const swyb_coll_options_t *opts, int argc, char **argv);
 
+/**
+ * The same on two libraries in one job, over the same buffers: every
+ * iteration runs both (each after its own barrier; @p a first in even
+ * iterations, @p b first in odd ones), so that both meet the same phases
+ * of a shared, noisy machine. Prints one table of both medians and the
+ * median and quartiles of the per-iteration ratios a / b; with --json,
+ * both "coll" lines and a "coll_pair" line per point. Both must number
+ * the ranks alike. Returns as swyb_coll_run().
+ */
+int swyb_coll_run_paired(const swyb_coll_impl_t *a,
+                         const swyb_coll_impl_t *b,
+                         const swyb_coll_options_t *opts, int argc,
+                         char **argv);
+
 #endif /* SWY_BENCH_COLL_RUN_H */

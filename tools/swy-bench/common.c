@@ -52,6 +52,8 @@ void swyb_stats_compute(double *samples, size_t n, swyb_stats_t *stats_p)
     stats.max = samples[n - 1];
     stats.median = (n % 2 == 1) ? samples[n / 2]
                                 : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+    stats.q1 = samples[(n - 1) / 4];
+    stats.q3 = samples[3 * (n - 1) / 4];
     *stats_p = stats;
 }
 

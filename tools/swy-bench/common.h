@@ -19,11 +19,13 @@ int swyb_env_rank(void);
 /** Monotonic time in seconds. */
 double swyb_now_s(void);
 
-/** Median, minimum and maximum of a set of samples. */
+/** Median, quartiles, minimum and maximum of a set of samples. */
 typedef struct {
     double median;
     double min;
     double max;
+    double q1; /* the samples at ranks (n - 1) / 4 and 3 (n - 1) / 4 */
+    double q3;
 } swyb_stats_t;
 
 /**
