@@ -116,18 +116,27 @@ static void try_done(swy_coll_state_t *st, const swy_coll_emit_t *emit,
     send_all(st, emit, MSG_D, k);
 }
 
+/* Ops of at least this many bytes write recvbuf with non-temporal
+ * stores; from the smaller size where ranks outnumber the CPUs, whose
+ * time-shared caches rarely keep a result until its reader runs (on the
+ * 2-core VM, 4 ranks: 2 MiB 1027 against 1500 us, 4 MiB 2311 against
+ * 2932; 1 MiB was slower streamed, 405 against 339; docs/performance.md,
+ * "coll"). */
 #ifndef SWY_COLL_SHM_STREAM_MIN /* -D for experiments only */
 #define SWY_COLL_SHM_STREAM_MIN ((size_t)16 << 20)
+#endif
+#ifndef SWY_COLL_SHM_STREAM_MIN_SHARED
+#define SWY_COLL_SHM_STREAM_MIN_SHARED ((size_t)2 << 20)
 #endif
 #ifndef SWY_COLL_SHM_BLOCK
 #define SWY_COLL_SHM_BLOCK ((size_t)16 << 10)
 #endif
 
-/* Into recvbuf: with non-temporal stores for an op of at least
- * SWY_COLL_SHM_STREAM_MIN bytes. */
 static int stream_out(const swy_coll_state_t *st)
 {
-    return st->args.count * st->dsize >= SWY_COLL_SHM_STREAM_MIN;
+    return st->args.count * st->dsize >=
+           (st->ch->ranks_share_cpus ? SWY_COLL_SHM_STREAM_MIN_SHARED
+                                     : SWY_COLL_SHM_STREAM_MIN);
 }
 
 static void copy_out(const swy_coll_state_t *st, void *dst, const void *src,

@@ -39,10 +39,17 @@ struct swy_coll_state {
     int stream; /* write recvbuf with non-temporal stores */
 };
 
-/* Receives of at least this many bytes in all are written to recvbuf
- * with non-temporal stores. */
+/* Receives from the peers of at least this many bytes in all are written
+ * to recvbuf with non-temporal stores; from the smaller size where ranks
+ * outnumber the CPUs, whose time-shared caches rarely keep the data until
+ * its reader runs (on the 2-core VM, 4 ranks: 1.5 MiB received 995
+ * against 1252 us, 3 MiB 2441 against 2897; 768 KiB was slower
+ * streamed, 299 against 236; docs/performance.md, "coll"). */
 #ifndef SWY_COLL_A2A_STREAM_MIN /* -D for experiments only */
 #define SWY_COLL_A2A_STREAM_MIN ((size_t)4 << 20)
+#endif
+#ifndef SWY_COLL_A2A_STREAM_MIN_SHARED
+#define SWY_COLL_A2A_STREAM_MIN_SHARED ((size_t)1 << 20)
 #endif
 
 static size_t rounds_of(const swy_coll_state_t *st, size_t elems)
@@ -138,7 +145,9 @@ static swy_status_t a2a_create(const swy_coll_args_t *args, int rank,
         st->events_left += st->send_rounds[p] + st->recv_rounds[p];
         recv_bytes += args->recvcounts[p] * st->dsize;
     }
-    st->stream = recv_bytes >= SWY_COLL_A2A_STREAM_MIN;
+    st->stream = recv_bytes >= (ch->ranks_share_cpus
+                                    ? SWY_COLL_A2A_STREAM_MIN_SHARED
+                                    : SWY_COLL_A2A_STREAM_MIN);
     if (st->chunk_bytes > ch->slot_bytes ||
         most > (size_t)SWY_COLL_TAG_MAX / MSG_KINDS) {
         swy_free(rounds);

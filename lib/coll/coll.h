@@ -204,7 +204,8 @@ typedef struct swy_coll_shm {
     size_t bytes, slot_bytes, region_bytes;
     int rank, nranks;
     /* Every rank of the comm has fewer CPUs than ranks (agreed at init):
-     * alltoallv's automatic choice. */
+     * alltoallv's automatic choice, and the sizes from which the shm
+     * algorithms write recvbuf with non-temporal stores. */
     int ranks_share_cpus;
     swy_coll_shm_user_t *holder, *wait_head, *wait_tail;
     int broken;            /* an op failed while it held the channel */
