@@ -254,19 +254,33 @@ static swy_status_t setup_channel(swy_comm_t comm, const char *what,
         else if (made != SWY_OK)
             swy_info("api", "no shared-memory %s channel (%s)", what,
                      swy_err_last());
-        /* bit 0: attached; bit 1: this rank has fewer CPUs than ranks */
-        cpu_set_t set;
-        int few = sched_getaffinity(0, sizeof(set), &set) == 0 &&
-                  CPU_COUNT(&set) < n;
-        uint8_t mine = (uint8_t)((made == SWY_OK) | (few << 1));
-        status = swy_boot_allgather(comm->boot, &mine, 1, comm->timeout_s,
-                                    &all, lens);
-        int ok = made == SWY_OK, share = 1;
+        /* Whether this rank attached, and the CPUs it may run on: the
+         * ranks share CPUs when all of theirs together are fewer than
+         * the ranks (ranks pinned to a core each do not). A rank whose
+         * affinity is unknown counts as able to run anywhere. */
+        struct {
+            uint8_t attached;
+            cpu_set_t cpus;
+        } mine, *theirs;
+        memset(&mine, 0, sizeof(mine)); /* padding too: it is sent */
+        mine.attached = made == SWY_OK;
+        if (sched_getaffinity(0, sizeof(mine.cpus), &mine.cpus) != 0)
+            memset(&mine.cpus, 0xff, sizeof(mine.cpus));
+        status = swy_boot_allgather(comm->boot, &mine, sizeof(mine),
+                                    comm->timeout_s, &all, lens);
+        int ok = made == SWY_OK;
+        cpu_set_t cpus;
+        CPU_ZERO(&cpus);
+        theirs = all;
         for (int r = 0; status == SWY_OK && r < n; r++) {
-            uint8_t v = lens[r] == 1 ? ((uint8_t *)all)[r] : 0;
-            ok = ok && (v & 1);
-            share = share && (v & 2);
+            if (lens[r] != sizeof(mine)) {
+                ok = 0;
+                break;
+            }
+            ok = ok && theirs[r].attached;
+            CPU_OR(&cpus, &cpus, &theirs[r].cpus);
         }
+        int share = CPU_COUNT(&cpus) < n;
         if (status == SWY_OK && !ok && made == SWY_OK)
             swy_info("api", "no shared-memory %s channel: another rank "
                      "could not attach", what);

@@ -151,8 +151,8 @@ swy_coll_a2a_algo_t swy_coll_alltoallv_setting(void)
                                              SWY_COLL_A2A_NALGOS);
 }
 
-/* The automatic rule: through the channel only where every rank has
- * fewer CPUs than there are ranks. On 4 ranks of the 2-core VM the CMA
+/* The automatic rule: through the channel only where the ranks share
+ * CPUs (the CPUs they may run on, together, are fewer than the ranks). On 4 ranks of the 2-core VM the CMA
  * rendezvous's kernel copy (about 4 GB/s there) was the slower path;
  * with a core per rank (the 16-core host) it is 1.1-1.6x Open MPI's
  * alltoallv and the channel's two copies have not been measured against

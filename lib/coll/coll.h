@@ -146,8 +146,8 @@ typedef enum {
 
 /* Alltoallv algorithms, as SWY_ALLTOALLV_ALGO names them. */
 typedef enum {
-    SWY_COLL_A2A_AUTO = 0, /* shm where every rank has fewer CPUs than
-                              there are ranks, else pairwise */
+    SWY_COLL_A2A_AUTO = 0, /* shm where the ranks share CPUs, else
+                              pairwise */
     SWY_COLL_A2A_PAIRWISE, /* alltoallv.c, through the transports */
     SWY_COLL_A2A_SHM,      /* alltoallv_shm.c; needs the channel */
     SWY_COLL_A2A_NALGOS
@@ -203,7 +203,8 @@ typedef struct swy_coll_shm {
     char *base;
     size_t bytes, slot_bytes, region_bytes;
     int rank, nranks;
-    /* Every rank of the comm has fewer CPUs than ranks (agreed at init):
+    /* The CPUs all ranks may run on, together, are fewer than the ranks
+     * (agreed at init; ranks pinned to a core each do not share):
      * alltoallv's automatic choice, and the sizes from which the shm
      * algorithms write recvbuf with non-temporal stores. */
     int ranks_share_cpus;

@@ -67,7 +67,7 @@ const swy_config_entry_t swy_config_table[] = {
      "allreduce/shm (0 to 7). auto: the CPUs this process may run on, "
      "divided by the ranks of the communicator, less one, at most 3 (0 "
      "where ranks outnumber CPUs)."},
-    {"SWY_ALLTOALLV_ALGO", "auto", "Alltoallv algorithm for host buffers: pairwise (through the transports; on one host large blocks go by one CMA copy), shm (through the shared-memory channel: two copies in user space; where there is none, pairwise) or auto (shm where every rank has fewer CPUs than the communicator has ranks, else pairwise); must be the same on every rank."},
+    {"SWY_ALLTOALLV_ALGO", "auto", "Alltoallv algorithm for host buffers: pairwise (through the transports; on one host large blocks go by one CMA copy), shm (through the shared-memory channel: two copies in user space; where there is none, pairwise) or auto (shm where the CPUs all ranks may run on, together, are fewer than the ranks, else pairwise); must be the same on every rank."},
     {"SWY_SHM_CHANNEL", "1",
      "1: a communicator whose ranks all share one host (2 to 32 ranks) "
      "maps two shared-memory segments (/dev/shm, about 10 MiB each for 4 "
