@@ -567,8 +567,8 @@ static int coll_run(const swyb_coll_impl_t *const *impls, int nimpl,
             continue;
         }
         for (size_t bytes = opts->min_bytes; bytes <= opts->max_bytes;) {
-            swyb_coll_result_t result[2];
-            swyb_stats_t ratio;
+            swyb_coll_result_t result[2] = {{0}};
+            swyb_stats_t ratio = {0};
             int rc = coll_point_run(impls, nimpl, op_order[o], bytes, opts,
                                     result, &ratio);
 

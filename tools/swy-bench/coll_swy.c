@@ -3,8 +3,7 @@
 
 #include <stdio.h>
 
-static int swy_call_check(swy_comm_t comm, swy_status_t status,
-                          const char *what)
+int swyb_swy_check(swy_comm_t comm, swy_status_t status, const char *what)
 {
     if (status == SWY_OK) {
         return 0;
@@ -19,7 +18,7 @@ static int swy_impl_barrier(void *ctx)
 {
     swy_comm_t comm = ctx;
 
-    return swy_call_check(comm, swy_barrier(comm), "swy_barrier");
+    return swyb_swy_check(comm, swy_barrier(comm), "swy_barrier");
 }
 
 static int swy_impl_alltoallv(void *ctx, const float *sendbuf,
@@ -28,7 +27,7 @@ static int swy_impl_alltoallv(void *ctx, const float *sendbuf,
 {
     swy_comm_t comm = ctx;
 
-    return swy_call_check(comm,
+    return swyb_swy_check(comm,
                           swy_alltoallv(sendbuf, counts, displs, recvbuf,
                                         counts, displs, SWY_FLOAT32, comm,
                                         NULL, NULL),
@@ -40,7 +39,7 @@ static int swy_impl_allreduce_sum(void *ctx, const float *sendbuf,
 {
     swy_comm_t comm = ctx;
 
-    return swy_call_check(comm,
+    return swyb_swy_check(comm,
                           swy_allreduce(sendbuf, recvbuf, count, SWY_FLOAT32,
                                         SWY_SUM, comm, NULL, NULL),
                           "swy_allreduce");
@@ -50,7 +49,7 @@ static int swy_impl_max_doubles(void *ctx, double *values, size_t count)
 {
     swy_comm_t comm = ctx;
 
-    return swy_call_check(comm,
+    return swyb_swy_check(comm,
                           swy_allreduce(values, values, count, SWY_FLOAT64,
                                         SWY_MAX, comm, NULL, NULL),
                           "swy_allreduce (max of timings)");

@@ -5,6 +5,7 @@
  * traces ("a2a", "backlog"). */
 #include "interference.h"
 
+#include "coll_swy.h"
 #include "common.h"
 #include "interference_run.h"
 
@@ -19,23 +20,11 @@ typedef struct {
     swy_request_t req[SWYB_IB_SLOTS];
 } swy_ib_t;
 
-static int swy_call_check(swy_comm_t comm, swy_status_t status,
-                          const char *what)
-{
-    if (status == SWY_OK) {
-        return 0;
-    }
-    fprintf(stderr, "swy-bench: rank %d: %s failed: %s: %s\n",
-            swy_comm_rank(comm), what, swy_status_string(status),
-            swy_last_error(comm));
-    return -1;
-}
-
 static int swy_ib_barrier(void *ctx)
 {
     swy_ib_t *s = ctx;
 
-    return swy_call_check(s->comm, swy_barrier(s->comm), "swy_barrier");
+    return swyb_swy_check(s->comm, swy_barrier(s->comm), "swy_barrier");
 }
 
 static int swy_ib_ialltoallv(void *ctx, int slot, const float *sendbuf,
@@ -46,7 +35,7 @@ static int swy_ib_ialltoallv(void *ctx, int slot, const float *sendbuf,
     swy_op_attr_t attr = SWY_OP_ATTR_INIT;
 
     attr.name = "a2a";
-    return swy_call_check(s->comm,
+    return swyb_swy_check(s->comm,
                           swy_alltoallv(sendbuf, counts, displs, recvbuf,
                                         counts, displs, SWY_FLOAT32, s->comm,
                                         &attr, &s->req[slot]),
@@ -60,7 +49,7 @@ static int swy_ib_iallreduce_sum(void *ctx, int slot, const float *sendbuf,
     swy_op_attr_t attr = SWY_OP_ATTR_INIT;
 
     attr.name = "backlog";
-    return swy_call_check(s->comm,
+    return swyb_swy_check(s->comm,
                           swy_allreduce(sendbuf, recvbuf, count, SWY_FLOAT32,
                                         SWY_SUM, s->comm, &attr,
                                         &s->req[slot]),
@@ -71,7 +60,7 @@ static int swy_ib_test(void *ctx, int slot, int *done_p)
 {
     swy_ib_t *s = ctx;
 
-    return swy_call_check(s->comm, swy_test(s->req[slot], done_p),
+    return swyb_swy_check(s->comm, swy_test(s->req[slot], done_p),
                           "swy_test");
 }
 
@@ -82,13 +71,13 @@ static int swy_ib_wait(void *ctx, int slot)
 
     swy_request_free(s->req[slot]);
     s->req[slot] = NULL;
-    return swy_call_check(s->comm, status, "swy_wait");
+    return swyb_swy_check(s->comm, status, "swy_wait");
 }
 
 static int swy_ib_reduce_doubles(swy_ib_t *s, double *values, size_t count,
                                  swy_redop_t op)
 {
-    return swy_call_check(s->comm,
+    return swyb_swy_check(s->comm,
                           swy_allreduce(values, values, count, SWY_FLOAT64,
                                         op, s->comm, NULL, NULL),
                           "swy_allreduce (timings)");
@@ -118,14 +107,14 @@ static int swy_ib_configure(void *ctx, const char *policy,
         snprintf(credit, sizeof(credit), "%zu", credit_bytes);
     }
     /* Partition before credit: an "auto" credit follows the partition. */
-    if (swy_call_check(s->comm, swy_comm_configure(s->comm, "SWY_POLICY",
+    if (swyb_swy_check(s->comm, swy_comm_configure(s->comm, "SWY_POLICY",
                                                    policy),
                        "swy_comm_configure(SWY_POLICY)") != 0 ||
-        swy_call_check(s->comm,
+        swyb_swy_check(s->comm,
                        swy_comm_configure(s->comm, "SWY_PARTITION_BYTES",
                                           partition),
                        "swy_comm_configure(SWY_PARTITION_BYTES)") != 0 ||
-        swy_call_check(s->comm,
+        swyb_swy_check(s->comm,
                        swy_comm_configure(s->comm, "SWY_CREDIT_BYTES",
                                           credit),
                        "swy_comm_configure(SWY_CREDIT_BYTES)") != 0) {
@@ -133,7 +122,7 @@ static int swy_ib_configure(void *ctx, const char *policy,
     }
     if (window_bytes > 0) {
         snprintf(window, sizeof(window), "%zu", window_bytes);
-        if (swy_call_check(s->comm,
+        if (swyb_swy_check(s->comm,
                            swy_comm_configure(s->comm, "SWY_WINDOW_BYTES",
                                               window),
                            "swy_comm_configure(SWY_WINDOW_BYTES)") != 0) {
@@ -149,15 +138,15 @@ static int swy_ib_query(void *ctx, size_t *partition_bytes_p,
     swy_ib_t *s = ctx;
     char partition[64], credit[64], window[64];
 
-    if (swy_call_check(s->comm,
+    if (swyb_swy_check(s->comm,
                        swy_comm_query(s->comm, "SWY_PARTITION_BYTES",
                                       partition, sizeof(partition)),
                        "swy_comm_query") != 0 ||
-        swy_call_check(s->comm,
+        swyb_swy_check(s->comm,
                        swy_comm_query(s->comm, "SWY_CREDIT_BYTES", credit,
                                       sizeof(credit)),
                        "swy_comm_query") != 0 ||
-        swy_call_check(s->comm,
+        swyb_swy_check(s->comm,
                        swy_comm_query(s->comm, "SWY_WINDOW_BYTES", window,
                                       sizeof(window)),
                        "swy_comm_query") != 0) {
@@ -173,7 +162,7 @@ static int swy_ib_phase_hint(void *ctx, int a2a_imminent)
 {
     swy_ib_t *s = ctx;
 
-    return swy_call_check(s->comm,
+    return swyb_swy_check(s->comm,
                           swy_phase_hint(s->comm,
                                          a2a_imminent ? SWY_PHASE_A2A_IMMINENT
                                                       : SWY_PHASE_NONE),
@@ -188,7 +177,7 @@ static int swy_ib_counters(void *ctx, double *preemptions_p,
 
     memset(&stats, 0, sizeof(stats));
     stats.struct_size = sizeof(stats);
-    if (swy_call_check(s->comm, swy_comm_stats(s->comm, &stats),
+    if (swyb_swy_check(s->comm, swy_comm_stats(s->comm, &stats),
                        "swy_comm_stats") != 0) {
         return -1;
     }

@@ -20,6 +20,7 @@
  * between ranks too. */
 #include "overhead.h"
 
+#include "coll_swy.h"
 #include "common.h"
 
 #include "switchyard/switchyard.h"
@@ -155,17 +156,6 @@ static int oh_options_parse(int argc, char **argv, int rank,
     return -1;
 }
 
-static int oh_check(swy_comm_t comm, swy_status_t status, const char *what)
-{
-    if (status == SWY_OK) {
-        return 0;
-    }
-    fprintf(stderr, "swy-bench: rank %d: %s failed: %s: %s\n",
-            swy_comm_rank(comm), what, swy_status_string(status),
-            swy_last_error(comm));
-    return -1;
-}
-
 /* A launcher's variables name the job; without them, a 1-rank job. */
 static swy_status_t oh_comm_init(swy_comm_t *comm_p)
 {
@@ -200,7 +190,7 @@ static int oh_uops_sent(swy_comm_t comm, double *uops_p)
 
     memset(&stats, 0, sizeof(stats));
     stats.struct_size = sizeof(stats);
-    if (oh_check(comm, swy_comm_stats(comm, &stats), "swy_comm_stats") != 0) {
+    if (swyb_swy_check(comm, swy_comm_stats(comm, &stats), "swy_comm_stats") != 0) {
         return -1;
     }
     *uops_p = (double)stats.micro_ops_sent;
@@ -209,7 +199,7 @@ static int oh_uops_sent(swy_comm_t comm, double *uops_p)
 
 static int oh_max(swy_comm_t comm, double *values, size_t count)
 {
-    return oh_check(comm, swy_allreduce(values, values, count, SWY_FLOAT64,
+    return swyb_swy_check(comm, swy_allreduce(values, values, count, SWY_FLOAT64,
                                         SWY_MAX, comm, NULL, NULL),
                     "swy_allreduce (timings)");
 }
@@ -323,18 +313,18 @@ int swyb_overhead_main(int argc, char **argv)
         double u0, u1;
 
         snprintf(value, sizeof(value), "%zu", part);
-        if (oh_check(comm, swy_barrier(comm), "swy_barrier") != 0 ||
-            oh_check(comm, swy_comm_configure(comm, "SWY_PARTITION_BYTES",
+        if (swyb_swy_check(comm, swy_barrier(comm), "swy_barrier") != 0 ||
+            swyb_swy_check(comm, swy_comm_configure(comm, "SWY_PARTITION_BYTES",
                                               value),
                      "swy_comm_configure") != 0 ||
-            oh_check(comm, swy_comm_query(comm, "SWY_PARTITION_BYTES",
+            swyb_swy_check(comm, swy_comm_query(comm, "SWY_PARTITION_BYTES",
                                           in_effect, sizeof(in_effect)),
                      "swy_comm_query") != 0) {
             goto abort;
         }
         points[p].partition_bytes = strtoull(in_effect, NULL, 10);
         /* One warm-up: first-touch of scratch and queues. */
-        if (oh_check(comm, swy_alltoallv(sendbuf, counts, displs, recvbuf,
+        if (swyb_swy_check(comm, swy_alltoallv(sendbuf, counts, displs, recvbuf,
                                          counts, displs, SWY_FLOAT32, comm,
                                          NULL, NULL),
                      "swy_alltoallv") != 0 ||
@@ -344,7 +334,7 @@ int swyb_overhead_main(int argc, char **argv)
         for (int i = 0; i < opts.reps; ++i) {
             double start;
 
-            if (oh_check(comm, swy_barrier(comm), "swy_barrier") != 0) {
+            if (swyb_swy_check(comm, swy_barrier(comm), "swy_barrier") != 0) {
                 goto abort;
             }
             /* The plain copy of the same bytes, the floor of every point,
@@ -356,7 +346,7 @@ int swyb_overhead_main(int argc, char **argv)
                 memset(recvbuf, 0xff, floats * sizeof(float));
             }
             start = swyb_now_s();
-            if (oh_check(comm, swy_alltoallv(sendbuf, counts, displs,
+            if (swyb_swy_check(comm, swy_alltoallv(sendbuf, counts, displs,
                                              recvbuf, counts, displs,
                                              SWY_FLOAT32, comm, NULL, NULL),
                          "swy_alltoallv") != 0) {
@@ -413,10 +403,10 @@ int swyb_overhead_main(int argc, char **argv)
                                      1e9)};
         double c0, s0, w0;
 
-        if (oh_check(comm, swy_comm_configure(comm, "SWY_PARTITION_BYTES",
+        if (swyb_swy_check(comm, swy_comm_configure(comm, "SWY_PARTITION_BYTES",
                                               "auto"),
                      "swy_comm_configure") != 0 ||
-            oh_check(comm, swy_barrier(comm), "swy_barrier") != 0) {
+            swyb_swy_check(comm, swy_barrier(comm), "swy_barrier") != 0) {
             goto abort;
         }
         c0 = oh_cpu_s();
