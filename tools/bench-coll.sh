@@ -11,6 +11,9 @@
 #      Switchyard in one job, every iteration running both (PAIRED=0
 #      leaves it out),
 #   5. ucx_perftest tag_bw, 16 MiB, between two local processes (the limit),
+#      whose median over the runs the bus bandwidths are compared with,
+#   6. swy-bench c2c before and after each run (a cache line's round trip
+#      between two CPUs: on a VM, whether the host placed them near),
 # then a comparison for every size (the target is for >= 1 MiB): median
 # times, their ratios (openmpi / switchyard and gloo / switchyard: > 1
 # means Switchyard is faster) and allreduce bus bandwidth as a share of
@@ -21,8 +24,8 @@
 #   tools/bench-coll.sh [NRANKS=4] [swy-bench coll options...]
 #
 # Builds nothing. Environment: BUILD_DIR (default build), REPEAT (default 1:
-# run Switchyard, Open MPI and gloo alternately this many times; the comparison
-# then takes, per size, the median over the runs of each run's median, and
+# run all of the above alternately this many times; the comparison then
+# takes, per size, the median over the runs of each run's median, and
 # shows the range of the per-run ratios — on a shared, noisy machine the
 # alternation keeps slow phases from landing on one side only), OUT_DIR
 # (keep the raw outputs there; default a temporary folder, removed).
@@ -70,7 +73,49 @@ if [[ ${GLOO:-1} != 0 ]] &&
         2>/dev/null; then
     have_gloo=1
 fi
+# ucx_perftest (the limit), into $out/perftest-RUN.txt: the server serves
+# one run and exits. A port of our own so two benchmarks on one machine do
+# not meet. Run with every repeat, so that its median comes from the same
+# phases of a noisy machine as the others'.
+perftest() {
+    local run=$1 port=$((20000 + RANDOM % 20000)) server ok=0
+    local perf_args=(-t tag_bw -s 16777216 -n 100 -w 10 -p "$port")
+    if ! command -v ucx_perftest >/dev/null; then
+        say "ucx_perftest: not installed (ucx-utils)"
+        : >"$out/perftest-$run.txt"
+        return
+    fi
+    say "run $run/$repeat ucx_perftest ${perf_args[*]} (server and client," \
+        "127.0.0.1)"
+    ucx_perftest "${perf_args[@]}" >"$out/perftest-server-$run.txt" 2>&1 &
+    server=$!
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        sleep 0.5
+        if ucx_perftest 127.0.0.1 "${perf_args[@]}" -f \
+            >"$out/perftest-$run.txt" 2>&1; then
+            ok=1
+            break
+        fi
+    done
+    if ((ok)); then
+        wait "$server" || true
+    else
+        kill "$server" 2>/dev/null || true
+        wait "$server" 2>/dev/null || true
+    fi
+    cat "$out/perftest-$run.txt"
+}
+
+# swy-bench c2c (a cache line's round trip between two CPUs) before and
+# after each run, into $out/c2c-RUN.txt: on a virtual machine the host may
+# move the CPUs apart and back while the benchmark runs, which the
+# shared-memory algorithms feel most (docs/performance.md, "coll").
+c2c() {
+    "$swy_bench" c2c --json >>"$out/c2c-$1.txt" 2>&1 || true
+}
+
 for ((run = 1; run <= repeat; run++)); do
+    c2c "$run"
     say "run $run/$repeat switchyard: swy-run -n $nranks swy-bench coll" \
         "--json ${extra[*]}"
     "$swy_run" -n "$nranks" --no-prefix "$swy_bench" coll --json \
@@ -106,36 +151,10 @@ for ((run = 1; run <= repeat; run++)); do
         say "gloo: skipped (GLOO=0, or no python3-torch for $python)"
         : >"$out/gloo-$run.txt"
     fi
-done
 
-# ucx_perftest: the server serves one run and exits. A port of our own so
-# two benchmarks on one machine do not meet.
-if command -v ucx_perftest >/dev/null; then
-    port=$((20000 + RANDOM % 20000))
-    perf_args=(-t tag_bw -s 16777216 -n 100 -w 10 -p "$port")
-    say "ucx_perftest ${perf_args[*]} (server and client, 127.0.0.1)"
-    ucx_perftest "${perf_args[@]}" >"$out/perftest-server.txt" 2>&1 &
-    server=$!
-    ok=0
-    for _ in 1 2 3 4 5 6 7 8 9 10; do
-        sleep 0.5
-        if ucx_perftest 127.0.0.1 "${perf_args[@]}" -f \
-            >"$out/perftest.txt" 2>&1; then
-            ok=1
-            break
-        fi
-    done
-    if ((ok)); then
-        wait "$server" || true
-    else
-        kill "$server" 2>/dev/null || true
-        wait "$server" 2>/dev/null || true
-    fi
-    cat "$out/perftest.txt"
-else
-    say "ucx_perftest: not installed (ucx-utils)"
-    : >"$out/perftest.txt"
-fi
+    perftest "$run"
+    c2c "$run"
+done
 
 say "comparison ($nranks ranks; the target is for sizes >= 1 MiB)"
 "$python" - "$out" "$repeat" <<'EOF'
@@ -162,17 +181,32 @@ have_gloo = any(gloo_runs)
 # ucx_perftest's result line (with -f, without the "Final:" word): iters,
 # overhead p50 / average / overall, bandwidth average / overall (MB/s, MB
 # = 2^20 bytes), message rate average / overall.
-perf_GBps = None
-with open(f"{out}/perftest.txt") as f:
-    for line in f:
-        fields = line.replace("Final:", "").split()
-        if len(fields) == 8 and all(re.fullmatch(r"[0-9.]+", x)
-                                    for x in fields):
-            perf_GBps = float(fields[5]) * 2**20 / 1e9
+perf_runs = []
+for run in range(1, repeat + 1):
+    with open(f"{out}/perftest-{run}.txt") as f:
+        for line in f:
+            fields = line.replace("Final:", "").split()
+            if len(fields) == 8 and all(re.fullmatch(r"[0-9.]+", x)
+                                        for x in fields):
+                perf_runs.append(float(fields[5]) * 2**20 / 1e9)
+perf_GBps = statistics.median(perf_runs) if perf_runs else None
 if perf_GBps is None:
     print("ucx_perftest: no bandwidth line (see its output above)")
+elif repeat > 1:
+    print(f"ucx_perftest tag_bw 16 MiB: {perf_GBps:.3f} GB/s (median of "
+          f"{len(perf_runs)} runs: "
+          + " ".join(f"{x:.3f}" for x in perf_runs) + ")")
 else:
     print(f"ucx_perftest tag_bw 16 MiB: {perf_GBps:.3f} GB/s")
+c2c_runs = []
+for run in range(1, repeat + 1):
+    with open(f"{out}/c2c-{run}.txt") as f:
+        c2c_runs.append([json.loads(line)["round_trip_ns_median"]
+                         for line in f if line.startswith('{"bench":"c2c"')])
+if any(c2c_runs):
+    print("core-to-core round trip (swy-bench c2c), before/after each run, "
+          "ns: " + "  ".join("/".join(f"{x:.0f}" for x in r) or "-"
+                             for r in c2c_runs))
 if repeat > 1:
     print(f"times: median over {repeat} alternating runs of each run's "
           "median; range: the per-run ratios")

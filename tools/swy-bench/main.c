@@ -1,5 +1,6 @@
 /* swy-bench: Switchyard's benchmarks, one subcommand each. Subcommands
  * share common.c (timing, statistics, header, table and JSON). */
+#include "c2c.h"
 #include "coll.h"
 #include "interference.h"
 #include "model.h"
@@ -17,6 +18,8 @@ typedef struct {
 } subcommand_t;
 
 static const subcommand_t subcommands[] = {
+    {"c2c", "a cache line's round trip between two CPUs (no launcher)",
+     swyb_c2c_main},
     {"coll", "alltoallv and allreduce time and bandwidth by size",
      swyb_coll_main},
     {"interference", "all-to-all alone and under an allreduce backlog, "
