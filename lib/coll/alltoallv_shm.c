@@ -160,12 +160,14 @@ static int op_class(const swy_coll_state_t *st, size_t *bytes_p)
 
 /* Rank 0: the way of the op after the one taking the channel now, taken
  * to be of the same size class. Until each way has PULL_TRUST samples in
- * the class the ways alternate; then the faster by the median of the
- * last samples goes, the other once in PULL_EXPLORE ops so that a change
- * of the machine (cores moved apart or together) shows. Pulling takes a
- * lead of PULL_MARGIN, so that noise does not flip the way back and
- * forth. */
+ * the class, blocks are copied but once in PULL_LEARN ops (so that a
+ * short run of ops, such as a benchmark's at one size, is not spent
+ * trying); then the faster by the median of the last samples goes, the
+ * other once in PULL_EXPLORE ops so that a change of the machine (cores
+ * moved apart or together) shows. Pulling takes a lead of PULL_MARGIN,
+ * so that noise does not flip the way back and forth. */
 #define PULL_TRUST 3
+#define PULL_LEARN 8
 #define PULL_EXPLORE 32
 #define PULL_MARGIN 0.9
 static uint32_t leader_choose(swy_coll_shm_t *ch, uint64_t next_seq)
@@ -190,7 +192,8 @@ static uint32_t leader_choose(swy_coll_shm_t *ch, uint64_t next_seq)
     swy_coll_pull_class_t *c = &pl->cls[pl->last_class];
     uint64_t n = c->chosen++;
     if (c->samples[0] < PULL_TRUST || c->samples[1] < PULL_TRUST)
-        return n % 2 ? SWY_COLL_WAY_PULL_LARGE : SWY_COLL_WAY_COPY;
+        return n % PULL_LEARN == PULL_LEARN - 1 ? SWY_COLL_WAY_PULL_LARGE
+                                                : SWY_COLL_WAY_COPY;
     double copy = median_of(c->ns_per_byte[0], c->samples[0]);
     double pull = median_of(c->ns_per_byte[1], c->samples[1]);
     int faster = pull < (c->faster ? 1.0 : PULL_MARGIN) * copy;
