@@ -22,8 +22,7 @@ say() { printf '\n== %s\n' "$*"; }
 # its test; about 150 MB to fetch.
 packages=(meson ninja-build pkg-config gcc libc6-dev
           libucx-dev ucx-utils libhwloc-dev hwloc libevent-dev
-          openmpi-bin libopenmpi-dev iproute2 libopenblas-dev python3-torch
-          strace)
+          openmpi-bin libopenmpi-dev iproute2 libopenblas-dev python3-torch)
 
 install_missing() {
     [[ ${SWY_QS_NO_INSTALL:-0} == 1 ]] && return 0
