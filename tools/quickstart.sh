@@ -22,7 +22,8 @@ say() { printf '\n== %s\n' "$*"; }
 # its test; about 150 MB to fetch.
 packages=(meson ninja-build pkg-config gcc libc6-dev
           libucx-dev ucx-utils libhwloc-dev hwloc libevent-dev
-          openmpi-bin libopenmpi-dev iproute2 libopenblas-dev python3-torch)
+          openmpi-bin libopenmpi-dev iproute2 libopenblas-dev python3-torch
+          strace)
 
 install_missing() {
     [[ ${SWY_QS_NO_INSTALL:-0} == 1 ]] && return 0

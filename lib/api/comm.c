@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/comm_impl.h"
 #include "coll/coll.h"
@@ -220,9 +221,28 @@ static int copy_helpers(int nranks)
  * so that all choose the same algorithms. A channel that cannot be made
  * (a small /dev/shm) is a note in the log, not an error; only a failing
  * control plane fails the comm. */
-/* One channel (see comm_setup_shm) into *shm_p, or none. */
+/* SWY_SHM_PULL: SWY_COLL_PULL_*. */
+static int pull_setting(void)
+{
+    const char *value = swy_config_get("SWY_SHM_PULL");
+    if (value == NULL || strcmp(value, "auto") == 0)
+        return SWY_COLL_PULL_AUTO;
+    if (strcmp(value, "never") == 0)
+        return SWY_COLL_PULL_NEVER;
+    if (strcmp(value, "always") == 0)
+        return SWY_COLL_PULL_ALWAYS;
+    swy_warn("api", "SWY_SHM_PULL=%s is not auto, never or always: using "
+             "auto", value);
+    return SWY_COLL_PULL_AUTO;
+}
+
+/* Read by the peers at setup (swy_coll_shm_probe_pull). */
+static const volatile uint64_t pull_probe = SWY_COLL_PULL_PROBE;
+
+/* One channel (see comm_setup_shm) into *shm_p, or none. With pull, the
+ * ranks also try to read each other's memory (alltoallv/shm's pulls). */
 static swy_status_t setup_channel(swy_comm_t comm, const char *what,
-                                  swy_coll_shm_t **shm_p)
+                                  int pull, swy_coll_shm_t **shm_p)
 {
     int n = comm->nranks;
     char name[64] = "";
@@ -261,9 +281,16 @@ static swy_status_t setup_channel(swy_comm_t comm, const char *what,
         struct {
             uint8_t attached;
             cpu_set_t cpus;
+            int64_t pid;
+            uint64_t probe; /* the address of pull_probe */
         } mine, *theirs;
         memset(&mine, 0, sizeof(mine)); /* padding too: it is sent */
         mine.attached = made == SWY_OK;
+        mine.pid = (int64_t)getpid();
+        mine.probe = (uint64_t)(uintptr_t)&pull_probe;
+        int pull_mode = pull ? pull_setting() : SWY_COLL_PULL_NEVER;
+        if (pull_mode != SWY_COLL_PULL_NEVER)
+            swy_coll_shm_allow_pull(); /* before the peers try */
         if (sched_getaffinity(0, sizeof(mine.cpus), &mine.cpus) != 0)
             memset(&mine.cpus, 0xff, sizeof(mine.cpus));
         status = swy_boot_allgather(comm->boot, &mine, sizeof(mine),
@@ -289,6 +316,15 @@ static swy_status_t setup_channel(swy_comm_t comm, const char *what,
             *shm_p = NULL;
         } else {
             (*shm_p)->ranks_share_cpus = share;
+            (*shm_p)->pull.mode = pull_mode;
+            int64_t pids[SWY_COLL_SHM_MAX_RANKS];
+            uint64_t probes[SWY_COLL_SHM_MAX_RANKS];
+            for (int r = 0; r < n; r++) {
+                pids[r] = theirs[r].pid;
+                probes[r] = theirs[r].probe;
+            }
+            if (pull_mode != SWY_COLL_PULL_NEVER)
+                swy_coll_shm_probe_pull(*shm_p, pids, probes);
         }
     }
     if (comm->rank == 0)
@@ -315,8 +351,8 @@ static swy_status_t comm_setup_shm(swy_comm_t comm)
                    swy_topo_node_of(comm->topo, 0);
     if (!one_host)
         return SWY_OK;
-    SWY_CHECK(setup_channel(comm, "allreduce", &comm->shm));
-    SWY_CHECK(setup_channel(comm, "alltoallv", &comm->shm_a2a));
+    SWY_CHECK(setup_channel(comm, "allreduce", 0, &comm->shm));
+    SWY_CHECK(setup_channel(comm, "alltoallv", 1, &comm->shm_a2a));
     if (comm->shm != NULL) {
         int helpers = copy_helpers(n);
         if (helpers > 0)

@@ -13,14 +13,35 @@
  * in user space and through slots that stay in cache: where ranks
  * outnumber the CPUs (the 2-core test machine), the kernel's copy of
  * process_vm_readv was the slower path (docs/performance.md, "coll").
- * swy_coll_alltoallv_choose() decides. */
+ * swy_coll_alltoallv_choose() decides.
+ *
+ * Unless the cores are far apart: a virtual machine's host may move its
+ * CPUs to cores that share no cache, and then every byte written into a
+ * slot crawls to its reader. So a block may also be pulled (coll.h,
+ * swy_coll_pull_t): r publishes its sendbuf's address, its pid and the
+ * op's number in its descriptor, sends every P(k) at once, and p reads
+ * chunk k straight from r's sendbuf with process_vm_readv on P(k) and
+ * answers D(k). Which way each op goes is rank 0's choice, made from the
+ * times of recent ops both ways, which every rank writes into the
+ * channel (mostly the faster way, now and then a few ops the other to
+ * see whether that changed; leader_choose); it reaches the others
+ * through the channel (swy_coll_shm_ctl_t), and a block pulls or not by
+ * the op's way and the block's size, which both of its ends know. The
+ * blocks between rank 0 and every peer have at least one round, empty
+ * or not, which is what makes every rank read the way after rank 0 wrote
+ * it and before it writes the next. */
+#include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "coll/coll.h"
 #include "util/alloc.h"
 #include "util/copy.h"
+#include "util/clock.h"
 #include "util/list.h"
+#include "util/log.h"
 #include "util/status.h"
 
 extern const swy_coll_algo_t swy_coll_alltoallv_shm;
@@ -37,7 +58,27 @@ struct swy_coll_state {
     size_t *send_rounds, *recv_rounds; /* [nranks] */
     size_t events_left; /* D and P still to come before the release */
     int stream; /* write recvbuf with non-temporal stores */
+    uint64_t seq;        /* this op's number on the channel */
+    int way, way_known;  /* SWY_COLL_WAY_*, once read */
 };
+
+/* Where a rank tells its peers about its sendbuf for an op that pulls:
+ * its result slot of parity 1 (unused by alltoallv/shm). */
+typedef struct {
+    uint64_t seq;
+    int64_t pid;
+    uint64_t addr[SWY_COLL_SHM_MAX_RANKS];  /* its block for each peer */
+    uint64_t bytes[SWY_COLL_SHM_MAX_RANKS];
+} pull_desc_t;
+
+_Static_assert(sizeof(pull_desc_t) <= 4096 &&
+                   sizeof(swy_coll_shm_ctl_t) <= 4096,
+               "the descriptor and the control words fit the smallest slot");
+
+static pull_desc_t *pull_desc(const swy_coll_state_t *st, int owner)
+{
+    return (pull_desc_t *)swy_coll_shm_out_slot(st->ch, owner, 1);
+}
 
 /* Receives from the peers of at least this many bytes in all are written
  * to recvbuf with non-temporal stores; from the smaller size where ranks
@@ -52,9 +93,159 @@ struct swy_coll_state {
 #define SWY_COLL_A2A_STREAM_MIN_SHARED ((size_t)1 << 20)
 #endif
 
-static size_t rounds_of(const swy_coll_state_t *st, size_t elems)
+/* Rounds of the block between this rank and peer p: at least one where
+ * either is rank 0 (see the top). */
+static size_t rounds_of(const swy_coll_state_t *st, int p, size_t elems)
 {
-    return (elems * st->dsize + st->chunk_bytes - 1) / st->chunk_bytes;
+    size_t n = (elems * st->dsize + st->chunk_bytes - 1) / st->chunk_bytes;
+    return n == 0 && (p == 0 || st->rank == 0) ? 1 : n;
+}
+
+/* Whether a block of `bytes` pulls in this op's way; both ends agree. */
+static int block_pulls(const swy_coll_state_t *st, size_t bytes)
+{
+    return bytes > 0 && (st->way == SWY_COLL_WAY_PULL_ALL ||
+                         (st->way == SWY_COLL_WAY_PULL_LARGE &&
+                          bytes >= SWY_COLL_PULL_MIN));
+}
+
+/* This op's way, from rank 0's control words, at the rank's first event
+ * of the op (its taking the channel or a peer's message). */
+static void learn_way(swy_coll_state_t *st)
+{
+    if (st->way_known)
+        return;
+    uint32_t way = atomic_load_explicit(
+        &swy_coll_shm_ctl(st->ch, 0)->way[st->seq % 2],
+        memory_order_acquire);
+    st->way = way <= SWY_COLL_WAY_PULL_ALL ? (int)way : SWY_COLL_WAY_COPY;
+    st->way_known = 1;
+}
+
+static double median_of(const double *v, int n)
+{
+    double a[SWY_COLL_PULL_SAMPLES];
+    for (int i = 0; i < n; i++) {
+        int j = i;
+        for (; j > 0 && a[j - 1] > v[i]; j--)
+            a[j] = a[j - 1];
+        a[j] = v[i];
+    }
+    return n % 2 ? a[n / 2] : (a[n / 2 - 1] + a[n / 2]) / 2;
+}
+
+/* Rank 0's largest block of the op (to or from a peer) in bytes, and
+ * its size class (coll.h), or -1 below SWY_COLL_PULL_MIN. */
+static int op_class(const swy_coll_state_t *st, size_t *bytes_p)
+{
+    const swy_coll_args_t *a = &st->args;
+    size_t bytes = 0, largest = 0;
+    for (int p = 0; p < st->nranks; p++) {
+        if (p == st->rank)
+            continue;
+        size_t out = a->sendcounts[p] * st->dsize;
+        size_t in = a->recvcounts[p] * st->dsize;
+        bytes += out + in;
+        largest = SWY_MAX(largest, SWY_MAX(out, in));
+    }
+    *bytes_p = bytes;
+    if (largest < SWY_COLL_PULL_MIN)
+        return -1;
+    int c = 0;
+    while (c + 1 < SWY_COLL_PULL_CLASSES &&
+           largest >= (SWY_COLL_PULL_MIN << (c + 1)))
+        c++;
+    return c;
+}
+
+/* Rank 0: the way of the op after the one taking the channel now, taken
+ * to be of the same size class. An op that goes the other way from the
+ * two before it is slow for that alone (on the 2-core VM a single pull
+ * among copies took about twice as long as a pull among pulls), so only
+ * ops that go the way of the two before them are timed, and the other
+ * way is tried in bursts of PULL_BURST ops. Until each way has PULL_TRUST
+ * such times in the class, a burst of pulls follows every PULL_BURST
+ * copies; then the faster way by the median of the last times goes, and
+ * a burst of the other once in PULL_EXPLORE ops, so that a change of the
+ * machine (cores moved apart or together) shows. Pulling must lead by
+ * PULL_MARGIN to be taken up, so that noise does not flip the way back
+ * and forth. */
+#define PULL_TRUST 3
+#define PULL_BURST 4
+#define PULL_EXPLORE 64
+#define PULL_MARGIN 0.9
+static uint32_t leader_choose(swy_coll_shm_t *ch, uint64_t next_seq)
+{
+    swy_coll_pull_t *pl = &ch->pull;
+    int all = 1;
+    for (int r = 0; r < ch->nranks && all; r++)
+        all = atomic_load_explicit(&swy_coll_shm_ctl(ch, r)->can_pull,
+                                   memory_order_acquire) != 0;
+    if (!all || pl->mode == SWY_COLL_PULL_NEVER)
+        return SWY_COLL_WAY_COPY;
+    if (pl->mode == SWY_COLL_PULL_ALWAYS) {
+        if (!pl->announced)
+            swy_debug("coll", "alltoallv/shm: from op %llu on, every block "
+                      "is pulled (SWY_SHM_PULL=always)",
+                      (unsigned long long)next_seq);
+        pl->announced = 1;
+        return SWY_COLL_WAY_PULL_ALL;
+    }
+    if (pl->last_class < 0)
+        return SWY_COLL_WAY_COPY;
+    swy_coll_pull_class_t *c = &pl->cls[pl->last_class];
+    uint64_t n = c->chosen++;
+    if (c->samples[0] < PULL_TRUST || c->samples[1] < PULL_TRUST)
+        return n / PULL_BURST % 2 ? SWY_COLL_WAY_PULL_LARGE
+                                  : SWY_COLL_WAY_COPY;
+    double copy = median_of(c->ns_per_byte[0], c->samples[0]);
+    double pull = median_of(c->ns_per_byte[1], c->samples[1]);
+    int faster = pull < (c->faster ? 1.0 : PULL_MARGIN) * copy;
+    if (faster != c->faster)
+        swy_debug("coll", "alltoallv/shm: from op %llu on, blocks of %zu "
+                  "bytes and more are %s (largest %zu KiB and more; ns per "
+                  "byte, medians of the last ops: copy %.3f, pull %.3f)",
+                  (unsigned long long)next_seq, SWY_COLL_PULL_MIN,
+                  faster ? "pulled" : "copied",
+                  (SWY_COLL_PULL_MIN << pl->last_class) >> 10, copy, pull);
+    c->faster = faster;
+    int pulls = n % PULL_EXPLORE >= PULL_EXPLORE - PULL_BURST ? !faster
+                                                               : faster;
+    return pulls ? SWY_COLL_WAY_PULL_LARGE : SWY_COLL_WAY_COPY;
+}
+
+/* Rank 0, as op c takes the channel: op c - 2 is over on every rank
+ * (each sent rank 0 its P of op c - 1 after leaving c - 2, and rank 0 got
+ * them all before it left c - 1), so its time, from the last rank's
+ * taking the channel to the last one's leaving it, counts per byte for
+ * its way and class. */
+static void leader_sample(swy_coll_state_t *st)
+{
+    if (st->seq < 2)
+        return;
+    swy_coll_pull_t *pl = &st->ch->pull;
+    uint64_t old = st->seq - 2;
+    int at = (int)(old % SWY_COLL_PULL_TIMES);
+    int cls = pl->recent[at].cls, way = pl->recent[at].way;
+    if (cls < 0 || way == SWY_COLL_WAY_PULL_ALL || !pl->recent[at].warm)
+        return;
+    uint64_t taken = UINT64_MAX, left = 0;
+    for (int r = 0; r < st->nranks; r++) {
+        swy_coll_shm_ctl_t *ctl = swy_coll_shm_ctl(st->ch, r);
+        taken = SWY_MIN(taken, atomic_load_explicit(&ctl->taken_ns[at],
+                                                    memory_order_acquire));
+        left = SWY_MAX(left, atomic_load_explicit(&ctl->left_ns[at],
+                                                  memory_order_acquire));
+    }
+    if (left <= taken)
+        return; /* not this op's: cannot be, but no sample is better */
+    swy_coll_pull_class_t *c = &pl->cls[cls];
+    int w = way != SWY_COLL_WAY_COPY;
+    c->ns_per_byte[w][c->next_sample[w]] =
+        (double)(left - taken) / (double)pl->recent[at].bytes;
+    c->next_sample[w] = (c->next_sample[w] + 1) % SWY_COLL_PULL_SAMPLES;
+    if (c->samples[w] < SWY_COLL_PULL_SAMPLES)
+        c->samples[w]++;
 }
 
 static void emit_msg(const swy_coll_emit_t *emit, int kind, size_t k,
@@ -88,18 +279,102 @@ static void publish(swy_coll_state_t *st, const swy_coll_emit_t *emit,
 
 static void release_if_done(swy_coll_state_t *st)
 {
-    if (st->user.holding && st->events_left == 0)
+    if (st->user.holding && st->events_left == 0) {
+        atomic_store_explicit(
+            &swy_coll_shm_ctl(st->ch, st->rank)
+                 ->left_ns[st->seq % SWY_COLL_PULL_TIMES],
+            swy_time_ns(), memory_order_release);
         swy_coll_shm_leave(st->ch, &st->user, 0);
+    }
 }
 
 static void acquire(swy_coll_state_t *st, const swy_coll_emit_t *emit)
 {
+    const swy_coll_args_t *a = &st->args;
+    learn_way(st);
+    atomic_store_explicit(&swy_coll_shm_ctl(st->ch, st->rank)
+                               ->taken_ns[st->seq % SWY_COLL_PULL_TIMES],
+                          swy_time_ns(), memory_order_release);
+    if (st->rank == 0) {
+        swy_coll_pull_t *pl = &st->ch->pull;
+        int at = (int)(st->seq % SWY_COLL_PULL_TIMES);
+        leader_sample(st);
+        pl->last_class = op_class(st, &pl->recent[at].bytes);
+        pl->recent[at].cls = pl->last_class;
+        pl->recent[at].way = st->way;
+        pl->recent[at].warm = st->way == pl->ways[0] &&
+                              st->way == pl->ways[1];
+        pl->ways[1] = pl->ways[0];
+        pl->ways[0] = st->way;
+        atomic_store_explicit(
+            &swy_coll_shm_ctl(st->ch, 0)->way[(st->seq + 1) % 2],
+            leader_choose(st->ch, st->seq + 1), memory_order_release);
+    }
+    int pulls = 0;
+    for (int p = 0; p < st->nranks; p++)
+        pulls |= p != st->rank && block_pulls(st, a->sendcounts[p] *
+                                                      st->dsize);
+    if (pulls) {
+        pull_desc_t *d = pull_desc(st, st->rank);
+        d->seq = st->seq;
+        d->pid = (int64_t)getpid();
+        for (int p = 0; p < st->nranks; p++) {
+            d->addr[p] = (uint64_t)(uintptr_t)((const char *)a->sendbuf +
+                                               a->sdispls[p] * st->dsize);
+            d->bytes[p] = a->sendcounts[p] * st->dsize;
+        }
+        atomic_thread_fence(memory_order_release);
+    }
     for (int s = 1; s < st->nranks; s++) {
         int p = (st->rank + s) % st->nranks;
+        if (block_pulls(st, a->sendcounts[p] * st->dsize)) {
+            for (size_t k = 0; k < st->send_rounds[p]; k++)
+                emit_msg(emit, MSG_P, k, p, 1);
+            continue;
+        }
         for (size_t k = 0; k < SWY_MIN(st->send_rounds[p], (size_t)2); k++)
             publish(st, emit, p, k);
     }
     release_if_done(st);
+}
+
+/* Chunk k of peer p's block for this rank, read from p's sendbuf. */
+static swy_status_t pull_chunk(swy_coll_state_t *st, int p, size_t k)
+{
+    const swy_coll_args_t *a = &st->args;
+    atomic_thread_fence(memory_order_acquire);
+    const pull_desc_t *d = pull_desc(st, p);
+    size_t want = a->recvcounts[p] * st->dsize;
+    if (d->seq != st->seq || d->bytes[st->rank] != want)
+        return swy_err_set(SWY_ERR_MISMATCH, "coll", "alltoallv/shm: rank "
+                           "%d offers op %llu, %llu bytes; rank %d is at op "
+                           "%llu and expects %zu bytes from it", p,
+                           (unsigned long long)d->seq,
+                           (unsigned long long)d->bytes[st->rank], st->rank,
+                           (unsigned long long)st->seq, want);
+    size_t off = k * st->chunk_bytes, n = chunk_bytes(st, a->recvcounts[p],
+                                                      k);
+    struct iovec local = {(char *)a->recvbuf + a->rdispls[p] * st->dsize +
+                              off, n};
+    struct iovec remote = {(void *)(uintptr_t)(d->addr[st->rank] + off), n};
+    while (local.iov_len > 0) {
+        ssize_t got = process_vm_readv((pid_t)d->pid, &local, 1, &remote, 1,
+                                       0);
+        if (got < 0 && errno == ESRCH)
+            return swy_err_set(SWY_ERR_REMOTE, "coll", "alltoallv/shm: rank "
+                               "%d (pid %lld) is gone", p,
+                               (long long)d->pid);
+        if (got <= 0)
+            return swy_err_set(SWY_ERR_SYSTEM, "coll", "alltoallv/shm: "
+                               "reading %zu bytes from rank %d (pid %lld): "
+                               "%s", local.iov_len, p, (long long)d->pid,
+                               got < 0 ? strerror(errno) : "nothing read");
+        local.iov_base = (char *)local.iov_base + got;
+        local.iov_len -= (size_t)got;
+        remote.iov_base = (char *)remote.iov_base + got;
+        remote.iov_len -= (size_t)got;
+    }
+    return SWY_OK;
 }
 
 static void acquired(swy_coll_shm_user_t *user)
@@ -138,8 +413,8 @@ static swy_status_t a2a_create(const swy_coll_args_t *args, int rank,
     for (int p = 0; p < nranks; p++) {
         if (p == rank)
             continue;
-        st->send_rounds[p] = rounds_of(st, args->sendcounts[p]);
-        st->recv_rounds[p] = rounds_of(st, args->recvcounts[p]);
+        st->send_rounds[p] = rounds_of(st, p, args->sendcounts[p]);
+        st->recv_rounds[p] = rounds_of(st, p, args->recvcounts[p]);
         most = SWY_MAX(most, SWY_MAX(st->send_rounds[p],
                                      st->recv_rounds[p]));
         st->events_left += st->send_rounds[p] + st->recv_rounds[p];
@@ -167,6 +442,7 @@ static swy_status_t a2a_start(swy_coll_state_t *st,
     const swy_coll_args_t *a = &st->args;
     int r = st->rank;
     st->emit = *emit;
+    st->seq = st->ch->pull.ops++; /* every rank counts every op */
     for (int s = 1; s < st->nranks; s++) {
         int p = (r + s) % st->nranks, q = (r - s + st->nranks) % st->nranks;
         for (size_t k = 0; k < st->recv_rounds[q]; k++)
@@ -198,7 +474,11 @@ static swy_status_t a2a_recv_done(swy_coll_state_t *st,
     const swy_coll_args_t *a = &st->args;
     int kind = (int)(xfer->cookie >> 40), p = xfer->peer;
     size_t k = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));
-    if (kind == MSG_P) {
+    learn_way(st);
+    if (kind == MSG_P && block_pulls(st, a->recvcounts[p] * st->dsize)) {
+        SWY_CHECK(pull_chunk(st, p, k));
+        emit_msg(emit, MSG_D, k, p, 1);
+    } else if (kind == MSG_P) {
         atomic_thread_fence(memory_order_acquire);
         (st->stream ? swy_copy_stream : swy_copy)(
             (char *)a->recvbuf + a->rdispls[p] * st->dsize +
@@ -206,7 +486,8 @@ static swy_status_t a2a_recv_done(swy_coll_state_t *st,
             swy_coll_shm_in_slot(st->ch, p, (int)(k & 1), st->rank),
             chunk_bytes(st, a->recvcounts[p], k));
         emit_msg(emit, MSG_D, k, p, 1);
-    } else if (k + 2 < st->send_rounds[p]) {
+    } else if (!block_pulls(st, a->sendcounts[p] * st->dsize) &&
+               k + 2 < st->send_rounds[p]) {
         publish(st, emit, p, k + 2);
     }
     st->events_left--;

@@ -199,6 +199,77 @@ typedef struct swy_coll_shm_user {
     int holding, waiting, out_of_step;
 } swy_coll_shm_user_t;
 
+/* How alltoallv/shm moves a block (alltoallv_shm.c): copied through the
+ * sender's slots (two copies in user space, fast where the ranks' cores
+ * share a cache), or pulled by the receiver straight from the sender's
+ * sendbuf with process_vm_readv (one copy in the kernel, which holds up
+ * where they do not: a virtual machine whose host moves its CPUs apart;
+ * docs/performance.md, "coll"). Rank 0 chooses, op by op, from the times
+ * of recent ops (every rank's, through the channel), and tells the others
+ * through the channel too.
+ * SWY_SHM_PULL (rank 0's): auto, never, or always (every block). */
+enum {
+    SWY_COLL_PULL_AUTO = 0,
+    SWY_COLL_PULL_NEVER = 1,
+    SWY_COLL_PULL_ALWAYS = 2
+};
+/* The ways of an op: no block pulls, blocks of at least
+ * SWY_COLL_PULL_MIN bytes do, every non-empty block does. */
+enum {
+    SWY_COLL_WAY_COPY = 0,
+    SWY_COLL_WAY_PULL_LARGE = 1,
+    SWY_COLL_WAY_PULL_ALL = 2
+};
+#ifndef SWY_COLL_PULL_MIN
+#define SWY_COLL_PULL_MIN ((size_t)256 << 10)
+#endif
+#define SWY_COLL_PULL_SAMPLES 5
+#define SWY_COLL_PULL_TIMES 4 /* ops whose times the channel keeps */
+/* Size classes of rank 0's largest block: 256 KiB .. 512 KiB, and so
+ * on, doubling; the last holds everything larger. */
+#define SWY_COLL_PULL_CLASSES 8
+typedef struct {
+    double ns_per_byte[2][SWY_COLL_PULL_SAMPLES]; /* copy, pull */
+    int samples[2], next_sample[2];
+    uint64_t chosen;       /* ways chosen in this class */
+    int faster;            /* 1: pull, logged on change */
+} swy_coll_pull_class_t;
+typedef struct {
+    int mode;              /* SWY_COLL_PULL_*, from SWY_SHM_PULL */
+    uint64_t ops;          /* alltoallv ops posted on the channel */
+    /* Rank 0 only: per size class, the last few ops' times per byte (ns)
+     * each way, and the class of the op that took the channel last. */
+    swy_coll_pull_class_t cls[SWY_COLL_PULL_CLASSES];
+    int last_class;        /* -1: no block large enough to care */
+    /* Rank 0: each of the last ops' class, way and bytes (op c at
+     * c % SWY_COLL_PULL_TIMES), for its time once every rank is done. */
+    struct {
+        int cls, way, warm; /* warm: the way of the two ops before */
+        size_t bytes;
+    } recent[SWY_COLL_PULL_TIMES];
+    int ways[2];           /* rank 0: the last two ops' ways */
+    int announced;         /* SWY_SHM_PULL=always logged */
+} swy_coll_pull_t;
+
+/* The control words of the alltoallv channel: in each rank's result slot
+ * of parity 0, which alltoallv/shm leaves unused. Rank 0's way[c % 2] is
+ * the way of the channel's op c: rank 0 writes way[(c + 1) % 2] when op c
+ * takes the channel, before any message of op c, and every pair of ranks
+ * exchanges at least one message per op, so every rank reads it after it
+ * was written and before it is written again (alltoallv_shm.c).
+ * can_pull: this rank read every peer's memory at setup
+ * (swy_coll_shm_probe_pull). taken_ns and left_ns[c % 4]: when this rank's
+ * op c took the channel and left it (CLOCK_MONOTONIC, one clock for the
+ * host), which rank 0 reads for op c - 2 as op c takes the channel: the
+ * time from the last rank's taking it to the last rank's leaving it is
+ * the op's time, whoever was slowest. */
+typedef struct {
+    _Atomic uint32_t way[2];
+    _Atomic uint32_t can_pull;
+    _Atomic uint64_t taken_ns[SWY_COLL_PULL_TIMES];
+    _Atomic uint64_t left_ns[SWY_COLL_PULL_TIMES];
+} swy_coll_shm_ctl_t;
+
 typedef struct swy_coll_shm {
     char *base;
     size_t bytes, slot_bytes, region_bytes;
@@ -210,6 +281,7 @@ typedef struct swy_coll_shm {
     int ranks_share_cpus;
     swy_coll_shm_user_t *holder, *wait_head, *wait_tail;
     int broken;            /* an op failed while it held the channel */
+    swy_coll_pull_t pull;  /* alltoallv/shm's choice of copy or pull */
 } swy_coll_shm_t;
 
 /* Hold the channel at once and may use it (returns 1), or wait in line
@@ -237,6 +309,18 @@ swy_status_t swy_coll_shm_create(int rank, int nranks, char *name_out,
 swy_status_t swy_coll_shm_attach(const char *name, int rank, int nranks,
                                  swy_coll_shm_t **shm_p);
 void swy_coll_shm_unlink(const char *name);
+/* Whether this process can read the peers' memory with process_vm_readv
+ * (pids[r] and addrs[r]: a peer's pid and the address of a word there
+ * that holds SWY_COLL_PULL_PROBE): sets this rank's can_pull, logs why
+ * not. Peers must have allowed it first (swy_coll_shm_allow_pull). */
+#define SWY_COLL_PULL_PROBE UINT64_C(0x53575950554c4c21)
+void swy_coll_shm_probe_pull(swy_coll_shm_t *shm, const int64_t *pids,
+                             const uint64_t *addrs);
+/* Let processes of this user read this one's memory where Yama would
+ * stop them (PR_SET_PTRACER, as UCX's CMA transport does). */
+void swy_coll_shm_allow_pull(void);
+static inline swy_coll_shm_ctl_t *swy_coll_shm_ctl(const swy_coll_shm_t *shm,
+                                                   int owner);
 void swy_coll_shm_destroy(swy_coll_shm_t *shm); /* NULL ok */
 static inline char *swy_coll_shm_in_slot(const swy_coll_shm_t *shm,
                                          int owner, int parity, int dest)
@@ -249,6 +333,12 @@ static inline char *swy_coll_shm_out_slot(const swy_coll_shm_t *shm,
                                           int owner, int parity)
 {
     return swy_coll_shm_in_slot(shm, owner, parity, shm->nranks);
+}
+
+static inline swy_coll_shm_ctl_t *swy_coll_shm_ctl(const swy_coll_shm_t *shm,
+                                                   int owner)
+{
+    return (swy_coll_shm_ctl_t *)swy_coll_shm_out_slot(shm, owner, 0);
 }
 
 /* Scratch memory of the algorithms (scratch.c): page-aligned blocks kept

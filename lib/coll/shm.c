@@ -1,11 +1,14 @@
 /* The shared-memory channel of a one-host communicator (see coll.h):
  * creating, attaching and releasing its segment. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -137,6 +140,39 @@ void swy_coll_shm_unlink(const char *name)
 {
     if (name != NULL && name[0] == '/')
         shm_unlink(name);
+}
+
+void swy_coll_shm_allow_pull(void)
+{
+#ifdef PR_SET_PTRACER
+    /* Fails (EINVAL) where Yama is not built in: nothing stops the
+     * reads then but the usual same-user rule. */
+    (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+#endif
+}
+
+void swy_coll_shm_probe_pull(swy_coll_shm_t *shm, const int64_t *pids,
+                             const uint64_t *addrs)
+{
+    int ok = 1;
+    for (int r = 0; r < shm->nranks && ok; r++) {
+        if (r == shm->rank)
+            continue;
+        uint64_t word = 0;
+        struct iovec local = {&word, sizeof(word)};
+        struct iovec remote = {(void *)(uintptr_t)addrs[r], sizeof(word)};
+        ssize_t got = process_vm_readv((pid_t)pids[r], &local, 1, &remote,
+                                       1, 0);
+        if (got != (ssize_t)sizeof(word) || word != SWY_COLL_PULL_PROBE) {
+            swy_info("coll", "alltoallv/shm: rank %d cannot read rank %d's "
+                     "memory (pid %lld): %s; blocks go by copy", shm->rank,
+                     r, (long long)pids[r],
+                     got < 0 ? strerror(errno) : "wrong contents");
+            ok = 0;
+        }
+    }
+    atomic_store_explicit(&swy_coll_shm_ctl(shm, shm->rank)->can_pull,
+                          (uint32_t)ok, memory_order_release);
 }
 
 void swy_coll_shm_destroy(swy_coll_shm_t *shm)

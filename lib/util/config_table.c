@@ -74,6 +74,14 @@ const swy_config_entry_t swy_config_table[] = {
      "ranks, 16 MiB at most), through which allreduce/shm moves data with "
      "one copy per byte and alltoallv/shm with two in user space; 0: "
      "none. Must be the same on every rank."},
+    {"SWY_SHM_PULL", "auto",
+     "How alltoallv/shm moves blocks of 256 KiB and more: auto (rank 0 "
+     "times the ops both ways, from every rank's times, takes mostly the "
+     "faster one, and tells the others), never (copied through the sender's slots: two copies in "
+     "user space) or always (every block read by the receiver straight "
+     "from the sender's buffer with process_vm_readv: one copy in the "
+     "kernel). Rank 0's setting counts. Pulls need the ranks to be "
+     "allowed to read each other's memory (same user; checked at init)."},
     {"SWY_PARTITION_BYTES", "auto",
      "Micro-op size in bytes (K/M/G suffixes). auto: about 2 ms of the "
      "slowest flow's time (a flow to another host gets its share of the "
