@@ -159,21 +159,27 @@ static int op_class(const swy_coll_state_t *st, size_t *bytes_p)
 }
 
 /* Rank 0: the way of the op after the one taking the channel now, taken
- * to be of the same size class. An op that goes the other way from the
- * two before it is slow for that alone (on the 2-core VM a single pull
- * among copies took about twice as long as a pull among pulls), so only
- * ops that go the way of the two before them are timed, and the other
- * way is tried in bursts of PULL_BURST ops. Until each way has PULL_TRUST
- * such times in the class, a burst of pulls follows every PULL_BURST
- * copies; then the faster way by the median of the last times goes, and
- * a burst of the other once in PULL_EXPLORE ops, so that a change of the
- * machine (cores moved apart or together) shows. Pulling must lead by
- * PULL_MARGIN to be taken up, so that noise does not flip the way back
- * and forth. */
+ * to be of the same size class. Copying goes first. An op that goes the
+ * other way from the two before it is slow for that alone (on the 2-core
+ * VM a single pull among copies took about twice as long as a pull among
+ * pulls), so only ops that go the way of the two before them are timed,
+ * and the other way is tried in bursts of PULL_BURST ops: pulls once, as
+ * soon as copies have a full set of times, and again when copies run
+ * PULL_SLOWER times slower than the best they did (the cores moved
+ * apart), at most once in PULL_EXPLORE ops; copies once in PULL_EXPLORE
+ * ops while pulling (pulls do not show the cores coming back together).
+ * The way switches when the other one's median time is lower, by
+ * PULL_MARGIN to take up pulling, so that noise does not flip it. */
 #define PULL_TRUST 3
-#define PULL_BURST 4
+#define PULL_BURST 5
 #define PULL_EXPLORE 64
+#define PULL_SLOWER 1.4
 #define PULL_MARGIN 0.9
+static uint32_t way_of(int pulls)
+{
+    return pulls ? SWY_COLL_WAY_PULL_LARGE : SWY_COLL_WAY_COPY;
+}
+
 static uint32_t leader_choose(swy_coll_shm_t *ch, uint64_t next_seq)
 {
     swy_coll_pull_t *pl = &ch->pull;
@@ -195,23 +201,42 @@ static uint32_t leader_choose(swy_coll_shm_t *ch, uint64_t next_seq)
         return SWY_COLL_WAY_COPY;
     swy_coll_pull_class_t *c = &pl->cls[pl->last_class];
     uint64_t n = c->chosen++;
-    if (c->samples[0] < PULL_TRUST || c->samples[1] < PULL_TRUST)
-        return n / PULL_BURST % 2 ? SWY_COLL_WAY_PULL_LARGE
-                                  : SWY_COLL_WAY_COPY;
-    double copy = median_of(c->ns_per_byte[0], c->samples[0]);
-    double pull = median_of(c->ns_per_byte[1], c->samples[1]);
-    int faster = pull < (c->faster ? 1.0 : PULL_MARGIN) * copy;
-    if (faster != c->faster)
-        swy_debug("coll", "alltoallv/shm: from op %llu on, blocks of %zu "
-                  "bytes and more are %s (largest %zu KiB and more; ns per "
-                  "byte, medians of the last ops: copy %.3f, pull %.3f)",
-                  (unsigned long long)next_seq, SWY_COLL_PULL_MIN,
-                  faster ? "pulled" : "copied",
-                  (SWY_COLL_PULL_MIN << pl->last_class) >> 10, copy, pull);
-    c->faster = faster;
-    int pulls = n % PULL_EXPLORE >= PULL_EXPLORE - PULL_BURST ? !faster
-                                                               : faster;
-    return pulls ? SWY_COLL_WAY_PULL_LARGE : SWY_COLL_WAY_COPY;
+    int way = c->faster, other = !way;
+    if (c->burst_left > 0) {
+        c->burst_left--;
+        return way_of(other);
+    }
+    /* The first ops of a class are the slowest (pages touched for the
+     * first time): a full set of copies' times outvotes them. */
+    if (c->samples[way] < (c->tried ? PULL_TRUST : SWY_COLL_PULL_SAMPLES))
+        return way_of(way);
+    double now = median_of(c->ns_per_byte[way], c->samples[way]);
+    if (way == 0 && (c->best_copy == 0 || now < c->best_copy))
+        c->best_copy = now;
+    if (c->samples[other] >= PULL_TRUST) {
+        double then = median_of(c->ns_per_byte[other], c->samples[other]);
+        if (then < (other ? PULL_MARGIN : 1.0) * now) {
+            swy_debug("coll", "alltoallv/shm: from op %llu on, blocks of "
+                      "%zu bytes and more are %s (largest %zu KiB and "
+                      "more; ns per byte, medians of the last ops: copy "
+                      "%.3f, pull %.3f)", (unsigned long long)next_seq,
+                      SWY_COLL_PULL_MIN, other ? "pulled" : "copied",
+                      (SWY_COLL_PULL_MIN << pl->last_class) >> 10,
+                      other ? now : then, other ? then : now);
+            c->faster = other;
+            return way_of(other);
+        }
+    }
+    int due = n - c->burst_at >= PULL_EXPLORE;
+    int burst = way == 1 ? due
+                         : !c->tried || (due && now > PULL_SLOWER *
+                                                          c->best_copy);
+    if (!burst)
+        return way_of(way);
+    c->tried = 1;
+    c->burst_at = n;
+    c->burst_left = PULL_BURST - 1;
+    return way_of(other);
 }
 
 /* Rank 0, as op c takes the channel: op c - 2 is over on every rank

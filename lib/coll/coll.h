@@ -232,7 +232,11 @@ typedef struct {
     double ns_per_byte[2][SWY_COLL_PULL_SAMPLES]; /* copy, pull */
     int samples[2], next_sample[2];
     uint64_t chosen;       /* ways chosen in this class */
-    int faster;            /* 1: pull, logged on change */
+    uint64_t burst_at;     /* when the last burst of the other way began */
+    int burst_left;        /* ops of that burst still to go */
+    int tried;             /* a first burst of pulls went */
+    int faster;            /* the way taken, 1: pull; logged on change */
+    double best_copy;      /* the lowest median time of copies seen */
 } swy_coll_pull_class_t;
 typedef struct {
     int mode;              /* SWY_COLL_PULL_*, from SWY_SHM_PULL */
