@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "api/comm_impl.h"
@@ -282,11 +283,14 @@ static swy_status_t setup_channel(swy_comm_t comm, const char *what,
             uint8_t attached;
             cpu_set_t cpus;
             int64_t pid;
-            uint64_t probe; /* the address of pull_probe */
+            uint64_t pid_ns; /* a pid means this process only within it */
+            uint64_t probe;  /* the address of pull_probe */
         } mine, *theirs;
         memset(&mine, 0, sizeof(mine)); /* padding too: it is sent */
         mine.attached = made == SWY_OK;
         mine.pid = (int64_t)getpid();
+        struct stat ns;
+        mine.pid_ns = stat("/proc/self/ns/pid", &ns) == 0 ? ns.st_ino : 0;
         mine.probe = (uint64_t)(uintptr_t)&pull_probe;
         int pull_mode = pull ? pull_setting() : SWY_COLL_PULL_NEVER;
         if (pull_mode != SWY_COLL_PULL_NEVER)
@@ -319,12 +323,19 @@ static swy_status_t setup_channel(swy_comm_t comm, const char *what,
             (*shm_p)->pull.mode = pull_mode;
             int64_t pids[SWY_COLL_SHM_MAX_RANKS];
             uint64_t probes[SWY_COLL_SHM_MAX_RANKS];
+            int one_ns = mine.pid_ns != 0;
             for (int r = 0; r < n; r++) {
                 pids[r] = theirs[r].pid;
                 probes[r] = theirs[r].probe;
+                one_ns = one_ns && theirs[r].pid_ns == mine.pid_ns;
             }
-            if (pull_mode != SWY_COLL_PULL_NEVER)
+            /* In another PID namespace a peer's pid names some other
+             * process here: no pulls then (can_pull stays 0). */
+            if (pull_mode != SWY_COLL_PULL_NEVER && one_ns)
                 swy_coll_shm_probe_pull(*shm_p, pids, probes);
+            else if (pull_mode != SWY_COLL_PULL_NEVER)
+                swy_info("api", "alltoallv/shm: the ranks are in different "
+                         "PID namespaces; blocks go by copy");
         }
     }
     if (comm->rank == 0)
