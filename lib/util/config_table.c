@@ -81,7 +81,8 @@ const swy_config_entry_t swy_config_table[] = {
      "user space) or always (every block read by the receiver straight "
      "from the sender's buffer with process_vm_readv: one copy in the "
      "kernel). Rank 0's setting counts. Pulls need the ranks to be "
-     "allowed to read each other's memory (same user; checked at init)."},
+     "allowed to read each other's memory (same user, one PID namespace; "
+     "checked at init)."},
     {"SWY_PARTITION_BYTES", "auto",
      "Micro-op size in bytes (K/M/G suffixes). auto: about 2 ms of the "
      "slowest flow's time (a flow to another host gets its share of the "
