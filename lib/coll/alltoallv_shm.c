@@ -241,9 +241,10 @@ static uint32_t leader_choose(swy_coll_shm_t *ch, uint64_t next_seq)
 
 /* Rank 0, as op c takes the channel: op c - 2 is over on every rank
  * (each sent rank 0 its P of op c - 1 after leaving c - 2, and rank 0 got
- * them all before it left c - 1), so its time, from the last rank's
+ * them all before it left c - 1), so its time, from the first rank's
  * taking the channel to the last one's leaving it, counts per byte for
- * its way and class. */
+ * its way and class. (From the last rank's taking it, the time left out
+ * the wait for a slow rank, and chose copies where pulls were faster.) */
 static void leader_sample(swy_coll_state_t *st)
 {
     if (st->seq < 2)

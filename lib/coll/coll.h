@@ -258,14 +258,15 @@ typedef struct {
 /* The control words of the alltoallv channel: in each rank's result slot
  * of parity 0, which alltoallv/shm leaves unused. Rank 0's way[c % 2] is
  * the way of the channel's op c: rank 0 writes way[(c + 1) % 2] when op c
- * takes the channel, before any message of op c, and every pair of ranks
- * exchanges at least one message per op, so every rank reads it after it
- * was written and before it is written again (alltoallv_shm.c).
+ * takes the channel, before any message of op c, and rank 0 exchanges at
+ * least one message with every peer each way per op, so every rank reads
+ * it after it was written and before it is written again
+ * (alltoallv_shm.c).
  * can_pull: this rank read every peer's memory at setup
  * (swy_coll_shm_probe_pull). taken_ns and left_ns[c % 4]: when this rank's
  * op c took the channel and left it (CLOCK_MONOTONIC, one clock for the
  * host), which rank 0 reads for op c - 2 as op c takes the channel: the
- * time from the last rank's taking it to the last rank's leaving it is
+ * time from the first rank's taking it to the last rank's leaving it is
  * the op's time, whoever was slowest. */
 typedef struct {
     _Atomic uint32_t way[2];
