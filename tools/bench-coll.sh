@@ -117,8 +117,8 @@ c2c() {
 for ((run = 1; run <= repeat; run++)); do
     c2c "$run"
     say "run $run/$repeat switchyard: swy-run -n $nranks swy-bench coll" \
-        "--json ${extra[*]}"
-    "$swy_run" -n "$nranks" --no-prefix "$swy_bench" coll --json \
+        "--compare none --json ${extra[*]}"
+    "$swy_run" -n "$nranks" --no-prefix "$swy_bench" coll --compare none --json \
         "${extra[@]}" | tee "$out/switchyard-$run.txt"
 
     if ((have_mpi)); then

@@ -536,7 +536,8 @@ static void pair_json_print(FILE *out, const swyb_coll_result_t *r,
 }
 
 static int coll_run(const swyb_coll_impl_t *const *impls, int nimpl,
-                    const swyb_coll_options_t *opts, int argc, char **argv)
+                    const swyb_coll_options_t *opts, int argc, char **argv,
+                    swyb_coll_result_t *out, size_t out_max, size_t *out_n_p)
 {
     static const unsigned op_order[] = {SWYB_COLL_OP_ALLTOALLV,
                                         SWYB_COLL_OP_ALLREDUCE};
@@ -610,13 +611,30 @@ static int coll_run(const swyb_coll_impl_t *const *impls, int nimpl,
     if (rank == 0 && !all_correct) {
         fprintf(stderr, "coll: some results were WRONG\n");
     }
+    if (out_n_p != NULL) {
+        size_t n = nresults < out_max ? nresults : out_max;
+
+        for (size_t i = 0; i < n; ++i) {
+            out[i] = results[i][0];
+        }
+        *out_n_p = n;
+    }
     return all_correct ? 0 : 1;
 }
 
 int swyb_coll_run(const swyb_coll_impl_t *impl,
                   const swyb_coll_options_t *opts, int argc, char **argv)
 {
-    return coll_run(&impl, 1, opts, argc, argv);
+    return coll_run(&impl, 1, opts, argc, argv, NULL, 0, NULL);
+}
+
+int swyb_coll_run_collect(const swyb_coll_impl_t *impl,
+                          const swyb_coll_options_t *opts, int argc,
+                          char **argv, swyb_coll_result_t *out,
+                          size_t out_max, size_t *out_n_p)
+{
+    *out_n_p = 0;
+    return coll_run(&impl, 1, opts, argc, argv, out, out_max, out_n_p);
 }
 
 int swyb_coll_run_paired(const swyb_coll_impl_t *a,
@@ -631,5 +649,5 @@ int swyb_coll_run_paired(const swyb_coll_impl_t *a,
                 a->name, a->rank, a->nranks, b->name, b->rank, b->nranks);
         return -1;
     }
-    return coll_run(impls, 2, opts, argc, argv);
+    return coll_run(impls, 2, opts, argc, argv, NULL, 0, NULL);
 }

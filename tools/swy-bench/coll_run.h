@@ -5,6 +5,8 @@
 #ifndef SWY_BENCH_COLL_RUN_H
 #define SWY_BENCH_COLL_RUN_H
 
+#include "common.h"
+
 #include <stddef.h>
 
 enum {
@@ -64,6 +66,16 @@ typedef struct {
  */
 int swyb_coll_run(const swyb_coll_impl_t *impl,
                   const swyb_coll_options_t *opts, int argc, char **argv);
+
+/**
+ * swyb_coll_run(), also handing back rank 0's results in table order:
+ * up to @p out_max of them into @p out, their number in *@p out_n_p (0 on
+ * the other ranks).
+ */
+int swyb_coll_run_collect(const swyb_coll_impl_t *impl,
+                          const swyb_coll_options_t *opts, int argc,
+                          char **argv, swyb_coll_result_t *out,
+                          size_t out_max, size_t *out_n_p);
 
 /**
  * The same on two libraries in one job, over the same buffers: every
