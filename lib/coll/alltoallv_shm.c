@@ -159,12 +159,16 @@ static int op_class(const swy_coll_state_t *st, size_t *bytes_p)
 }
 
 /* Rank 0: the way of the op after the one taking the channel now, taken
- * to be of the same size class. Copying goes first. An op that goes the
+ * to be of the same size class. A class goes first the way that the
+ * latest comparison in any class found faster (copying before any): what
+ * decides it, where the host put the CPUs, holds for seconds to minutes
+ * and for every size alike, while a benchmark or a new layer may spend
+ * only a few ops on a size. An op that goes the
  * other way from the two before it is slow for that alone (on the 2-core
  * VM a single pull among copies took about twice as long as a pull among
  * pulls), so only ops that go the way of the two before them are timed,
- * and the other way is tried in bursts of PULL_BURST ops: pulls once, as
- * soon as copies have a full set of times, and again when copies run
+ * and the other way is tried in bursts of PULL_BURST ops: once, as soon
+ * as the first way has a full set of times; pulls again when copies run
  * PULL_SLOWER times slower than the best they did (the cores moved
  * apart), at most once in PULL_EXPLORE ops; copies once in PULL_EXPLORE
  * ops while pulling (pulls do not show the cores coming back together).
@@ -200,6 +204,8 @@ static uint32_t leader_choose(swy_coll_shm_t *ch, uint64_t next_seq)
     if (pl->last_class < 0)
         return SWY_COLL_WAY_COPY;
     swy_coll_pull_class_t *c = &pl->cls[pl->last_class];
+    if (c->chosen == 0)
+        c->faster = pl->prefer;
     uint64_t n = c->chosen++;
     int way = c->faster, other = !way;
     if (c->burst_left > 0) {
@@ -215,7 +221,9 @@ static uint32_t leader_choose(swy_coll_shm_t *ch, uint64_t next_seq)
         c->best_copy = now;
     if (c->samples[other] >= PULL_TRUST) {
         double then = median_of(c->ns_per_byte[other], c->samples[other]);
-        if (then < (other ? PULL_MARGIN : 1.0) * now) {
+        int switches = then < (other ? PULL_MARGIN : 1.0) * now;
+        pl->prefer = switches ? other : way;
+        if (switches) {
             swy_debug("coll", "alltoallv/shm: from op %llu on, blocks of "
                       "%zu bytes and more are %s (largest %zu KiB and "
                       "more; ns per byte, medians of the last ops: copy "
@@ -228,9 +236,8 @@ static uint32_t leader_choose(swy_coll_shm_t *ch, uint64_t next_seq)
         }
     }
     int due = n - c->burst_at >= PULL_EXPLORE;
-    int burst = way == 1 ? due
-                         : !c->tried || (due && now > PULL_SLOWER *
-                                                          c->best_copy);
+    int burst = !c->tried ||
+                (way == 1 ? due : due && now > PULL_SLOWER * c->best_copy);
     if (!burst)
         return way_of(way);
     c->tried = 1;

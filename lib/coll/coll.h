@@ -234,7 +234,7 @@ typedef struct {
     uint64_t chosen;       /* ways chosen in this class */
     uint64_t burst_at;     /* when the last burst of the other way began */
     int burst_left;        /* ops of that burst still to go */
-    int tried;             /* a first burst of pulls went */
+    int tried;             /* a first burst of the other way went */
     int faster;            /* the way taken, 1: pull; logged on change */
     double best_copy;      /* the lowest median time of copies seen */
 } swy_coll_pull_class_t;
@@ -245,6 +245,7 @@ typedef struct {
      * each way, and the class of the op that took the channel last. */
     swy_coll_pull_class_t cls[SWY_COLL_PULL_CLASSES];
     int last_class;        /* -1: no block large enough to care */
+    int prefer;            /* the way the latest comparison favoured */
     /* Rank 0: each of the last ops' class, way and bytes (op c at
      * c % SWY_COLL_PULL_TIMES), for its time once every rank is done. */
     struct {
