@@ -160,20 +160,21 @@ static int op_class(const swy_coll_state_t *st, size_t *bytes_p)
 
 /* Rank 0: the way of the op after the one taking the channel now, taken
  * to be of the same size class. A class goes first the way that the
- * latest comparison in any class found faster (copying before any): what
- * decides it, where the host put the CPUs, holds for seconds to minutes
- * and for every size alike, while a benchmark or a new layer may spend
- * only a few ops on a size. An op that goes the
- * other way from the two before it is slow for that alone (on the 2-core
- * VM a single pull among copies took about twice as long as a pull among
- * pulls), so only ops that go the way of the two before them are timed,
- * and the other way is tried in bursts of PULL_BURST ops: once, as soon
- * as the first way has a full set of times; pulls again when copies run
- * PULL_SLOWER times slower than the best they did (the cores moved
- * apart), at most once in PULL_EXPLORE ops; copies once in PULL_EXPLORE
- * ops while pulling (pulls do not show the cores coming back together).
- * The way switches when the other one's median time is lower, by
- * PULL_MARGIN to take up pulling, so that noise does not flip it. */
+ * latest clear comparison in any class (one way PULL_MARGIN faster than
+ * the other) favoured, copying before any: what decides it, where the
+ * host put the CPUs, holds for seconds to minutes and for every size
+ * alike, while a benchmark or a new layer may spend only a few ops on a
+ * size. An op that goes the other way from the two before it is slow for
+ * that alone (on the 2-core VM a single pull among copies took about
+ * twice as long as a pull among pulls), so only ops that go the way of
+ * the two before them are timed, and the other way is tried in bursts of
+ * PULL_BURST ops: once, as soon as the first way has a full set of
+ * times; pulls again when copies run PULL_SLOWER times slower than the
+ * best they did (the cores moved apart), at most once in PULL_EXPLORE
+ * ops; copies once in PULL_EXPLORE ops while pulling (pulls do not show
+ * the cores coming back together). The way switches when the other
+ * one's median time is lower, by PULL_MARGIN to take up pulling, so that
+ * noise does not flip it. */
 #define PULL_TRUST 3
 #define PULL_BURST 5
 #define PULL_EXPLORE 64
@@ -221,9 +222,15 @@ static uint32_t leader_choose(swy_coll_shm_t *ch, uint64_t next_seq)
         c->best_copy = now;
     if (c->samples[other] >= PULL_TRUST) {
         double then = median_of(c->ns_per_byte[other], c->samples[other]);
-        int switches = then < (other ? PULL_MARGIN : 1.0) * now;
-        pl->prefer = switches ? other : way;
-        if (switches) {
+        /* Only a clear difference speaks for the other classes: on the
+         * VM both ways tie from blocks of 1 MiB in the far placement
+         * (about 0.39 ns per byte each), and a tie's winner by a percent
+         * is noise. */
+        if (then < PULL_MARGIN * now)
+            pl->prefer = other;
+        else if (now < PULL_MARGIN * then)
+            pl->prefer = way;
+        if (then < (other ? PULL_MARGIN : 1.0) * now) {
             swy_debug("coll", "alltoallv/shm: from op %llu on, blocks of "
                       "%zu bytes and more are %s (largest %zu KiB and "
                       "more; ns per byte, medians of the last ops: copy "
