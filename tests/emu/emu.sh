@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Tests of the emulated cluster (swy-run --nodes). One CASE per meson test.
-# Usage: emu.sh CASE SWY_RUN [TEST_ENV SWY_INFO]
+# Usage: emu.sh CASE SWY_RUN [TEST_ENV SWY_INFO [SWY_BENCH]]
 # Exits 77 (skipped) without root, ip, tc or unshare. What the namespaces
 # look like is checked from the outside with ip/tc, independently of
 # swy-run's own view.
 set -u
-case_name=$1 swy_run=$2 test_env=${3:-} swy_info=${4:-}
+case_name=$1 swy_run=$2 test_env=${3:-} swy_info=${4:-} swy_bench=${5:-}
 export PATH=$PATH:/usr/sbin:/sbin
 
 [ "$(id -u)" = 0 ] || { echo "skip: needs root"; exit 77; }
@@ -43,6 +43,31 @@ run_cluster() { # args...: runs swy-run in the background; sets $pid
 }
 
 case $case_name in
+bench_compare)
+    # swy-bench coll runs its peers where rank 0 is, so a job over two
+    # nodes has nothing to compare there: auto says so and succeeds,
+    # require fails with the reason.
+    run_cluster --timeout 60 --nodes 2 --ranks-per-node 2 "$swy_bench" \
+        coll --max-size 16K --iters 2
+    wait $pid; rc=$?
+    skip_if_unsupported $rc
+    cat "$work/out" "$work/err"
+    [ $rc = 0 ] || fail "auto: exit status $rc"
+    [ "$(grep -cE '^\[0\] (alltoallv|allreduce) .* ok$' "$work/out")" = 4 ] ||
+        fail "auto: expected 4 rows of results"
+    grep -q '^\[0\] # compare: no peer run: the ranks are on more than one host' "$work/out" ||
+        fail "auto: no word that the peers were not run"
+    grep -q '# openmpi:' "$work/out" && fail "auto: Open MPI ran for a job across nodes"
+    assert_clean $pid
+    run_cluster --timeout 60 --nodes 2 --ranks-per-node 1 "$swy_bench" \
+        coll --max-size 4K --iters 2 --compare require
+    wait $pid; rc=$?
+    cat "$work/out" "$work/err"
+    [ $rc != 0 ] || fail "require: exit status 0 for a job across nodes"
+    grep -q 'compare require: the ranks are on more than one host' "$work/out" "$work/err" ||
+        fail "require: no reason given"
+    assert_clean $pid
+    ;;
 setup)
     # Each rank reports what it sees from inside its node.
     cat >"$work/helper.sh" <<'EOF'
