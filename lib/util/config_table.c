@@ -132,5 +132,10 @@ const swy_config_entry_t swy_config_table[] = {
      "kept. "
      "UCX_SYSV_SEG_SIZE, UCX_POSIX_SEG_SIZE or UCX_MM_SEG_SIZE, when set, "
      "win. 0: UCX's default (8K)."},
+    /* tools (read by the tools, not the library) */
+    {"SWY_BENCH_MPI", NULL,
+     "swy-bench coll: the Open MPI peer program that rank 0 runs after "
+     "the job for the comparison (--compare). Unset: swy-bench-mpi beside "
+     "swy-bench, or in the build tree's tools/swy-bench-mpi."},
     {NULL, NULL, NULL},
 };
