@@ -205,8 +205,14 @@ static uint32_t leader_choose(swy_coll_shm_t *ch, uint64_t next_seq)
     if (pl->last_class < 0)
         return SWY_COLL_WAY_COPY;
     swy_coll_pull_class_t *c = &pl->cls[pl->last_class];
-    if (c->chosen == 0)
-        c->faster = pl->prefer;
+    if (c->chosen == 0 && pl->prefer) {
+        c->faster = 1;
+        swy_debug("coll", "alltoallv/shm: from op %llu on, blocks of %zu "
+                  "bytes and more start pulled (largest %zu KiB and more; "
+                  "the latest clear comparison favoured pulls)",
+                  (unsigned long long)next_seq, SWY_COLL_PULL_MIN,
+                  (SWY_COLL_PULL_MIN << pl->last_class) >> 10);
+    }
     uint64_t n = c->chosen++;
     int way = c->faster, other = !way;
     if (c->burst_left > 0) {

@@ -102,7 +102,7 @@ int swyb_coll_main(int argc, char **argv)
                                             "host; run swy-bench-mpi there",
                           impl.nranks, results, nresults, argv + 2, argc - 2,
                           opts.json) != 0) {
-        rc = rc == 0 ? 1 : rc;
+        rc = 1;
     }
     return rc;
 }
