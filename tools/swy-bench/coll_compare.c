@@ -2,6 +2,8 @@
  * coll_compare.h. */
 #include "coll_compare.h"
 
+#include "tool_find.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -105,69 +107,17 @@ double swyb_host_key(void)
 
 /* ---- finding and running the peers ---- */
 
-static int executable_at(const char *path)
-{
-    return access(path, X_OK) == 0;
-}
-
-/* dir/name into path where it fits and is an executable. */
-static int path_in(const char *dir, const char *name, char *path, size_t len)
-{
-    int n = snprintf(path, len, "%s/%s", dir, name);
-
-    return n > 0 && (size_t)n < len && executable_at(path);
-}
-
-/* swy-bench-mpi: $SWY_BENCH_MPI, else beside this program (installed in
- * one bindir) or in the build tree's sibling folder. */
+/* swy-bench-mpi: $SWY_BENCH_MPI, else found as tools find the programs
+ * they run (tool_find.h). */
 static int peer_exe_find(char *path, size_t len)
 {
     const char *env = getenv("SWY_BENCH_MPI");
-    char self[PATH_MAX];
-    ssize_t got;
-    char *slash;
 
     if (env != NULL && *env != '\0') {
         snprintf(path, len, "%s", env);
-        return executable_at(path);
+        return access(path, X_OK) == 0;
     }
-    got = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (got <= 0) {
-        return 0;
-    }
-    self[got] = '\0';
-    slash = strrchr(self, '/');
-    if (slash == NULL) {
-        return 0;
-    }
-    *slash = '\0';
-    if (!path_in(self, "swy-bench-mpi", path, len) &&
-        !path_in(self, "../swy-bench-mpi/swy-bench-mpi", path, len)) {
-        return 0;
-    }
-    /* The command line printed reads better without the "..". */
-    if (realpath(path, self) != NULL && strlen(self) < len) {
-        memcpy(path, self, strlen(self) + 1);
-    }
-    return 1;
-}
-
-static int path_find(const char *name, char *path, size_t len)
-{
-    const char *dirs = getenv("PATH");
-
-    while (dirs != NULL && *dirs != '\0') {
-        size_t n = strcspn(dirs, ":");
-        char dir[PATH_MAX];
-
-        snprintf(dir, sizeof(dir), "%.*s", (int)n, n > 0 ? dirs : ".");
-        if (path_in(dir, name, path, len)) {
-            return 1;
-        }
-        dirs += n;
-        dirs += *dirs == ':';
-    }
-    return 0;
+    return swy_tool_find("swy-bench-mpi", "swy-bench-mpi", path, len);
 }
 
 /* The environment for a peer: this job's identity removed (the ranks'
@@ -436,7 +386,7 @@ static long mpi_run(int nranks, char **options, int noptions, char **env,
                  "only where Open MPI is; SWY_BENCH_MPI names it)");
         return -1;
     }
-    if (!path_find("mpirun", mpirun, sizeof(mpirun))) {
+    if (!swy_tool_find("mpirun", NULL, mpirun, sizeof(mpirun))) {
         snprintf(cmd, cmd_len, "not run: no mpirun on PATH");
         return -1;
     }
@@ -547,7 +497,7 @@ static double perftest_run(char **env, char *why, size_t why_len)
     double GBps = 0.0;
     int status = -1;
 
-    if (!path_find("ucx_perftest", exe, sizeof(exe))) {
+    if (!swy_tool_find("ucx_perftest", NULL, exe, sizeof(exe))) {
         snprintf(why, why_len, "not run: no ucx_perftest on PATH "
                  "(ucx-utils)");
         return 0.0;

@@ -2,6 +2,8 @@
  * lines as they come. */
 #include "tune.h"
 
+#include "tool_find.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -253,57 +255,10 @@ fail:
     return -1;
 }
 
-static int executable_at(const char *path, char *buf, size_t len)
-{
-    char resolved[PATH_MAX];
-
-    if (access(path, X_OK) != 0 || realpath(path, resolved) == NULL)
-        return 0;
-    snprintf(buf, len, "%s", resolved);
-    return 1;
-}
-
 void swyt_bench_path_find(char *buf, size_t len)
 {
-    char self[PATH_MAX], candidate[PATH_MAX + 32];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-    if (n > 0) {
-        char *slash;
-
-        self[n] = '\0';
-        slash = strrchr(self, '/');
-        if (slash != NULL) {
-            *slash = '\0';
-            /* The build tree: build/tools/swy-tune/swy-tune next to
-             * build/tools/swy-bench/swy-bench. */
-            snprintf(candidate, sizeof(candidate), "%s/../swy-bench/swy-bench",
-                     self);
-            if (executable_at(candidate, buf, len))
-                return;
-            /* Installed: both in bin/. */
-            snprintf(candidate, sizeof(candidate), "%s/swy-bench", self);
-            if (executable_at(candidate, buf, len))
-                return;
-        }
-    }
-    /* An absolute path, because the launcher may start ranks elsewhere
-     * (another network namespace, another working directory). */
-    const char *path = getenv("PATH");
-    if (path != NULL) {
-        char *copy = strdup(path), *save = NULL;
-
-        for (char *dir = copy ? strtok_r(copy, ":", &save) : NULL;
-             dir != NULL; dir = strtok_r(NULL, ":", &save)) {
-            snprintf(candidate, sizeof(candidate), "%s/swy-bench", dir);
-            if (executable_at(candidate, buf, len)) {
-                free(copy);
-                return;
-            }
-        }
-        free(copy);
-    }
-    snprintf(buf, len, "swy-bench");
+    if (!swy_tool_find("swy-bench", "swy-bench", buf, len))
+        snprintf(buf, len, "swy-bench");
 }
 
 int swyt_bench_help_read(const char *bench, char *buf, size_t len)

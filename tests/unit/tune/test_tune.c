@@ -4,12 +4,16 @@
  * test_tune CASE. */
 #include "tune.h"
 
+#include "tool_find.h"
+
 #include "util/config.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int failures;
@@ -529,6 +533,72 @@ static void case_report(void)
     swyt_candidate_list_clear(&list);
 }
 
+/* Finding the programs a tool runs (tools/common/tool_find.c), as
+ * swy-tune finds swy-bench: through PATH here, since no swy-bench sits
+ * beside this test or in its build-tree sibling folder. */
+static void make_file(const char *path, mode_t mode)
+{
+    FILE *f = fopen(path, "w");
+
+    CHECK(f != NULL);
+    if (f != NULL) {
+        fputs("#!/bin/sh\n", f);
+        fclose(f);
+    }
+    CHECK(chmod(path, mode) == 0);
+}
+
+static void case_find(void)
+{
+    char dir[] = "/tmp/swy-test-find-XXXXXX", real[PATH_MAX];
+    char path[PATH_MAX + 64], buf[PATH_MAX], want[PATH_MAX + 64];
+    char *old_path = getenv("PATH") ? strdup(getenv("PATH")) : NULL;
+
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK(realpath(dir, real) != NULL);
+    snprintf(path, sizeof(path), "%s/fakeprog", dir);
+    make_file(path, 0755);
+    snprintf(path, sizeof(path), "%s/plainfile", dir);
+    make_file(path, 0644);
+    snprintf(path, sizeof(path), "%s/linkprog", dir);
+    CHECK(symlink("fakeprog", path) == 0);
+    /* Empty and missing folders on the way are passed over. */
+    snprintf(path, sizeof(path), "/nonexistent/swy::%s/", dir);
+    setenv("PATH", path, 1);
+
+    CHECK(swy_tool_find("fakeprog", NULL, buf, sizeof(buf)) == 1);
+    snprintf(want, sizeof(want), "%s/fakeprog", real);
+    CHECK(strcmp(buf, want) == 0);
+    /* A link keeps its own name (mpirun, not the orterun it points to). */
+    CHECK(swy_tool_find("linkprog", "nowhere", buf, sizeof(buf)) == 1);
+    snprintf(want, sizeof(want), "%s/linkprog", real);
+    CHECK(strcmp(buf, want) == 0);
+    CHECK(swy_tool_find("plainfile", NULL, buf, sizeof(buf)) == 0);
+    CHECK(swy_tool_find("absent", NULL, buf, sizeof(buf)) == 0);
+    /* A path that does not fit is no path. */
+    CHECK(swy_tool_find("fakeprog", NULL, buf, 8) == 0);
+
+    /* swy-tune's default: the name alone where none is found, else the
+     * absolute path. */
+    swyt_bench_path_find(buf, sizeof(buf));
+    CHECK(strcmp(buf, "swy-bench") == 0);
+    snprintf(path, sizeof(path), "%s/swy-bench", dir);
+    make_file(path, 0755);
+    swyt_bench_path_find(buf, sizeof(buf));
+    snprintf(want, sizeof(want), "%s/swy-bench", real);
+    CHECK(strcmp(buf, want) == 0);
+
+    if (old_path != NULL)
+        setenv("PATH", old_path, 1);
+    free(old_path);
+    const char *names[] = {"fakeprog", "plainfile", "linkprog", "swy-bench"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -538,6 +608,7 @@ int main(int argc, char **argv)
         {"json", case_json},     {"lines", case_lines},
         {"space", case_space},   {"select", case_select},
         {"conf", case_conf},     {"report", case_report},
+        {"find", case_find},
     };
 
     if (argc != 2) {
