@@ -326,6 +326,38 @@ SWY_EXPORT swy_status_t swy_comm_configure(swy_comm_t comm, const char *name,
 SWY_EXPORT swy_status_t swy_comm_query(swy_comm_t comm, const char *name,
                                        char *buf, size_t len);
 
+/**
+ * @brief Allocate host memory that the communicator's ranks on this host
+ *        can reach directly, as ncclMemAlloc or MPI_Win_allocate_shared
+ *        do. Collectives whose buffers lie in such memory on a one-host
+ *        communicator skip copies: an allreduce reads the peers' sendbufs
+ *        in place and writes its results straight into their recvbufs,
+ *        and an alltoallv receiver copies each block once, straight from
+ *        the sender's buffer (both where every rank may map the others'
+ *        memory, checked at init). Elsewhere it is ordinary memory and
+ *        collectives treat it as any other. Not collective: each rank
+ *        allocates on its own, and any mix of such and other buffers
+ *        across ranks works.
+ * @param comm  the communicator whose ranks will use the memory
+ * @param bytes more than 0; rounded up to whole pages
+ * @param ptr   receives the address: page aligned, zero filled
+ * @return SWY_OK, SWY_ERR_INVALID_ARG, or SWY_ERR_NO_MEMORY when the
+ *         pages cannot be reserved (they are, at once, so that running
+ *         out of memory is an error here and not a signal later).
+ */
+SWY_EXPORT swy_status_t swy_mem_alloc(swy_comm_t comm, size_t bytes,
+                                      void **ptr);
+
+/**
+ * @brief Free memory from swy_mem_alloc() on the same communicator, when
+ *        no operation that uses it is in flight on any rank (the peers
+ *        may be reading it). NULL is a no-op. Memory still allocated when
+ *        the communicator is destroyed is freed with it.
+ * @return SWY_OK, or SWY_ERR_INVALID_ARG for an address that
+ *         swy_mem_alloc() did not return on this communicator.
+ */
+SWY_EXPORT swy_status_t swy_mem_free(swy_comm_t comm, void *ptr);
+
 /** @return The library version string, e.g. "0.1.0". */
 SWY_EXPORT const char *swy_version(void);
 

@@ -345,6 +345,61 @@ static swy_status_t setup_channel(swy_comm_t comm, const char *what,
     return status;
 }
 
+/* Whether every rank can map every other's swy_mem_alloc memory
+ * (collective): each makes a probe allocation, the ranks allgather where
+ * they are, each maps the others' and reads them, and a second
+ * allgather makes the answer the same everywhere. The channels then
+ * carry it (mem_ok), so that the shm algorithms reach into the peers'
+ * allocations only where all can. */
+static swy_status_t setup_mem(swy_comm_t comm)
+{
+    int n = comm->nranks;
+    void *probe = NULL, *all = NULL;
+    swy_coll_mem_ref_t mine;
+    memset(&mine, 0, sizeof(mine));
+    if (swy_coll_mem_probe_make(comm->mem, &probe, &mine) != SWY_OK)
+        swy_info("api", "no probe of swy_mem_alloc memory: %s",
+                 swy_err_last());
+    size_t *lens = swy_calloc((size_t)n, sizeof(size_t));
+    if (lens == NULL) {
+        swy_coll_mem_free(comm->mem, probe);
+        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+    }
+    swy_status_t status = swy_boot_allgather(comm->boot, &mine, sizeof(mine),
+                                             comm->timeout_s, &all, lens);
+    uint8_t ok = status == SWY_OK && mine.valid;
+    for (int r = 0; ok && r < n; r++) {
+        const swy_coll_mem_ref_t *ref =
+            (const swy_coll_mem_ref_t *)all + r;
+        ok = lens[r] == sizeof(mine) &&
+             (r == comm->rank || swy_coll_mem_probe_peer(comm->mem, r, ref));
+    }
+    swy_free(all);
+    all = NULL;
+    if (status == SWY_OK)
+        status = swy_boot_allgather(comm->boot, &ok, 1, comm->timeout_s,
+                                    &all, lens);
+    int all_ok = status == SWY_OK;
+    for (int r = 0; all_ok && r < n; r++)
+        all_ok = lens[r] == 1 && ((const uint8_t *)all)[r];
+    if (probe != NULL)
+        swy_coll_mem_free(comm->mem, probe); /* every peer is done */
+    if (comm->shm != NULL) {
+        comm->shm->mem = comm->mem;
+        comm->shm->mem_ok = all_ok;
+    }
+    if (comm->shm_a2a != NULL) {
+        comm->shm_a2a->mem = comm->mem;
+        comm->shm_a2a->mem_ok = all_ok;
+    }
+    if (status == SWY_OK && !all_ok)
+        swy_info("api", "swy_mem_alloc memory: not every rank can map the "
+                 "others'; collectives copy it as any other");
+    swy_free(all);
+    swy_free(lens);
+    return status;
+}
+
 /* The shared-memory channels of a comm whose ranks all share this host
  * (coll.h; SWY_SHM_CHANNEL=0 goes without): one for allreduce, one for
  * alltoallv, so that an all-to-all never waits for an allreduce's turn.
@@ -364,6 +419,8 @@ static swy_status_t comm_setup_shm(swy_comm_t comm)
         return SWY_OK;
     SWY_CHECK(setup_channel(comm, "allreduce", 0, &comm->shm));
     SWY_CHECK(setup_channel(comm, "alltoallv", 1, &comm->shm_a2a));
+    if (comm->shm != NULL || comm->shm_a2a != NULL)
+        SWY_CHECK(setup_mem(comm));
     if (comm->shm != NULL) {
         int helpers = copy_helpers(n);
         if (helpers > 0)
@@ -391,6 +448,8 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
     if (comm->timeout_s <= 0)
         comm->timeout_s = 300;
     swy_log_set_rank(rank);
+    SWY_CHECK_GOTO(swy_coll_mem_create(nranks, &comm->mem), status,
+                   err_free);
     SWY_CHECK_GOTO(swy_boot_connect(addr, rank, nranks, comm->timeout_s,
                                     &comm->boot),
                    status, err_free);
@@ -498,6 +557,7 @@ err_topo:
 err_boot:
     swy_boot_abort(comm->boot, swy_err_last());
 err_free:
+    swy_coll_mem_destroy(comm->mem);
     swy_free(comm);
     return status;
 }
@@ -670,6 +730,7 @@ static void comm_free(swy_comm_t comm)
     swy_sched_destroy(comm->sched);
     swy_coll_shm_destroy(comm->shm); /* after the last op's state */
     swy_coll_shm_destroy(comm->shm_a2a);
+    swy_coll_mem_destroy(comm->mem); /* no op may reach it now */
     swy_topo_destroy(comm->topo);
 }
 

@@ -18,6 +18,7 @@ struct swy_comm {
     swy_sched_t *sched;
     swy_coll_shm_t *shm;     /* the one-host channels (coll.h), or NULL */
     swy_coll_shm_t *shm_a2a;
+    struct swy_coll_mem *mem; /* swy_mem_alloc's allocations (mem.c) */
     char last_error[SWY_ERRMSG_MAX];
 };
 

@@ -276,10 +276,55 @@ typedef struct {
     _Atomic uint64_t left_ns[SWY_COLL_PULL_TIMES];
 } swy_coll_shm_ctl_t;
 
+/* Memory from swy_mem_alloc (shm_mem.c): the comm's allocations and the
+ * peers' that this rank mapped. Its calls lock it; any thread. */
+typedef struct swy_coll_mem swy_coll_mem_t;
+/* Where a buffer lies in an allocation, as its owner tells the peers
+ * through a channel (valid 0: not in one, or not mappable). */
+typedef struct {
+    uint32_t valid;
+    int32_t fd;        /* the memfd, in the owner (pid) */
+    int64_t pid;
+    uint64_t id, ino;  /* never reused in the owner; the file's inode */
+    uint64_t size, offset;
+} swy_coll_mem_ref_t;
+swy_status_t swy_coll_mem_create(int nranks, swy_coll_mem_t **reg_p);
+void swy_coll_mem_destroy(swy_coll_mem_t *reg); /* NULL ok; frees all */
+swy_status_t swy_coll_mem_alloc(swy_coll_mem_t *reg, size_t bytes,
+                                void **ptr);
+swy_status_t swy_coll_mem_free(swy_coll_mem_t *reg, void *ptr);
+/* 1 and *ref filled when [ptr, ptr + bytes) lies within one allocation
+ * of this rank that peers can map; else 0. reg may be NULL. */
+int swy_coll_mem_find(swy_coll_mem_t *reg, const void *ptr, size_t bytes,
+                      swy_coll_mem_ref_t *ref);
+/* The address in this process of the first of `bytes` bytes that a
+ * peer's ref names: mapped on first use, kept for later ops.
+ * SWY_ERR_REMOTE when the peer or its allocation is gone. */
+swy_status_t swy_coll_mem_map(swy_coll_mem_t *reg, int peer,
+                              const swy_coll_mem_ref_t *ref, size_t bytes,
+                              char **addr_p);
+/* At setup: an allocation holding a known word (free it with
+ * swy_coll_mem_free once every peer probed), and whether this rank can
+ * map a peer's and read that word (logs why not). */
+swy_status_t swy_coll_mem_probe_make(swy_coll_mem_t *reg, void **probe,
+                                     swy_coll_mem_ref_t *ref);
+int swy_coll_mem_probe_peer(swy_coll_mem_t *reg, int peer,
+                            const swy_coll_mem_ref_t *ref);
+
+/* Each rank's descriptor page at the end of a channel's segment
+ * (swy_coll_shm_desc): allreduce/shm tells its peers there where its
+ * buffers lie when they are in swy_mem_alloc memory. */
+#define SWY_COLL_SHM_DESC_BYTES ((size_t)4096)
+
 typedef struct swy_coll_shm {
     char *base;
     size_t bytes, slot_bytes, region_bytes;
     int rank, nranks;
+    /* The comm's swy_mem_alloc memory; mem_ok: every rank can map every
+     * other's (agreed at init), else ops ignore it. */
+    swy_coll_mem_t *mem;
+    int mem_ok;
+    uint64_t ops; /* ops that took this channel (allreduce/shm) */
     /* The CPUs all ranks may run on, together, are fewer than the ranks
      * (agreed at init; ranks pinned to a core each do not share):
      * alltoallv's automatic choice, and the sizes from which the shm
@@ -339,6 +384,12 @@ static inline char *swy_coll_shm_out_slot(const swy_coll_shm_t *shm,
                                           int owner, int parity)
 {
     return swy_coll_shm_in_slot(shm, owner, parity, shm->nranks);
+}
+
+static inline char *swy_coll_shm_desc(const swy_coll_shm_t *shm, int owner)
+{
+    return shm->base + (size_t)shm->nranks * shm->region_bytes +
+           (size_t)owner * SWY_COLL_SHM_DESC_BYTES;
 }
 
 static inline swy_coll_shm_ctl_t *swy_coll_shm_ctl(const swy_coll_shm_t *shm,

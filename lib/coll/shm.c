@@ -20,8 +20,8 @@
 /* Slot size: 256 KiB (the pipelined chunk, SWY_COLL_PIPELINE_BYTES) while
  * the whole segment stays within SEGMENT_MAX, else the largest power of
  * two that keeps it there (4 ranks: 10 MiB; 8: 64 KiB slots, 9 MiB; 32:
- * 4 KiB slots, 8.3 MiB), never below a page. Docker's default /dev/shm
- * is 64 MiB. */
+ * 4 KiB slots, 8.3 MiB), never below a page; then one descriptor page
+ * per rank (swy_coll_shm_desc). Docker's default /dev/shm is 64 MiB. */
 #ifndef SWY_COLL_SHM_SEGMENT_MAX /* -D for experiments only */
 #define SWY_COLL_SHM_SEGMENT_MAX ((size_t)16 << 20)
 #endif
@@ -50,7 +50,8 @@ static swy_status_t map_segment(int fd, int rank, int nranks,
     shm->nranks = nranks;
     shm->slot_bytes = slot_bytes_for(nranks);
     shm->region_bytes = 2 * (size_t)(nranks + 1) * shm->slot_bytes;
-    shm->bytes = shm->region_bytes * (size_t)nranks;
+    shm->bytes = (shm->region_bytes + SWY_COLL_SHM_DESC_BYTES) *
+                 (size_t)nranks;
     struct stat st;
     if (fstat(fd, &st) != 0 || (size_t)st.st_size != shm->bytes) {
         swy_free(shm);
@@ -79,7 +80,8 @@ swy_status_t swy_coll_shm_create(int rank, int nranks, char *name_out,
         return swy_err_set(SWY_ERR_INVALID_ARG, "coll", "shared-memory "
                            "channel: %d ranks (2..%d)", nranks,
                            SWY_COLL_SHM_MAX_RANKS);
-    size_t bytes = 2 * (size_t)(nranks + 1) * slot_bytes_for(nranks) *
+    size_t bytes = (2 * (size_t)(nranks + 1) * slot_bytes_for(nranks) +
+                    SWY_COLL_SHM_DESC_BYTES) *
                    (size_t)nranks;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

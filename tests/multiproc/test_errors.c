@@ -104,6 +104,34 @@ static int case_args(swy_comm_t comm, int rank, int w, void *arg)
                   SWY_ERR_INVALID_ARG, comm, "nosuch");
     EXPECT_STATUS(swy_comm_configure(comm, "SWY_PARTITION_BYTES", "-4"),
                   SWY_ERR_INVALID_ARG, comm, "-4");
+    /* swy_mem_alloc / swy_mem_free */
+    void *mem = NULL;
+    EXPECT_STATUS(swy_mem_alloc(NULL, 64, &mem), SWY_ERR_INVALID_ARG, NULL,
+                  "comm is NULL");
+    EXPECT_STATUS(swy_mem_alloc(comm, 64, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "ptr is NULL");
+    EXPECT_STATUS(swy_mem_alloc(comm, 0, &mem), SWY_ERR_INVALID_ARG, comm,
+                  "0 bytes");
+    EXPECT_STATUS(swy_mem_alloc(comm, (size_t)-1, &mem), SWY_ERR_INVALID_ARG,
+                  comm, "swy_mem_alloc");
+    EXPECT_STATUS(swy_mem_alloc(comm, (size_t)1 << 60, &mem),
+                  SWY_ERR_NO_MEMORY, comm, "more than this machine");
+    CHECK(mem == NULL, "a failed swy_mem_alloc left a pointer");
+    CHECK_OK(swy_mem_alloc(comm, 10, &mem), comm);
+    CHECK(mem != NULL && ((uintptr_t)mem & 4095) == 0, "not page aligned");
+    for (int i = 0; i < 4096; i++)
+        CHECK(((volatile char *)mem)[i] == 0, "byte %d not zero", i);
+    memset(mem, 7, 4096);
+    EXPECT_STATUS(swy_mem_free(comm, buf), SWY_ERR_INVALID_ARG, comm,
+                  "not an address swy_mem_alloc returned");
+    EXPECT_STATUS(swy_mem_free(comm, (char *)mem + 8), SWY_ERR_INVALID_ARG,
+                  comm, "not an address");
+    EXPECT_STATUS(swy_mem_free(NULL, mem), SWY_ERR_INVALID_ARG, NULL,
+                  "comm is NULL");
+    CHECK_OK(swy_mem_free(comm, mem), comm);
+    EXPECT_STATUS(swy_mem_free(comm, mem), SWY_ERR_INVALID_ARG, comm,
+                  "was freed");
+    CHECK_OK(swy_mem_free(comm, NULL), comm);
     CHECK_OK(swy_comm_configure(comm, "SWY_POLICY", "fair"), comm);
     CHECK_OK(swy_comm_configure(comm, "SWY_PARTITION_BYTES", "4K"), comm);
     CHECK_OK(swy_comm_query(comm, "SWY_POLICY", value, sizeof(value)), comm);
@@ -264,6 +292,39 @@ static int case_kill(swy_comm_t comm, int rank, int w, void *arg)
     return expect_failure(comm, req, SWY_ERR_REMOTE, "died", 5);
 }
 
+/* Both through swy_mem_alloc buffers, which the peers read and write in
+ * place (allreduce/shm's direct way): a dead rank and ranks that
+ * disagree on the count still end with the documented error everywhere,
+ * and nobody touches memory outside the buffers. */
+static int case_kill_shared(swy_comm_t comm, int rank, int w, void *arg)
+{
+    size_t count = 4 << 20;
+    float *buf = NULL;
+    swy_request_t req;
+    CHECK_OK(swy_mem_alloc(comm, count * sizeof(float), (void **)&buf), comm);
+    CHECK_OK(swy_barrier(comm), comm);
+    if (rank == w - 1) {
+        usleep(200000); /* the others are inside the allreduce */
+        raise(SIGKILL);
+    }
+    CHECK_OK(swy_allreduce(buf, buf, count, SWY_FLOAT32, SWY_SUM, comm, NULL,
+                           &req), comm);
+    return expect_failure(comm, req, SWY_ERR_REMOTE, "died", 5);
+}
+
+static int case_allreduce_shared(swy_comm_t comm, int rank, int w, void *arg)
+{
+    size_t big = (1u << 20) / sizeof(float);
+    float *in = NULL, *out = NULL;
+    swy_request_t req;
+    CHECK_OK(swy_mem_alloc(comm, big * sizeof(float), (void **)&in), comm);
+    CHECK_OK(swy_mem_alloc(comm, big * sizeof(float), (void **)&out), comm);
+    POST_OR_EXPECT(swy_allreduce(in, out, rank == w - 1 ? big : big - 1000,
+                                 SWY_FLOAT32, SWY_SUM, comm, NULL, &req),
+                   SWY_ERR_MISMATCH, "count");
+    return expect_failure(comm, req, SWY_ERR_MISMATCH, "count", 10);
+}
+
 static int case_abort(swy_comm_t comm, int rank, int w, void *arg)
 {
     float buf[16] = {0};
@@ -346,6 +407,8 @@ int main(int argc, char **argv)
     else if (!strcmp(which, "allreduce")) fn = case_allreduce;
     else if (!strcmp(which, "allreduce_algo")) fn = case_allreduce_algo;
     else if (!strcmp(which, "kill")) fn = case_kill;
+    else if (!strcmp(which, "kill_shared")) fn = case_kill_shared;
+    else if (!strcmp(which, "allreduce_shared")) fn = case_allreduce_shared;
     else if (!strcmp(which, "partition")) fn = case_partition;
     else if (!strcmp(which, "abort")) fn = case_abort;
     else if (!strcmp(which, "timeout")) fn = case_timeout;
@@ -355,7 +418,8 @@ int main(int argc, char **argv)
     }
     swy_test_result_t result;
     int rc = swy_test_spawn(w, fn, NULL, 60, &result);
-    if (!strcmp(which, "kill")) { /* the victim dies by SIGKILL by design */
+    if (!strcmp(which, "kill") || !strcmp(which, "kill_shared")) {
+        /* the victim dies by SIGKILL by design */
         rc = 0;
         for (int r = 0; r < w; r++)
             if (result.code[r] != (r == w - 1 ? -SIGKILL : 0))

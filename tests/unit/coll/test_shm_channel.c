@@ -53,6 +53,11 @@ static void test_segment(int nranks)
                 CHECK((size_t)(slot - a->base) == expect);
                 expect += a->slot_bytes;
             }
+    /* Then one descriptor page per rank. */
+    for (int o = 0; o < nranks; o++) {
+        CHECK((size_t)(swy_coll_shm_desc(a, o) - a->base) == expect);
+        expect += SWY_COLL_SHM_DESC_BYTES;
+    }
     CHECK(expect == a->bytes);
     /* One mapping writes, the other reads the same bytes. */
     char *w = swy_coll_shm_in_slot(a, nranks - 1, 1, 0);
