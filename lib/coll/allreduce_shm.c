@@ -27,6 +27,17 @@
  * so every rank ends with the same bits, the same as the direct
  * algorithm's.
  *
+ * Buffers in swy_mem_alloc memory (where every rank can map every
+ * other's, ch->mem_ok) skip copies. A rank says at the start of an op,
+ * in its descriptor page (ar_desc_t), where its sendbuf and recvbuf lie;
+ * a peer reads that on the rank's first P and maps them. A sendbuf
+ * there is not staged: publish only sends P(k), and the owners reduce
+ * straight from it. A recvbuf there is written by every owner directly
+ * (the block copied out of the result slot to its own recvbuf goes to
+ * such peers' too), and gather copies nothing from that peer. Each rank
+ * decides for its own buffers, so any mix works; the descriptors say it
+ * before any message that depends on it.
+ *
  * In place (sendbuf == recvbuf): publish(k) reads chunk k of segment q
  * before gather(k) overwrites it, since q sends R(k) only after P(k) from
  * this rank; reduce reads and writes only segment r, which
@@ -64,7 +75,23 @@ struct swy_coll_state {
     uint8_t *flags;       /* [rounds] R_* */
     uint8_t *posted, *gathered, *freed; /* [rounds] peers counted */
     uint32_t *r_pending;  /* [rounds] R(k) came, slot not yet gathered */
+    uint64_t seq;         /* this op's number on the channel */
+    /* This rank's buffers in swy_mem_alloc memory (valid), and the
+     * peers': their sendbuf or recvbuf here, mapped, or NULL (slots). */
+    swy_coll_mem_ref_t my_send, my_recv;
+    uint32_t peers_known; /* bit p: p's descriptor read */
+    const char *peer_send[SWY_COLL_SHM_MAX_RANKS];
+    char *peer_recv[SWY_COLL_SHM_MAX_RANKS];
 };
+
+/* A rank's descriptor page (swy_coll_shm_desc): written as its op takes
+ * the channel, before P(0); read by the peers at the first P. */
+typedef struct {
+    uint64_t seq;
+    swy_coll_mem_ref_t send, recv;
+} ar_desc_t;
+_Static_assert(sizeof(ar_desc_t) <= SWY_COLL_SHM_DESC_BYTES,
+               "the descriptor fits its page");
 
 static size_t seg_offset(const swy_coll_state_t *st, int seg)
 {
@@ -215,9 +242,10 @@ static void gather(swy_coll_state_t *st, size_t k)
         if (!(st->r_pending[k] & (UINT32_C(1) << q)))
             continue;
         st->r_pending[k] &= ~(UINT32_C(1) << q);
-        job_add_copy(&job, user_chunk(st, st->args.recvbuf, q, k),
-                     swy_coll_shm_out_slot(st->ch, q, (int)(k & 1)),
-                     chunk_len(st, q, k) * st->dsize);
+        if (!st->my_recv.valid) /* else q wrote it here itself */
+            job_add_copy(&job, user_chunk(st, st->args.recvbuf, q, k),
+                         swy_coll_shm_out_slot(st->ch, q, (int)(k & 1)),
+                         chunk_len(st, q, k) * st->dsize);
         st->gathered[k]++;
     }
     swy_pool_run(job_piece, &job, job.pieces);
@@ -239,20 +267,40 @@ static void reduce_range(swy_coll_state_t *st, size_t k, size_t from,
         size_t m = SWY_MIN(block, to - at), off = at * st->dsize;
         for (int p = 0; p < st->nranks; p++)
             srcs[p] = p == r ? own + off
-                             : swy_coll_shm_in_slot(st->ch, p, par, r) + off;
+                      : st->peer_send[p] != NULL
+                          ? user_chunk(st, st->peer_send[p], r, k) + off
+                          : swy_coll_shm_in_slot(st->ch, p, par, r) + off;
         swy_coll_reduce_n(out + off, srcs, st->nranks, m, a->dtype,
                           a->redop);
         if (a->redop == SWY_AVG)
             swy_coll_scale_avg(out + off, m, a->dtype, st->nranks);
         copy_out(st, dst + off, out + off, m * st->dsize);
+        for (int q = 0; q < st->nranks; q++)
+            if (st->peer_recv[q] != NULL)
+                copy_out(st, user_chunk(st, st->peer_recv[q], r, k) + off,
+                         out + off, m * st->dsize);
     }
+}
+
+/* Whether round k may write this rank's result slot of its parity: no
+ * peer reads round k - 2's any more (D from every peer), or none reads
+ * it at all (every peer's recvbuf is written directly; known once every
+ * P(k) came). */
+static int out_slot_free(const swy_coll_state_t *st, size_t k)
+{
+    if (k < 2 || st->freed[k - 2] == st->nranks - 1)
+        return 1;
+    for (int q = 0; q < st->nranks; q++)
+        if (q != st->rank && st->peer_recv[q] == NULL)
+            return 0;
+    return 1;
 }
 
 static void try_reduce(swy_coll_state_t *st, const swy_coll_emit_t *emit,
                        size_t k)
 {
     if ((st->flags[k] & (R_PUBLISHED | R_REDUCED)) != R_PUBLISHED ||
-        st->posted[k] != st->nranks - 1)
+        st->posted[k] != st->nranks - 1 || !out_slot_free(st, k))
         return;
     atomic_thread_fence(memory_order_acquire);
     size_t n = chunk_len(st, st->rank, k);
@@ -271,7 +319,7 @@ static void run_round(swy_coll_state_t *st, const swy_coll_emit_t *emit,
 {
     int r = st->rank, par = (int)(k & 1);
     job_t job = {.st = st};
-    for (int s = 1; s < st->nranks; s++) {
+    for (int s = 1; s < st->nranks && !st->my_send.valid; s++) {
         int p = (r + s) % st->nranks;
         job_add_copy(&job, swy_coll_shm_in_slot(st->ch, r, par, p),
                      user_chunk(st, st->args.sendbuf, p, k),
@@ -284,9 +332,17 @@ static void run_round(swy_coll_state_t *st, const swy_coll_emit_t *emit,
 }
 
 /* The channel is ours: both parities are free. */
+/* A sendbuf in swy_mem_alloc memory uses no slots of its own: every
+ * round is published at once, and the owners' reductions go at their
+ * own pace (their result slots permitting, out_slot_free). */
 static void acquire(swy_coll_state_t *st, const swy_coll_emit_t *emit)
 {
-    for (size_t k = 0; k < SWY_MIN(st->rounds, (size_t)2); k++)
+    ar_desc_t *d = (ar_desc_t *)swy_coll_shm_desc(st->ch, st->rank);
+    d->seq = st->seq;
+    d->send = st->my_send;
+    d->recv = st->my_recv;
+    size_t first = st->my_send.valid ? st->rounds : (size_t)2;
+    for (size_t k = 0; k < SWY_MIN(st->rounds, first); k++)
         run_round(st, emit, k);
 }
 
@@ -348,6 +404,14 @@ static swy_status_t shm_start(swy_coll_state_t *st,
                               const swy_coll_emit_t *emit)
 {
     st->emit = *emit;
+    st->seq = st->ch->ops++; /* every rank counts every op */
+    if (st->ch->mem_ok) {
+        size_t bytes = st->args.count * st->dsize;
+        swy_coll_mem_find(st->ch->mem, st->args.sendbuf, bytes,
+                          &st->my_send);
+        swy_coll_mem_find(st->ch->mem, st->args.recvbuf, bytes,
+                          &st->my_recv);
+    }
     for (int s = 1; s < st->nranks; s++) {
         int p = (st->rank + s) % st->nranks;
         for (size_t k = 0; k < st->rounds; k++)
@@ -360,6 +424,33 @@ static swy_status_t shm_start(swy_coll_state_t *st,
     return swy_coll_shm_check(&st->user, swy_coll_allreduce_shm.name);
 }
 
+/* Peer p's descriptor, at its first P of the op: map its buffers that
+ * are in swy_mem_alloc memory. */
+static swy_status_t learn_peer(swy_coll_state_t *st, int p)
+{
+    if (st->peers_known & (UINT32_C(1) << p))
+        return SWY_OK;
+    atomic_thread_fence(memory_order_acquire);
+    const ar_desc_t *d = (const ar_desc_t *)swy_coll_shm_desc(st->ch, p);
+    if (d->seq != st->seq)
+        return swy_err_set(SWY_ERR_MISMATCH, "coll", "allreduce/shm: rank %d "
+                           "describes op %llu of the channel; rank %d is at "
+                           "op %llu", p, (unsigned long long)d->seq,
+                           st->rank, (unsigned long long)st->seq);
+    size_t bytes = st->args.count * st->dsize;
+    char *at = NULL;
+    if (d->send.valid) {
+        SWY_CHECK(swy_coll_mem_map(st->ch->mem, p, &d->send, bytes, &at));
+        st->peer_send[p] = at;
+    }
+    if (d->recv.valid) {
+        SWY_CHECK(swy_coll_mem_map(st->ch->mem, p, &d->recv, bytes, &at));
+        st->peer_recv[p] = at;
+    }
+    st->peers_known |= UINT32_C(1) << p;
+    return SWY_OK;
+}
+
 static swy_status_t shm_recv_done(swy_coll_state_t *st,
                                   const swy_coll_xfer_t *xfer,
                                   const swy_coll_emit_t *emit)
@@ -369,6 +460,7 @@ static swy_status_t shm_recv_done(swy_coll_state_t *st,
     size_t k = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));
     switch (kind) {
     case MSG_P:
+        SWY_CHECK(learn_peer(st, xfer->peer));
         st->posted[k]++;
         try_reduce(st, emit, k);
         break;
@@ -380,8 +472,10 @@ static swy_status_t shm_recv_done(swy_coll_state_t *st,
     default:
         if (++st->freed[k] < st->nranks - 1)
             break;
-        if (k + 2 < st->rounds)
+        if (k + 2 < st->rounds && !st->my_send.valid)
             run_round(st, emit, k + 2);
+        else if (k + 2 < st->rounds)
+            try_reduce(st, emit, k + 2); /* its result slot is free */
         if (++st->rounds_freed == st->rounds)
             swy_coll_shm_leave(st->ch, &st->user, 0);
         break;
