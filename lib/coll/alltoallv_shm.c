@@ -29,7 +29,14 @@
  * the op's way and the block's size, which both of its ends know. The
  * blocks between rank 0 and every peer have at least one round, empty
  * or not, which is what makes every rank read the way after rank 0 wrote
- * it and before it writes the next. */
+ * it and before it writes the next.
+ *
+ * A sendbuf in swy_mem_alloc memory (where every rank can map every
+ * other's, ch->mem_ok) goes the direct way, whatever the op's way: the
+ * sender describes it (pull_desc_t, direct) and sends every P(k) at
+ * once, and the receiver maps it and copies chunk k straight into its
+ * recvbuf: one copy in user space. The receiver learns that from the
+ * descriptor at the sender's first P of the op. */
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -60,6 +67,12 @@ struct swy_coll_state {
     int stream; /* write recvbuf with non-temporal stores */
     uint64_t seq;        /* this op's number on the channel */
     int way, way_known;  /* SWY_COLL_WAY_*, once read */
+    int direct;          /* this rank's sendbuf goes the direct way */
+    swy_coll_mem_ref_t send_ref;
+    /* Per peer: its block for this rank, mapped, when it goes the direct
+     * way; known: its descriptor was read (bit p). */
+    uint32_t peers_known;
+    const char *peer_block[SWY_COLL_SHM_MAX_RANKS];
 };
 
 /* Where a rank tells its peers about its sendbuf for an op that pulls:
@@ -69,6 +82,9 @@ typedef struct {
     int64_t pid;
     uint64_t addr[SWY_COLL_SHM_MAX_RANKS];  /* its block for each peer */
     uint64_t bytes[SWY_COLL_SHM_MAX_RANKS];
+    uint64_t direct;   /* the sendbuf is in swy_mem_alloc memory: */
+    uint64_t base;     /* its address, which mem describes */
+    swy_coll_mem_ref_t mem;
 } pull_desc_t;
 
 _Static_assert(sizeof(pull_desc_t) <= 4096 &&
@@ -107,6 +123,13 @@ static int block_pulls(const swy_coll_state_t *st, size_t bytes)
     return bytes > 0 && (st->way == SWY_COLL_WAY_PULL_ALL ||
                          (st->way == SWY_COLL_WAY_PULL_LARGE &&
                           bytes >= SWY_COLL_PULL_MIN));
+}
+
+/* Whether this rank's block for p goes without its slots (the
+ * receiver pulls it or copies it straight from sendbuf). */
+static int sends_direct(const swy_coll_state_t *st, int p)
+{
+    return st->direct || block_pulls(st, st->args.sendcounts[p] * st->dsize);
 }
 
 /* This op's way, from rank 0's control words, at the rank's first event
@@ -356,7 +379,7 @@ static void acquire(swy_coll_state_t *st, const swy_coll_emit_t *emit)
             &swy_coll_shm_ctl(st->ch, 0)->way[(st->seq + 1) % 2],
             leader_choose(st->ch, st->seq + 1), memory_order_release);
     }
-    int pulls = 0;
+    int pulls = st->direct;
     for (int p = 0; p < st->nranks; p++)
         pulls |= p != st->rank && block_pulls(st, a->sendcounts[p] *
                                                       st->dsize);
@@ -364,6 +387,9 @@ static void acquire(swy_coll_state_t *st, const swy_coll_emit_t *emit)
         pull_desc_t *d = pull_desc(st, st->rank);
         d->seq = st->seq;
         d->pid = (int64_t)getpid();
+        d->direct = (uint64_t)st->direct;
+        d->base = (uint64_t)(uintptr_t)a->sendbuf;
+        d->mem = st->send_ref;
         for (int p = 0; p < st->nranks; p++) {
             d->addr[p] = (uint64_t)(uintptr_t)((const char *)a->sendbuf +
                                                a->sdispls[p] * st->dsize);
@@ -373,7 +399,7 @@ static void acquire(swy_coll_state_t *st, const swy_coll_emit_t *emit)
     }
     for (int s = 1; s < st->nranks; s++) {
         int p = (st->rank + s) % st->nranks;
-        if (block_pulls(st, a->sendcounts[p] * st->dsize)) {
+        if (sends_direct(st, p)) {
             for (size_t k = 0; k < st->send_rounds[p]; k++)
                 emit_msg(emit, MSG_P, k, p, 1);
             continue;
@@ -466,6 +492,17 @@ static swy_status_t a2a_create(const swy_coll_args_t *args, int rank,
         st->events_left += st->send_rounds[p] + st->recv_rounds[p];
         recv_bytes += args->recvcounts[p] * st->dsize;
     }
+    if (ch->mem_ok) {
+        size_t extent = 0;
+        for (int p = 0; p < nranks; p++)
+            if (p != rank && args->sendcounts[p] > 0)
+                extent = SWY_MAX(extent, (args->sdispls[p] +
+                                          args->sendcounts[p]) *
+                                             st->dsize);
+        st->direct = extent > 0 &&
+                     swy_coll_mem_find(ch->mem, args->sendbuf, extent,
+                                       &st->send_ref);
+    }
     st->stream = recv_bytes >= (ch->ranks_share_cpus
                                     ? SWY_COLL_A2A_STREAM_MIN_SHARED
                                     : SWY_COLL_A2A_STREAM_MIN);
@@ -512,6 +549,39 @@ static swy_status_t a2a_start(swy_coll_state_t *st,
     return swy_coll_shm_check(&st->user, swy_coll_alltoallv_shm.name);
 }
 
+/* Peer p's descriptor, at its first P of the op: where its block for
+ * this rank lies, mapped, when p's sendbuf goes the direct way. No other
+ * op of p's can write the descriptor meanwhile: p's op leaves the
+ * channel only once this rank answered every P. */
+static swy_status_t learn_peer(swy_coll_state_t *st, int p)
+{
+    if (st->peers_known & (UINT32_C(1) << p))
+        return SWY_OK;
+    st->peers_known |= UINT32_C(1) << p;
+    atomic_thread_fence(memory_order_acquire);
+    const pull_desc_t *d = pull_desc(st, p);
+    if (d->seq != st->seq || !d->direct)
+        return SWY_OK; /* not described for this op: not direct */
+    size_t want = st->args.recvcounts[p] * st->dsize;
+    if (d->bytes[st->rank] != want)
+        return swy_err_set(SWY_ERR_MISMATCH, "coll", "alltoallv: rank %d "
+                           "sends %llu bytes to rank %d, which expects %zu",
+                           p, (unsigned long long)d->bytes[st->rank],
+                           st->rank, want);
+    if (want == 0)
+        return SWY_OK;
+    swy_coll_mem_ref_t ref = d->mem;
+    uint64_t skip = d->addr[st->rank] - d->base;
+    if (skip > ref.size - ref.offset)
+        return swy_err_set(SWY_ERR_INTERNAL, "coll", "alltoallv/shm: rank "
+                           "%d's block lies outside its buffer", p);
+    ref.offset += skip;
+    char *at = NULL;
+    SWY_CHECK(swy_coll_mem_map(st->ch->mem, p, &ref, want, &at));
+    st->peer_block[p] = at;
+    return SWY_OK;
+}
+
 static swy_status_t a2a_recv_done(swy_coll_state_t *st,
                                   const swy_coll_xfer_t *xfer,
                                   const swy_coll_emit_t *emit)
@@ -521,7 +591,17 @@ static swy_status_t a2a_recv_done(swy_coll_state_t *st,
     int kind = (int)(xfer->cookie >> 40), p = xfer->peer;
     size_t k = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));
     learn_way(st);
-    if (kind == MSG_P && block_pulls(st, a->recvcounts[p] * st->dsize)) {
+    if (kind == MSG_P)
+        SWY_CHECK(learn_peer(st, p));
+    if (kind == MSG_P && st->peer_block[p] != NULL) {
+        (st->stream ? swy_copy_stream : swy_copy)(
+            (char *)a->recvbuf + a->rdispls[p] * st->dsize +
+                k * st->chunk_bytes,
+            st->peer_block[p] + k * st->chunk_bytes,
+            chunk_bytes(st, a->recvcounts[p], k));
+        emit_msg(emit, MSG_D, k, p, 1);
+    } else if (kind == MSG_P &&
+               block_pulls(st, a->recvcounts[p] * st->dsize)) {
         SWY_CHECK(pull_chunk(st, p, k));
         emit_msg(emit, MSG_D, k, p, 1);
     } else if (kind == MSG_P) {
@@ -532,8 +612,7 @@ static swy_status_t a2a_recv_done(swy_coll_state_t *st,
             swy_coll_shm_in_slot(st->ch, p, (int)(k & 1), st->rank),
             chunk_bytes(st, a->recvcounts[p], k));
         emit_msg(emit, MSG_D, k, p, 1);
-    } else if (!block_pulls(st, a->sendcounts[p] * st->dsize) &&
-               k + 2 < st->send_rounds[p]) {
+    } else if (!sends_direct(st, p) && k + 2 < st->send_rounds[p]) {
         publish(st, emit, p, k + 2);
     }
     st->events_left--;
