@@ -130,6 +130,35 @@ static int check_allreduce_elem(int di, swy_redop_t op, int iter, int w,
     }
 }
 
+/* Buffers of the collectives: malloc'd, or from swy_mem_alloc on every
+ * rank (TEST_COLL_MEM=shared) or on the odd ranks only (mixed), so that
+ * the shm algorithms' direct paths meet every case of the reference. */
+static swy_comm_t g_comm;
+static int g_shared; /* this rank allocates with swy_mem_alloc */
+
+static void *tbuf(size_t bytes)
+{
+    if (!g_shared)
+        return malloc(bytes);
+    void *p = NULL;
+    if (swy_mem_alloc(g_comm, bytes, &p) != SWY_OK) {
+        fprintf(stderr, "swy_mem_alloc(%zu): %s\n", bytes,
+                swy_last_error(g_comm));
+        abort();
+    }
+    return p;
+}
+
+static void tfree(void *p)
+{
+    if (!g_shared) {
+        free(p);
+    } else if (swy_mem_free(g_comm, p) != SWY_OK) {
+        fprintf(stderr, "swy_mem_free: %s\n", swy_last_error(g_comm));
+        abort();
+    }
+}
+
 static int test_allreduce(swy_comm_t comm, int rank, int w, size_t count,
                           int iter0, int in_place)
 {
@@ -137,8 +166,8 @@ static int test_allreduce(swy_comm_t comm, int rank, int w, size_t count,
         for (int op = SWY_SUM; op <= SWY_AVG; op++) {
             int iter = iter0 + di * 8 + op;
             size_t ds = dsizes[di];
-            unsigned char *in = malloc(count * ds + 1);
-            unsigned char *out = malloc(count * ds + 1);
+            unsigned char *in = tbuf(count * ds + 1);
+            unsigned char *out = tbuf(count * ds + 1);
             for (size_t i = 0; i < count; i++)
                 gen_value(di, iter, rank, i, op == SWY_PROD, in + i * ds);
             void *dst = in_place ? in : out;
@@ -149,8 +178,8 @@ static int test_allreduce(swy_comm_t comm, int rank, int w, size_t count,
                                            (unsigned char *)dst + i * ds),
                       "allreduce dtype %d op %d count %zu elem %zu", di, op,
                       count, i);
-            free(in);
-            free(out);
+            tfree(in);
+            tfree(out);
         }
     return 0;
 }
@@ -195,8 +224,8 @@ static void a2a_setup(a2a_case_t *c, int rank, int w, int iter, size_t max)
         c->rd[j] = roff;
         roff += c->rc[j] + 3;
     }
-    c->sbuf = malloc((soff + 1) * 4);
-    c->rbuf = malloc((roff + 1) * 4);
+    c->sbuf = tbuf((soff + 1) * 4);
+    c->rbuf = tbuf((roff + 1) * 4);
     c->rlen = roff;
     for (int j = 0; j < w; j++)
         for (size_t i = 0; i < c->sc[j]; i++)
@@ -219,7 +248,7 @@ static int a2a_verify(a2a_case_t *c, int rank, int w)
                   "written (iter %d)", j, c->iter);
     }
     free(c->sc); free(c->sd); free(c->rc); free(c->rd);
-    free(c->sbuf); free(c->rbuf);
+    tfree(c->sbuf); tfree(c->rbuf);
     return 0;
 }
 
@@ -282,8 +311,8 @@ static int test_in_flight(swy_comm_t comm, int rank, int w)
     size_t count = 50000;
     float *ar_in[NAR], *ar_out[NAR];
     for (int a = 0; a < NAR; a++) {
-        ar_in[a] = malloc(count * 4);
-        ar_out[a] = a == 1 ? ar_in[a] : malloc(count * 4);
+        ar_in[a] = tbuf(count * 4);
+        ar_out[a] = a == 1 ? ar_in[a] : tbuf(count * 4);
         for (size_t i = 0; i < count; i++)
             ar_in[a][i] = (float)(rank + 1) * (float)((i + (size_t)a) % 7);
     }
@@ -330,8 +359,8 @@ static int test_in_flight(swy_comm_t comm, int rank, int w)
             return 1;
     for (int a = 0; a < NAR; a++) {
         if (ar_out[a] != ar_in[a])
-            free(ar_out[a]);
-        free(ar_in[a]);
+            tfree(ar_out[a]);
+        tfree(ar_in[a]);
     }
     free(bc);
     return 0;
@@ -340,6 +369,10 @@ static int test_in_flight(swy_comm_t comm, int rank, int w)
 static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
 {
     size_t big = *(size_t *)arg;
+    const char *mem = getenv("TEST_COLL_MEM");
+    g_comm = comm;
+    g_shared = mem != NULL && (strcmp(mem, "shared") == 0 ||
+                               (strcmp(mem, "mixed") == 0 && rank % 2));
     CHECK(swy_comm_rank(comm) == rank && swy_comm_size(comm) == w, "rank/size");
     CHECK_OK(swy_barrier(comm), comm);
     size_t sizes[] = {0, 1, 7, 1000, big};
