@@ -174,7 +174,8 @@ SWY_EXPORT swy_status_t swy_moe_plan_create(swy_comm_t comm,
                                             const swy_moe_config_t *cfg,
                                             swy_moe_plan_t *plan_p);
 
-/** @brief Destroy a plan (after its routes). Local. Accepts NULL. */
+/** @brief Destroy a plan (after its routes, before its communicator:
+ *         the plan frees the row buffers it kept). Local. Accepts NULL. */
 SWY_EXPORT void swy_moe_plan_destroy(swy_moe_plan_t plan);
 
 /**

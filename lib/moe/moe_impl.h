@@ -21,6 +21,7 @@
 #ifndef SWY_MOE_IMPL_H
 #define SWY_MOE_IMPL_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -28,13 +29,33 @@
 #include "switchyard/moe.h"
 #include "switchyard/switchyard.h"
 
+/* Row buffers that routes return to their plan for the next routes:
+ * swy_mem_alloc memory, which the comm's local peers read and write in
+ * place (a route's tok_buf and stage_buf are all-to-all send buffers),
+ * and whose pages stay mapped, here and at the peers, from step to
+ * step. */
+#define SWY_MOE_POOL_MAX 32
+typedef struct {
+    char *ptr;
+    size_t bytes;
+} swy_moe_buf_t;
+
 struct swy_moe_plan {
     swy_comm_t comm;
     int rank, nranks;
     swy_moe_config_t cfg;
     int n_local;   /* experts per rank after packing */
     int n_experts; /* W * n_local */
+    pthread_mutex_t pool_lock;
+    swy_moe_buf_t pool[SWY_MOE_POOL_MAX]; /* free buffers */
+    int npool;
 };
+
+/* A buffer of at least `bytes` from the plan's free ones, or a new one
+ * (a quarter larger, for the next routes' counts); NULL when out of
+ * memory. Back with swy_moe_buf_put (NULL ok). */
+swy_moe_buf_t swy_moe_buf_get(struct swy_moe_plan *plan, size_t bytes);
+void swy_moe_buf_put(struct swy_moe_plan *plan, swy_moe_buf_t buf);
 
 typedef enum {
     SWY_MOE_XCHG_NONE = 0,
@@ -75,6 +96,7 @@ struct swy_moe_route {
      * the combine and is kept for combine backward. */
     char *tok_buf, *comb_buf;
     char *stage_buf;        /* [recv_rows] rows when nl > 1, else NULL */
+    swy_moe_buf_t bufs[3];  /* the plan's buffers behind the three */
     float *acc;             /* [H]: a row summed in fp32 */
     size_t *scratch;        /* 4*W counts and displacements */
     /* At most one exchange per direction in flight, so that a pipelined

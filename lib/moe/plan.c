@@ -160,11 +160,69 @@ swy_status_t swy_moe_plan_create(swy_comm_t comm, const swy_moe_config_t *cfg,
     plan->cfg = *cfg;
     plan->n_local = cfg->experts_per_rank * cfg->packing_factor;
     plan->n_experts = plan->n_local * nranks;
+    pthread_mutex_init(&plan->pool_lock, NULL);
     *plan_p = plan;
     return SWY_OK;
 }
 
+swy_moe_buf_t swy_moe_buf_get(struct swy_moe_plan *plan, size_t bytes)
+{
+    swy_moe_buf_t buf = {NULL, 0};
+    if (bytes == 0)
+        bytes = 1;
+    pthread_mutex_lock(&plan->pool_lock);
+    int best = -1;
+    for (int i = 0; i < plan->npool; i++)
+        if (plan->pool[i].bytes >= bytes &&
+            (best < 0 || plan->pool[i].bytes < plan->pool[best].bytes))
+            best = i;
+    if (best >= 0) {
+        buf = plan->pool[best];
+        plan->pool[best] = plan->pool[--plan->npool];
+    }
+    pthread_mutex_unlock(&plan->pool_lock);
+    if (buf.ptr != NULL)
+        return buf;
+    size_t want = bytes > SIZE_MAX / 5 * 4 ? bytes : bytes / 4 * 5 + 4096;
+    void *ptr = NULL;
+    if (swy_mem_alloc(plan->comm, want, &ptr) == SWY_OK) {
+        buf.ptr = ptr;
+        buf.bytes = want;
+    }
+    return buf;
+}
+
+void swy_moe_buf_put(struct swy_moe_plan *plan, swy_moe_buf_t buf)
+{
+    if (buf.ptr == NULL)
+        return;
+    swy_moe_buf_t drop = buf;
+    pthread_mutex_lock(&plan->pool_lock);
+    if (plan->npool < SWY_MOE_POOL_MAX) {
+        plan->pool[plan->npool++] = buf;
+        drop.ptr = NULL;
+    } else {
+        /* Full: keep the larger one. */
+        int small = 0;
+        for (int i = 1; i < plan->npool; i++)
+            if (plan->pool[i].bytes < plan->pool[small].bytes)
+                small = i;
+        if (plan->pool[small].bytes < buf.bytes) {
+            drop = plan->pool[small];
+            plan->pool[small] = buf;
+        }
+    }
+    pthread_mutex_unlock(&plan->pool_lock);
+    if (drop.ptr != NULL)
+        (void)swy_mem_free(plan->comm, drop.ptr);
+}
+
 void swy_moe_plan_destroy(swy_moe_plan_t plan)
 {
+    if (plan == NULL)
+        return;
+    for (int i = 0; i < plan->npool; i++)
+        (void)swy_mem_free(plan->comm, plan->pool[i].ptr);
+    pthread_mutex_destroy(&plan->pool_lock);
     swy_free(plan);
 }

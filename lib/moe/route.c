@@ -211,10 +211,13 @@ static swy_status_t build_layouts(swy_moe_route_t route, const int *topk_idx)
                            fn, (long long)route->send_rows,
                            (long long)route->recv_rows, row_bytes);
     route->acc = swy_malloc((route->H ? route->H : 1) * sizeof(float));
-    route->tok_buf = swy_malloc(tok_bytes ? tok_bytes : 1);
-    route->comb_buf = swy_malloc(tok_bytes ? tok_bytes : 1);
+    route->bufs[0] = swy_moe_buf_get(route->plan, tok_bytes);
+    route->bufs[1] = swy_moe_buf_get(route->plan, tok_bytes);
     if (nl > 1)
-        route->stage_buf = swy_malloc(exp_bytes ? exp_bytes : 1);
+        route->bufs[2] = swy_moe_buf_get(route->plan, exp_bytes);
+    route->tok_buf = route->bufs[0].ptr;
+    route->comb_buf = route->bufs[1].ptr;
+    route->stage_buf = route->bufs[2].ptr;
     if (route->tok_buf == NULL || route->comb_buf == NULL ||
         route->acc == NULL ||
         (nl > 1 && route->stage_buf == NULL))
@@ -301,10 +304,9 @@ void swy_moe_route_destroy(swy_moe_route_t route)
         return;
     swy_moe_xchg_drain(route, &route->rev);
     swy_moe_xchg_drain(route, &route->fwd);
-    swy_free(route->stage_buf);
+    for (int i = 0; i < 3; i++)
+        swy_moe_buf_put(route->plan, route->bufs[i]);
     swy_free(route->acc);
-    swy_free(route->comb_buf);
-    swy_free(route->tok_buf);
     swy_free(route->rev.chunk_done);
     swy_free(route->rev.reqs);
     swy_free(route->fwd.chunk_done);
