@@ -111,7 +111,14 @@ swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
     size_t Fd = (size_t)cfg->dense_ffn;
 
     md->dense = zalloc(md->lo.n_dense);
-    md->ddense = zalloc(md->lo.n_dense);
+    /* The DDP buckets' allreduces run in place on the dense gradient:
+     * in swy_mem_alloc memory the local peers reduce straight from it
+     * and write the sums straight into it (no staging copies, which on
+     * a host whose ranks share cores take CPU from the compute). */
+    if (swy_mem_alloc(comm, (md->lo.n_dense ? md->lo.n_dense : 1) *
+                                sizeof(float),
+                      (void **)&md->ddense) != SWY_OK)
+        md->ddense = NULL;
     md->m_dense = zalloc(md->lo.n_dense);
     md->v_dense = zalloc(md->lo.n_dense);
     md->expert = zalloc(md->lo.n_expert);
@@ -225,7 +232,7 @@ void swt_model_destroy(swt_model_t *md)
     free(md->expert);
     free(md->v_dense);
     free(md->m_dense);
-    free(md->ddense);
+    (void)swy_mem_free(md->comm, md->ddense);
     free(md->dense);
     swt_layout_finalize(&md->lo);
     free(md);
