@@ -22,7 +22,7 @@
 #include "util/log.h"
 #include "util/status.h"
 
-#define PEER_MAPS 16
+#define PEER_MAPS 64
 #define PROBE_MAGIC UINT64_C(0x5357594d454d5052) /* "SWYMEMPR" */
 
 typedef struct mem_alloc {
