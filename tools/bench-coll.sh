@@ -22,6 +22,9 @@
 # one side only.
 #
 #   tools/bench-coll.sh [NRANKS=4] [swy-bench coll options...]
+#   (--mem shared: each library on its own allocation: swy_mem_alloc,
+#   MPI_Alloc_mem; the paired job on swy_mem_alloc buffers; gloo, which
+#   has no such allocation, on ordinary tensors)
 #
 # Builds nothing. Environment: BUILD_DIR (default build), REPEAT (default 1:
 # run all of the above alternately this many times; the comparison then

@@ -129,6 +129,26 @@ static int mpi_impl_max_doubles(void *ctx, double *values, size_t count)
 
 /* The interference hooks. */
 
+/* --mem shared: MPI's own allocation, which an MPI library may place
+ * where its transports reach it best (registered or shared memory). */
+static void *mpi_mem_alloc(void *ctx, size_t bytes)
+{
+    mpi_bench_t *bench = ctx;
+    void *ptr = NULL;
+
+    if ((MPI_Aint)bytes < 0 ||
+        mpi_call_check(bench, MPI_Alloc_mem((MPI_Aint)bytes, MPI_INFO_NULL,
+                                            &ptr),
+                       "MPI_Alloc_mem") != 0)
+        return NULL;
+    return ptr;
+}
+
+static void mpi_mem_free(void *ctx, void *ptr)
+{
+    (void)mpi_call_check(ctx, MPI_Free_mem(ptr), "MPI_Free_mem");
+}
+
 static int mpi_ib_ialltoallv(void *ctx, int slot, const float *sendbuf,
                              const size_t *counts, const size_t *displs,
                              float *recvbuf)
@@ -349,6 +369,9 @@ int main(int argc, char **argv)
         .alltoallv = mpi_impl_alltoallv,
         .allreduce_sum = mpi_impl_allreduce_sum,
         .max_doubles = mpi_impl_max_doubles,
+        .mem_alloc = mpi_mem_alloc,
+        .mem_free = mpi_mem_free,
+        .mem_what = "shared (MPI_Alloc_mem)",
     };
     if (with_switchyard) {
         swy_comm_t comm;

@@ -40,6 +40,10 @@ static void coll_usage_print(FILE *out, const char *prog)
         "  --warmup N        untimed iterations per size (default 2)\n"
         "  --batch N         ops per iteration, back to back (default 1)\n"
         "  --json            also print one JSON line per (op, size)\n"
+        "  --mem KIND        the buffers: malloc (default; page aligned) or\n"
+        "                    shared: the library's own allocation, which\n"
+        "                    its ranks on a host may reach directly\n"
+        "                    (swy_mem_alloc; swy-bench-mpi: MPI_Alloc_mem)\n"
         "  -h, --help        show this text\n"
         "SIZE takes K, M, G suffixes (binary).\n",
         prog);
@@ -71,7 +75,7 @@ swyb_coll_parse_t swyb_coll_options_parse(int argc, char **argv, int first,
                                           swyb_coll_options_t *opts_p)
 {
     enum { OPT_OP = 256, OPT_MIN, OPT_MAX, OPT_FACTOR, OPT_ITERS, OPT_WARMUP,
-           OPT_BATCH, OPT_JSON };
+           OPT_BATCH, OPT_JSON, OPT_MEM };
     static const struct option long_options[] = {
         {"op", required_argument, NULL, OPT_OP},
         {"min-size", required_argument, NULL, OPT_MIN},
@@ -81,6 +85,7 @@ swyb_coll_parse_t swyb_coll_options_parse(int argc, char **argv, int first,
         {"warmup", required_argument, NULL, OPT_WARMUP},
         {"batch", required_argument, NULL, OPT_BATCH},
         {"json", no_argument, NULL, OPT_JSON},
+        {"mem", required_argument, NULL, OPT_MEM},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -147,6 +152,16 @@ swyb_coll_parse_t swyb_coll_options_parse(int argc, char **argv, int first,
             break;
         case OPT_JSON:
             opts.json = 1;
+            break;
+        case OPT_MEM:
+            if (strcmp(optarg, "malloc") == 0 ||
+                strcmp(optarg, "shared") == 0) {
+                opts.mem_shared = strcmp(optarg, "shared") == 0;
+            } else {
+                if (err) fprintf(err, "%s: --mem takes malloc or shared, "
+                                 "not '%s'\n", prog, optarg);
+                return SWYB_COLL_PARSE_EXIT_USAGE;
+            }
             break;
         case 'h':
             if (rank == 0) coll_usage_print(stdout, prog);
@@ -306,16 +321,42 @@ static size_t coll_point_checked(const swyb_coll_impl_t *impl,
     return wrong;
 }
 
-static void *buffer_alloc(size_t floats)
+/* The implementation whose allocation --mem shared uses: with two in
+ * one job (swy-bench-mpi --with-switchyard), Switchyard's, whose ranks
+ * reach such buffers directly (Open MPI reads them as any other). */
+static const swyb_coll_impl_t *mem_owner(const swyb_coll_impl_t *const *impls,
+                                         int nimpl,
+                                         const swyb_coll_options_t *opts)
+{
+    if (!opts->mem_shared)
+        return NULL;
+    for (int j = nimpl - 1; j >= 0; --j)
+        if (impls[j]->mem_alloc != NULL &&
+            strcmp(impls[j]->name, "switchyard") == 0)
+            return impls[j];
+    return impls[0]->mem_alloc != NULL ? impls[0] : NULL;
+}
+
+static void *buffer_alloc(const swyb_coll_impl_t *owner, size_t floats)
 {
     size_t bytes = floats * sizeof(float);
-    void *buf;
 
     /* Page alignment, as a framework's tensors would have; round up so
      * aligned_alloc's size rule holds. */
     bytes = (bytes + 4095) & ~(size_t)4095;
-    buf = aligned_alloc(4096, bytes > 0 ? bytes : 4096);
-    return buf;
+    if (bytes == 0)
+        bytes = 4096;
+    if (owner != NULL)
+        return owner->mem_alloc(owner->ctx, bytes);
+    return aligned_alloc(4096, bytes);
+}
+
+static void buffer_free(const swyb_coll_impl_t *owner, void *buf)
+{
+    if (owner != NULL && buf != NULL)
+        owner->mem_free(owner->ctx, buf);
+    else
+        free(buf);
 }
 
 /* Measure the point on nimpl (1 or 2) implementations. With two, every
@@ -445,6 +486,7 @@ static int coll_point_run(const swyb_coll_impl_t *const *impls, int nimpl,
     int rank = impls[0]->rank;
     int n = impls[0]->nranks;
     coll_point_t point = {.op = op};
+    const swyb_coll_impl_t *owner = mem_owner(impls, nimpl, opts);
     int rc = -1;
 
     if (op == SWYB_COLL_OP_ALLTOALLV) {
@@ -463,13 +505,14 @@ static int coll_point_run(const swyb_coll_impl_t *const *impls, int nimpl,
             .op = op == SWYB_COLL_OP_ALLTOALLV ? "alltoallv" : "allreduce",
             .ranks = n,
             .bytes = point.buf_floats * sizeof(float),
+            .mem = opts->mem_shared ? "shared" : "malloc",
         };
     }
 
     point.counts = calloc((size_t)n, sizeof(size_t));
     point.displs = calloc((size_t)n, sizeof(size_t));
-    point.sendbuf = buffer_alloc(point.buf_floats);
-    point.recvbuf = buffer_alloc(point.buf_floats);
+    point.sendbuf = buffer_alloc(owner, point.buf_floats);
+    point.recvbuf = buffer_alloc(owner, point.buf_floats);
     if (point.counts == NULL || point.displs == NULL ||
         point.sendbuf == NULL || point.recvbuf == NULL) {
         fprintf(stderr, "rank %d: out of memory for %s of %zu bytes\n",
@@ -490,8 +533,8 @@ static int coll_point_run(const swyb_coll_impl_t *const *impls, int nimpl,
 
     rc = coll_point_measure(impls, nimpl, &point, opts, results, ratio_p);
 out:
-    free(point.recvbuf);
-    free(point.sendbuf);
+    buffer_free(owner, point.recvbuf);
+    buffer_free(owner, point.sendbuf);
     free(point.displs);
     free(point.counts);
     return rc;
@@ -555,6 +598,12 @@ static int coll_run(const swyb_coll_impl_t *const *impls, int nimpl,
                  nimpl == 2 ? "+" : "", nimpl == 2 ? impls[1]->name : "");
         swyb_header_print(stdout, "coll", name, argc, argv,
                           impls[0]->nranks);
+        const swyb_coll_impl_t *owner = mem_owner(impls, nimpl, opts);
+        printf("# buffers: %s\n",
+               owner != NULL && owner->mem_what != NULL ? owner->mem_what
+               : opts->mem_shared ? "shared asked, but aligned_alloc (no "
+                                    "allocator of the library)"
+                                  : "malloc (aligned_alloc, page aligned)");
         if (nimpl == 2) {
             printf("# paired: every iteration runs both, in turn first\n");
             pair_table_header_print(stdout, impls[0]->name, impls[1]->name);

@@ -23,6 +23,7 @@ typedef struct {
     int warmup;       /* untimed iterations per size */
     int batch;        /* ops per iteration, back to back (default 1) */
     int json;         /* also print one JSON line per (op, size) */
+    int mem_shared;   /* --mem shared: buffers from the impl's mem_alloc */
 } swyb_coll_options_t;
 
 /** What swyb_coll_options_parse() decided. */
@@ -56,6 +57,12 @@ typedef struct {
                          size_t count);
     /* element-wise maximum over ranks, in place */
     int (*max_doubles)(void *ctx, double *values, size_t count);
+    /* --mem shared: the library's own allocation (swy_mem_alloc,
+     * MPI_Alloc_mem), or NULL for aligned_alloc; NULL on failure.
+     * mem_what names it in the header. */
+    void *(*mem_alloc)(void *ctx, size_t bytes);
+    void (*mem_free)(void *ctx, void *ptr);
+    const char *mem_what;
 } swyb_coll_impl_t;
 
 /**

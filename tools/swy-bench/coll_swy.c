@@ -55,6 +55,24 @@ static int swy_impl_max_doubles(void *ctx, double *values, size_t count)
                           "swy_allreduce (max of timings)");
 }
 
+static void *swy_impl_mem_alloc(void *ctx, size_t bytes)
+{
+    swy_comm_t comm = ctx;
+    void *ptr = NULL;
+
+    if (swyb_swy_check(comm, swy_mem_alloc(comm, bytes, &ptr),
+                       "swy_mem_alloc") != 0)
+        return NULL;
+    return ptr;
+}
+
+static void swy_impl_mem_free(void *ctx, void *ptr)
+{
+    swy_comm_t comm = ctx;
+
+    (void)swyb_swy_check(comm, swy_mem_free(comm, ptr), "swy_mem_free");
+}
+
 void swyb_coll_switchyard_impl(swy_comm_t comm, swyb_coll_impl_t *impl)
 {
     *impl = (swyb_coll_impl_t){
@@ -66,5 +84,9 @@ void swyb_coll_switchyard_impl(swy_comm_t comm, swyb_coll_impl_t *impl)
         .alltoallv = swy_impl_alltoallv,
         .allreduce_sum = swy_impl_allreduce_sum,
         .max_doubles = swy_impl_max_doubles,
+        .mem_alloc = swy_impl_mem_alloc,
+        .mem_free = swy_impl_mem_free,
+        .mem_what = "shared (swy_mem_alloc: the local ranks reach them "
+                    "directly)",
     };
 }

@@ -227,11 +227,12 @@ void swyb_coll_json_print(FILE *out, const swyb_coll_result_t *result)
             "\"bytes\":%zu,\"ranks\":%d,\"iters\":%d,\"batch\":%d,"
             "\"time_us_median\":%.3f,\"time_us_min\":%.3f,"
             "\"time_us_max\":%.3f,\"algbw_GBps\":%.4f,"
-            "\"busbw_GBps\":%.4f,\"check\":\"%s\"}\n",
+            "\"busbw_GBps\":%.4f,\"mem\":\"%s\",\"check\":\"%s\"}\n",
             result->impl, result->op, result->bytes, result->ranks,
             result->iters, result->batch > 0 ? result->batch : 1,
             result->time_s.median * 1e6,
             result->time_s.min * 1e6, result->time_s.max * 1e6,
             result->algbw_GBps, result->busbw_GBps,
+            result->mem != NULL ? result->mem : "malloc",
             result->correct ? "ok" : "WRONG");
 }

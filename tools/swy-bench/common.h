@@ -67,6 +67,7 @@ typedef struct {
     double algbw_GBps;   /* bytes / median time, 1e9 bytes per GB */
     double busbw_GBps;   /* algbw scaled as nccl-tests does for the op */
     int correct;         /* the last iteration's result was verified */
+    const char *mem;     /* "malloc" or "shared" (--mem) */
 } swyb_coll_result_t;
 
 /**

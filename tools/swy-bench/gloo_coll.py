@@ -83,6 +83,10 @@ def options():
     p.add_argument("--batch", type=positive(1), default=1,
                    help="ops per iteration, back to back")
     p.add_argument("--json", action="store_true")
+    # For tools/bench-coll.sh, which passes the same options to every
+    # peer: gloo has no allocation of its own, so ordinary tensors either
+    # way.
+    p.add_argument("--mem", choices=["malloc", "shared"], default="malloc")
     opts = p.parse_args()
     if opts.min_size == 0 or opts.min_size > opts.max_size:
         p.error("need 0 < --min-size <= --max-size")
