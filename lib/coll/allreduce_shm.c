@@ -87,7 +87,7 @@ struct swy_coll_state {
 /* A rank's descriptor page (swy_coll_shm_desc): written as its op takes
  * the channel, before P(0); read by the peers at the first P. */
 typedef struct {
-    uint64_t seq;
+    uint64_t seq, bytes;
     swy_coll_mem_ref_t send, recv;
 } ar_desc_t;
 _Static_assert(sizeof(ar_desc_t) <= SWY_COLL_SHM_DESC_BYTES,
@@ -339,6 +339,7 @@ static void acquire(swy_coll_state_t *st, const swy_coll_emit_t *emit)
 {
     ar_desc_t *d = (ar_desc_t *)swy_coll_shm_desc(st->ch, st->rank);
     d->seq = st->seq;
+    d->bytes = st->args.count * st->dsize;
     d->send = st->my_send;
     d->recv = st->my_recv;
     size_t first = st->my_send.valid ? st->rounds : (size_t)2;
@@ -438,6 +439,12 @@ static swy_status_t learn_peer(swy_coll_state_t *st, int p)
                            "op %llu", p, (unsigned long long)d->seq,
                            st->rank, (unsigned long long)st->seq);
     size_t bytes = st->args.count * st->dsize;
+    /* Before any byte is read from or written into its buffers: ranks
+     * whose headers have not arrived yet may still disagree. */
+    if ((d->send.valid || d->recv.valid) && d->bytes != bytes)
+        return swy_err_set(SWY_ERR_MISMATCH, "coll", "allreduce: rank %d "
+                           "reduces %llu bytes, rank %d %zu (count)", p,
+                           (unsigned long long)d->bytes, st->rank, bytes);
     char *at = NULL;
     if (d->send.valid) {
         SWY_CHECK(swy_coll_mem_map(st->ch->mem, p, &d->send, bytes, &at));
