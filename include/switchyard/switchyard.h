@@ -349,10 +349,13 @@ SWY_EXPORT swy_status_t swy_mem_alloc(swy_comm_t comm, size_t bytes,
                                       void **ptr);
 
 /**
- * @brief Free memory from swy_mem_alloc() on the same communicator, when
- *        no operation that uses it is in flight on any rank (the peers
- *        may be reading it). NULL is a no-op. Memory still allocated when
- *        the communicator is destroyed is freed with it.
+ * @brief Free memory from swy_mem_alloc() on the same communicator once
+ *        this rank's operations that use it have returned (completed or
+ *        failed: then no peer reads or writes it any more). The pages go
+ *        back once the peers drop their mappings too, which they do at
+ *        their next operation on such memory of this rank's, or when the
+ *        communicator is destroyed. NULL is a no-op. Memory still
+ *        allocated when the communicator is destroyed is freed with it.
  * @return SWY_OK, or SWY_ERR_INVALID_ARG for an address that
  *         swy_mem_alloc() did not return on this communicator.
  */

@@ -387,6 +387,13 @@ static swy_status_t setup_mem(swy_comm_t comm)
     if (comm->shm != NULL) {
         comm->shm->mem = comm->mem;
         comm->shm->mem_ok = all_ok;
+        /* Frees are announced in the allreduce channel's pages. */
+        char *places[SWY_COLL_SHM_MAX_RANKS];
+        for (int r = 0; r < n; r++)
+            places[r] = swy_coll_shm_desc(comm->shm, r) +
+                        SWY_COLL_SHM_DESC_RING_AT;
+        if (status == SWY_OK)
+            status = swy_coll_mem_attach(comm->mem, comm->rank, places);
     }
     if (comm->shm_a2a != NULL) {
         comm->shm_a2a->mem = comm->mem;

@@ -90,8 +90,10 @@ typedef struct {
     uint64_t seq, bytes;
     swy_coll_mem_ref_t send, recv;
 } ar_desc_t;
-_Static_assert(sizeof(ar_desc_t) <= SWY_COLL_SHM_DESC_BYTES,
-               "the descriptor fits its page");
+_Static_assert(sizeof(ar_desc_t) <= SWY_COLL_SHM_DESC_RING_AT &&
+                   SWY_COLL_SHM_DESC_RING_AT + SWY_COLL_MEM_RING_BYTES <=
+                       SWY_COLL_SHM_DESC_BYTES,
+               "the descriptor and the ring of frees fit the page");
 
 static size_t seg_offset(const swy_coll_state_t *st, int seg)
 {

@@ -303,6 +303,14 @@ int swy_coll_mem_find(swy_coll_mem_t *reg, const void *ptr, size_t bytes,
 swy_status_t swy_coll_mem_map(swy_coll_mem_t *reg, int peer,
                               const swy_coll_mem_ref_t *ref, size_t bytes,
                               char **addr_p);
+/* Where each rank announces its frees (a ring of the freed numbers, in
+ * shared memory: places[r] for rank r, SWY_COLL_MEM_RING_BYTES each), so
+ * that the peers drop their mappings (shm_mem.c). Until attached, peers
+ * keep mappings until they need the room. */
+#define SWY_COLL_MEM_RING 126
+#define SWY_COLL_MEM_RING_BYTES ((size_t)1024)
+swy_status_t swy_coll_mem_attach(swy_coll_mem_t *reg, int rank,
+                                 char *const *places);
 /* At setup: an allocation holding a known word (free it with
  * swy_coll_mem_free once every peer probed), and whether this rank can
  * map a peer's and read that word (logs why not). */
@@ -315,6 +323,9 @@ int swy_coll_mem_probe_peer(swy_coll_mem_t *reg, int peer,
  * (swy_coll_shm_desc): allreduce/shm tells its peers there where its
  * buffers lie when they are in swy_mem_alloc memory. */
 #define SWY_COLL_SHM_DESC_BYTES ((size_t)4096)
+/* Where, in the allreduce channel's descriptor page, the ring of freed
+ * swy_mem_alloc numbers lies (swy_coll_mem_attach). */
+#define SWY_COLL_SHM_DESC_RING_AT ((size_t)2048)
 
 typedef struct swy_coll_shm {
     char *base;

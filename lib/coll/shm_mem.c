@@ -5,12 +5,16 @@
  * keeps the mapping for the next op that names it, up to PEER_MAPS per
  * peer. Allocations are named by a number that this process never
  * reuses, and a peer checks the file's inode and size before it maps, so
- * a stale descriptor cannot map some other file. Freeing truncates the
- * file to nothing, so the pages go back at once even while a peer still
- * holds a mapping (which no op will touch again: the number is gone). */
+ * a stale descriptor cannot map some other file. A free is announced in
+ * the owner's ring of freed numbers in the channel (swy_coll_mem_attach);
+ * a peer drops its mappings of them the next time it maps anything of
+ * the owner's, so the pages go back then. (Truncating the file at the
+ * free would give them back at once, but a peer still inside a failed
+ * op's reduction would then die of SIGBUS instead of failing cleanly.) */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -40,10 +44,20 @@ typedef struct {
     size_t bytes;
 } peer_map_t;
 
+/* A rank's ring of freed numbers, in shared memory. */
+typedef struct {
+    _Atomic uint64_t count;
+    uint64_t ids[SWY_COLL_MEM_RING];
+} freed_ring_t;
+_Static_assert(sizeof(freed_ring_t) <= SWY_COLL_MEM_RING_BYTES,
+               "the ring fits its place");
+
 struct swy_coll_mem {
     pthread_mutex_t lock;
-    int nranks;
+    int nranks, rank;
     uint64_t next_id, uses;
+    freed_ring_t **rings; /* [nranks] or NULL: not attached */
+    uint64_t *seen;       /* [nranks] frees of each peer's acted on */
     mem_alloc_t *allocs;
     peer_map_t (*peers)[PEER_MAPS]; /* [nranks] */
 };
@@ -73,13 +87,58 @@ static void unmap_peer(peer_map_t *m)
 static void release(mem_alloc_t *a)
 {
     munmap(a->base, a->bytes);
-    if (a->fd >= 0) {
-        /* The peers' mappings would otherwise keep the pages. */
-        if (ftruncate(a->fd, 0) != 0)
-            swy_debug("coll", "swy_mem_free: truncate: %s", strerror(errno));
+    if (a->fd >= 0)
         close(a->fd);
-    }
     swy_free(a);
+}
+
+swy_status_t swy_coll_mem_attach(swy_coll_mem_t *reg, int rank,
+                                 char *const *places)
+{
+    freed_ring_t **rings = swy_calloc((size_t)reg->nranks, sizeof(*rings));
+    uint64_t *seen = swy_calloc((size_t)reg->nranks, sizeof(*seen));
+    if (rings == NULL || seen == NULL) {
+        swy_free(rings);
+        swy_free(seen);
+        return swy_err_set(SWY_ERR_NO_MEMORY, "coll", "out of memory");
+    }
+    for (int r = 0; r < reg->nranks; r++) {
+        rings[r] = (freed_ring_t *)places[r];
+        seen[r] = atomic_load_explicit(&rings[r]->count,
+                                       memory_order_acquire);
+    }
+    pthread_mutex_lock(&reg->lock);
+    reg->rank = rank;
+    reg->rings = rings;
+    reg->seen = seen;
+    pthread_mutex_unlock(&reg->lock);
+    return SWY_OK;
+}
+
+/* Drop this rank's mappings of peer p's allocations that p freed since
+ * the last look; all of them when the ring went round meanwhile. Under
+ * the lock. */
+static void sweep(swy_coll_mem_t *reg, int p)
+{
+    if (reg->rings == NULL)
+        return;
+    freed_ring_t *ring = reg->rings[p];
+    uint64_t upto = atomic_load_explicit(&ring->count, memory_order_acquire);
+    uint64_t from = reg->seen[p];
+    int all = upto - from > SWY_COLL_MEM_RING;
+    for (uint64_t c = from; !all && c < upto; c++) {
+        uint64_t id = ring->ids[c % SWY_COLL_MEM_RING];
+        for (int i = 0; i < PEER_MAPS; i++)
+            if (reg->peers[p][i].base != NULL && reg->peers[p][i].id == id)
+                unmap_peer(&reg->peers[p][i]);
+    }
+    /* Numbers overwritten while read: drop everything of p's. */
+    if (!all && atomic_load_explicit(&ring->count, memory_order_acquire) -
+                        from > SWY_COLL_MEM_RING)
+        all = 1;
+    for (int i = 0; all && i < PEER_MAPS; i++)
+        unmap_peer(&reg->peers[p][i]);
+    reg->seen[p] = upto;
 }
 
 void swy_coll_mem_destroy(swy_coll_mem_t *reg)
@@ -95,6 +154,8 @@ void swy_coll_mem_destroy(swy_coll_mem_t *reg)
         for (int i = 0; i < PEER_MAPS; i++)
             unmap_peer(&reg->peers[p][i]);
     pthread_mutex_destroy(&reg->lock);
+    swy_free(reg->rings);
+    swy_free(reg->seen);
     swy_free(reg->peers);
     swy_free(reg);
 }
@@ -167,8 +228,16 @@ swy_status_t swy_coll_mem_free(swy_coll_mem_t *reg, void *ptr)
     while (*pp != NULL && (*pp)->base != ptr)
         pp = &(*pp)->next;
     mem_alloc_t *a = *pp;
-    if (a != NULL)
+    if (a != NULL) {
         *pp = a->next;
+        if (reg->rings != NULL) { /* tell the peers */
+            freed_ring_t *ring = reg->rings[reg->rank];
+            uint64_t c = atomic_load_explicit(&ring->count,
+                                              memory_order_relaxed);
+            ring->ids[c % SWY_COLL_MEM_RING] = a->id;
+            atomic_store_explicit(&ring->count, c + 1, memory_order_release);
+        }
+    }
     pthread_mutex_unlock(&reg->lock);
     if (a == NULL)
         return swy_err_set(SWY_ERR_INVALID_ARG, "api", "swy_mem_free: %p "
@@ -252,6 +321,7 @@ swy_status_t swy_coll_mem_map(swy_coll_mem_t *reg, int peer,
         return swy_err_set(SWY_ERR_INTERNAL, "coll", "rank %d's memory "
                            "descriptor is not valid", peer);
     pthread_mutex_lock(&reg->lock);
+    sweep(reg, peer);
     peer_map_t *maps = reg->peers[peer], *hit = NULL, *victim = &maps[0];
     for (int i = 0; i < PEER_MAPS && hit == NULL; i++) {
         if (maps[i].base != NULL && maps[i].id == ref->id &&

@@ -366,6 +366,42 @@ static int test_in_flight(swy_comm_t comm, int rank, int w)
     return 0;
 }
 
+/* Mappings of swy_mem_alloc memory (this rank's and the peers') in
+ * this process. */
+static int memfd_mappings(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    int n = 0;
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, "/memfd:switchyard") != NULL;
+    fclose(f);
+    return n;
+}
+
+/* After hundreds of buffers allocated and freed, one more op (on every
+ * rank; its buffers shared where the rank's are): the peers' frees were
+ * announced, so only this op's buffers may still be mapped (this rank's
+ * two, two of each shared peer). */
+static int test_mappings_dropped(swy_comm_t comm, int w)
+{
+    size_t count = 100000;
+    float *in = tbuf(count * 4), *out = tbuf(count * 4);
+    for (size_t i = 0; i < count; i++)
+        in[i] = 1.0f;
+    CHECK_OK(swy_allreduce(in, out, count, SWY_FLOAT32, SWY_SUM, comm, NULL,
+                           NULL), comm);
+    CHECK(out[count - 1] == (float)w, "allreduce of ones: %f", out[0]);
+    int maps = memfd_mappings();
+    CHECK(maps >= 0 && maps <= 2 * w, "%d mappings of swy_mem_alloc memory "
+          "left (at most %d expected)", maps, 2 * w);
+    tfree(in);
+    tfree(out);
+    return 0;
+}
+
 static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
 {
     size_t big = *(size_t *)arg;
@@ -388,6 +424,8 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
         if (test_alltoallv(comm, rank, w, iter, iter < 3 ? 100 : big / 4))
             return 1;
     if (test_in_flight(comm, rank, w))
+        return 1;
+    if (getenv("TEST_COLL_MEM") != NULL && test_mappings_dropped(comm, w))
         return 1;
     CHECK_OK(swy_barrier(comm), comm);
     swy_comm_stats_t stats = {.struct_size = sizeof(stats)};
