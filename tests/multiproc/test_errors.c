@@ -277,31 +277,19 @@ static int case_partition(swy_comm_t comm, int rank, int w, void *arg)
                           10);
 }
 
-static int case_kill(swy_comm_t comm, int rank, int w, void *arg)
-{
-    size_t count = 4 << 20;
-    float *buf = calloc(count, sizeof(float));
-    swy_request_t req;
-    CHECK_OK(swy_barrier(comm), comm);
-    if (rank == w - 1) {
-        usleep(200000); /* the others are inside the allreduce */
-        raise(SIGKILL);
-    }
-    CHECK_OK(swy_allreduce(buf, buf, count, SWY_FLOAT32, SWY_SUM, comm, NULL,
-                           &req), comm);
-    return expect_failure(comm, req, SWY_ERR_REMOTE, "died", 5);
-}
-
-/* Both through swy_mem_alloc buffers, which the peers read and write in
- * place (allreduce/shm's direct way): a dead rank and ranks that
- * disagree on the count still end with the documented error everywhere,
- * and nobody touches memory outside the buffers. */
-static int case_kill_shared(swy_comm_t comm, int rank, int w, void *arg)
+/* A rank killed mid-allreduce; with shared, on swy_mem_alloc buffers,
+ * which the peers read and write in place (allreduce/shm's direct way):
+ * every other rank still ends with SWY_ERR_REMOTE. */
+static int kill_mid_allreduce(swy_comm_t comm, int rank, int w, int shared)
 {
     size_t count = 4 << 20;
     float *buf = NULL;
     swy_request_t req;
-    CHECK_OK(swy_mem_alloc(comm, count * sizeof(float), (void **)&buf), comm);
+    if (shared)
+        CHECK_OK(swy_mem_alloc(comm, count * sizeof(float), (void **)&buf),
+                 comm);
+    else
+        buf = calloc(count, sizeof(float));
     CHECK_OK(swy_barrier(comm), comm);
     if (rank == w - 1) {
         usleep(200000); /* the others are inside the allreduce */
@@ -312,6 +300,19 @@ static int case_kill_shared(swy_comm_t comm, int rank, int w, void *arg)
     return expect_failure(comm, req, SWY_ERR_REMOTE, "died", 5);
 }
 
+static int case_kill(swy_comm_t comm, int rank, int w, void *arg)
+{
+    return kill_mid_allreduce(comm, rank, w, 0);
+}
+
+static int case_kill_shared(swy_comm_t comm, int rank, int w, void *arg)
+{
+    return kill_mid_allreduce(comm, rank, w, 1);
+}
+
+/* Ranks that disagree on the count, on swy_mem_alloc buffers: the
+ * documented error everywhere, and nobody touches memory outside the
+ * buffers. */
 static int case_allreduce_shared(swy_comm_t comm, int rank, int w, void *arg)
 {
     size_t big = (1u << 20) / sizeof(float);
