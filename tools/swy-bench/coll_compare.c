@@ -641,10 +641,11 @@ int swyb_coll_compare(swyb_compare_mode_t mode, const char *why_not,
                "\"openmpi_over_switchyard\":%.4f,"
                "\"switchyard_busbw_GBps\":%.4f,"
                "\"openmpi_busbw_GBps\":%.4f,\"perftest_GBps\":%.4f,"
-               "\"check\":\"%s\"}\n",
+               "\"mem\":\"%s\",\"check\":\"%s\"}\n",
                r->op, r->bytes, r->ranks, r->time_s.median * 1e6,
                p->median_us, p->median_us / (r->time_s.median * 1e6),
                r->busbw_GBps, p->busbw_GBps, perf_GBps,
+               r->mem != NULL ? r->mem : "malloc",
                r->correct && p->correct ? "ok" : "WRONG");
     }
     fflush(stdout);

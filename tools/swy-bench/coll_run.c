@@ -572,10 +572,12 @@ static void pair_json_print(FILE *out, const swyb_coll_result_t *r,
             "{\"bench\":\"coll_pair\",\"num\":\"%s\",\"den\":\"%s\","
             "\"op\":\"%s\",\"bytes\":%zu,\"ranks\":%d,\"iters\":%d,"
             "\"batch\":%d,\"ratio_median\":%.4f,\"ratio_q1\":%.4f,"
-            "\"ratio_q3\":%.4f,\"ratio_min\":%.4f,\"ratio_max\":%.4f}\n",
+            "\"ratio_q3\":%.4f,\"ratio_min\":%.4f,\"ratio_max\":%.4f,"
+            "\"mem\":\"%s\"}\n",
             r[0].impl, r[1].impl, r[0].op, r[0].bytes, r[0].ranks,
             r[0].iters, r[0].batch > 0 ? r[0].batch : 1, ratio->median,
-            ratio->q1, ratio->q3, ratio->min, ratio->max);
+            ratio->q1, ratio->q3, ratio->min, ratio->max,
+            r[0].mem != NULL ? r[0].mem : "malloc");
 }
 
 static int coll_run(const swyb_coll_impl_t *const *impls, int nimpl,
