@@ -362,7 +362,8 @@ static swy_status_t setup_mem(swy_comm_t comm)
                  swy_err_last());
     size_t *lens = swy_calloc((size_t)n, sizeof(size_t));
     if (lens == NULL) {
-        swy_coll_mem_free(comm->mem, probe);
+        if (probe != NULL)
+            swy_coll_mem_free(comm->mem, probe);
         return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
     }
     swy_status_t status = swy_boot_allgather(comm->boot, &mine, sizeof(mine),

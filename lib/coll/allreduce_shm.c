@@ -333,10 +333,10 @@ static void run_round(swy_coll_state_t *st, const swy_coll_emit_t *emit,
     try_reduce(st, emit, k);
 }
 
-/* The channel is ours: both parities are free. */
-/* A sendbuf in swy_mem_alloc memory uses no slots of its own: every
- * round is published at once, and the owners' reductions go at their
- * own pace (their result slots permitting, out_slot_free). */
+/* The channel is ours: both parities are free. A sendbuf in
+ * swy_mem_alloc memory uses no slots of its own: every round is
+ * published at once, and the owners' reductions go at their own pace
+ * (their result slots permitting, out_slot_free). */
 static void acquire(swy_coll_state_t *st, const swy_coll_emit_t *emit)
 {
     ar_desc_t *d = (ar_desc_t *)swy_coll_shm_desc(st->ch, st->rank);
