@@ -80,6 +80,7 @@ struct swy_coll_state {
      * peers': their sendbuf or recvbuf here, mapped, or NULL (slots). */
     swy_coll_mem_ref_t my_send, my_recv;
     uint32_t peers_known; /* bit p: p's descriptor read */
+    int lent;             /* the descriptor named a buffer (lends) */
     const char *peer_send[SWY_COLL_SHM_MAX_RANKS];
     char *peer_recv[SWY_COLL_SHM_MAX_RANKS];
 };
@@ -344,6 +345,7 @@ static void acquire(swy_coll_state_t *st, const swy_coll_emit_t *emit)
     d->bytes = st->args.count * st->dsize;
     d->send = st->my_send;
     d->recv = st->my_recv;
+    st->lent = st->my_send.valid || st->my_recv.valid;
     size_t first = st->my_send.valid ? st->rounds : (size_t)2;
     for (size_t k = 0; k < SWY_MIN(st->rounds, first); k++)
         run_round(st, emit, k);
@@ -492,6 +494,11 @@ static swy_status_t shm_recv_done(swy_coll_state_t *st,
     return SWY_OK;
 }
 
+static int shm_lends(const swy_coll_state_t *st)
+{
+    return st->lent;
+}
+
 static void shm_abort(swy_coll_state_t *st)
 {
     swy_coll_shm_leave(st->ch, &st->user, 1);
@@ -510,4 +517,4 @@ static void shm_destroy(swy_coll_state_t *st)
 const swy_coll_algo_t swy_coll_allreduce_shm = {
     .name = "allreduce/shm", .create = shm_create, .start = shm_start,
     .recv_done = shm_recv_done, .finish = NULL, .destroy = shm_destroy,
-    .abort = shm_abort};
+    .abort = shm_abort, .lends = shm_lends};

@@ -68,6 +68,7 @@ struct swy_coll_state {
     uint64_t seq;        /* this op's number on the channel */
     int way, way_known;  /* SWY_COLL_WAY_*, once read */
     int direct;          /* this rank's sendbuf goes the direct way */
+    int lent;            /* peers were told where sendbuf lies (lends) */
     swy_coll_mem_ref_t send_ref;
     /* Per peer: its block for this rank, mapped, when it goes the direct
      * way; known: its descriptor was read (bit p). */
@@ -390,6 +391,7 @@ static void acquire(swy_coll_state_t *st, const swy_coll_emit_t *emit)
         d->direct = (uint64_t)st->direct;
         d->base = (uint64_t)(uintptr_t)a->sendbuf;
         d->mem = st->send_ref;
+        st->lent = 1;
         for (int p = 0; p < st->nranks; p++) {
             d->addr[p] = (uint64_t)(uintptr_t)((const char *)a->sendbuf +
                                                a->sdispls[p] * st->dsize);
@@ -620,6 +622,11 @@ static swy_status_t a2a_recv_done(swy_coll_state_t *st,
     return SWY_OK;
 }
 
+static int a2a_lends(const swy_coll_state_t *st)
+{
+    return st->lent;
+}
+
 static void a2a_abort(swy_coll_state_t *st)
 {
     swy_coll_shm_leave(st->ch, &st->user, 1);
@@ -637,4 +644,4 @@ static void a2a_destroy(swy_coll_state_t *st)
 const swy_coll_algo_t swy_coll_alltoallv_shm = {
     .name = "alltoallv/shm", .create = a2a_create, .start = a2a_start,
     .recv_done = a2a_recv_done, .finish = NULL, .destroy = a2a_destroy,
-    .abort = a2a_abort};
+    .abort = a2a_abort, .lends = a2a_lends};

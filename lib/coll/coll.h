@@ -131,6 +131,12 @@ typedef struct {
     /* Optional: the op failed (its transfers are being cancelled); give
      * back what it shares with other ops. destroy() still follows. */
     void (*abort)(swy_coll_state_t *state);
+    /* Optional (NULL: never): the peers may read or write this op's user
+     * buffers in place, with no transfer of the op's in flight (they were
+     * told where the buffers lie: swy_mem_alloc memory, or a sendbuf
+     * that receivers pull). A failed op then hands the buffers back only
+     * once every live peer has quiesced, as for a posted send. */
+    int (*lends)(const swy_coll_state_t *state);
 } swy_coll_algo_t;
 
 /* Allreduce algorithms, as SWY_ALLREDUCE_ALGO names them and the header

@@ -51,7 +51,9 @@ enum { HDR_NONE = 0, HDR_EXPECTED = 1, HDR_SEEN = 2 };
  * done, its receiver gone, or its receiver quiesced and the send settled
  * (SEND_SETTLE_S; swy_boot_report_quiesced: UCX's CMA
  * rendezvous has the receiver read the sender's buffer in place, and a
- * read from a freed buffer is fatal to the reader). A receiver that says
+ * read from a freed buffer is fatal to the reader); and, for an op whose
+ * peers reach into its buffers in place (swy_coll_algo_t's lends), every
+ * live peer quiesced. A receiver that says
  * nothing for this long (capped at SWY_TIMEOUT_S) is given up on with a
  * warning. */
 #define RELEASE_GRACE_S 5.0
@@ -540,6 +542,17 @@ static void op_drain(struct swy_request *op, int force)
         if (uop->x.is_send && late_peer < 0)
             late_peer = uop->x.peer;
     }
+    /* Peers that reach into the op's buffers in place may still do so
+     * after every transfer of the op is done. */
+    if (!force && op->algo->lends != NULL && op->state != NULL &&
+        op->algo->lends(op->state))
+        for (int p = 0; p < s->p.nranks; p++)
+            if (p != s->p.rank && !swy_boot_peer_gone(s->p.boot, p) &&
+                !swy_boot_peer_quiesced(s->p.boot, p)) {
+                waiting = 1;
+                if (late_peer < 0)
+                    late_peer = p;
+            }
     int lost = swy_boot_lost(s->p.boot);
     if (waiting && now < op->release_deadline &&
         !(lost && now >= op->fail_s + RELEASE_LOST_S))
