@@ -169,6 +169,35 @@ SWY_EXPORT swy_status_t swy_comm_destroy(swy_comm_t comm);
  */
 SWY_EXPORT swy_status_t swy_comm_abort(swy_comm_t comm);
 
+/** Color for swy_comm_split() of a rank that joins no new communicator. */
+#define SWY_SPLIT_NOCOLOR (-1)
+
+/**
+ * @brief Split a communicator (MPI_Comm_split, ncclCommSplit). Collective
+ *        over @p comm: every rank calls it, in the same order relative to
+ *        the other collectives on @p comm.
+ *
+ * Ranks that pass the same @p color form a new communicator, ordered by
+ * @p key and then by their rank in @p comm. The new communicator shares
+ * the process's engine (progress thread, transports, policy and per-link
+ * queues): its micro-ops are ordered by priority together with those of
+ * every other communicator on the same links. It has its own op sequence,
+ * so its ops never match ops of another communicator. No new rendezvous
+ * is made: the split runs over @p comm itself.
+ *
+ * Failure: a peer process that dies fails every communicator that holds
+ * it; a mismatch, timeout or swy_comm_abort() fails only the communicator
+ * where it happened. A parent may be destroyed before its children.
+ * @param color >= 0, or SWY_SPLIT_NOCOLOR: then *newcomm is set to NULL.
+ * @param newcomm Set on success (NULL for SWY_SPLIT_NOCOLOR).
+ * @return SWY_OK, SWY_ERR_INVALID_ARG (NULL comm or newcomm, a color below
+ *         -1), SWY_ERR_NO_MEMORY, SWY_ERR_UNSUPPORTED (the process has no
+ *         free communicator ids: 4095 live communicators), and the
+ *         failures of a collective on @p comm.
+ */
+SWY_EXPORT swy_status_t swy_comm_split(swy_comm_t comm, int color, int key,
+                                       swy_comm_t *newcomm);
+
 /** @return This rank, or -1 when @p comm is NULL. */
 SWY_EXPORT int swy_comm_rank(swy_comm_t comm);
 /** @return The number of ranks, or -1 when @p comm is NULL. */
@@ -247,6 +276,102 @@ SWY_EXPORT swy_status_t swy_broadcast(void *buf, size_t count,
 
 /** @brief Block until every rank has entered the barrier. */
 SWY_EXPORT swy_status_t swy_barrier(swy_comm_t comm);
+
+/**
+ * @brief Reduce over all ranks and scatter the result: rank r receives
+ *        elements [r*recvcount, (r+1)*recvcount) of the reduction of
+ *        every rank's sendbuf (nranks*recvcount elements). In place when
+ *        recvbuf is rank r's block of sendbuf. Default priority: low.
+ */
+SWY_EXPORT swy_status_t swy_reduce_scatter(const void *sendbuf,
+                                           void *recvbuf, size_t recvcount,
+                                           swy_dtype_t dtype, swy_redop_t op,
+                                           swy_comm_t comm,
+                                           const swy_op_attr_t *attr,
+                                           swy_request_t *req);
+
+/**
+ * @brief Gather @p sendcount elements from every rank, rank j's block of
+ *        recvcounts[j] elements at recvbuf + rdispls[j] (sendcount must
+ *        equal recvcounts[r] on rank r: else SWY_ERR_MISMATCH). Receive
+ *        regions may not overlap. Default priority: default.
+ */
+SWY_EXPORT swy_status_t swy_allgatherv(const void *sendbuf, size_t sendcount,
+                                       void *recvbuf,
+                                       const size_t *recvcounts,
+                                       const size_t *rdispls,
+                                       swy_dtype_t dtype, swy_comm_t comm,
+                                       const swy_op_attr_t *attr,
+                                       swy_request_t *req);
+
+/**
+ * @brief Reduce @p count elements over all ranks into @p root's recvbuf
+ *        (recvbuf is not touched, and may be NULL, on other ranks).
+ *        Default priority: low.
+ */
+SWY_EXPORT swy_status_t swy_reduce(const void *sendbuf, void *recvbuf,
+                                   size_t count, swy_dtype_t dtype,
+                                   swy_redop_t op, int root, swy_comm_t comm,
+                                   const swy_op_attr_t *attr,
+                                   swy_request_t *req);
+
+/**
+ * @brief Gather @p count elements from every rank into @p root's recvbuf,
+ *        rank r's block at recvbuf + r*count (recvbuf unused elsewhere).
+ *        Default priority: default.
+ */
+SWY_EXPORT swy_status_t swy_gather(const void *sendbuf, void *recvbuf,
+                                   size_t count, swy_dtype_t dtype, int root,
+                                   swy_comm_t comm, const swy_op_attr_t *attr,
+                                   swy_request_t *req);
+
+/**
+ * @brief Scatter from @p root: rank r receives @p count elements from
+ *        root's sendbuf + r*count (sendbuf unused elsewhere). Default
+ *        priority: default.
+ */
+SWY_EXPORT swy_status_t swy_scatter(const void *sendbuf, void *recvbuf,
+                                    size_t count, swy_dtype_t dtype, int root,
+                                    swy_comm_t comm, const swy_op_attr_t *attr,
+                                    swy_request_t *req);
+
+/**
+ * @brief Send @p count elements to @p peer. Sends and receives match in
+ *        posting order per ordered pair of ranks on a communicator (as
+ *        NCCL's); a count or dtype that differs from the matching
+ *        swy_recv() is SWY_ERR_MISMATCH on both sides. Default priority:
+ *        default. A blocking send waits until the data left this rank.
+ */
+SWY_EXPORT swy_status_t swy_send(const void *buf, size_t count,
+                                 swy_dtype_t dtype, int peer, swy_comm_t comm,
+                                 const swy_op_attr_t *attr,
+                                 swy_request_t *req);
+
+/** @brief Receive @p count elements from @p peer (see swy_send()). */
+SWY_EXPORT swy_status_t swy_recv(void *buf, size_t count, swy_dtype_t dtype,
+                                 int peer, swy_comm_t comm,
+                                 const swy_op_attr_t *attr,
+                                 swy_request_t *req);
+
+/**
+ * @brief Start a group (ncclGroupStart): until the matching
+ *        swy_group_end(), calls of this thread on any communicator are
+ *        collected instead of posted, and a blocking call (req == NULL)
+ *        does not block. Groups nest; the outermost end posts.
+ * @return SWY_OK, SWY_ERR_INVALID_ARG (nested too deep).
+ */
+SWY_EXPORT swy_status_t swy_group_start(void);
+
+/**
+ * @brief End a group: post every call collected since the outermost
+ *        swy_group_start() together, so a batch of sends and receives to
+ *        many peers cannot deadlock whatever the order of the calls, then
+ *        wait for the blocking ones (req == NULL). Non-blocking calls of
+ *        the group got their request at the call.
+ * @return SWY_OK, the first failure of a blocking call of the group, or
+ *         SWY_ERR_INVALID_ARG without a matching swy_group_start().
+ */
+SWY_EXPORT swy_status_t swy_group_end(void);
 
 /**
  * @brief Non-blocking completion check; drives progress.

@@ -37,6 +37,14 @@ typedef enum {
     SWY_COLL_ALLGATHER,
     SWY_COLL_BROADCAST,
     SWY_COLL_BARRIER,
+    SWY_COLL_REDUCE_SCATTER, /* count: elements each rank receives */
+    SWY_COLL_ALLGATHERV,     /* count: this rank's sendcount; recvcounts,
+                                rdispls: nranks each */
+    SWY_COLL_REDUCE,         /* root */
+    SWY_COLL_GATHER,         /* root; count per rank */
+    SWY_COLL_SCATTER,        /* root; count per rank */
+    SWY_COLL_SEND,           /* root: the peer; count */
+    SWY_COLL_RECV,           /* root: the peer; count */
     SWY_COLL_NKINDS
 } swy_coll_kind_t;
 

@@ -8,7 +8,9 @@
 #include "transport/device.h"
 
 static const char *kind_names[SWY_COLL_NKINDS] = {
-    "alltoallv", "allreduce", "allgather", "broadcast", "barrier"};
+    "alltoallv", "allreduce", "allgather", "broadcast", "barrier",
+    "reduce_scatter", "allgatherv", "reduce", "gather", "scatter", "send",
+    "recv"};
 
 const char *swy_coll_kind_name(swy_coll_kind_t kind)
 {
