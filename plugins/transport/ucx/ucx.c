@@ -22,6 +22,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "switchyard/list.h"
 #include "switchyard/swy_send_hints_v1.h"
 #include "switchyard/swy_transport_v1.h"
 
@@ -46,14 +47,10 @@
 #define ucx_log(ctx, level, ...)                                              \
     (ctx)->host->log((level), UCX_SUBSYS, __VA_ARGS__)
 
-typedef struct ucx_link {
-    struct ucx_link *prev, *next;
-} ucx_link_t;
-
 typedef struct ucx_ctx ucx_ctx_t;
 
 typedef struct {
-    ucx_link_t link; /* first: in outstanding or completions */
+    swy_list_t link; /* first: in outstanding or completions */
     ucx_ctx_t *ctx;
     void *ucp_req; /* NULL once UCX is done with it */
     int is_recv;
@@ -81,50 +78,12 @@ struct ucx_ctx {
     uint8_t host_key_len; /* 0: unknown, no peer counts as local */
     size_t local_eager;   /* below this, eager (FAST_CMPL) to local peers */
     uint8_t *local;       /* per rank: same host key */
-    ucx_link_t outstanding;
-    ucx_link_t completions;
-    ucx_link_t pool; /* finished ops to reuse (UCX_OP_POOL_MAX) */
+    swy_list_t outstanding;
+    swy_list_t completions;
+    swy_list_t pool; /* finished ops to reuse (UCX_OP_POOL_MAX) */
     int pooled;
     int finalizing; /* completions from teardown are dropped silently */
 };
-
-static void ucx_list_init(ucx_link_t *head)
-{
-    head->prev = head->next = head;
-}
-
-static int ucx_list_empty(const ucx_link_t *head)
-{
-    return head->next == head;
-}
-
-static void ucx_list_push(ucx_link_t *head, ucx_link_t *item)
-{
-    item->prev = head->prev;
-    item->next = head;
-    head->prev->next = item;
-    head->prev = item;
-}
-
-static void ucx_list_del(ucx_link_t *item)
-{
-    item->prev->next = item->next;
-    item->next->prev = item->prev;
-    item->prev = item->next = item;
-}
-
-/* Move every item of src to the (empty) dst. */
-static void ucx_list_take(ucx_link_t *dst, ucx_link_t *src)
-{
-    ucx_list_init(dst);
-    if (ucx_list_empty(src))
-        return;
-    dst->next = src->next;
-    dst->prev = src->prev;
-    dst->next->prev = dst;
-    dst->prev->next = dst;
-    ucx_list_init(src);
-}
 
 static swy_status_t ucx_status_to_swy(ucs_status_t status)
 {
@@ -160,8 +119,8 @@ static void ucx_op_finish(ucx_op_t *op, ucs_status_t status, size_t bytes)
                 "receive of %zu bytes from rank %d (tag %llu): %s", op->len,
                 op->peer, (unsigned long long)op->tag,
                 ucs_status_string(status));
-    ucx_list_del(&op->link);
-    ucx_list_push(&ctx->completions, &op->link);
+    swy_list_del(&op->link);
+    swy_list_push_back(&ctx->completions, &op->link);
 }
 
 static void ucx_send_cb(void *request, ucs_status_t status, void *user_data)
@@ -390,9 +349,9 @@ static swy_status_t ucx_init(const swy_transport_host_v1_t *host,
         return SWY_ERR_NO_MEMORY;
     memset(ctx, 0, sizeof(*ctx));
     ctx->host = host;
-    ucx_list_init(&ctx->outstanding);
-    ucx_list_init(&ctx->completions);
-    ucx_list_init(&ctx->pool);
+    swy_list_init(&ctx->outstanding);
+    swy_list_init(&ctx->completions);
+    swy_list_init(&ctx->pool);
     swy_status_t status = SWY_ERR_NO_MEMORY;
     ctx->eps = host->alloc(sizeof(*ctx->eps) * (size_t)host->nranks);
     if (ctx->eps == NULL)
@@ -541,9 +500,9 @@ static ucx_op_t *ucx_op_new(ucx_ctx_t *ctx, int is_recv, int peer,
                             swy_transport_complete_cb_v1_t cb, void *cb_arg)
 {
     ucx_op_t *op;
-    if (!ucx_list_empty(&ctx->pool)) {
+    if (!swy_list_empty(&ctx->pool)) {
         op = (ucx_op_t *)ctx->pool.next;
-        ucx_list_del(&op->link);
+        swy_list_del(&op->link);
         ctx->pooled--;
     } else if ((op = ctx->host->alloc(sizeof(*op))) == NULL) {
         return NULL;
@@ -556,7 +515,7 @@ static ucx_op_t *ucx_op_new(ucx_ctx_t *ctx, int is_recv, int peer,
     op->len = len;
     op->cb = cb;
     op->cb_arg = cb_arg;
-    ucx_list_push(&ctx->outstanding, &op->link);
+    swy_list_push_back(&ctx->outstanding, &op->link);
     return op;
 }
 
@@ -564,7 +523,7 @@ static ucx_op_t *ucx_op_new(ucx_ctx_t *ctx, int is_recv, int peer,
 static void ucx_op_release(ucx_ctx_t *ctx, ucx_op_t *op)
 {
     if (ctx->pooled < UCX_OP_POOL_MAX && !ctx->finalizing) {
-        ucx_list_push(&ctx->pool, &op->link);
+        swy_list_push_back(&ctx->pool, &op->link);
         ctx->pooled++;
     } else {
         ctx->host->free(op);
@@ -573,7 +532,7 @@ static void ucx_op_release(ucx_ctx_t *ctx, ucx_op_t *op)
 
 static void ucx_op_free(ucx_op_t *op)
 {
-    ucx_list_del(&op->link);
+    swy_list_del(&op->link);
     ucx_op_release(op->ctx, op);
 }
 
@@ -764,11 +723,11 @@ static int ucx_progress(void *vctx)
     }
     /* A snapshot: operations posted by the callbacks that complete at once
      * wait for the next call. */
-    ucx_link_t batch;
-    ucx_list_take(&batch, &ctx->completions);
-    while (!ucx_list_empty(&batch)) {
+    swy_list_t batch;
+    swy_list_take(&batch, &ctx->completions);
+    while (!swy_list_empty(&batch)) {
         ucx_op_t *op = (ucx_op_t *)batch.next;
-        ucx_list_del(&op->link);
+        swy_list_del(&op->link);
         if (op->cb != NULL)
             op->cb(op->cb_arg, op->status, op->bytes);
         ucx_op_release(ctx, op);
@@ -794,7 +753,7 @@ static swy_status_t ucx_arm(void *vctx)
 {
     ucx_ctx_t *ctx = vctx;
     /* Queued completions do not show on UCX's fd. */
-    if (!ucx_list_empty(&ctx->completions))
+    if (!swy_list_empty(&ctx->completions))
         return SWY_INPROGRESS;
     ucs_status_t ucs = ucp_worker_arm(ctx->worker);
     if (ucs == UCS_OK)
@@ -885,11 +844,11 @@ static void ucx_wait_own_request(ucx_ctx_t *ctx, ucs_status_ptr_t req)
     ucp_request_free(req);
 }
 
-static void ucx_free_list(ucx_ctx_t *ctx, ucx_link_t *head)
+static void ucx_free_list(ucx_ctx_t *ctx, swy_list_t *head)
 {
-    while (!ucx_list_empty(head)) {
+    while (!swy_list_empty(head)) {
         ucx_op_t *op = (ucx_op_t *)head->next;
-        ucx_list_del(&op->link);
+        swy_list_del(&op->link);
         ctx->host->free(op);
     }
 }
@@ -902,7 +861,7 @@ static void ucx_destroy(ucx_ctx_t *ctx)
          * force-closed. Their callbacks then only queue, and the queue is
          * dropped below (the ABI drops posted operations silently). */
         /* Cancelling may complete (and move) the op at once: step first. */
-        for (ucx_link_t *l = ctx->outstanding.next, *next = l->next;
+        for (swy_list_t *l = ctx->outstanding.next, *next = l->next;
              l != &ctx->outstanding; l = next, next = l->next) {
             ucx_op_t *op = (ucx_op_t *)l;
             if (op->ucp_req != NULL && op->is_recv)
@@ -918,9 +877,9 @@ static void ucx_destroy(ucx_ctx_t *ctx)
             ucx_wait_own_request(ctx, ucp_ep_close_nbx(ctx->eps[r], &param));
             ctx->eps[r] = NULL;
         }
-        for (int i = 0; i < 1000 && !ucx_list_empty(&ctx->outstanding); i++)
+        for (int i = 0; i < 1000 && !swy_list_empty(&ctx->outstanding); i++)
             ucp_worker_progress(ctx->worker);
-        if (!ucx_list_empty(&ctx->outstanding))
+        if (!swy_list_empty(&ctx->outstanding))
             ucx_log(ctx, SWY_LOG_DEBUG,
                     "operations still in UCX at finalize; dropped");
         if (ctx->address != NULL)
