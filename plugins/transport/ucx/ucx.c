@@ -39,9 +39,8 @@
  * from this size on; smaller ones stay eager (see ucx_isend_hinted). */
 #define UCX_BULK_RNDV_MIN ((size_t)256 << 10)
 /* Finished ops kept for the next ones (one per send or receive: two per
- * peer per op for the header exchange alone). With them alltoallv of
- * 4 KiB on 4 ranks of the 2-core VM went from 16.6 to 15.7 us (batches
- * of 20, medians of 8 alternating runs; 2 ranks: 3.0 either way). */
+ * peer per op for the header exchange alone), which saves a malloc and a
+ * free per send and receive on small ops (docs/performance.md, "coll"). */
 #define UCX_OP_POOL_MAX 1024
 
 #define ucx_log(ctx, level, ...)                                              \
@@ -174,13 +173,12 @@ static int parse_size(const char *value, size_t *bytes)
  * sender's page tables page by page. For the chunks of the pipelined
  * algorithms (at most 256 KiB on one host), whose steps wait for each
  * other, the eager path through UCX's shared-memory FIFO, two copies
- * that stay in cache, is faster: on 4 ranks of the
- * 2-core VM allreduce of 1 MiB took 1.68-1.75 ms by rendezvous and
- * 0.66-0.81 ms eagerly (docs/performance.md, "coll"). Only to ranks on
- * this host: across hosts an eager send lands in the socket buffers at
- * once, ahead of higher priority that comes later (the interference
- * benchmark's lina slowdown went from 1.11x to 1.65x with every peer
- * eager). UCX sends with UCP_OP_ATTR_FLAG_FAST_CMPL eagerly below
+ * that stay in cache, is faster where ranks share the CPUs
+ * (docs/performance.md, "coll"). Only to ranks on this host: across
+ * hosts an eager send lands in the socket buffers at once, ahead of
+ * higher priority that comes later (with every peer eager, lina's
+ * all-to-all slowdown in the interference benchmark grew;
+ * docs/performance.md, "interference"). UCX sends with UCP_OP_ATTR_FLAG_FAST_CMPL eagerly below
  * RNDV_SEND_NBR_THRESH, so that is what is set, and the flag is given per
  * peer. */
 static swy_status_t ucx_local_eager_setup(ucx_ctx_t *ctx, ucp_config_t *config)
@@ -219,16 +217,12 @@ static swy_status_t ucx_local_eager_setup(ucx_ctx_t *ctx, ucp_config_t *config)
  * default), each a separate FIFO element that the receiver takes in one
  * at a time. The reduce-scatter and allgather chunks of an allreduce of
  * 1 MiB on 4 ranks are 256 KiB: 32 segments each, 96 per rank and
- * phase in each direction. On the 16-core host, with 32 KiB segments
- * that allreduce took 309 instead of 497 us, 256 KiB 73 instead of 106
- * and 4 MiB 1380 instead of 1759, and no size from 4 KiB to 256 KiB was
- * slower (medians of 3 alternating sweeps; 16 KiB segments in between;
- * alltoallv from 1 MiB, which goes by rendezvous and not through the
- * FIFO, read 150 against 138 us and 603 against 549 within runs spread
- * over 99-160 and 463-658; docs/performance.md, "coll"). With 4 ranks on the 2-core VM, though,
- * 256 KiB and 1 MiB were 17-53% slower (presumably a sender fills a
- * FIFO whose receiver is not running; not measured), so auto keeps UCX's default where the ranks
- * on this host outnumber the CPUs they share. UCX's FIFO element holds
+ * phase in each direction. Where every rank has a CPU of its own, 32 KiB
+ * segments made the allreduce faster and no size slower; where the ranks
+ * outnumber the CPUs they were slower (presumably a sender fills a FIFO
+ * whose receiver is not running; not measured), so auto keeps UCX's
+ * default where the ranks on this host outnumber the CPUs they share
+ * (docs/performance.md, "coll"). UCX's FIFO element holds
  * a segment's length in 16 bits: at 64 KiB UCX 1.13 hangs or asserts, so
  * the payload stays below. A user's own UCX_*_SEG_SIZE wins. */
 #define UCX_SHM_SEG_AUTO (32u << 10)
@@ -247,10 +241,9 @@ static long positive_long(const char *value)
 /* Ranks that share this machine's CPUs, as the launcher says (swy-run,
  * torchrun, Open MPI); 0 if none does. The nodes of swy-run's emulated
  * cluster (SWY_NNODES of them) all run on this one machine: in the
- * interference benchmark (2 nodes of 2 ranks on the 2-core VM) 32 KiB
- * segments, chosen for 2 ranks per node, made lina's all-to-all slowdown
- * 1.22x and 1.26x where UCX's 8 KiB gave 1.05x and 0.90x (alternating
- * runs of REPEAT=2; docs/performance.md, "interference"). */
+ * interference benchmark, 32 KiB segments chosen for 2 ranks per node
+ * made lina's all-to-all slowdown worse than UCX's 8 KiB when all the
+ * emulated nodes shared 2 CPUs (docs/performance.md, "interference"). */
 static long ucx_local_world_size(ucx_ctx_t *ctx)
 {
     long n = positive_long(ctx->host->config_get("SWY_LOCAL_WORLD_SIZE"));
@@ -560,17 +553,11 @@ static char ucx_empty_buffer[1];
  * nothing waits on alone (an alltoallv's chunks): from UCX_BULK_RNDV_MIN
  * on it skips the eager path to local ranks, since there one copy by
  * rendezvous moves more bytes per second than two through the shared
- * FIFO, which all senders to a rank share. On 4 ranks of a 16-core host
- * an alltoallv of 1 MiB per rank (256 KiB to each peer) took 150-156 us
- * by rendezvous and 203-206 us eagerly, while allreduce of 1 MiB, whose
- * steps wait for each other, took 500-562 us by rendezvous and 386-387 us
- * eagerly (docs/performance.md, "coll"). Smaller chunks stay eager: a
+ * FIFO, which all senders to a rank share; an allreduce, whose steps wait
+ * for each other, is still faster eagerly. Smaller chunks stay eager: a
  * rendezvous costs a round trip and a process_vm_readv that pins the
- * sender's pages, which is most of a 16 KiB chunk's time. On the 2-core
- * VM an alltoallv of 64 KiB per rank (16 KiB to each peer) took 59 us by
- * rendezvous and 28 us eagerly, 256 KiB per rank 111 against 78 us
- * (Open MPI, which sends up to 32 KiB inline: 32 and 89 us; batches of
- * 20 ops, medians of 6 alternating runs). */
+ * sender's pages, which is most of a 16 KiB chunk's time. Both were
+ * measured on alltoallv and allreduce (docs/performance.md, "coll"). */
 static swy_status_t ucx_isend_hinted(void *vctx, int peer, uint64_t tag,
                                      const void *buf, size_t len,
                                      swy_mem_type_t mem, uint32_t hints,
