@@ -153,10 +153,16 @@ static int swy_ib_query(void *ctx, size_t *partition_bytes_p,
                        "swy_comm_query") != 0) {
         return -1;
     }
-    *window_bytes_p = strtoull(window, NULL, 10);
-    *partition_bytes_p = strtoull(partition, NULL, 10);
-    *credit_bytes_p = strtoull(credit, NULL, 10);
-    return 0;
+    return swyb_swy_check(s->comm, swy_parse_size(window, window_bytes_p),
+                          "swy_parse_size(SWY_WINDOW_BYTES)") != 0 ||
+                   swyb_swy_check(s->comm,
+                                  swy_parse_size(partition, partition_bytes_p),
+                                  "swy_parse_size(SWY_PARTITION_BYTES)") != 0 ||
+                   swyb_swy_check(s->comm,
+                                  swy_parse_size(credit, credit_bytes_p),
+                                  "swy_parse_size(SWY_CREDIT_BYTES)") != 0
+               ? -1
+               : 0;
 }
 
 static int swy_ib_phase_hint(void *ctx, int a2a_imminent)

@@ -16,6 +16,7 @@
 #include "interference_run.h"
 
 #include "common.h"
+#include "switchyard/switchyard.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -114,7 +115,7 @@ static int size_list_parse(const char *text, int allow_auto, size_t *sizes,
         }
         if (strcmp(item, "auto") == 0 && allow_auto) {
             value = 0;
-        } else if (swyb_size_parse(item, &value) != 0 || value == 0) {
+        } else if (swy_parse_size(item, &value) != 0 || value == 0) {
             return -1;
         }
         sizes[n++] = value;
@@ -209,7 +210,7 @@ swyb_ib_parse_t swyb_ib_options_parse(int argc, char **argv, int first,
         switch (c) {
         case OPT_A2A:
         case OPT_AR:
-            if (swyb_size_parse(optarg, c == OPT_A2A ? &opts.a2a_bytes
+            if (swy_parse_size(optarg, c == OPT_A2A ? &opts.a2a_bytes
                                                      : &opts.allreduce_bytes)
                 != 0) {
                 if (err) fprintf(err, "%s: bad size '%s'\n", prog, optarg);
@@ -270,7 +271,7 @@ swyb_ib_parse_t swyb_ib_options_parse(int argc, char **argv, int first,
             strcpy(opts.sweep_policy, optarg);
             break;
         case OPT_WINDOW:
-            if (swyb_size_parse(optarg, &opts.window_bytes) != 0 ||
+            if (swy_parse_size(optarg, &opts.window_bytes) != 0 ||
                 opts.window_bytes == 0) {
                 if (err) fprintf(err, "%s: bad --window '%s'\n", prog,
                                  optarg);
