@@ -55,6 +55,8 @@ static swy_status_t comm_new(swy_sched_t *s,
     c->owner = params->owner;
     c->shm = params->shm;
     c->shm_a2a = params->shm_a2a;
+    c->boot = params->boot;
+    s->own_boot_views += c->boot != NULL;
     for (size_t r = 0; r < n; r++)
         c->multi_host |= s->links[c->peers[r]].remote;
     swy_list_init(&c->ops);
@@ -68,6 +70,7 @@ static void comm_free(swy_sched_comm_t *c)
     swy_list_del(&c->link);
     if (c->failed != SWY_OK)
         c->sched->n_failed_views--;
+    c->sched->own_boot_views -= c->boot != NULL;
     swy_free(c->peers);
     swy_free(c->p2p_send_seq);
     swy_free(c);

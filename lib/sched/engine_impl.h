@@ -193,6 +193,7 @@ struct swy_sched_comm {
     int *peers; /* [nranks] engine peer of each rank */
     void *owner;
     struct swy_coll_shm *shm, *shm_a2a;
+    swy_boot_t *boot; /* its own control plane, or NULL (the engine's) */
     int multi_host; /* some member is on another host than this rank */
     uint32_t next_seq;
     uint32_t *p2p_send_seq, *p2p_recv_seq; /* [nranks]: per ordered pair */
@@ -223,6 +224,7 @@ struct swy_sched {
     uint32_t next_eseq;
     uint64_t next_emit;
     int n_failed_views;    /* views that failed and are still alive */
+    int own_boot_views;    /* views with a control plane of their own */
     int job_failure_seen;  /* the control plane's failure was acted on */
     uint64_t comm_failures_seen; /* swy_boot_comm_failures() acted on */
     double next_gone_check;

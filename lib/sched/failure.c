@@ -59,7 +59,9 @@ void swy_sched_fail_comm(swy_sched_comm_t *c, swy_status_t status,
                    swy_status_string(status), msg);
         /* The world view's failure is the job's (every rank hears it);
          * a split communicator's reaches the ranks that hold it. */
-        if (report && s->p.boot != NULL && c == s->world)
+        if (report && c->boot != NULL)
+            swy_boot_report_failure(c->boot, status, msg);
+        else if (report && s->p.boot != NULL && c == s->world)
             swy_boot_report_failure(s->p.boot, status, msg);
         else if (report && s->p.boot != NULL)
             swy_boot_report_comm_failure(s->p.boot, c->key, status, msg);
@@ -138,6 +140,16 @@ void swy_sched_check_control_plane(swy_sched_t *s, double now)
     char msg[SWY_ERRMSG_MAX];
     if (boot == NULL)
         return;
+    /* Views with a control plane of their own: its failure is theirs. */
+    for (swy_list_t *pos = s->comms.next;
+         s->own_boot_views > 0 && pos != &s->comms; pos = pos->next) {
+        swy_sched_comm_t *c = swy_container_of(pos, swy_sched_comm_t, link);
+        if (c->boot == NULL || c->failed != SWY_OK)
+            continue;
+        swy_status_t status = swy_boot_failure(c->boot, msg, sizeof(msg));
+        if (status != SWY_OK)
+            swy_sched_fail_comm(c, status, msg, 0);
+    }
     if (!s->job_failure_seen) {
         swy_status_t status = swy_boot_failure(boot, msg, sizeof(msg));
         if (status == SWY_OK)
@@ -180,7 +192,7 @@ scoped:;
     swy_list_t *pos;
     for (pos = s->comms.next; pos != &s->comms; pos = pos->next) {
         swy_sched_comm_t *c = swy_container_of(pos, swy_sched_comm_t, link);
-        if (c == s->world || c->failed != SWY_OK)
+        if (c == s->world || c->boot != NULL || c->failed != SWY_OK)
             continue;
         swy_status_t status = swy_boot_comm_failure(boot, c->key, msg,
                                                     sizeof(msg));
@@ -214,7 +226,9 @@ void swy_sched_report_abort(swy_sched_comm_t *c, const char *why)
     swy_sched_t *s = c->sched;
     pthread_mutex_lock(&s->lock);
     swy_sched_fail_comm(c, SWY_ERR_ABORTED, why, 0);
-    if (s->p.boot != NULL && c == s->world)
+    if (c->boot != NULL)
+        swy_boot_report_failure(c->boot, SWY_ERR_REMOTE, why);
+    else if (s->p.boot != NULL && c == s->world)
         swy_boot_report_failure(s->p.boot, SWY_ERR_REMOTE, why);
     else if (s->p.boot != NULL)
         swy_boot_report_comm_failure(s->p.boot, c->key, SWY_ERR_REMOTE, why);
