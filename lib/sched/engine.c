@@ -133,7 +133,8 @@ struct swy_request {
     swy_coll_header_t *hdr_out, *hdr_in; /* indexed by peer rank */
     uint8_t *hdr_seen; /* by peer rank: HDR_NONE, HDR_EXPECTED, HDR_SEEN */
     int *hdr_peers;    /* scratch for swy_coll_header_peers */
-    size_t *counts_copy; /* alltoallv: room for args' four arrays */
+    size_t *counts_copy; /* alltoallv (allgatherv): room for args' four
+                            (two) arrays */
     swy_list_t gated;  /* sends waiting for their peer's header: device
                           sends, and host sends beyond the unconfirmed
                           allowance (UNCONFIRMED_PARTITIONS) */
@@ -1285,7 +1286,8 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
                             struct swy_request **req_p)
 {
     int w = s->p.nranks;
-    struct swy_request *op = op_alloc(w, args->kind == SWY_COLL_ALLTOALLV);
+    struct swy_request *op = op_alloc(w, args->kind == SWY_COLL_ALLTOALLV ||
+                                             args->kind == SWY_COLL_ALLGATHERV);
     if (op == NULL)
         return swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
     op->sched = s;
@@ -1323,6 +1325,13 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
         op->args.sdispls = copy + w;
         op->args.recvcounts = copy + 2 * w;
         op->args.rdispls = copy + 3 * w;
+    } else if (args->kind == SWY_COLL_ALLGATHERV) {
+        size_t *copy = op->counts_copy;
+        memcpy(copy, args->recvcounts, (size_t)w * sizeof(size_t));
+        memcpy(copy + w, args->rdispls, (size_t)w * sizeof(size_t));
+        op->args.sendcounts = op->args.sdispls = NULL;
+        op->args.recvcounts = copy;
+        op->args.rdispls = copy + w;
     } else {
         op->args.sendcounts = op->args.sdispls = NULL;
         op->args.recvcounts = op->args.rdispls = NULL;
