@@ -4,7 +4,8 @@
  * zero counts, every root, uneven allgatherv blocks with zeros in an
  * order of their own, buffers that the op must leave alone (guards after
  * each block, a non-root's recvbuf), and several ops in flight at once.
- * Usage: test_coll_more NRANKS BIG [SEED] */
+ * With TRACE_DIR, rank 0's trace shows each kind's default priority.
+ * Usage: test_coll_more NRANKS BIG [SEED [TRACE_DIR]] */
 #include <string.h>
 
 #include "coll_ref.h"
@@ -370,13 +371,62 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
     return 0;
 }
 
+/* The default priority of each kind, as rank 0's trace shows its ops
+ * (those posted without a priority: all but test_in_flight's). */
+static int check_priorities(const char *trace_dir)
+{
+    struct {
+        const char *kind;
+        int priority, seen;
+    } want[5] = {{"reduce_scatter", SWY_PRIO_LOW, 0},
+                 {"reduce", SWY_PRIO_LOW, 0},
+                 {"allgatherv", SWY_PRIO_DEFAULT, 0},
+                 {"gather", SWY_PRIO_DEFAULT, 0},
+                 {"scatter", SWY_PRIO_DEFAULT, 0}};
+    char path[512], line[1024];
+    snprintf(path, sizeof(path), "%s/more_trace.0.json", trace_dir);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "trace %s missing", path);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        double tid, prio;
+        const char *cat = strstr(line, "\"cat\":\"");
+        if (cat == NULL || strstr(line, "\"name\":\"inflight") != NULL ||
+            swy_test_trace_num(line, "\"tid\":", &tid) || tid != 0 ||
+            swy_test_trace_num(line, "\"priority\":", &prio))
+            continue;
+        cat += strlen("\"cat\":\"");
+        for (int k = 0; k < 5; k++) {
+            size_t len = strlen(want[k].kind);
+            if (strncmp(cat, want[k].kind, len) != 0 || cat[len] != '"')
+                continue;
+            want[k].seen++;
+            CHECK((int)prio == want[k].priority, "a %s op at priority %d, "
+                  "not %d by default", want[k].kind, (int)prio,
+                  want[k].priority);
+        }
+    }
+    fclose(f);
+    for (int k = 0; k < 5; k++)
+        CHECK(want[k].seen > 0, "no %s op in %s", want[k].kind, path);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int nranks = argc > 1 ? atoi(argv[1]) : 2;
     size_t big = argc > 2 ? (size_t)atol(argv[2]) : 100000;
     if (argc > 3)
         base_seed = (uint64_t)atoll(argv[3]);
+    const char *trace_dir = argc > 4 ? argv[4] : NULL;
+    if (trace_dir != NULL) {
+        char pattern[600];
+        snprintf(pattern, sizeof(pattern), "%s/more_trace.%%r.json",
+                 trace_dir);
+        setenv("SWY_TRACE", pattern, 1);
+    }
     int rc = swy_test_spawn(nranks, rank_main, &big, 240, NULL);
+    if (rc == 0 && trace_dir != NULL)
+        rc = check_priorities(trace_dir);
     printf("%s: %d ranks, big count %zu\n", rc ? "FAIL" : "PASS", nranks, big);
     return rc;
 }
