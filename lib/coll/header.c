@@ -213,55 +213,32 @@ swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
                  hdr->partition_bytes);
         return SWY_ERR_MISMATCH;
     }
-    if (mine.kind == SWY_COLL_ALLTOALLV) {
-        if (hdr->send_to_peer != mine.recv_from_peer) {
-            snprintf(msg, msg_len,
-                     "op #%u alltoallv '%s': rank %d sends %" PRIu64
-                     " elements to rank %d, which expects %" PRIu64
-                     " (recvcounts[%d] on rank %d)", seq, op_name, peer,
-                     hdr->send_to_peer, rank, mine.recv_from_peer, peer,
-                     rank);
-            return SWY_ERR_MISMATCH;
-        }
-        if (hdr->recv_from_peer != mine.send_to_peer) {
-            snprintf(msg, msg_len,
-                     "op #%u alltoallv '%s': rank %d sends %" PRIu64
-                     " elements to rank %d, which expects %" PRIu64
-                     " (recvcounts[%d] on rank %d)", seq, op_name, rank,
-                     mine.send_to_peer, peer, hdr->recv_from_peer, rank,
-                     peer);
-            return SWY_ERR_MISMATCH;
-        }
+    /* Our own allgatherv block, which no peer sees twice: our sendcount
+     * and our recvcounts[rank] (the comm's failure reaches every rank). */
+    if (mine.kind == SWY_COLL_ALLGATHERV &&
+        args->count != args->recvcounts[rank]) {
+        snprintf(msg, msg_len,
+                 "op #%u allgatherv '%s': rank %d sends %zu elements (its "
+                 "sendcount) but expects %zu of its own (recvcounts[%d])",
+                 seq, op_name, rank, args->count, args->recvcounts[rank],
+                 rank);
+        return SWY_ERR_MISMATCH;
     }
-    if (mine.kind == SWY_COLL_ALLGATHERV) {
-        /* Our own block, which no peer sees twice: our sendcount and our
-         * recvcounts[rank] (the comm's failure reaches every rank). */
-        if (args->count != args->recvcounts[rank]) {
+    /* What each side sends the other against what the other expects. */
+    if (mine.kind == SWY_COLL_ALLTOALLV || mine.kind == SWY_COLL_ALLGATHERV) {
+        const char *sent = mine.kind == SWY_COLL_ALLGATHERV
+                               ? " (its sendcount)" : "";
+        int from = hdr->send_to_peer != mine.recv_from_peer ? peer : rank;
+        int to = from == peer ? rank : peer;
+        uint64_t sends = from == peer ? hdr->send_to_peer : mine.send_to_peer;
+        uint64_t expects = from == peer ? mine.recv_from_peer
+                                        : hdr->recv_from_peer;
+        if (sends != expects) {
             snprintf(msg, msg_len,
-                     "op #%u allgatherv '%s': rank %d sends %zu elements "
-                     "(its sendcount) but expects %zu of its own "
-                     "(recvcounts[%d])", seq, op_name, rank, args->count,
-                     args->recvcounts[rank], rank);
-            return SWY_ERR_MISMATCH;
-        }
-        /* Either side's view of either block: the peer's block (its
-         * sendcount against our recvcounts[peer]) and ours. */
-        if (hdr->send_to_peer != mine.recv_from_peer) {
-            snprintf(msg, msg_len,
-                     "op #%u allgatherv '%s': rank %d sends %" PRIu64
-                     " elements (its sendcount), rank %d expects %" PRIu64
-                     " (recvcounts[%d] on rank %d)", seq, op_name, peer,
-                     hdr->send_to_peer, rank, mine.recv_from_peer, peer,
-                     rank);
-            return SWY_ERR_MISMATCH;
-        }
-        if (hdr->recv_from_peer != mine.send_to_peer) {
-            snprintf(msg, msg_len,
-                     "op #%u allgatherv '%s': rank %d sends %" PRIu64
-                     " elements (its sendcount), rank %d expects %" PRIu64
-                     " (recvcounts[%d] on rank %d)", seq, op_name, rank,
-                     mine.send_to_peer, peer, hdr->recv_from_peer, rank,
-                     peer);
+                     "op #%u %s '%s': rank %d sends %" PRIu64 " elements%s "
+                     "to rank %d, which expects %" PRIu64 " (recvcounts[%d] "
+                     "on rank %d)", seq, swy_coll_kind_name(kind), op_name,
+                     from, sends, sent, to, expects, from, to);
             return SWY_ERR_MISMATCH;
         }
     }

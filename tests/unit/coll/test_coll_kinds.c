@@ -162,16 +162,16 @@ static void test_header(void)
     CHECK(check(&mine, &theirs, msg, sizeof(msg)) == SWY_OK);
     theirs.count = 2; /* rank 1 sends 2, rank 0 expects 0 */
     CHECK(check(&mine, &theirs, msg, sizeof(msg)) == SWY_ERR_MISMATCH);
-    CHECK(strstr(msg, "rank 1 sends 2 elements (its sendcount), rank 0 "
-                      "expects 0 (recvcounts[1] on rank 0)") != NULL);
+    CHECK(strstr(msg, "rank 1 sends 2 elements (its sendcount) to rank 0, "
+                      "which expects 0 (recvcounts[1] on rank 0)") != NULL);
     size_t other[W];
     memcpy(other, recvcounts, sizeof(other));
     other[0] = 4; /* rank 1 expects 4 of rank 0, which sends 3 */
     theirs = op(SWY_COLL_ALLGATHERV, 0, -1);
     theirs.recvcounts = other;
     CHECK(check(&mine, &theirs, msg, sizeof(msg)) == SWY_ERR_MISMATCH);
-    CHECK(strstr(msg, "rank 0 sends 3 elements (its sendcount), rank 1 "
-                      "expects 4 (recvcounts[0] on rank 1)") != NULL);
+    CHECK(strstr(msg, "rank 0 sends 3 elements (its sendcount) to rank 1, "
+                      "which expects 4 (recvcounts[0] on rank 1)") != NULL);
     mine.count = 2; /* against our own recvcounts[0] */
     theirs = op(SWY_COLL_ALLGATHERV, 0, -1);
     CHECK(check(&mine, &theirs, msg, sizeof(msg)) == SWY_ERR_MISMATCH);
