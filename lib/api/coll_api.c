@@ -68,7 +68,7 @@ static swy_status_t check_bytes(const char *fn, const char *what, size_t count,
     return SWY_OK;
 }
 
-/* count blocks of count elements, one per rank, must be addressable. */
+/* nranks blocks of count elements (one per rank) must be addressable. */
 static swy_status_t check_blocks(const char *fn, const char *what,
                                  size_t count, int nranks, size_t dsize)
 {
