@@ -226,15 +226,26 @@ static int agv_setup(agv_case_t *c, int rank, int w, int di, int iter,
     return 0;
 }
 
-static int agv_post(agv_case_t *c, swy_comm_t comm, int rank,
+/* Posts the case from copies of the counts and displacements that are
+ * overwritten and freed as soon as the call returns: an op still in
+ * flight (req) must hold its own. */
+static int agv_post(agv_case_t *c, swy_comm_t comm, int rank, int w,
                     const swy_op_attr_t *attr, swy_request_t *req)
 {
-    size_t ds = dsizes[c->di];
+    size_t ds = dsizes[c->di], bytes = (size_t)w * sizeof(size_t);
     const void *send = c->in_place ? c->recv + c->displs[rank] * ds
                                    : (const void *)c->mine;
-    CHECK_OK(swy_allgatherv(send, c->counts[rank], c->recv, c->counts,
-                            c->displs, dtypes[c->di], comm, attr, req),
+    size_t *counts = malloc(bytes), *displs = malloc(bytes);
+    CHECK(counts != NULL && displs != NULL, "out of memory");
+    memcpy(counts, c->counts, bytes);
+    memcpy(displs, c->displs, bytes);
+    CHECK_OK(swy_allgatherv(send, c->counts[rank], c->recv, counts, displs,
+                            dtypes[c->di], comm, attr, req),
              comm);
+    memset(counts, 0x5a, bytes);
+    memset(displs, 0xa5, bytes);
+    free(counts);
+    free(displs);
     return 0;
 }
 
@@ -264,7 +275,7 @@ static int test_allgatherv(swy_comm_t comm, int rank, int w, int iter0,
     for (int di = 0; di < NDTYPES; di++) {
         agv_case_t c;
         if (agv_setup(&c, rank, w, di, iter0 + di, max, in_place) ||
-            agv_post(&c, comm, rank, NULL, NULL) || agv_verify(&c, w))
+            agv_post(&c, comm, rank, w, NULL, NULL) || agv_verify(&c, w))
             return 1;
     }
     return 0;
@@ -296,7 +307,7 @@ static int test_in_flight(swy_comm_t comm, int rank, int w, size_t count)
     for (int k = 0; k < NAGV; k++) {
         attr.priority = k ? SWY_PRIO_HIGH : SWY_PRIO_LOW;
         if (agv_setup(&agv[k], rank, w, k ? 3 : 0, 9100 + k, count, k) ||
-            agv_post(&agv[k], comm, rank, &attr, &reqs[1 + k]))
+            agv_post(&agv[k], comm, rank, w, &attr, &reqs[1 + k]))
             return 1;
     }
     attr.priority = -1;
