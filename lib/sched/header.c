@@ -5,16 +5,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/eventfd.h>
-#include <sys/timerfd.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "sched/engine_impl.h"
 
