@@ -2,9 +2,6 @@
  * exchanges a header with its header peers, which detects ranks that
  * disagree and tells a sender that its peer posted the op (see the
  * UNCONFIRMED notes in engine_impl.h). */
-#include <errno.h>
-#include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 

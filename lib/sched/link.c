@@ -2,9 +2,6 @@
  * communicator, in the policy's order, admitted by the policy against
  * what is in flight on the link and on the host's uplink, and issued to
  * the transports (see engine_impl.h). */
-#include <errno.h>
-#include <inttypes.h>
-#include <poll.h>
 #include <stdlib.h>
 
 #include "sched/engine_impl.h"
