@@ -484,7 +484,9 @@ enum {
  */
 SWY_EXPORT swy_status_t swy_phase_hint(swy_comm_t comm, int phase);
 
-/** Per-communicator counters (swy_comm_stats()). */
+/** Counters of the communicator's engine (swy_comm_stats()): every
+ *  communicator of a process shares one engine (see swy_comm_split()), so
+ *  they count the ops of all of them, as the links carry them together. */
 typedef struct {
     size_t struct_size;         /**< set by the caller to sizeof */
     uint64_t ops_posted;        /**< collectives posted              */
@@ -504,15 +506,17 @@ typedef struct {
 } swy_comm_stats_t;
 
 /**
- * @brief Read the communicator's counters.
+ * @brief Read the counters of the communicator's engine (all the
+ *        process's communicators on it together).
  * @param stats struct_size must be set to sizeof(swy_comm_stats_t).
  */
 SWY_EXPORT swy_status_t swy_comm_stats(swy_comm_t comm,
                                        swy_comm_stats_t *stats);
 
 /**
- * @brief Change a scheduling setting of a communicator while none of its
- *        operations is in flight (benchmarks and tuners switch policies
+ * @brief Change a scheduling setting of the communicator's engine (every
+ *        communicator of the process on it) while no operation of the
+ *        engine is in flight (benchmarks and tuners switch policies
  *        within one run). SWY_POLICY, SWY_CREDIT_BYTES and
  *        SWY_WINDOW_BYTES are local (ranks may differ without harm);
  *        SWY_PARTITION_BYTES decides where transfers are cut and must be
