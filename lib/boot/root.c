@@ -815,7 +815,13 @@ static void conn_free(root_conn_t *conn)
         root->slots[conn->rank].conn == conn)
         root->slots[conn->rank].conn = NULL;
     swy_list_del(&conn->link);
-    bufferevent_free(conn->bev); /* closes the socket */
+    /* Close the socket now: libevent would close it in a deferred
+     * callback, after a flood of accepts has run out of fds. */
+    evutil_socket_t fd = bufferevent_getfd(conn->bev);
+    bufferevent_setfd(conn->bev, -1);
+    bufferevent_free(conn->bev);
+    if (fd >= 0)
+        evutil_closesocket(fd);
     event_free(conn->linger_ev);
     swy_free(conn);
 }
