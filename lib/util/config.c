@@ -378,7 +378,7 @@ size_t swy_config_get_size(const char *name, size_t fallback)
         if (swy_config_parse_double(text, &number) == 0 &&
             config_clamp(name, number, &used, &min, &max)) {
             config_warn_once(name, text,
-                             "%s='%s' is outside its range %g..%g; using %zu",
+                             "%s='%s' is outside its range %.0f..%.0f; using %zu",
                              name, text, min, max, (size_t)used);
             return (size_t)used;
         }
@@ -391,7 +391,7 @@ size_t swy_config_get_size(const char *name, size_t fallback)
     double used, min, max;
     if (config_clamp(name, (double)value, &used, &min, &max)) {
         config_warn_once(name, text,
-                         "%s='%s' is outside its range %g..%g; using %zu",
+                         "%s='%s' is outside its range %.0f..%.0f; using %zu",
                          name, text, min, max, (size_t)used);
         return (size_t)used;
     }

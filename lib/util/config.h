@@ -31,7 +31,7 @@ typedef enum {
     "Numbers outside their range (inf included) are clamped to the nearer " \
     "bound; values that are not numbers of their type (nan included) give " \
     "the default; both with a warning naming the variable, the value and "  \
-    "the value used. \"auto\" is accepted where it is the default."
+    "the value used. \"auto\" (or unset) means the default."
 
 typedef struct {
     const char *name;

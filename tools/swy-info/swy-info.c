@@ -21,8 +21,9 @@ static void print_var(const swy_config_entry_t *e, const char *value,
 {
     (void)arg;
     char range[64] = "";
-    if (e->type == SWY_CONFIG_INT || e->type == SWY_CONFIG_DOUBLE ||
-        e->type == SWY_CONFIG_SIZE)
+    if (e->type == SWY_CONFIG_INT || e->type == SWY_CONFIG_SIZE)
+        snprintf(range, sizeof(range), " %.0f..%.0f", e->min, e->max);
+    else if (e->type == SWY_CONFIG_DOUBLE)
         snprintf(range, sizeof(range), " %g..%g", e->min, e->max);
     printf("%-22s = %-10s (default: %s; %s%s)\n    %s\n", e->name,
            value ? value : "(unset)",
