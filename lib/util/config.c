@@ -324,7 +324,22 @@ static int config_clamp(const char *name, double value, double *used_p,
 
 int64_t swy_config_get_int(const char *name, int64_t fallback)
 {
-    const char *text = swy_config_get(name);
+    return swy_config_int_of(name, swy_config_get(name), fallback);
+}
+
+double swy_config_get_double(const char *name, double fallback)
+{
+    return swy_config_double_of(name, swy_config_get(name), fallback);
+}
+
+size_t swy_config_get_size(const char *name, size_t fallback)
+{
+    return swy_config_size_of(name, swy_config_get(name), fallback);
+}
+
+int64_t swy_config_int_of(const char *name, const char *text,
+                          int64_t fallback)
+{
     int64_t value;
     if (text == NULL || strcmp(text, "auto") == 0)
         return fallback;
@@ -344,9 +359,9 @@ int64_t swy_config_get_int(const char *name, int64_t fallback)
     return value;
 }
 
-double swy_config_get_double(const char *name, double fallback)
+double swy_config_double_of(const char *name, const char *text,
+                            double fallback)
 {
-    const char *text = swy_config_get(name);
     double value;
     if (text == NULL || strcmp(text, "auto") == 0)
         return fallback;
@@ -365,9 +380,9 @@ double swy_config_get_double(const char *name, double fallback)
     return value;
 }
 
-size_t swy_config_get_size(const char *name, size_t fallback)
+size_t swy_config_size_of(const char *name, const char *text,
+                          size_t fallback)
 {
-    const char *text = swy_config_get(name);
     size_t value;
     if (text == NULL || strcmp(text, "auto") == 0)
         return fallback;

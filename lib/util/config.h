@@ -52,6 +52,16 @@ int64_t swy_config_get_int(const char *name, int64_t fallback);
 double swy_config_get_double(const char *name, double fallback);
 size_t swy_config_get_size(const char *name, size_t fallback);
 int swy_config_get_bool(const char *name, int fallback);
+/* The same rule applied to a text given for name (NULL: the fallback),
+ * for settings that do not come from the environment (e.g. a per
+ * communicator setting); the getters above are these on the variable's
+ * value. */
+int64_t swy_config_int_of(const char *name, const char *text,
+                          int64_t fallback);
+double swy_config_double_of(const char *name, const char *text,
+                            double fallback);
+size_t swy_config_size_of(const char *name, const char *text,
+                          size_t fallback);
 
 /* Parse helpers shared with tools and tests. Return 0 on success. */
 int swy_config_parse_size(const char *text, size_t *value_p);
