@@ -19,11 +19,12 @@ mode=${1:-run}
 say() { printf '\n== %s\n' "$*"; }
 
 # python3-torch: the coll benchmark's PyTorch gloo peer (MEASURE.md) and
-# its test; about 150 MB to fetch.
+# its test; about 150 MB to fetch. nftables: the packet-loss fault test
+# (tests/emu, emu_fault_loss).
 packages=(meson ninja-build pkg-config gcc libc6-dev
           libucx-dev ucx-utils libhwloc-dev hwloc libevent-dev
           openmpi-bin libopenmpi-dev iproute2 libopenblas-dev python3-torch
-          strace)
+          strace nftables)
 
 install_missing() {
     [[ ${SWY_QS_NO_INSTALL:-0} == 1 ]] && return 0
