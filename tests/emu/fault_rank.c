@@ -3,8 +3,8 @@
  * serial value, about PACE_MS apart so that a fault can land in the
  * middle. Prints "rank R: started" once the communicator is up, then
  * either "rank R: ok S steps" (exit 0) or "rank R: error STATUS at step
- * K: MESSAGE" (exit 3) for an error the library returned, or "WRONG"
- * (exit 1) for a wrong result.
+ * K: MESSAGE" (exit 3, after destroying the communicator) for an error
+ * the library returned, or "WRONG" (exit 1) for a wrong result.
  * SIGTERM (swy-run stopping the other ranks once one failed) is noted and
  * otherwise ignored, so that every rank reports what the library told it;
  * swy-run's --grace bounds how long that may take.
@@ -25,11 +25,16 @@ static int32_t a2a_value(int src, int dst, size_t i)
     return (int32_t)((src * 7919 + dst * 104729 + (int)i) & 0xffffff);
 }
 
+/* Report the library's error, then destroy the communicator as the
+ * README asks after a failure (rank 0's destroy lets its root finish
+ * telling the other ranks why before the process goes). */
 static int report(int rank, swy_status_t status, int step, swy_comm_t comm)
 {
     printf("rank %d: error %s at step %d: %s\n", rank,
            swy_status_string(status), step, swy_last_error(comm));
     fflush(stdout);
+    if (comm != NULL)
+        swy_comm_destroy(comm);
     return 3;
 }
 
