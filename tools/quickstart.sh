@@ -6,6 +6,11 @@
 #                                build and train the reference MoE model
 #                                (swy-train) on 4 local ranks
 #   tools/quickstart.sh test     build and run the whole test suite
+#   tools/quickstart.sh test-asan | test-tsan [meson test args]
+#                                the sanitizer lane: its own build
+#                                directory (build-asan, build-tsan) with
+#                                -Db_sanitize, then meson test --setup
+#                                asan|tsan (default: the unit suite)
 #
 # Idempotent: a second run installs nothing and rebuilds only what changed.
 # Environment: BUILD_DIR (default build), SWY_QS_NO_INSTALL=1 skips apt.
@@ -13,8 +18,22 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
-build=${BUILD_DIR:-build}
 mode=${1:-run}
+build=${BUILD_DIR:-build}
+buildtype=release
+setup_args=()
+case $mode in
+test-asan)
+    build=${BUILD_DIR:-build-asan}
+    buildtype=debugoptimized
+    setup_args=(-Db_sanitize=address,undefined -Db_lundef=false)
+    ;;
+test-tsan)
+    build=${BUILD_DIR:-build-tsan}
+    buildtype=debugoptimized
+    setup_args=(-Db_sanitize=thread -Db_lundef=false)
+    ;;
+esac
 
 say() { printf '\n== %s\n' "$*"; }
 
@@ -52,7 +71,7 @@ configure_and_build() {
     fi
     if [[ ! -f $build/build.ninja ]]; then
         say "configuring $build"
-        meson setup "$build" --buildtype=release
+        meson setup "$build" --buildtype=$buildtype "${setup_args[@]}"
     fi
     say "building"
     ninja -C "$build"
@@ -69,6 +88,18 @@ test)
     meson test -C "$build" --print-errorlogs --num-processes 1 \
         "${@:2}"
     ;;
+test-asan|test-tsan)
+    lane=${mode#test-}
+    say "running the $lane lane"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    if (($# > 1)); then
+        meson test -C "$build" --setup "$lane" --print-errorlogs \
+            --num-processes 1 "${@:2}"
+    else
+        meson test -C "$build" --setup "$lane" --print-errorlogs \
+            --num-processes 1 --suite unit
+    fi
+    ;;
 run)
     # The main job: train the reference MoE model (swy-train's defaults,
     # about a minute on 2 cores) and print its summary.
@@ -82,7 +113,8 @@ run)
         "$build/tools/swy-train/swy-train" "${@:2}"
     ;;
 *)
-    echo "usage: tools/quickstart.sh [run [swy-train flags] | test]" >&2
+    echo "usage: tools/quickstart.sh [run [swy-train flags] | test |" \
+         "test-asan | test-tsan]" >&2
     exit 2
     ;;
 esac
