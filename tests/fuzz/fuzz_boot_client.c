@@ -45,7 +45,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (boot->quiesced == NULL || boot->event_fd < 0 || boot->bev == NULL)
         abort();
 
-    evbuffer_add(bufferevent_get_input(boot->bev), data + 1, size - 1);
+    /* libevent keeps the end of a bufferevent's input frozen outside
+     * its own reads (evbuffer_add would refuse the bytes): thaw it for
+     * the add, as a read does. */
+    struct evbuffer *in = bufferevent_get_input(boot->bev);
+    evbuffer_unfreeze(in, 0);
+    if (evbuffer_add(in, data + 1, size - 1) != 0)
+        abort();
+    evbuffer_freeze(in, 0);
     bufferevent_lock(boot->bev);
     client_read_cb(boot->bev, boot);
     bufferevent_unlock(boot->bev);

@@ -39,7 +39,8 @@ static void put_frame_header(struct evbuffer *in, uint32_t type, size_t len)
     uint8_t header[SWY_BOOT_HEADER_LEN];
     swy_boot_put_u32(header, type);
     swy_boot_put_u32(header + 4, (uint32_t)len);
-    evbuffer_add(in, header, sizeof(header));
+    if (evbuffer_add(in, header, sizeof(header)) != 0)
+        abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -62,6 +63,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         swy_container_of(root->conns.prev, root_conn_t, link);
     struct evbuffer *in = bufferevent_get_input(conn->bev);
 
+    /* libevent keeps the end of a bufferevent's input frozen outside
+     * its own reads (evbuffer_add would refuse the bytes): thaw it while
+     * the harness adds them, as a read does. */
+    evbuffer_unfreeze(in, 0);
     int mode = data[0] % 3;
     const uint8_t *rest = data + 1;
     size_t rest_len = size - 1;
@@ -85,13 +90,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         swy_boot_proof(root->secret, SWY_BOOT_PROOF_RANK, conn->nonce, proof,
                        hello, hello_len, proof + SWY_BOOT_NONCE_LEN);
         put_frame_header(in, SWY_BOOT_MSG_PROOF, sizeof(proof));
-        evbuffer_add(in, proof, sizeof(proof));
+        if (evbuffer_add(in, proof, sizeof(proof)) != 0)
+            abort();
         put_frame_header(in, SWY_BOOT_MSG_HELLO, hello_len);
-        evbuffer_add(in, hello, hello_len);
+        if (evbuffer_add(in, hello, hello_len) != 0)
+            abort();
         rest = hello + hello_len;
         rest_len = size - 2 - hello_len;
     }
-    evbuffer_add(in, rest, rest_len);
+    if (evbuffer_add(in, rest, rest_len) != 0)
+        abort();
+    evbuffer_freeze(in, 0);
     conn_read_cb(conn->bev, conn);
 
     /* Back to an empty root for the next input. */
