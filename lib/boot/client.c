@@ -12,6 +12,7 @@
  * with waiting callers; it is always taken after the bufferevent lock,
  * never before. */
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -180,19 +181,23 @@ static void format_rank_list(const uint8_t *ranks_be, uint32_t count,
     text[0] = '\0';
     uint32_t i = 0;
     while (i < count) {
-        int first = (int)swy_boot_get_u32(ranks_be + 4 * (size_t)i);
+        /* 64-bit: ranks come from the wire, and a run ending at
+         * INT_MAX must not overflow (found by fuzz_boot_client). */
+        int64_t first =
+            (int32_t)swy_boot_get_u32(ranks_be + 4 * (size_t)i);
         uint32_t j = i;
         while (j + 1 < count &&
-               (int)swy_boot_get_u32(ranks_be + 4 * (size_t)(j + 1)) ==
-                   first + (int)(j + 1 - i))
+               (int32_t)swy_boot_get_u32(ranks_be + 4 * (size_t)(j + 1)) ==
+                   first + (int64_t)(j + 1 - i))
             j++;
-        int last = first + (int)(j - i);
+        int64_t last = first + (int64_t)(j - i);
         char piece[32];
         if (last == first)
-            snprintf(piece, sizeof(piece), "%s%d", i ? "," : "", first);
+            snprintf(piece, sizeof(piece), "%s%" PRId64, i ? "," : "",
+                     first);
         else
-            snprintf(piece, sizeof(piece), "%s%d-%d", i ? "," : "", first,
-                     last);
+            snprintf(piece, sizeof(piece), "%s%" PRId64 "-%" PRId64,
+                     i ? "," : "", first, last);
         if (used + strlen(piece) + 24 >= text_len) {
             snprintf(text + used, text_len - used, ",... (%u in all)",
                      count);
