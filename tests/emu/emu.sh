@@ -151,12 +151,17 @@ fault_flap_long)
     ;;
 fault_sigkill)
     # Rank 3 killed mid-collective: the other three report the death.
+    # Mostly as SWY_ERR_REMOTE from the control plane; a rank whose UCX
+    # endpoint to rank 3 fails first (about one run in ten) returns
+    # SWY_ERR_TRANSPORT naming rank 3 instead. Either names rank 3.
     fault_start -- 400 30
     sleep 0.5
     kill -KILL "$(rank_pid 3)"
-    fault_end error 3 "remote peer failed"
+    fault_end error 3 "remote peer failed|transport error"
     grep -q 'rank 3 (pid [0-9]* on node1) died' "$work/out" ||
         fail "no rank names rank 3's death"
+    grep -E '^\[[0-9]\] rank [0-9]: error' "$work/out" | grep -v 'rank 3' &&
+        fail "an error that does not name rank 3"
     ;;
 fault_sigstop)
     # Rank 2 stopped mid-collective (alive, silent): the others fail with
