@@ -10,7 +10,8 @@
 #                                the sanitizer lane: its own build
 #                                directory (build-asan, build-tsan) with
 #                                -Db_sanitize, then meson test --setup
-#                                asan|tsan (default: the unit suite)
+#                                asan|tsan (default: unit and
+#                                multiproc suites for asan, unit for tsan)
 #
 # Idempotent: a second run installs nothing and rebuilds only what changed.
 # Environment: BUILD_DIR (default build), SWY_QS_NO_INSTALL=1 skips apt.
@@ -92,13 +93,15 @@ test-asan|test-tsan)
     lane=${mode#test-}
     say "running the $lane lane"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    # Default: asan over the unit and multiproc suites (about 16 minutes
+    # on 2 cores, docs/reliability.md), tsan over the unit suite.
+    suites=(--suite unit)
+    [[ $lane == asan ]] && suites+=(--suite multiproc)
     if (($# > 1)); then
-        meson test -C "$build" --setup "$lane" --print-errorlogs \
-            --num-processes 1 "${@:2}"
-    else
-        meson test -C "$build" --setup "$lane" --print-errorlogs \
-            --num-processes 1 --suite unit
+        suites=("${@:2}")
     fi
+    meson test -C "$build" --setup "$lane" --print-errorlogs \
+        --num-processes 1 "${suites[@]}"
     ;;
 run)
     # The main job: train the reference MoE model (swy-train's defaults,
