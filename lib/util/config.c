@@ -393,7 +393,8 @@ size_t swy_config_size_of(const char *name, const char *text,
         if (swy_config_parse_double(text, &number) == 0 &&
             config_clamp(name, number, &used, &min, &max)) {
             config_warn_once(name, text,
-                             "%s='%s' is outside its range %.0f..%.0f; using %zu",
+                             "%s='%s' is outside its range %.0f..%.0f; "
+                             "using %zu",
                              name, text, min, max, (size_t)used);
             return (size_t)used;
         }

@@ -262,8 +262,8 @@ static void test_config_file_bounds(void)
     EXPECT(fd >= 0);
     EXPECT(write(fd, "a\0b", 3) == 3);
     close(fd);
-    EXPECT(swy_file_read_text(text_path, "test file", "util", 100, &text, &len) ==
-           SWY_ERR_INVALID_ARG);
+    EXPECT(swy_file_read_text(text_path, "test file", "util", 100, &text,
+                              &len) == SWY_ERR_INVALID_ARG);
     EXPECT(strstr(swy_err_last(), "holds a NUL byte") != NULL);
     fd = open(text_path, O_WRONLY | O_TRUNC);
     EXPECT(write(fd, "one\r\ntwo", 8) == 8);
