@@ -6,6 +6,12 @@
 #                                build and train the reference MoE model
 #                                (swy-train) on 4 local ranks
 #   tools/quickstart.sh test     build and run the whole test suite
+#   tools/quickstart.sh test-asan | test-tsan [meson test args]
+#                                the sanitizer lane: its own build
+#                                directory (build-asan, build-tsan) with
+#                                -Db_sanitize, then meson test --setup
+#                                asan|tsan (default: unit and
+#                                multiproc suites for asan, unit for tsan)
 #
 # Idempotent: a second run installs nothing and rebuilds only what changed.
 # Environment: BUILD_DIR (default build), SWY_QS_NO_INSTALL=1 skips apt.
@@ -13,17 +19,32 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
-build=${BUILD_DIR:-build}
 mode=${1:-run}
+build=${BUILD_DIR:-build}
+buildtype=release
+setup_args=()
+case $mode in
+test-asan)
+    build=${BUILD_DIR:-build-asan}
+    buildtype=debugoptimized
+    setup_args=(-Db_sanitize=address,undefined -Db_lundef=false)
+    ;;
+test-tsan)
+    build=${BUILD_DIR:-build-tsan}
+    buildtype=debugoptimized
+    setup_args=(-Db_sanitize=thread -Db_lundef=false)
+    ;;
+esac
 
 say() { printf '\n== %s\n' "$*"; }
 
 # python3-torch: the coll benchmark's PyTorch gloo peer (MEASURE.md) and
-# its test; about 150 MB to fetch.
+# its test; about 150 MB to fetch. nftables: the packet-loss fault test
+# (tests/emu, emu_fault_loss).
 packages=(meson ninja-build pkg-config gcc libc6-dev
           libucx-dev ucx-utils libhwloc-dev hwloc libevent-dev
           openmpi-bin libopenmpi-dev iproute2 libopenblas-dev python3-torch
-          strace)
+          strace nftables)
 
 install_missing() {
     [[ ${SWY_QS_NO_INSTALL:-0} == 1 ]] && return 0
@@ -51,7 +72,7 @@ configure_and_build() {
     fi
     if [[ ! -f $build/build.ninja ]]; then
         say "configuring $build"
-        meson setup "$build" --buildtype=release
+        meson setup "$build" --buildtype=$buildtype "${setup_args[@]}"
     fi
     say "building"
     ninja -C "$build"
@@ -70,6 +91,20 @@ test)
     meson test -C "$build" --print-errorlogs --num-processes 1 \
         "${@:2}"
     ;;
+test-asan|test-tsan)
+    lane=${mode#test-}
+    say "running the $lane lane"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    # Default: asan over the unit and multiproc suites (about 16 minutes
+    # on 2 cores, docs/reliability.md), tsan over the unit suite.
+    suites=(--suite unit)
+    [[ $lane == asan ]] && suites+=(--suite multiproc)
+    if (($# > 1)); then
+        suites=("${@:2}")
+    fi
+    meson test -C "$build" --setup "$lane" --print-errorlogs \
+        --num-processes 1 "${suites[@]}"
+    ;;
 run)
     # The main job: train the reference MoE model (swy-train's defaults,
     # about a minute on 2 cores) and print its summary.
@@ -83,7 +118,8 @@ run)
         "$build/tools/swy-train/swy-train" "${@:2}"
     ;;
 *)
-    echo "usage: tools/quickstart.sh [run [swy-train flags] | test]" >&2
+    echo "usage: tools/quickstart.sh [run [swy-train flags] | test |" \
+         "test-asan | test-tsan]" >&2
     exit 2
     ;;
 esac

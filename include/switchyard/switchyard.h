@@ -46,8 +46,11 @@ typedef enum {
     SWY_ERR_INVALID_ARG = -1,
     SWY_ERR_NO_MEMORY = -2,
     SWY_ERR_UNSUPPORTED = -3,
-    SWY_ERR_TIMEOUT = -4,   /**< names the op and the silent peers          */
-    SWY_ERR_REMOTE = -5,    /**< a peer died or aborted                      */
+    /** names the op and the silent peers; also every rank's error when a
+     *  peer's control connection is silent longer than SWY_OUTAGE_S (a
+     *  stopped process, a network outage; a shorter one is survived) */
+    SWY_ERR_TIMEOUT = -4,
+    SWY_ERR_REMOTE = -5,    /**< a peer died (its connection closed) or aborted */
     SWY_ERR_MISMATCH = -6,  /**< ranks disagree on op order, counts or dtype */
     SWY_ERR_TRANSPORT = -7,
     SWY_ERR_SYSTEM = -8,

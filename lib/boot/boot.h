@@ -3,8 +3,8 @@
  * One process (the one that called swy_get_unique_id, or rank 0 under
  * swy_comm_init_env) runs the root service in a background thread. Every
  * rank, the root's own included, connects to it over TCP, proves the job
- * secret, and then uses the connection for allgather, barrier, and
- * failure notification. The root never crashes on bad input: connections
+ * secret to it and checks the root's own proof (wire.h), and then uses
+ * the connection for allgather, barrier, and failure notification. The root never crashes on bad input: connections
  * without the secret, malformed or oversized messages are logged and
  * dropped.
  *
@@ -76,11 +76,14 @@ swy_status_t swy_boot_root_start(const char *bind_host, uint16_t port,
 void swy_boot_root_release(swy_boot_root_t *root);
 
 /* Join the job: connect (retrying until timeout_s, since the root may not
- * be up yet), prove the secret, announce (rank, nranks), wait until all
- * nranks ranks joined. Errors: SWY_ERR_TIMEOUT (names the missing ranks
- * when the root knows them), SWY_ERR_MISMATCH (nranks differs from the
- * first rank's, or the rank is taken), SWY_ERR_INVALID_ARG,
- * SWY_ERR_SYSTEM. */
+ * be up yet), prove the secret, announce (rank, nranks), check the root's
+ * proof, wait until all nranks ranks joined. Errors: SWY_ERR_TIMEOUT
+ * (names the missing ranks when the root knows them), SWY_ERR_MISMATCH
+ * (nranks differs from the first rank's, or the rank is taken),
+ * SWY_ERR_INVALID_ARG (also: a wrong secret on either side),
+ * SWY_ERR_SYSTEM. Once joined, a root silent for longer than SWY_OUTAGE_S
+ * is recorded as a failure with SWY_ERR_TIMEOUT; a closed connection
+ * with SWY_ERR_REMOTE. */
 swy_status_t swy_boot_connect(const swy_boot_addr_t *addr, int rank,
                               int nranks, double timeout_s,
                               swy_boot_t **boot_p);

@@ -12,6 +12,7 @@
  * with waiting callers; it is always taken after the bufferevent lock,
  * never before. */
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -50,6 +51,7 @@ struct swy_boot {
     int nranks;
     char root_text[96];
     double heartbeat_s;
+    double outage_s; /* SWY_OUTAGE_S */
 
     struct event_base *base;
     struct bufferevent *bev;
@@ -108,6 +110,10 @@ static void client_lock_wait(swy_boot_t *boot, double deadline_s)
     double remaining = deadline_s - swy_time_s();
     if (remaining <= 0)
         return;
+    /* A deadline days away (or infinite) waits in pieces: the callers
+     * loop, and a timespec never overflows. */
+    if (remaining > 3600.0)
+        remaining = 3600.0;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     double whole = (double)(time_t)remaining;
@@ -178,7 +184,10 @@ static void client_record_comm_failure(swy_boot_t *boot, uint64_t key,
                  "eventfd: %s", boot->rank, strerror(errno));
 }
 
-static void client_lost(swy_boot_t *boot, const char *detail)
+/* The connection to the root is over: SWY_ERR_REMOTE when it closed or
+ * sent nonsense, SWY_ERR_TIMEOUT when it fell silent. */
+static void client_lost_status(swy_boot_t *boot, swy_status_t status,
+                               const char *detail)
 {
     char msg[CLIENT_MSG_MAX];
     snprintf(msg, sizeof(msg),
@@ -186,7 +195,12 @@ static void client_lost(swy_boot_t *boot, const char *detail)
              boot->root_text, detail);
     atomic_store(&boot->conn_lost, 1);
     bufferevent_disable(boot->bev, EV_READ | EV_WRITE);
-    client_record_failure(boot, SWY_ERR_REMOTE, msg);
+    client_record_failure(boot, status, msg);
+}
+
+static void client_lost(swy_boot_t *boot, const char *detail)
+{
+    client_lost_status(boot, SWY_ERR_REMOTE, detail);
 }
 
 /* Queue a frame from any thread. Returns -1 when the connection is gone
@@ -210,19 +224,23 @@ static void format_rank_list(const uint8_t *ranks_be, uint32_t count,
     text[0] = '\0';
     uint32_t i = 0;
     while (i < count) {
-        int first = (int)swy_boot_get_u32(ranks_be + 4 * (size_t)i);
+        /* 64-bit: ranks come from the wire, and a run ending at
+         * INT_MAX must not overflow (found by fuzz_boot_client). */
+        int64_t first =
+            (int32_t)swy_boot_get_u32(ranks_be + 4 * (size_t)i);
         uint32_t j = i;
         while (j + 1 < count &&
-               (int)swy_boot_get_u32(ranks_be + 4 * (size_t)(j + 1)) ==
-                   first + (int)(j + 1 - i))
+               (int32_t)swy_boot_get_u32(ranks_be + 4 * (size_t)(j + 1)) ==
+                   first + (int64_t)(j + 1 - i))
             j++;
-        int last = first + (int)(j - i);
+        int64_t last = first + (int64_t)(j - i);
         char piece[32];
         if (last == first)
-            snprintf(piece, sizeof(piece), "%s%d", i ? "," : "", first);
+            snprintf(piece, sizeof(piece), "%s%" PRId64, i ? "," : "",
+                     first);
         else
-            snprintf(piece, sizeof(piece), "%s%d-%d", i ? "," : "", first,
-                     last);
+            snprintf(piece, sizeof(piece), "%s%" PRId64 "-%" PRId64,
+                     i ? "," : "", first, last);
         if (used + strlen(piece) + 24 >= text_len) {
             snprintf(text + used, text_len - used, ",... (%u in all)",
                      count);
@@ -268,13 +286,21 @@ static const char *client_take_result(swy_boot_t *boot, struct evbuffer *in,
     evbuffer_remove(in, head, head_len);
     uint64_t seq = swy_boot_get_u64(head);
     uint32_t count = swy_boot_get_u32(head + 8);
-    uint64_t total = 0;
+    /* Each length is checked against what is left of the frame before
+     * it is added, so no sum can wrap around (forged lengths such as
+     * [2^64-8, L+8] add up to L modulo 2^64). */
+    uint64_t left = len - head_len;
+    int lens_ok = 1;
     for (size_t r = 0; r < n; r++) {
         lens[r] = swy_boot_get_u64(head + 12 + 8 * r);
-        total += lens[r];
+        if (lens[r] > left)
+            lens_ok = 0;
+        else
+            left -= lens[r];
     }
+    uint64_t total = len - head_len;
     swy_free(head);
-    if (count != n || total != len - head_len) {
+    if (count != n || !lens_ok || left != 0) {
         swy_free(lens);
         evbuffer_drain(in, len - head_len);
         return "COLL_RESULT whose rank count or lengths do not add up";
@@ -497,12 +523,13 @@ static void client_heartbeat_cb(evutil_socket_t fd, short what, void *arg)
     bufferevent_lock(boot->bev);
     if (!atomic_load(&boot->conn_lost) && !atomic_load(&boot->closing)) {
         double silent = swy_time_s() - boot->last_recv_s;
-        if (silent > SWY_BOOT_HEARTBEAT_MISSES * boot->heartbeat_s) {
-            char detail[128];
+        if (silent > boot->outage_s) {
+            char detail[200];
             snprintf(detail, sizeof(detail),
-                     ": silent for %.1f s (%d heartbeats of %.1f s)", silent,
-                     SWY_BOOT_HEARTBEAT_MISSES, boot->heartbeat_s);
-            client_lost(boot, detail);
+                     ": silent for %.1f s, over the tolerated outage of "
+                     "%.1f s (SWY_OUTAGE_S; stopped, hung or cut off)",
+                     silent, boot->outage_s);
+            client_lost_status(boot, SWY_ERR_TIMEOUT, detail);
         } else {
             swy_boot_frame_write(boot->bev, SWY_BOOT_MSG_HEARTBEAT, NULL, 0);
         }
@@ -553,6 +580,8 @@ static int wait_fd(int fd, short events, double deadline_s)
         /* Past the deadline, still look once: a connect that already
          * failed reports its real error rather than a timeout. */
         double remaining = deadline_s - swy_time_s();
+        if (remaining > 3600.0)
+            remaining = 3600.0; /* fits the int of poll; the loop goes on */
         struct pollfd pfd = {.fd = fd, .events = events};
         int rc = poll(&pfd, 1, remaining > 0 ? (int)(remaining * 1000) + 1
                                              : 0);
@@ -644,8 +673,9 @@ static int send_all(int fd, const void *buf, size_t len, double deadline_s)
     return 1;
 }
 
-/* Connect (retrying while the root is not up yet), answer the challenge,
- * send HELLO. Returns the connected fd in *fd_p. */
+/* Connect (retrying while the root is not up yet, or when it drops the
+ * handshake as it does under a flood), answer the challenge, send HELLO,
+ * check the root's own proof. Returns the connected fd in *fd_p. */
 static swy_status_t client_handshake(const swy_boot_addr_t *addr, int rank,
                                      int nranks, const char *root_text,
                                      double timeout_s, double deadline_s,
@@ -661,6 +691,7 @@ static swy_status_t client_handshake(const swy_boot_addr_t *addr, int rank,
     int fd = -1;
     int last_errno = 0;
     int attempts = 0;
+retry:
     for (;;) {
         attempts++;
         fd = try_connect(&ss, ss_len, deadline_s);
@@ -711,23 +742,33 @@ static swy_status_t client_handshake(const swy_boot_addr_t *addr, int rank,
     gethostname(hostname, sizeof(hostname) - 1);
     hostname[SWY_BOOT_MAX_HOSTNAME] = '\0';
     size_t host_len = strlen(hostname);
+    uint8_t hello[12 + SWY_BOOT_MAX_HOSTNAME];
+    size_t hello_len = 12 + host_len;
+    swy_boot_put_u32(hello, (uint32_t)rank);
+    swy_boot_put_u32(hello + 4, (uint32_t)nranks);
+    swy_boot_put_u32(hello + 8, (uint32_t)getpid());
+    memcpy(hello + 12, hostname, host_len);
+    const uint8_t *root_nonce = challenge + SWY_BOOT_HEADER_LEN;
+    uint8_t rank_nonce[SWY_BOOT_NONCE_LEN];
+    status = swy_boot_secret_random(rank_nonce);
+    if (status != SWY_OK)
+        goto err_close;
 
     /* PROOF and HELLO in one send. */
-    uint8_t out[2 * SWY_BOOT_HEADER_LEN + SWY_BOOT_DIGEST_LEN + 12 +
-                SWY_BOOT_MAX_HOSTNAME];
+    uint8_t out[2 * SWY_BOOT_HEADER_LEN + SWY_BOOT_RANK_PROOF_LEN +
+                sizeof(hello)];
     uint8_t *p = out;
     swy_boot_put_u32(p, SWY_BOOT_MSG_PROOF);
-    swy_boot_put_u32(p + 4, SWY_BOOT_DIGEST_LEN);
-    swy_boot_proof(addr->secret, challenge + SWY_BOOT_HEADER_LEN,
-                   p + SWY_BOOT_HEADER_LEN);
-    p += SWY_BOOT_HEADER_LEN + SWY_BOOT_DIGEST_LEN;
+    swy_boot_put_u32(p + 4, SWY_BOOT_RANK_PROOF_LEN);
+    memcpy(p + SWY_BOOT_HEADER_LEN, rank_nonce, SWY_BOOT_NONCE_LEN);
+    swy_boot_proof(addr->secret, SWY_BOOT_PROOF_RANK, root_nonce, rank_nonce,
+                   hello, hello_len,
+                   p + SWY_BOOT_HEADER_LEN + SWY_BOOT_NONCE_LEN);
+    p += SWY_BOOT_HEADER_LEN + SWY_BOOT_RANK_PROOF_LEN;
     swy_boot_put_u32(p, SWY_BOOT_MSG_HELLO);
-    swy_boot_put_u32(p + 4, (uint32_t)(12 + host_len));
-    swy_boot_put_u32(p + 8, (uint32_t)rank);
-    swy_boot_put_u32(p + 12, (uint32_t)nranks);
-    swy_boot_put_u32(p + 16, (uint32_t)getpid());
-    memcpy(p + 20, hostname, host_len);
-    p += 20 + host_len;
+    swy_boot_put_u32(p + 4, (uint32_t)hello_len);
+    memcpy(p + SWY_BOOT_HEADER_LEN, hello, hello_len);
+    p += SWY_BOOT_HEADER_LEN + hello_len;
     rc = send_all(fd, out, (size_t)(p - out), deadline_s);
     if (rc <= 0) {
         status = swy_err_set(rc == 0 ? SWY_ERR_TIMEOUT : SWY_ERR_REMOTE,
@@ -736,6 +777,82 @@ static swy_status_t client_handshake(const swy_boot_addr_t *addr, int rank,
                              "failed: %s",
                              rank, root_text,
                              rc == 0 ? "timed out" : strerror(errno));
+        goto err_close;
+    }
+
+    /* Nothing from the root is trusted before its proof: a listener at
+     * SWY_ROOT without the secret cannot feed this rank any frame. */
+    uint8_t answer[SWY_BOOT_HEADER_LEN + SWY_BOOT_MAX_HANDSHAKE_MSG];
+    rc = recv_exact(fd, answer, SWY_BOOT_HEADER_LEN, deadline_s);
+    if (rc < 0 && errno == 0 && swy_time_s() < deadline_s) {
+        /* Closed before answering: a root that sheds idle handshakes
+         * under a flood; try again while time is left. */
+        swy_debug("boot", "rank %d: the root at %s closed the handshake; "
+                  "connecting again", rank, root_text);
+        close(fd);
+        fd = -1;
+        swy_sleep_us(CLIENT_RETRY_US);
+        goto retry;
+    }
+    if (rc <= 0) {
+        if (rc == 0)
+            status = swy_err_set(SWY_ERR_TIMEOUT, "boot",
+                                 "rank %d: the root at %s did not answer "
+                                 "its proof within %.1f s",
+                                 rank, root_text, timeout_s);
+        else
+            status = swy_err_set(SWY_ERR_REMOTE, "boot",
+                                 "rank %d: the root at %s closed the "
+                                 "connection during the handshake%s%s",
+                                 rank, root_text, errno ? ": " : "",
+                                 errno ? strerror(errno) : "");
+        goto err_close;
+    }
+    uint32_t type = swy_boot_get_u32(answer);
+    uint32_t len = swy_boot_get_u32(answer + 4);
+    int expected_answer =
+        (type == SWY_BOOT_MSG_PROOF && len == SWY_BOOT_DIGEST_LEN) ||
+        (type == SWY_BOOT_MSG_REJECT && len >= 4 &&
+         len <= SWY_BOOT_MAX_HANDSHAKE_MSG);
+    if (!expected_answer) {
+        status = swy_err_set(SWY_ERR_REMOTE, "boot",
+                             "rank %d: %s answered its proof with %s (type "
+                             "%u, %u bytes) instead of the root's proof: "
+                             "not this job's root",
+                             rank, root_text, swy_boot_msg_name(type), type,
+                             len);
+        goto err_close;
+    }
+    rc = recv_exact(fd, answer + SWY_BOOT_HEADER_LEN, len, deadline_s);
+    if (rc <= 0) {
+        status = swy_err_set(rc == 0 ? SWY_ERR_TIMEOUT : SWY_ERR_REMOTE,
+                             "boot",
+                             "rank %d: the root at %s sent half a %s during "
+                             "the handshake",
+                             rank, root_text, swy_boot_msg_name(type));
+        goto err_close;
+    }
+    if (type == SWY_BOOT_MSG_REJECT) {
+        /* Unproven, but it can only end the join, as closing would. */
+        swy_status_t reject_status;
+        char msg[CLIENT_MSG_MAX];
+        client_handle_status_msg(answer + SWY_BOOT_HEADER_LEN, len,
+                                 &reject_status, msg, sizeof(msg));
+        status = swy_err_set(reject_status, "boot",
+                             "the root at %s rejected rank %d: %s",
+                             root_text, rank, msg);
+        goto err_close;
+    }
+    uint8_t expected[SWY_BOOT_DIGEST_LEN];
+    swy_boot_proof(addr->secret, SWY_BOOT_PROOF_ROOT, root_nonce, rank_nonce,
+                   hello, hello_len, expected);
+    if (!swy_boot_digest_equal(answer + SWY_BOOT_HEADER_LEN, expected,
+                               SWY_BOOT_DIGEST_LEN)) {
+        status = swy_err_set(SWY_ERR_INVALID_ARG, "boot",
+                             "rank %d: %s does not know the job secret (its "
+                             "proof does not match): not this job's root, "
+                             "or started with another SWY_JOB_KEY",
+                             rank, root_text);
         goto err_close;
     }
     *fd_p = fd;
@@ -909,9 +1026,7 @@ swy_status_t swy_boot_connect(const swy_boot_addr_t *addr, int rank,
     boot->comm_event_fd = -1;
     boot->next_seq = 1;
     snprintf(boot->root_text, sizeof(boot->root_text), "%s", root_text);
-    boot->heartbeat_s = swy_config_get_double("SWY_HEARTBEAT_S", 2.0);
-    if (!(boot->heartbeat_s > 0.0))
-        boot->heartbeat_s = 2.0;
+    swy_boot_liveness(&boot->heartbeat_s, &boot->outage_s);
     pthread_mutex_init(&boot->lock, NULL);
     pthread_condattr_t cond_attr;
     pthread_condattr_init(&cond_attr);

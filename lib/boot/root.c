@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,10 +46,22 @@
 #define ROOT_LINGER_S 2.0
 #define ROOT_HANDSHAKE_MIN_S 10.0
 #define ROOT_MAX_FAILURE_MSG 2048
+/* Connections that are not (or no longer) ranks: a quarter of the fd
+ * limit, within these bounds; past it the oldest is dropped, so a flood
+ * cannot take the fds that ranks and transports need. */
+#define ROOT_UNJOINED_MIN 16
+#define ROOT_UNJOINED_MAX 1024
+/* accept() failing (out of fds): wait before trying again, doubling. */
+#define ROOT_ACCEPT_BACKOFF_MIN_S 0.01
+#define ROOT_ACCEPT_BACKOFF_MAX_S 1.0
+/* Warnings a peer can repeat (rejected connections, accept failures):
+ * this many lines per period, then a count. */
+#define ROOT_WARN_BURST 10
+#define ROOT_WARN_PERIOD_S 10.0
 
 typedef enum {
     CONN_CHALLENGED, /* CHALLENGE sent, waiting for PROOF */
-    CONN_PROVED,     /* secret proven, waiting for HELLO */
+    CONN_PROVED,     /* PROOF received, waiting for the HELLO it covers */
     CONN_JOINED,     /* a rank of the job */
     CONN_CLOSING,    /* REJECT sent; draining until EOF or linger timeout */
 } conn_state_t;
@@ -68,6 +81,8 @@ typedef struct root_conn {
     char peer[80];
     conn_state_t state;
     uint8_t nonce[SWY_BOOT_NONCE_LEN];
+    uint8_t rank_nonce[SWY_BOOT_NONCE_LEN];
+    uint8_t rank_digest[SWY_BOOT_DIGEST_LEN];
     int rank;
     double accepted_s;
     double last_recv_s;
@@ -105,6 +120,14 @@ struct swy_boot_root {
     uint8_t secret[SWY_BOOT_SECRET_LEN];
     char addr_text[96];
     double heartbeat_s;
+    double outage_s; /* SWY_OUTAGE_S */
+
+    /* Resource bounds against floods (see ROOT_UNJOINED_*). */
+    int max_unjoined;
+    int unjoined_cap_said;
+    struct event *accept_ev; /* re-enables the listener after a back-off */
+    double accept_backoff_s;
+    swy_log_limit_t warn_limit;
 
     swy_list_t conns;
     int nranks; /* 0 until the first HELLO */
@@ -210,21 +233,54 @@ static void root_maybe_reset(swy_boot_root_t *root)
         root_free_slots(root);
 }
 
-/* A joined rank is gone without GOODBYE: tell everyone else. */
-static void root_rank_died(swy_boot_root_t *root, int rank,
-                           const char *reason)
+/* A joined rank failed (status SWY_ERR_REMOTE: it is gone without
+ * GOODBYE; SWY_ERR_TIMEOUT: silent past SWY_OUTAGE_S): tell everyone
+ * else. */
+static void root_rank_failed(swy_boot_root_t *root, int rank,
+                             swy_status_t status, const char *reason)
 {
     root_slot_t *slot = &root->slots[rank];
     char msg[ROOT_MAX_FAILURE_MSG];
-    snprintf(msg, sizeof(msg), "rank %d (pid %d on %s) died: %s", rank,
-             slot->pid, slot->hostname, reason);
+    snprintf(msg, sizeof(msg), "rank %d (pid %d on %s) %s: %s", rank,
+             slot->pid, slot->hostname,
+             status == SWY_ERR_TIMEOUT ? "timed out" : "died", reason);
     swy_warn("boot", "root %s: %s", root->addr_text, msg);
     slot->state = SLOT_DEAD;
     slot->conn = NULL;
     slot_drop_contribution(slot);
     root->nlive--;
-    root_broadcast_failure(root, rank, SWY_ERR_REMOTE, msg);
+    root_broadcast_failure(root, rank, status, msg);
     root_broadcast_quiesced(root, rank, 1);
+}
+
+static void root_rank_died(swy_boot_root_t *root, int rank,
+                           const char *reason)
+{
+    root_rank_failed(root, rank, SWY_ERR_REMOTE, reason);
+}
+
+static void root_warn_limited(swy_boot_root_t *root, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* A warning that a peer without the secret can repeat at will: rate
+ * limited, with the count of the ones held back. */
+static void root_warn_limited(swy_boot_root_t *root, const char *fmt, ...)
+{
+    unsigned suppressed = 0;
+    if (!swy_log_enabled(SWY_LOG_WARN, "boot") ||
+        !swy_log_limit(&root->warn_limit, ROOT_WARN_PERIOD_S,
+                       ROOT_WARN_BURST, &suppressed))
+        return;
+    char text[1280];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (suppressed > 0)
+        swy_warn("boot", "%s (%u similar warnings not logged before this "
+                 "one)", text, suppressed);
+    else
+        swy_warn("boot", "%s", text);
 }
 
 static void conn_reject(root_conn_t *conn, swy_status_t status,
@@ -250,8 +306,8 @@ static void conn_reject(root_conn_t *conn, swy_status_t status,
         snprintf(died, sizeof(died), "dropped by the root: %s", reason);
         root_rank_died(root, conn->rank, died);
     } else {
-        swy_warn("boot", "root %s: rejected connection from %s: %s",
-                 root->addr_text, conn->peer, reason);
+        root_warn_limited(root, "root %s: rejected connection from %s: %s",
+                          root->addr_text, conn->peer, reason);
     }
     root_send_status(conn, SWY_BOOT_MSG_REJECT, status, reason);
     conn_begin_close(conn);
@@ -268,25 +324,53 @@ static void root_send_ready(swy_boot_root_t *root)
             root_send(root->slots[r].conn, SWY_BOOT_MSG_READY, NULL, 0);
 }
 
+/* The proof covers the HELLO that follows it: kept until then. */
 static void handle_proof(root_conn_t *conn, const uint8_t *payload,
                          size_t len)
 {
+    if (len != SWY_BOOT_RANK_PROOF_LEN) {
+        conn_reject(conn, SWY_ERR_INVALID_ARG,
+                    "malformed PROOF of %zu bytes (expected %d; a rank of "
+                    "another Switchyard version?)",
+                    len, SWY_BOOT_RANK_PROOF_LEN);
+        return;
+    }
+    memcpy(conn->rank_nonce, payload, SWY_BOOT_NONCE_LEN);
+    memcpy(conn->rank_digest, payload + SWY_BOOT_NONCE_LEN,
+           SWY_BOOT_DIGEST_LEN);
+    conn->state = CONN_PROVED;
+}
+
+/* Check the rank's proof over this HELLO; on success answer with the
+ * root's own proof, so the rank knows it talks to the job's root before
+ * it trusts anything else (even a REJECT that follows). */
+static int hello_proven(root_conn_t *conn, const uint8_t *payload,
+                        size_t len)
+{
+    swy_boot_root_t *root = conn->root;
     uint8_t expected[SWY_BOOT_DIGEST_LEN];
-    swy_boot_proof(conn->root->secret, conn->nonce, expected);
-    if (len != SWY_BOOT_DIGEST_LEN ||
-        !swy_boot_digest_equal(payload, expected, SWY_BOOT_DIGEST_LEN)) {
+    swy_boot_proof(root->secret, SWY_BOOT_PROOF_RANK, conn->nonce,
+                   conn->rank_nonce, payload, len, expected);
+    if (!swy_boot_digest_equal(conn->rank_digest, expected,
+                               SWY_BOOT_DIGEST_LEN)) {
         conn_reject(conn, SWY_ERR_INVALID_ARG,
                     "wrong job secret (the proof of the secret does not "
                     "match)");
-        return;
+        return 0;
     }
-    conn->state = CONN_PROVED;
+    uint8_t answer[SWY_BOOT_DIGEST_LEN];
+    swy_boot_proof(root->secret, SWY_BOOT_PROOF_ROOT, conn->nonce,
+                   conn->rank_nonce, payload, len, answer);
+    root_send(conn, SWY_BOOT_MSG_PROOF, answer, sizeof(answer));
+    return 1;
 }
 
 static void handle_hello(root_conn_t *conn, const uint8_t *payload,
                          size_t len)
 {
     swy_boot_root_t *root = conn->root;
+    if (!hello_proven(conn, payload, len))
+        return;
     if (len < 12 || len - 12 > SWY_BOOT_MAX_HOSTNAME) {
         conn_reject(conn, SWY_ERR_INVALID_ARG,
                     "malformed HELLO of %zu bytes", len);
@@ -690,10 +774,10 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
     switch (conn->state) {
     case CONN_CHALLENGED:
     case CONN_PROVED:
-        swy_warn("boot",
-                 "root %s: rejected connection from %s: closed before "
-                 "completing the handshake%s",
-                 root->addr_text, conn->peer, detail);
+        root_warn_limited(root,
+                          "root %s: rejected connection from %s: closed "
+                          "before completing the handshake%s",
+                          root->addr_text, conn->peer, detail);
         break;
     case CONN_JOINED: {
         char reason[256];
@@ -757,9 +841,49 @@ static void conn_free(root_conn_t *conn)
         root->slots[conn->rank].conn == conn)
         root->slots[conn->rank].conn = NULL;
     swy_list_del(&conn->link);
-    bufferevent_free(conn->bev); /* closes the socket */
+    /* Close the socket now: libevent would close it in a deferred
+     * callback, after a flood of accepts has run out of fds. */
+    evutil_socket_t fd = bufferevent_getfd(conn->bev);
+    bufferevent_setfd(conn->bev, -1);
+    bufferevent_free(conn->bev);
+    if (fd >= 0)
+        evutil_closesocket(fd);
     event_free(conn->linger_ev);
     swy_free(conn);
+}
+
+/* Keep the connections that are not ranks (handshakes, closing ones)
+ * under the cap by dropping the oldest: a rank's handshake takes
+ * milliseconds, so what is oldest is what idles. Returns how many
+ * were dropped. */
+static int root_trim_unjoined(swy_boot_root_t *root, int room)
+{
+    int unjoined = 0;
+    swy_list_t *pos, *tmp;
+    swy_list_for_each_safe(pos, tmp, &root->conns) {
+        root_conn_t *conn = swy_container_of(pos, root_conn_t, link);
+        unjoined += conn->state != CONN_JOINED;
+    }
+    int dropped = 0;
+    swy_list_for_each_safe(pos, tmp, &root->conns) {
+        if (unjoined + room <= root->max_unjoined)
+            break;
+        root_conn_t *conn = swy_container_of(pos, root_conn_t, link);
+        if (conn->state == CONN_JOINED)
+            continue;
+        conn_free(conn);
+        unjoined--;
+        dropped++;
+    }
+    if (dropped > 0 && !root->unjoined_cap_said) {
+        /* Once: a flood would otherwise write a line per connection. */
+        root->unjoined_cap_said = 1;
+        swy_warn("boot", "root %s: more than %d connections without a "
+                 "completed handshake; dropping the oldest ones (said "
+                 "once)",
+                 root->addr_text, root->max_unjoined);
+    }
+    return dropped;
 }
 
 static void root_accept_cb(struct evconnlistener *listener,
@@ -770,6 +894,8 @@ static void root_accept_cb(struct evconnlistener *listener,
     swy_boot_root_t *root = arg;
     char peer[80];
     swy_boot_sockaddr_text(sa, (socklen_t)sa_len, peer, sizeof(peer));
+    root->accept_backoff_s = 0;
+    root_trim_unjoined(root, 1);
 
     root_conn_t *conn = swy_calloc(1, sizeof(*conn));
     if (conn == NULL) {
@@ -818,12 +944,39 @@ static void root_accept_cb(struct evconnlistener *listener,
     root_send(conn, SWY_BOOT_MSG_CHALLENGE, conn->nonce, sizeof(conn->nonce));
 }
 
+static void root_accept_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    swy_boot_root_t *root = arg;
+    evconnlistener_enable(root->listener);
+}
+
 static void root_accept_error_cb(struct evconnlistener *listener, void *arg)
 {
-    (void)listener;
     swy_boot_root_t *root = arg;
-    swy_warn("boot", "root %s: accept failed: %s", root->addr_text,
-             strerror(EVUTIL_SOCKET_ERROR()));
+    int err = EVUTIL_SOCKET_ERROR();
+    /* Out of fds (or memory) the pending connection stays queued and the
+     * listener would fire again at once: free an idle handshake if there
+     * is one, and pause listening for a while, longer each time. */
+    int freed = root_trim_unjoined(root, root->max_unjoined / 2);
+    if (root->accept_backoff_s == 0)
+        root->accept_backoff_s = ROOT_ACCEPT_BACKOFF_MIN_S;
+    else if (root->accept_backoff_s < ROOT_ACCEPT_BACKOFF_MAX_S)
+        root->accept_backoff_s = SWY_MIN(2 * root->accept_backoff_s,
+                                         ROOT_ACCEPT_BACKOFF_MAX_S);
+    root_warn_limited(root, "root %s: accept failed: %s; %s%.2f s",
+                      root->addr_text, strerror(err),
+                      freed > 0 ? "closed idle handshakes, listening again "
+                                  "in "
+                                : "listening again in ",
+                      root->accept_backoff_s);
+    evconnlistener_disable(listener);
+    struct timeval wait;
+    wait.tv_sec = (time_t)root->accept_backoff_s;
+    wait.tv_usec = (suseconds_t)((root->accept_backoff_s -
+                                  (double)wait.tv_sec) * 1e6);
+    evtimer_add(root->accept_ev, &wait);
 }
 
 static void root_heartbeat_cb(evutil_socket_t fd, short what, void *arg)
@@ -832,8 +985,8 @@ static void root_heartbeat_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     swy_boot_root_t *root = arg;
     double now = swy_time_s();
-    double dead_after = SWY_BOOT_HEARTBEAT_MISSES * root->heartbeat_s;
-    double handshake_limit = SWY_MAX(ROOT_HANDSHAKE_MIN_S, dead_after);
+    double handshake_limit =
+        SWY_MAX(ROOT_HANDSHAKE_MIN_S, 2 * root->heartbeat_s);
     swy_list_t *pos, *tmp;
     swy_list_for_each_safe(pos, tmp, &root->conns) {
         root_conn_t *conn = swy_container_of(pos, root_conn_t, link);
@@ -846,13 +999,13 @@ static void root_heartbeat_cb(evutil_socket_t fd, short what, void *arg)
                             handshake_limit);
             break;
         case CONN_JOINED:
-            if (now - conn->last_recv_s > dead_after) {
-                char reason[160];
+            if (now - conn->last_recv_s > root->outage_s) {
+                char reason[200];
                 snprintf(reason, sizeof(reason),
-                         "silent for %.1f s (%d heartbeats of %.1f s)",
-                         now - conn->last_recv_s, SWY_BOOT_HEARTBEAT_MISSES,
-                         root->heartbeat_s);
-                root_rank_died(root, conn->rank, reason);
+                         "silent for %.1f s, over the tolerated outage of "
+                         "%.1f s (SWY_OUTAGE_S; stopped, hung or cut off)",
+                         now - conn->last_recv_s, root->outage_s);
+                root_rank_failed(root, conn->rank, SWY_ERR_TIMEOUT, reason);
                 conn_free(conn);
             } else {
                 root_send(conn, SWY_BOOT_MSG_HEARTBEAT, NULL, 0);
@@ -861,6 +1014,13 @@ static void root_heartbeat_cb(evutil_socket_t fd, short what, void *arg)
         case CONN_CLOSING:
             break;
         }
+    }
+    if (root->warn_limit.suppressed > 0 &&
+        now - root->warn_limit.window_start_s >= ROOT_WARN_PERIOD_S) {
+        swy_warn("boot", "root %s: %u more warnings about rejected or "
+                 "failed connections were not logged",
+                 root->addr_text, root->warn_limit.suppressed);
+        root->warn_limit.suppressed = 0;
     }
     root_maybe_reset(root);
     root_check_exit(root);
@@ -929,6 +1089,8 @@ static void root_destroy(swy_boot_root_t *root)
         event_free(root->heartbeat_ev);
     if (root->wake_ev != NULL)
         event_free(root->wake_ev);
+    if (root->accept_ev != NULL)
+        event_free(root->accept_ev);
     if (root->base != NULL)
         event_base_free(root->base);
     pthread_cond_destroy(&root->done_cond);
@@ -1019,9 +1181,14 @@ swy_status_t swy_boot_root_start(const char *bind_host, uint16_t port,
     memcpy(root->secret, secret, SWY_BOOT_SECRET_LEN);
     swy_boot_hostport_text(advertised, bound_port, root->addr_text,
                            sizeof(root->addr_text));
-    root->heartbeat_s = swy_config_get_double("SWY_HEARTBEAT_S", 2.0);
-    if (!(root->heartbeat_s > 0.0))
-        root->heartbeat_s = 2.0;
+    swy_boot_liveness(&root->heartbeat_s, &root->outage_s);
+    struct rlimit fds;
+    rlim_t fd_limit = getrlimit(RLIMIT_NOFILE, &fds) == 0 ? fds.rlim_cur
+                                                         : 1024;
+    root->max_unjoined =
+        fd_limit / 4 < ROOT_UNJOINED_MIN   ? ROOT_UNJOINED_MIN
+        : fd_limit / 4 > ROOT_UNJOINED_MAX ? ROOT_UNJOINED_MAX
+                                           : (int)(fd_limit / 4);
 
     root->base = event_base_new();
     if (root->base == NULL) {
@@ -1044,7 +1211,9 @@ swy_status_t swy_boot_root_start(const char *bind_host, uint16_t port,
     root->heartbeat_ev =
         event_new(root->base, -1, EV_PERSIST, root_heartbeat_cb, root);
     root->wake_ev = event_new(root->base, -1, 0, root_wake_cb, root);
-    if (root->heartbeat_ev == NULL || root->wake_ev == NULL) {
+    root->accept_ev = evtimer_new(root->base, root_accept_resume_cb, root);
+    if (root->heartbeat_ev == NULL || root->wake_ev == NULL ||
+        root->accept_ev == NULL) {
         status = swy_err_set(SWY_ERR_SYSTEM, "boot",
                              "root: event_new failed");
         goto err_destroy;

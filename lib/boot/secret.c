@@ -1,6 +1,7 @@
-/* Job secrets and the challenge proof: a small SHA-256 (FIPS 180-4) so the
- * control plane needs no crypto library. The secret never crosses the
- * wire; a rank proves it knows it by hashing it with the root's nonce. */
+/* Job secrets and the challenge proofs: a small SHA-256 (FIPS 180-4) and
+ * HMAC (RFC 2104) so the control plane needs no crypto library. The
+ * secret never crosses the wire; rank and root each prove they know it by
+ * an HMAC over both nonces and the rank's HELLO (wire.h). */
 #include <errno.h>
 #include <string.h>
 #include <sys/random.h>
@@ -117,14 +118,49 @@ void swy_boot_sha256_final(swy_boot_sha256_t *ctx,
     memset(ctx, 0, sizeof(*ctx));
 }
 
+/* HMAC-SHA256 with the 32-byte secret as key: SHA256((K^opad) ||
+ * SHA256((K^ipad) || message)). Unlike SHA256(secret || message), an
+ * observed proof cannot be extended into another valid one. */
+static void proof_hmac_begin(swy_boot_sha256_t *ctx,
+                             const uint8_t secret[SWY_BOOT_SECRET_LEN],
+                             uint8_t pad_byte)
+{
+    uint8_t pad[64];
+    memset(pad, pad_byte, sizeof(pad));
+    for (size_t i = 0; i < SWY_BOOT_SECRET_LEN; i++)
+        pad[i] ^= secret[i];
+    swy_boot_sha256_init(ctx);
+    swy_boot_sha256_update(ctx, pad, sizeof(pad));
+}
+
 void swy_boot_proof(const uint8_t secret[SWY_BOOT_SECRET_LEN],
-                    const uint8_t nonce[SWY_BOOT_NONCE_LEN],
+                    swy_boot_proof_role_t role,
+                    const uint8_t root_nonce[SWY_BOOT_NONCE_LEN],
+                    const uint8_t rank_nonce[SWY_BOOT_NONCE_LEN],
+                    const void *hello, size_t hello_len,
                     uint8_t digest_p[SWY_BOOT_DIGEST_LEN])
 {
+    /* The role label keeps the root's proof from being the rank's proof
+     * sent back; the HELLO in it keeps a relayed proof from joining as
+     * another rank. */
+    static const char rank_label[] = "switchyard rank proof v2";
+    static const char root_label[] = "switchyard root proof v2";
+    const char *label = role == SWY_BOOT_PROOF_ROOT ? root_label
+                                                    : rank_label;
+    uint8_t hello_len_be[4];
+    swy_boot_put_u32(hello_len_be, (uint32_t)hello_len);
+    uint8_t inner[SWY_BOOT_DIGEST_LEN];
     swy_boot_sha256_t ctx;
-    swy_boot_sha256_init(&ctx);
-    swy_boot_sha256_update(&ctx, secret, SWY_BOOT_SECRET_LEN);
-    swy_boot_sha256_update(&ctx, nonce, SWY_BOOT_NONCE_LEN);
+    proof_hmac_begin(&ctx, secret, 0x36);
+    swy_boot_sha256_update(&ctx, label, sizeof(rank_label));
+    swy_boot_sha256_update(&ctx, root_nonce, SWY_BOOT_NONCE_LEN);
+    swy_boot_sha256_update(&ctx, rank_nonce, SWY_BOOT_NONCE_LEN);
+    swy_boot_sha256_update(&ctx, hello_len_be, sizeof(hello_len_be));
+    if (hello_len > 0)
+        swy_boot_sha256_update(&ctx, hello, hello_len);
+    swy_boot_sha256_final(&ctx, inner);
+    proof_hmac_begin(&ctx, secret, 0x5c);
+    swy_boot_sha256_update(&ctx, inner, sizeof(inner));
     swy_boot_sha256_final(&ctx, digest_p);
 }
 

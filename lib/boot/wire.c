@@ -13,6 +13,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
+#include "util/config.h"
 #include "util/status.h"
 
 const char *swy_boot_msg_name(uint32_t type)
@@ -174,4 +175,26 @@ void swy_boot_block_sigpipe(void)
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
+}
+
+void swy_boot_liveness(double *heartbeat_s_p, double *outage_s_p)
+{
+    /* The getters clamp each value to its range (config_table.c), so
+     * every period here is finite and fits a timeval. */
+    double timeout_s = swy_config_get_double("SWY_TIMEOUT_S", 300.0);
+    double heartbeat_s = swy_config_get_double("SWY_HEARTBEAT_S", 2.0);
+    double auto_s = timeout_s / 10;
+    if (auto_s < SWY_BOOT_HEARTBEAT_MISSES * heartbeat_s)
+        auto_s = SWY_BOOT_HEARTBEAT_MISSES * heartbeat_s;
+    double outage_s = swy_config_get_double("SWY_OUTAGE_S", auto_s);
+    /* Tolerating a longer outage than any operation waits would only
+     * turn a clear error into a timeout of whatever waits on the peer. */
+    if (outage_s > timeout_s)
+        outage_s = timeout_s;
+    /* Silence is checked once a heartbeat: less than two would declare
+     * a live peer dead between two of its heartbeats. */
+    if (outage_s < 2 * heartbeat_s)
+        outage_s = 2 * heartbeat_s;
+    *heartbeat_s_p = heartbeat_s;
+    *outage_s_p = outage_s;
 }

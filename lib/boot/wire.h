@@ -5,9 +5,13 @@
  * byte order), followed by the payload. Multi-byte payload fields are big
  * endian as well. Conversation:
  *
- *   root -> client  CHALLENGE  nonce[32]
- *   client -> root  PROOF      SHA256(secret || nonce)
+ *   root -> client  CHALLENGE  root nonce[32]
+ *   client -> root  PROOF      rank nonce[32], HMAC (swy_boot_proof, rank)
  *   client -> root  HELLO      i32 rank, i32 nranks, i32 pid, hostname
+ *   root -> client  PROOF      HMAC (swy_boot_proof, root), once the
+ *                              rank's proof checked; a rank trusts no
+ *                              frame before it (a REJECT before it only
+ *                              ends the join)
  *   root -> client  READY      (all nranks joined)   or REJECT, then close
  *   both ways       HEARTBEAT  every SWY_HEARTBEAT_S seconds
  *   client -> root  COLL       u64 seq, blob (allgather; barrier = empty)
@@ -39,7 +43,7 @@
 /* Frames before the peer proved the secret are tiny; a peer without the
  * secret must not make the root buffer megabytes. */
 #define SWY_BOOT_MAX_HANDSHAKE_MSG 1024
-/* A peer silent for this many heartbeats is declared dead. */
+/* SWY_OUTAGE_S=auto is at least this many heartbeats. */
 #define SWY_BOOT_HEARTBEAT_MISSES 5
 
 typedef enum {
@@ -135,12 +139,32 @@ void swy_boot_sha256_update(swy_boot_sha256_t *ctx, const void *data,
 void swy_boot_sha256_final(swy_boot_sha256_t *ctx,
                            uint8_t digest[SWY_BOOT_DIGEST_LEN]);
 
-/* The answer to a challenge: SHA256(secret || nonce). */
+/* The proofs of the job secret, both ways: HMAC-SHA256 keyed with the
+ * secret over a role label, the root's nonce, the rank's nonce and the
+ * rank's HELLO payload. Both nonces make a recorded or relayed proof
+ * useless elsewhere; the HELLO binds it to one rank. */
+typedef enum {
+    SWY_BOOT_PROOF_RANK, /* PROOF from a rank: it knows the secret */
+    SWY_BOOT_PROOF_ROOT, /* PROOF from the root, in answer */
+} swy_boot_proof_role_t;
+
+#define SWY_BOOT_RANK_PROOF_LEN (SWY_BOOT_NONCE_LEN + SWY_BOOT_DIGEST_LEN)
+
 void swy_boot_proof(const uint8_t secret[SWY_BOOT_SECRET_LEN],
-                    const uint8_t nonce[SWY_BOOT_NONCE_LEN],
+                    swy_boot_proof_role_t role,
+                    const uint8_t root_nonce[SWY_BOOT_NONCE_LEN],
+                    const uint8_t rank_nonce[SWY_BOOT_NONCE_LEN],
+                    const void *hello, size_t hello_len,
                     uint8_t digest_p[SWY_BOOT_DIGEST_LEN]);
 /* Constant-time comparison; 1 when equal. */
 int swy_boot_digest_equal(const uint8_t *a, const uint8_t *b, size_t len);
+
+/* The control plane's liveness settings, read from the configuration:
+ * the heartbeat period (SWY_HEARTBEAT_S) and the silence after which a
+ * peer is declared failed with SWY_ERR_TIMEOUT (SWY_OUTAGE_S: auto is
+ * SWY_TIMEOUT_S/10 and at least SWY_BOOT_HEARTBEAT_MISSES heartbeats;
+ * never above SWY_TIMEOUT_S nor below two heartbeats). */
+void swy_boot_liveness(double *heartbeat_s_p, double *outage_s_p);
 
 /* Make libevent thread safe (evthread_use_pthreads) exactly once. */
 swy_status_t swy_boot_libevent_init(void);

@@ -13,12 +13,16 @@
 
 #include <hwloc.h>
 
+#include "util/alloc.h"
 #include "util/config.h"
+#include "util/file.h"
 #include "util/log.h"
 #include "util/status.h"
 
 #define SWY_TOPO_SUBSYS "topo"
 #define SWY_TOPO_BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
+/* hwloc XML of a large host is a few MiB. */
+#define SWY_TOPO_XML_MAX_BYTES (64u << 20)
 
 #define SWY_TOPO_PCI_CLASS_VGA 0x0300
 #define SWY_TOPO_PCI_CLASS_3D 0x0302
@@ -320,6 +324,8 @@ static swy_status_t topo_load(const char *xml_path, const char *synthetic,
 {
     hwloc_topology_t topology;
     swy_status_t status;
+    char *xml_text = NULL; /* parsed by hwloc_topology_load */
+    size_t xml_len = 0;
 
     if (hwloc_topology_init(&topology) != 0) {
         return swy_err_set(SWY_ERR_SYSTEM, SWY_TOPO_SUBSYS,
@@ -335,13 +341,15 @@ static swy_status_t topo_load(const char *xml_path, const char *synthetic,
         goto err_destroy;
     }
     if (xml_path != NULL) {
-        if (access(xml_path, R_OK) != 0) {
-            status = swy_err_set(SWY_ERR_INVALID_ARG, SWY_TOPO_SUBSYS,
-                                 "topology XML '%s' cannot be read: %s",
-                                 xml_path, strerror(errno));
+        /* Read here, bounded, and handed to hwloc from memory: hwloc
+         * would read a FIFO or /dev/zero without end. */
+        status = swy_file_read_text(xml_path, "topology XML",
+                                    SWY_TOPO_SUBSYS, SWY_TOPO_XML_MAX_BYTES,
+                                    &xml_text, &xml_len);
+        if (status != SWY_OK)
             goto err_destroy;
-        }
-        if (hwloc_topology_set_xml(topology, xml_path) != 0) {
+        if (hwloc_topology_set_xmlbuffer(topology, xml_text,
+                                         (int)xml_len + 1) != 0) {
             status = swy_err_set(SWY_ERR_INVALID_ARG, SWY_TOPO_SUBSYS,
                                  "hwloc cannot parse topology XML '%s'",
                                  xml_path);
@@ -368,10 +376,12 @@ static swy_status_t topo_load(const char *xml_path, const char *synthetic,
             strerror(errno));
         goto err_destroy;
     }
+    swy_free(xml_text);
     *topology_p = topology;
     return SWY_OK;
 
 err_destroy:
+    swy_free(xml_text);
     hwloc_topology_destroy(topology);
     return status;
 }

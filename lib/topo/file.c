@@ -7,7 +7,9 @@
  * GBps is 1e9 bytes/s, usec microseconds; both may be floats. Class lines
  * apply first and pair lines after them, whatever their order in the file,
  * so a pair line always refines its class. The whole file is checked before
- * anything is applied: a bad file leaves the matrix as it was. */
+ * anything is applied: a bad file leaves the matrix as it was. It is read
+ * through swy_file_read_text: a regular file of at most
+ * SWY_TOPO_FILE_MAX_BYTES, lines of at most SWY_TOPO_FILE_MAX_LINE. */
 #include "topo/topo.h"
 
 #include <errno.h>
@@ -17,11 +19,15 @@
 #include <string.h>
 
 #include "util/alloc.h"
+#include "util/file.h"
 #include "util/log.h"
 #include "util/status.h"
 
 #define SWY_TOPO_SUBSYS "topo"
 #define SWY_TOPO_FILE_MAX_TOKENS 5
+/* A pair line for every pair of 1,000 ranks fits; /dev/zero does not. */
+#define SWY_TOPO_FILE_MAX_BYTES (64u << 20)
+#define SWY_TOPO_FILE_MAX_LINE 1024
 
 typedef struct {
     int link_class;   /* >= 0: a class line; -1: a pair line */
@@ -125,25 +131,29 @@ static swy_status_t topo_file_read(const char *path, int nranks,
                                    topo_file_entry_t **entries_p,
                                    size_t *nentries_p)
 {
-    FILE *file;
-    char *line = NULL;
-    size_t line_cap = 0;
+    char *text = NULL;
+    char *cursor, *line;
     topo_file_entry_t *entries = NULL;
     size_t nentries = 0, capacity = 0;
     int line_no = 0;
     swy_status_t status = SWY_OK;
 
-    file = fopen(path, "r");
-    if (file == NULL) {
-        return swy_err_set(SWY_ERR_INVALID_ARG, SWY_TOPO_SUBSYS,
-                           "cannot open topology file '%s': %s", path,
-                           strerror(errno));
-    }
-    while (getline(&line, &line_cap, file) >= 0) {
+    SWY_CHECK(swy_file_read_text(path, "topology file", SWY_TOPO_SUBSYS,
+                                 SWY_TOPO_FILE_MAX_BYTES, &text, NULL));
+    cursor = text;
+    while ((line = swy_file_next_line(&cursor)) != NULL) {
         topo_file_entry_t entry;
         int parsed;
 
         line_no++;
+        if (strlen(line) > SWY_TOPO_FILE_MAX_LINE) {
+            status = swy_err_set(SWY_ERR_INVALID_ARG, SWY_TOPO_SUBSYS,
+                                 "%s:%d: line of %zu bytes, over the "
+                                 "%d-byte limit",
+                                 path, line_no, strlen(line),
+                                 SWY_TOPO_FILE_MAX_LINE);
+            goto err_free;
+        }
         parsed = topo_file_parse_line(line, path, line_no, nranks, &entry);
         if (parsed < 0) {
             status = (swy_status_t)parsed;
@@ -166,22 +176,14 @@ static swy_status_t topo_file_read(const char *path, int nranks,
         }
         entries[nentries++] = entry;
     }
-    if (ferror(file)) {
-        status = swy_err_set(SWY_ERR_INVALID_ARG, SWY_TOPO_SUBSYS,
-                             "error reading topology file '%s' after line "
-                             "%d", path, line_no);
-        goto err_free;
-    }
-    free(line); /* allocated by getline */
-    fclose(file);
+    swy_free(text);
     *entries_p = entries;
     *nentries_p = nentries;
     return SWY_OK;
 
 err_free:
     swy_free(entries);
-    free(line);
-    fclose(file);
+    swy_free(text);
     return status;
 }
 

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,13 +12,20 @@
 
 #include "util/alloc.h"
 #include "util/config_table.h"
+#include "util/file.h"
 #include "util/log.h"
+#include "util/status.h"
+
+/* SWY_CONFIG holds a few dozen lines; a larger file is a wrong path. */
+#define CONFIG_FILE_MAX_BYTES (1u << 20)
+#define CONFIG_LINE_MAX 4096
 
 extern char **environ;
 
 typedef struct {
     char *file_value; /* from SWY_CONFIG, NULL if absent */
     char *env_value;  /* from the environment, NULL if absent */
+    char *warned;     /* the value last warned about (warn once) */
 } swy_config_slot_t;
 
 /* Recursive: loading warns through the log, which reads the config. */
@@ -47,27 +55,32 @@ static char *trim(char *text)
 
 static void config_load_file(const char *path)
 {
-    FILE *file = fopen(path, "r");
-    if (file == NULL) {
-        swy_warn("util", "SWY_CONFIG=%s cannot be opened: %s", path,
-                 strerror(errno));
+    char *text = NULL;
+    if (swy_file_read_text(path, "SWY_CONFIG file", "util",
+                           CONFIG_FILE_MAX_BYTES, &text, NULL) != SWY_OK) {
+        swy_warn("util", "SWY_CONFIG ignored: %s", swy_err_last());
         return;
     }
-    char line[1024];
+    char *cursor = text, *line;
     int lineno = 0;
-    while (fgets(line, sizeof(line), file) != NULL) {
+    while ((line = swy_file_next_line(&cursor)) != NULL) {
         lineno++;
-        char *text = trim(line);
-        if (*text == '\0' || *text == '#')
+        if (strlen(line) > CONFIG_LINE_MAX) {
+            swy_warn("util", "%s:%d: line of %zu bytes (over %d) ignored",
+                     path, lineno, strlen(line), CONFIG_LINE_MAX);
             continue;
-        char *eq = strchr(text, '=');
+        }
+        char *text_line = trim(line);
+        if (*text_line == '\0' || *text_line == '#')
+            continue;
+        char *eq = strchr(text_line, '=');
         if (eq == NULL) {
             swy_warn("util", "%s:%d: expected NAME=value, got '%s'", path,
-                     lineno, text);
+                     lineno, text_line);
             continue;
         }
         *eq = '\0';
-        char *name = trim(text), *value = trim(eq + 1);
+        char *name = trim(text_line), *value = trim(eq + 1);
         ssize_t idx = config_index(name);
         if (idx < 0) {
             swy_warn("util", "%s:%d: unknown variable %s ignored", path,
@@ -78,7 +91,7 @@ static void config_load_file(const char *path)
             continue;
         config_slots[idx].file_value = swy_strdup(value);
     }
-    fclose(file);
+    swy_free(text);
 }
 
 static void config_load_locked(void)
@@ -207,45 +220,196 @@ int swy_config_parse_size(const char *text, size_t *value_p)
     return 0;
 }
 
+int swy_config_parse_double(const char *text, double *value_p)
+{
+    if (text == NULL)
+        return -1;
+    char *end;
+    errno = 0;
+    double value = strtod(text, &end);
+    /* ERANGE: an overflow is an infinity (clamped like one), an
+     * underflow a zero; both are numbers. */
+    if (end == text || isnan(value))
+        return -1;
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end != '\0')
+        return -1;
+    *value_p = value;
+    return 0;
+}
+
+const swy_config_entry_t *swy_config_entry(const char *name)
+{
+    if (name == NULL)
+        return NULL;
+    config_ensure();
+    ssize_t idx = config_index(name);
+    return idx < 0 ? NULL : &swy_config_table[idx];
+}
+
+const char *swy_config_type_name(swy_config_type_t type)
+{
+    switch (type) {
+    case SWY_CONFIG_UNTYPED: return "untyped";
+    case SWY_CONFIG_TEXT: return "text";
+    case SWY_CONFIG_PATH: return "path";
+    case SWY_CONFIG_BOOL: return "bool";
+    case SWY_CONFIG_INT: return "integer";
+    case SWY_CONFIG_DOUBLE: return "number";
+    case SWY_CONFIG_SIZE: return "size";
+    }
+    return "?";
+}
+
+/* 1 the first time a variable has this (bad) value: the getters run at
+ * every init, and one warning per value is enough. */
+static int config_first_warning(const char *name, const char *text)
+{
+    int first = 1;
+    pthread_mutex_lock(&config_lock);
+    ssize_t idx = config_index(name);
+    if (idx >= 0 && config_slots != NULL) {
+        swy_config_slot_t *slot = &config_slots[idx];
+        if (slot->warned != NULL && strcmp(slot->warned, text) == 0) {
+            first = 0;
+        } else {
+            swy_free(slot->warned);
+            slot->warned = swy_strdup(text);
+        }
+    }
+    pthread_mutex_unlock(&config_lock);
+    return first;
+}
+
+#define config_warn_once(name, text, ...)                                    \
+    do {                                                                     \
+        if (config_first_warning((name), (text)))                            \
+            swy_warn("util", __VA_ARGS__);                                   \
+    } while (0)
+
+/* The table's range for a number, if name is one. */
+static int config_range(const char *name, double *min_p, double *max_p)
+{
+    const swy_config_entry_t *entry = swy_config_entry(name);
+    if (entry == NULL || (entry->type != SWY_CONFIG_INT &&
+                          entry->type != SWY_CONFIG_DOUBLE &&
+                          entry->type != SWY_CONFIG_SIZE))
+        return 0;
+    *min_p = entry->min;
+    *max_p = entry->max;
+    return 1;
+}
+
+/* 1 and the nearer bound in *used_p when value is outside the range
+ * [*min_p, *max_p]. */
+static int config_clamp(const char *name, double value, double *used_p,
+                        double *min_p, double *max_p)
+{
+    double min, max;
+    if (!config_range(name, &min, &max))
+        return 0;
+    *min_p = min;
+    *max_p = max;
+    if (value < min) {
+        *used_p = min;
+        return 1;
+    }
+    if (value > max) {
+        *used_p = max;
+        return 1;
+    }
+    return 0;
+}
+
 int64_t swy_config_get_int(const char *name, int64_t fallback)
 {
-    const char *text = swy_config_get(name);
-    int64_t value;
-    if (text == NULL)
-        return fallback;
-    if (swy_config_parse_int(text, &value) != 0) {
-        swy_warn("util", "%s='%s' is not an integer; using %" PRId64, name,
-                 text, fallback);
-        return fallback;
-    }
-    return value;
+    return swy_config_int_of(name, swy_config_get(name), fallback);
 }
 
 double swy_config_get_double(const char *name, double fallback)
 {
-    const char *text = swy_config_get(name);
-    if (text == NULL)
-        return fallback;
-    char *end;
-    double value = strtod(text, &end);
-    if (end == text || *trim(end) != '\0') {
-        swy_warn("util", "%s='%s' is not a number; using %g", name, text,
-                 fallback);
-        return fallback;
-    }
-    return value;
+    return swy_config_double_of(name, swy_config_get(name), fallback);
 }
 
 size_t swy_config_get_size(const char *name, size_t fallback)
 {
-    const char *text = swy_config_get(name);
+    return swy_config_size_of(name, swy_config_get(name), fallback);
+}
+
+int64_t swy_config_int_of(const char *name, const char *text,
+                          int64_t fallback)
+{
+    int64_t value;
+    if (text == NULL || strcmp(text, "auto") == 0)
+        return fallback;
+    if (swy_config_parse_int(text, &value) != 0) {
+        config_warn_once(name, text,
+                         "%s='%s' is not an integer; using %" PRId64, name,
+                         text, fallback);
+        return fallback;
+    }
+    double used, min, max;
+    if (config_clamp(name, (double)value, &used, &min, &max)) {
+        config_warn_once(name, text,
+                         "%s='%s' is outside its range %g..%g; using %" PRId64,
+                         name, text, min, max, (int64_t)used);
+        return (int64_t)used;
+    }
+    return value;
+}
+
+double swy_config_double_of(const char *name, const char *text,
+                            double fallback)
+{
+    double value;
+    if (text == NULL || strcmp(text, "auto") == 0)
+        return fallback;
+    if (swy_config_parse_double(text, &value) != 0) {
+        config_warn_once(name, text, "%s='%s' is not a number; using %g",
+                         name, text, fallback);
+        return fallback;
+    }
+    double used, min, max;
+    if (config_clamp(name, value, &used, &min, &max)) {
+        config_warn_once(name, text,
+                         "%s='%s' is outside its range %g..%g; using %g",
+                         name, text, min, max, used);
+        return used;
+    }
+    return value;
+}
+
+size_t swy_config_size_of(const char *name, const char *text,
+                          size_t fallback)
+{
     size_t value;
     if (text == NULL || strcmp(text, "auto") == 0)
         return fallback;
     if (swy_config_parse_size(text, &value) != 0) {
-        swy_warn("util", "%s='%s' is not a size (e.g. 4096, 64K, 2M); "
-                 "using %zu", name, text, fallback);
+        /* A negative or overflowing size is out of range rather than
+         * malformed: clamp it like any other number. */
+        double number, used, min, max;
+        if (swy_config_parse_double(text, &number) == 0 &&
+            config_clamp(name, number, &used, &min, &max)) {
+            config_warn_once(name, text,
+                             "%s='%s' is outside its range %.0f..%.0f; "
+                             "using %zu",
+                             name, text, min, max, (size_t)used);
+            return (size_t)used;
+        }
+        config_warn_once(name, text,
+                         "%s='%s' is not a size (e.g. 4096, 64K, 2M); "
+                         "using %zu",
+                         name, text, fallback);
         return fallback;
+    }
+    double used, min, max;
+    if (config_clamp(name, (double)value, &used, &min, &max)) {
+        config_warn_once(name, text,
+                         "%s='%s' is outside its range %.0f..%.0f; using %zu",
+                         name, text, min, max, (size_t)used);
+        return (size_t)used;
     }
     return value;
 }
@@ -263,8 +427,8 @@ int swy_config_get_bool(const char *name, int fallback)
         !strcasecmp(text, "no") || !strcasecmp(text, "false") ||
         !strcasecmp(text, "off"))
         return 0;
-    swy_warn("util", "%s='%s' is not a boolean; using %d", name, text,
-             fallback);
+    config_warn_once(name, text, "%s='%s' is not a boolean; using %d", name,
+                     text, fallback);
     return fallback;
 }
 

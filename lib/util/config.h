@@ -1,7 +1,14 @@
 /* The one table of SWY_* configuration variables. Only this module reads
  * the environment. Values come from, in order: the environment, the file
  * named by SWY_CONFIG (lines "NAME=value", '#' comments), the default.
- * Unknown SWY_* names in the environment or file warn once. */
+ * Unknown SWY_* names in the environment or file warn once.
+ *
+ * Every entry has a type, and numbers a range. One rule for all of them
+ * (SWY_CONFIG_RULE, printed by swy-info -c): a number outside its range,
+ * an infinite one included, is clamped to the nearer bound; a value that
+ * is not a number of its type (nan included) gives the caller's default.
+ * Either way a warning names the variable, the value and the value used,
+ * once per variable and value. */
 #ifndef SWY_UTIL_CONFIG_H
 #define SWY_UTIL_CONFIG_H
 
@@ -10,25 +17,62 @@
 
 #include "switchyard/switchyard.h"
 
+typedef enum {
+    SWY_CONFIG_UNTYPED = 0, /* an entry that forgot its type (test_config) */
+    SWY_CONFIG_TEXT,        /* names, lists, host:port: its reader checks */
+    SWY_CONFIG_PATH,        /* a file or directory name */
+    SWY_CONFIG_BOOL,        /* 1/0, yes/no, true/false, on/off */
+    SWY_CONFIG_INT,         /* a decimal integer within [min, max] */
+    SWY_CONFIG_DOUBLE,      /* a finite number within [min, max] */
+    SWY_CONFIG_SIZE,        /* bytes (K/M/G suffixes) within [min, max] */
+} swy_config_type_t;
+
+#define SWY_CONFIG_RULE                                                      \
+    "Numbers outside their range (inf included) are clamped to the nearer " \
+    "bound; values that are not numbers of their type (nan included) give " \
+    "the default; both with a warning naming the variable, the value and "  \
+    "the value used. \"auto\" (or unset) means the default."
+
 typedef struct {
     const char *name;
     const char *default_value; /* NULL: unset by default */
     const char *help;
+    swy_config_type_t type;
+    double min, max; /* INT, DOUBLE, SIZE: accepted range, both included */
 } swy_config_entry_t;
 
 /* Value of a table variable, or NULL when unknown or unset. The pointer
  * stays valid for the life of the process. */
 const char *swy_config_get(const char *name);
 /* Parsers: on a malformed value, log a warning naming the variable and
- * return the fallback. Sizes accept K, M, G (powers of 1024) and "KiB". */
+ * return the fallback; a value outside the table's range is clamped with
+ * a warning (SWY_CONFIG_RULE). "auto" gives the fallback (sizes, doubles).
+ * Sizes accept K, M, G (powers of 1024) and "KiB". */
 int64_t swy_config_get_int(const char *name, int64_t fallback);
 double swy_config_get_double(const char *name, double fallback);
 size_t swy_config_get_size(const char *name, size_t fallback);
 int swy_config_get_bool(const char *name, int fallback);
+/* The same rule applied to a text given for name (NULL: the fallback),
+ * for settings that do not come from the environment (e.g. a per
+ * communicator setting); the getters above are these on the variable's
+ * value. */
+int64_t swy_config_int_of(const char *name, const char *text,
+                          int64_t fallback);
+double swy_config_double_of(const char *name, const char *text,
+                            double fallback);
+size_t swy_config_size_of(const char *name, const char *text,
+                          size_t fallback);
 
 /* Parse helpers shared with tools and tests. Return 0 on success. */
 int swy_config_parse_size(const char *text, size_t *value_p);
 int swy_config_parse_int(const char *text, int64_t *value_p);
+/* A finite or infinite number with nothing after it; nan is refused. */
+int swy_config_parse_double(const char *text, double *value_p);
+
+/* The table entry of name; NULL when it is not a table variable. */
+const swy_config_entry_t *swy_config_entry(const char *name);
+/* Name of a type for swy-info ("size", "seconds"...). */
+const char *swy_config_type_name(swy_config_type_t type);
 
 /* A variable outside the SWY_ namespace (launcher conventions such as
  * RANK, OMPI_COMM_WORLD_RANK); NULL when unset. */

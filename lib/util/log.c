@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "util/config.h"
 
 /* 0: not read yet, 1: being read, 2: ready. Reading the config may warn
@@ -145,4 +146,22 @@ void swy_log(swy_log_level_t level, const char *subsys, const char *fmt, ...)
     va_start(ap, fmt);
     swy_vlog(level, subsys, fmt, ap);
     va_end(ap);
+}
+
+int swy_log_limit(swy_log_limit_t *limit, double period_s, unsigned burst,
+                  unsigned *suppressed_p)
+{
+    double now = swy_time_s();
+    if (now - limit->window_start_s >= period_s) {
+        limit->window_start_s = now;
+        limit->in_window = 0;
+    }
+    if (limit->in_window >= burst) {
+        limit->suppressed++;
+        return 0;
+    }
+    limit->in_window++;
+    *suppressed_p = limit->suppressed;
+    limit->suppressed = 0;
+    return 1;
 }

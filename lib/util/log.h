@@ -16,6 +16,20 @@ void swy_log(swy_log_level_t level, const char *subsys, const char *fmt, ...)
 void swy_vlog(swy_log_level_t level, const char *subsys, const char *fmt,
               va_list ap);
 
+/* A limit for a warning that a peer can make repeat (a flood of bad
+ * connections): at most `burst` lines per `period_s`; zero-initialize. */
+typedef struct {
+    double window_start_s;
+    unsigned in_window;
+    unsigned suppressed;
+} swy_log_limit_t;
+
+/* 1 when this occurrence may be logged; then *suppressed_p is how many
+ * were held back since the last one logged (to say so in the line). Not
+ * thread safe: one limit per thread (a loop's callbacks). */
+int swy_log_limit(swy_log_limit_t *limit, double period_s, unsigned burst,
+                  unsigned *suppressed_p);
+
 /* Label that prefixes this process's lines, e.g. "rank 3". */
 void swy_log_set_rank(int rank);
 

@@ -42,7 +42,138 @@ run_cluster() { # args...: runs swy-run in the background; sets $pid
     pid=$!
 }
 
+# ---- fault tests (fault_*): $test_env is fault_rank here ----
+# Shared-memory segments a rank in a fresh PID namespace would name
+# (/swy-<small pid>-...): none may be left on the host.
+ns_segments() { ls /dev/shm 2>/dev/null | grep -E '^swy-[0-9]{1,3}-' | sort; }
+fault_start() { # fault_start ENV... -- STEPS PACE_MS: 2 nodes x 2 ranks
+    local envs=()
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    segs_before=$(ns_segments)
+    fault_t0=$(date +%s%N)
+    env "${envs[@]}" "$swy_run" --timeout 150 --grace 5 --nodes 2 \
+        --ranks-per-node 2 "$test_env" "$@" >"$work/out" 2>"$work/err" &
+    pid=$!
+    for i in $(seq 600); do
+        [ "$(grep -c ': started$' "$work/out")" = 4 ] && return 0
+        kill -0 $pid 2>/dev/null || break
+        sleep 0.1
+    done
+    wait $pid; rc=$?; skip_if_unsupported $rc
+    cat "$work/out" "$work/err"; fail "the ranks did not start (status $rc)"
+    exit 1
+}
+rank_pid() { # the fault_rank process of rank $1 (global pid)
+    local p
+    for p in $(pgrep -f "^$test_env "); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SWY_RANK=$1" &&
+            { echo "$p"; return; }
+    done
+}
+node_ns() { echo "swy-$pid-n$1"; }
+# fault_end EXPECT: ok (every rank completes) or error (every rank still
+# alive reports an error from the library; none hangs, none is wrong).
+fault_end() {
+    wait $pid; rc=$?
+    local secs=$(( ($(date +%s%N) - fault_t0) / 1000000 ))
+    cat "$work/out"; grep -v '^$' "$work/err" | tail -n 20
+    echo "swy-run exit $rc after $secs ms"
+    [ $rc = 124 ] && fail "hang: swy-run's --timeout stopped the job"
+    grep -q WRONG "$work/out" && fail "a wrong result"
+    local finals
+    finals=$(grep -cE '^\[[0-9]\] rank [0-9]: (ok|error)' "$work/out")
+    case $1 in
+    ok)
+        [ $rc = 0 ] || fail "exit status $rc, expected 0"
+        [ "$(grep -c ': ok [0-9]* steps$' "$work/out")" = 4 ] ||
+            fail "not every rank completed"
+        ;;
+    error)
+        [ $rc != 0 ] || fail "exit status 0 after a fatal fault"
+        [ "$finals" -ge "$2" ] ||
+            fail "$finals ranks reported an outcome, expected $2"
+        grep -E '^\[[0-9]\] rank [0-9]: error' "$work/out" |
+            grep -vqE "error (${3}) at" &&
+            fail "an error other than ${3}"
+        ;;
+    esac
+    [ -z "$(pgrep -f "^$test_env ")" ] ||
+        fail "rank processes left: $(pgrep -f "^$test_env " | tr '\n' ' ')"
+    local segs_after
+    segs_after=$(ns_segments)
+    [ "$segs_after" = "$segs_before" ] ||
+        fail "/dev/shm segments left: $(comm -13 <(echo "$segs_before") <(echo "$segs_after") | tr '\n' ' ')"
+    assert_clean $pid
+}
+
 case $case_name in
+fault_loss)
+    # 10% of the packets of node 1 dropped both ways (nftables, in its
+    # namespace): TCP retransmits; every result stays right.
+    command -v nft >/dev/null || { echo "skip: needs nft (nftables)"; exit 77; }
+    fault_start -- 60 20
+    ip netns exec "$(node_ns 1)" nft -f - <<'NFT' || fail "nft failed"
+table inet swyloss {
+    chain in { type filter hook input priority 0; numgen random mod 100 < 10 counter drop; }
+    chain out { type filter hook output priority 0; numgen random mod 100 < 10 counter drop; }
+}
+NFT
+    sleep 3
+    dropped=$(ip netns exec "$(node_ns 1)" nft list table inet swyloss 2>/dev/null |
+        sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | awk '{s += $1} END {print s + 0}')
+    echo "packets dropped in the first 3 s: $dropped"
+    [ "${dropped:-0}" -gt 0 ] || fail "nftables dropped nothing"
+    fault_end ok
+    ;;
+fault_flap_short)
+    # Node 1's link down for 12 s, under the tolerated outage that
+    # SWY_TIMEOUT_S's default (300 s) gives (30 s), and over the 10 s (5
+    # heartbeats) that was once fatal whatever SWY_TIMEOUT_S said:
+    # survived, every result right.
+    fault_start -- 150 30
+    sleep 0.5
+    ip -n "$(node_ns 1)" link set eth0 down
+    sleep 12
+    ip -n "$(node_ns 1)" link set eth0 up
+    fault_end ok
+    ;;
+fault_flap_long)
+    # Down for longer than the 4 s outage: every rank fails with
+    # SWY_ERR_TIMEOUT (the silent side named), none hangs.
+    fault_start SWY_OUTAGE_S=4 SWY_TIMEOUT_S=60 -- 400 30
+    sleep 0.5
+    ip -n "$(node_ns 1)" link set eth0 down
+    sleep 12
+    ip -n "$(node_ns 1)" link set eth0 up 2>/dev/null
+    fault_end error 4 "timed out|remote peer failed"
+    grep -q 'SWY_OUTAGE_S' "$work/out" || fail "no rank names the outage"
+    ;;
+fault_sigkill)
+    # Rank 3 killed mid-collective: the other three report the death.
+    # Mostly as SWY_ERR_REMOTE from the control plane; a rank whose UCX
+    # endpoint to rank 3 fails first (about one run in ten) returns
+    # SWY_ERR_TRANSPORT naming rank 3 instead. Either names rank 3.
+    fault_start -- 400 30
+    sleep 0.5
+    kill -KILL "$(rank_pid 3)"
+    fault_end error 3 "remote peer failed|transport error"
+    grep -q 'rank 3 (pid [0-9]* on node1) died' "$work/out" ||
+        fail "no rank names rank 3's death"
+    grep -E '^\[[0-9]\] rank [0-9]: error' "$work/out" | grep -v 'rank 3' &&
+        fail "an error that does not name rank 3"
+    ;;
+fault_sigstop)
+    # Rank 2 stopped mid-collective (alive, silent): the others fail with
+    # SWY_ERR_TIMEOUT naming it after the 4 s outage; swy-run then kills
+    # the stopped one.
+    fault_start SWY_OUTAGE_S=4 SWY_TIMEOUT_S=60 -- 400 30
+    sleep 0.5
+    kill -STOP "$(rank_pid 2)"
+    fault_end error 3 "timed out|remote peer failed"
+    grep -q 'rank 2 (pid [0-9]* on node1) timed out' "$work/out" ||
+        fail "no rank names rank 2 as timed out"
+    ;;
 bench_compare)
     # swy-bench coll runs its peers where rank 0 is, so a job over two
     # nodes has nothing to compare there: auto says so and succeeds,

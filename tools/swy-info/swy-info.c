@@ -19,15 +19,23 @@
 static void print_var(const swy_config_entry_t *e, const char *value,
                       void *arg)
 {
-    printf("%-22s = %-10s (default: %s)\n    %s\n", e->name,
+    (void)arg;
+    char range[64] = "";
+    if (e->type == SWY_CONFIG_INT || e->type == SWY_CONFIG_SIZE)
+        snprintf(range, sizeof(range), " %.0f..%.0f", e->min, e->max);
+    else if (e->type == SWY_CONFIG_DOUBLE)
+        snprintf(range, sizeof(range), " %g..%g", e->min, e->max);
+    printf("%-22s = %-10s (default: %s; %s%s)\n    %s\n", e->name,
            value ? value : "(unset)",
-           e->default_value ? e->default_value : "unset", e->help);
+           e->default_value ? e->default_value : "unset",
+           swy_config_type_name(e->type), range, e->help);
 }
 
 static int show_config(void)
 {
     printf("Switchyard %s configuration variables "
-           "(environment > SWY_CONFIG file > default):\n\n", swy_version());
+           "(environment > SWY_CONFIG file > default).\n%s\n\n",
+           swy_version(), SWY_CONFIG_RULE);
     swy_config_foreach(print_var, NULL);
     return 0;
 }

@@ -64,15 +64,51 @@ static void test_secret_derivation(void)
     CHECK_OK(swy_boot_secret_random(r2));
     CHECK(memcmp(r1, r2, sizeof(r1)) != 0);
 
-    /* The proof depends on both the secret and the nonce. */
-    uint8_t nonce[SWY_BOOT_NONCE_LEN] = {1, 2, 3};
-    uint8_t p1[32], p2[32], p3[32];
-    swy_boot_proof(a, nonce, p1);
-    swy_boot_proof(c, nonce, p2);
-    nonce[31] = 9;
-    swy_boot_proof(a, nonce, p3);
-    CHECK(!swy_boot_digest_equal(p1, p2, 32));
+    /* The proofs are HMAC-SHA256 (RFC 2104) keyed with the secret; the
+     * reference digests come from Python's hmac module:
+     *   hmac.new(secret, label + b"\\0" + root_nonce + rank_nonce
+     *            + struct.pack(">I", len(hello)) + hello, sha256)
+     * with secret = sha256(b"switchyard job key v1\\0job-1234"). */
+    static const char rank_hex[] =
+        "0187470869a3d4a5b35b3f943a1d4f1071a70cc86a1ff791cc9b8294f5ba130e";
+    static const char root_hex[] =
+        "6fb5d6894f2d23b632ede0149163546151da82ead9fc535bb1f7ce04040faf1f";
+    uint8_t root_nonce[SWY_BOOT_NONCE_LEN] = {1, 2, 3};
+    uint8_t rank_nonce[SWY_BOOT_NONCE_LEN];
+    for (int i = 0; i < SWY_BOOT_NONCE_LEN; i++)
+        rank_nonce[i] = (uint8_t)i;
+    uint8_t hello[16] = {0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 7, 'h', 'o', 's',
+                         't'};
+    uint8_t p1[32], p2[32], p3[32], p4[32], p5[32], p6[32];
+    swy_boot_proof(a, SWY_BOOT_PROOF_RANK, root_nonce, rank_nonce, hello,
+                   sizeof(hello), p1);
+    swy_boot_proof(a, SWY_BOOT_PROOF_ROOT, root_nonce, rank_nonce, hello,
+                   sizeof(hello), p2);
+    char hex[65];
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", p1[i]);
+    CHECK(strcmp(hex, rank_hex) == 0);
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", p2[i]);
+    CHECK(strcmp(hex, root_hex) == 0);
+    /* ... and on every input: secret, each nonce, the HELLO (the rank). */
+    swy_boot_proof(c, SWY_BOOT_PROOF_RANK, root_nonce, rank_nonce, hello,
+                   sizeof(hello), p3);
+    rank_nonce[31] ^= 1;
+    swy_boot_proof(a, SWY_BOOT_PROOF_RANK, root_nonce, rank_nonce, hello,
+                   sizeof(hello), p4);
+    rank_nonce[31] ^= 1;
+    root_nonce[31] = 9;
+    swy_boot_proof(a, SWY_BOOT_PROOF_RANK, root_nonce, rank_nonce, hello,
+                   sizeof(hello), p5);
+    root_nonce[31] = 0;
+    hello[3] = 0; /* rank 0 instead of 1 */
+    swy_boot_proof(a, SWY_BOOT_PROOF_RANK, root_nonce, rank_nonce, hello,
+                   sizeof(hello), p6);
     CHECK(!swy_boot_digest_equal(p1, p3, 32));
+    CHECK(!swy_boot_digest_equal(p1, p4, 32));
+    CHECK(!swy_boot_digest_equal(p1, p5, 32));
+    CHECK(!swy_boot_digest_equal(p1, p6, 32));
     CHECK(swy_boot_digest_equal(p1, p1, 32));
 }
 

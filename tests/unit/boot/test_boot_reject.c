@@ -130,15 +130,21 @@ static void put_header(uint8_t *p, uint32_t type, uint32_t len)
     swy_boot_put_u32(p + 4, len);
 }
 
-static void raw_prove(int fd, const char *secret_text)
+/* Answer the challenge with a proof that covers the HELLO payload hello
+ * (which the caller sends next, or not). */
+static void raw_prove(int fd, const char *secret_text, const void *hello,
+                      size_t hello_len)
 {
     uint8_t nonce[SWY_BOOT_NONCE_LEN];
     raw_recv_challenge(fd, nonce);
     uint8_t secret[SWY_BOOT_SECRET_LEN];
     test_secret(secret, secret_text);
-    uint8_t frame[SWY_BOOT_HEADER_LEN + SWY_BOOT_DIGEST_LEN];
-    put_header(frame, SWY_BOOT_MSG_PROOF, SWY_BOOT_DIGEST_LEN);
-    swy_boot_proof(secret, nonce, frame + SWY_BOOT_HEADER_LEN);
+    uint8_t frame[SWY_BOOT_HEADER_LEN + SWY_BOOT_RANK_PROOF_LEN];
+    put_header(frame, SWY_BOOT_MSG_PROOF, SWY_BOOT_RANK_PROOF_LEN);
+    uint8_t *rank_nonce = frame + SWY_BOOT_HEADER_LEN;
+    memset(rank_nonce, 0x5a, SWY_BOOT_NONCE_LEN);
+    swy_boot_proof(secret, SWY_BOOT_PROOF_RANK, nonce, rank_nonce, hello,
+                   hello_len, rank_nonce + SWY_BOOT_NONCE_LEN);
     raw_send(fd, frame, sizeof(frame));
 }
 
@@ -217,7 +223,7 @@ static void test_raw_abuse(void)
 
     /* Proven, then a malformed HELLO. */
     fd = raw_connect();
-    raw_prove(fd, "raw abuse");
+    raw_prove(fd, "raw abuse", "abc", 3);
     put_header(header, SWY_BOOT_MSG_HELLO, 3);
     raw_send(fd, header, sizeof(header));
     raw_send(fd, "abc", 3);
@@ -226,20 +232,20 @@ static void test_raw_abuse(void)
     /* Proven, then a frame over the handshake limit (the secret is right
      * but the rank has not joined yet). */
     fd = raw_connect();
-    raw_prove(fd, "raw abuse");
+    raw_prove(fd, "raw abuse", NULL, 0);
     put_header(header, SWY_BOOT_MSG_HELLO, 1u << 20);
     raw_send(fd, header, sizeof(header));
     CHECK(raw_expect_closed(fd, "oversized HELLO"));
 
     /* Proven, HELLO with a rank out of range. */
     fd = raw_connect();
-    raw_prove(fd, "raw abuse");
     uint8_t hello[SWY_BOOT_HEADER_LEN + 12 + 4];
     put_header(hello, SWY_BOOT_MSG_HELLO, 16);
     swy_boot_put_u32(hello + 8, 5);  /* rank */
     swy_boot_put_u32(hello + 12, 2); /* nranks */
     swy_boot_put_u32(hello + 16, 1);
     memcpy(hello + 20, "host", 4);
+    raw_prove(fd, "raw abuse", hello + SWY_BOOT_HEADER_LEN, 16);
     raw_send(fd, hello, sizeof(hello));
     CHECK(raw_expect_closed(fd, "rank out of range"));
 
@@ -256,13 +262,13 @@ static void test_joined_rank_garbage(void)
 {
     swy_boot_root_t *root = start_root("joined garbage");
     int fd = raw_connect();
-    raw_prove(fd, "joined garbage");
     uint8_t hello[SWY_BOOT_HEADER_LEN + 12 + 3];
     put_header(hello, SWY_BOOT_MSG_HELLO, 15);
     swy_boot_put_u32(hello + 8, 1);
     swy_boot_put_u32(hello + 12, 2);
     swy_boot_put_u32(hello + 16, 4242);
     memcpy(hello + 20, "raw", 3);
+    raw_prove(fd, "joined garbage", hello + SWY_BOOT_HEADER_LEN, 15);
     raw_send(fd, hello, sizeof(hello));
 
     swy_boot_t *boot = NULL;

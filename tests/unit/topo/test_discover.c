@@ -214,6 +214,15 @@ static void test_invalid_sources(void)
     EXPECT(strstr(swy_err_last(), bad_xml) != NULL);
     unlink(bad_xml);
 
+    /* hwloc would read these without end; they are refused by name. */
+    EXPECT(swy_topo_discover_from("/dev/zero", NULL, &local) ==
+           SWY_ERR_INVALID_ARG);
+    EXPECT(strstr(swy_err_last(), "'/dev/zero' is a character device") !=
+           NULL);
+    EXPECT(swy_topo_discover_from("/tmp", NULL, &local) ==
+           SWY_ERR_INVALID_ARG);
+    EXPECT(strstr(swy_err_last(), "is a directory") != NULL);
+
     EXPECT(swy_topo_discover_from(fixture_xml, "pack:1 pu:1", &local) ==
            SWY_ERR_INVALID_ARG);
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "topo/topo.h"
@@ -259,6 +260,42 @@ static void test_file_errors(void)
     EXPECT(swy_topo_load_file(topo, "/nonexistent/swy-topo-file") ==
            SWY_ERR_INVALID_ARG);
     EXPECT(strstr(swy_err_last(), "/nonexistent/swy-topo-file") != NULL);
+
+    /* Bounded reading: special files are refused by name (/dev/zero was
+     * once read until memory ran out, a FIFO would block), as is a line
+     * longer than any real one. */
+    EXPECT(swy_topo_load_file(topo, "/dev/zero") == SWY_ERR_INVALID_ARG);
+    EXPECT(strstr(swy_err_last(), "'/dev/zero' is a character device") !=
+           NULL);
+    char fifo[] = "/tmp/swy-topo-fifo-XXXXXX";
+    int fifo_fd = mkstemp(fifo);
+    EXPECT(fifo_fd >= 0);
+    close(fifo_fd);
+    unlink(fifo);
+    EXPECT(mkfifo(fifo, 0600) == 0);
+    EXPECT(swy_topo_load_file(topo, fifo) == SWY_ERR_INVALID_ARG);
+    EXPECT(strstr(swy_err_last(), "is a FIFO") != NULL);
+    unlink(fifo);
+    EXPECT(swy_topo_load_file(topo, "/tmp") == SWY_ERR_INVALID_ARG);
+    EXPECT(strstr(swy_err_last(), "is a directory") != NULL);
+    {
+        char long_path[] = "/tmp/swy-topo-long-XXXXXX";
+        int fd = mkstemp(long_path);
+        EXPECT(fd >= 0);
+        char line[3000];
+        memset(line, ' ', sizeof(line));
+        memcpy(line, "self 20 0.5", 11);
+        line[sizeof(line) - 1] = '\n';
+        EXPECT(write(fd, "same_node 9 1\n", 14) == 14);
+        EXPECT(write(fd, line, sizeof(line)) == (ssize_t)sizeof(line));
+        close(fd);
+        EXPECT(swy_topo_load_file(topo, long_path) == SWY_ERR_INVALID_ARG);
+        char where[64];
+        snprintf(where, sizeof(where), "%s:2: line of 2999 bytes",
+                 long_path);
+        EXPECT(strstr(swy_err_last(), where) != NULL);
+        unlink(long_path);
+    }
 
     /* A bad SWY_TOPO_FILE makes the build fail. */
     setenv("SWY_TOPO_FILE", "/nonexistent/swy-topo-file", 1);

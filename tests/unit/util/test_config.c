@@ -1,13 +1,22 @@
 /* Config table: parsing of sizes/ints/bools, precedence env > file >
- * default, unknown names, and every entry documented. */
+ * default, unknown names, every entry documented and typed, the one rule
+ * for values out of range or not numbers (with the warning it logs, once),
+ * and the bounded SWY_CONFIG reader. */
+#include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/alloc.h"
 #include "util/config.h"
 #include "util/config_table.h"
+#include "util/file.h"
 #include "util/status.h"
+
+static char log_path[64];
 
 static int failures;
 #define EXPECT(cond)                                                          \
@@ -85,6 +94,193 @@ static void test_table_documented(void)
     }
 }
 
+/* Lines of the log that contain every one of the given strings. */
+static int log_count(const char *a, const char *b)
+{
+    FILE *file = fopen(log_path, "r");
+    if (file == NULL)
+        return -1;
+    char line[2048];
+    int count = 0;
+    while (fgets(line, sizeof(line), file) != NULL)
+        count += strstr(line, a) != NULL && (b == NULL || strstr(line, b));
+    fclose(file);
+    return count;
+}
+
+static void test_table_typed(void)
+{
+    for (const swy_config_entry_t *e = swy_config_table; e->name; e++) {
+        if (e->type == SWY_CONFIG_UNTYPED)
+            fprintf(stderr, "%s has no type\n", e->name);
+        EXPECT(e->type != SWY_CONFIG_UNTYPED);
+        int number = e->type == SWY_CONFIG_INT ||
+                     e->type == SWY_CONFIG_DOUBLE ||
+                     e->type == SWY_CONFIG_SIZE;
+        if (!number || e->default_value == NULL ||
+            strcmp(e->default_value, "auto") == 0)
+            continue;
+        /* A default inside its own range. */
+        double value = 0;
+        EXPECT(swy_config_parse_double(e->default_value, &value) == 0 ||
+               e->type == SWY_CONFIG_SIZE);
+        if (e->type == SWY_CONFIG_SIZE) {
+            size_t size = 0;
+            EXPECT(swy_config_parse_size(e->default_value, &size) == 0);
+            value = (double)size;
+        }
+        EXPECT(e->min <= value && value <= e->max);
+    }
+    const swy_config_entry_t *timeout = swy_config_entry("SWY_TIMEOUT_S");
+    EXPECT(timeout != NULL && timeout->type == SWY_CONFIG_DOUBLE);
+    EXPECT(swy_config_entry("SWY_NOT_A_VAR") == NULL);
+}
+
+static void set_value(const char *name, const char *value)
+{
+    setenv(name, value, 1);
+    swy_config_reload();
+}
+
+/* One rule for every number: out of range (inf too) -> the nearer bound;
+ * not a number (nan too) -> the caller's default; a warning each, once. */
+static void test_bad_values(void)
+{
+    double d;
+    EXPECT(swy_config_parse_double("inf", &d) == 0 && isinf(d));
+    EXPECT(swy_config_parse_double("1e400", &d) == 0 && isinf(d));
+    EXPECT(swy_config_parse_double("nan", &d) != 0);
+    EXPECT(swy_config_parse_double("2 s", &d) != 0);
+    EXPECT(swy_config_parse_double(" 2.5 ", &d) != 0 || d == 2.5);
+
+    set_value("SWY_TIMEOUT_S", "inf");
+    EXPECT(swy_config_get_double("SWY_TIMEOUT_S", 300) == 1e7);
+    EXPECT(swy_config_get_double("SWY_TIMEOUT_S", 300) == 1e7);
+    EXPECT(log_count("SWY_TIMEOUT_S='inf' is outside its range 0.1..1e+07; "
+                     "using 1e+07", NULL) == 1); /* once */
+    set_value("SWY_TIMEOUT_S", "1e400");
+    EXPECT(swy_config_get_double("SWY_TIMEOUT_S", 300) == 1e7);
+    set_value("SWY_TIMEOUT_S", "0");
+    EXPECT(swy_config_get_double("SWY_TIMEOUT_S", 300) == 0.1);
+    EXPECT(log_count("SWY_TIMEOUT_S='0' is outside its range", "using 0.1") ==
+           1);
+    set_value("SWY_TIMEOUT_S", "-1");
+    EXPECT(swy_config_get_double("SWY_TIMEOUT_S", 300) == 0.1);
+    set_value("SWY_TIMEOUT_S", "nan");
+    EXPECT(swy_config_get_double("SWY_TIMEOUT_S", 300) == 300);
+    EXPECT(log_count("SWY_TIMEOUT_S='nan' is not a number; using 300",
+                     NULL) == 1);
+    set_value("SWY_TIMEOUT_S", "12.5");
+    EXPECT(swy_config_get_double("SWY_TIMEOUT_S", 300) == 12.5);
+    unsetenv("SWY_TIMEOUT_S");
+
+    set_value("SWY_HEARTBEAT_S", "1e308");
+    EXPECT(swy_config_get_double("SWY_HEARTBEAT_S", 2) == 3600);
+    EXPECT(log_count("SWY_HEARTBEAT_S='1e308'", "using 3600") == 1);
+    unsetenv("SWY_HEARTBEAT_S");
+
+    set_value("SWY_PARTITION_BYTES", "0");
+    EXPECT(swy_config_get_size("SWY_PARTITION_BYTES", 65536) == 4096);
+    EXPECT(log_count("SWY_PARTITION_BYTES='0' is outside its range",
+                     "using 4096") == 1);
+    set_value("SWY_PARTITION_BYTES", "-4");
+    EXPECT(swy_config_get_size("SWY_PARTITION_BYTES", 65536) == 4096);
+    set_value("SWY_PARTITION_BYTES", "99999999999999999999");
+    EXPECT(swy_config_get_size("SWY_PARTITION_BYTES", 65536) == (1u << 30));
+    set_value("SWY_PARTITION_BYTES", "lots");
+    EXPECT(swy_config_get_size("SWY_PARTITION_BYTES", 65536) == 65536);
+    set_value("SWY_PARTITION_BYTES", "auto");
+    EXPECT(swy_config_get_size("SWY_PARTITION_BYTES", 65536) == 65536);
+    unsetenv("SWY_PARTITION_BYTES");
+
+    set_value("SWY_SPIN_US", "-5");
+    EXPECT(swy_config_get_int("SWY_SPIN_US", 200) == 0);
+    set_value("SWY_SPIN_US", "99999999999");
+    EXPECT(swy_config_get_int("SWY_SPIN_US", 200) == 1000000);
+    unsetenv("SWY_SPIN_US");
+    swy_config_reload();
+}
+
+/* SWY_CONFIG is read bounded: special files are refused (not read until
+ * memory runs out, not blocked on), as are huge files; a long line is
+ * skipped with a warning instead of being cut into pieces. */
+static void test_config_file_bounds(void)
+{
+    set_value("SWY_CONFIG", "/dev/zero");
+    EXPECT(swy_config_get("SWY_TIMEOUT_S") != NULL);
+    EXPECT(log_count("SWY_CONFIG ignored", "is a character device") == 1);
+
+    char fifo[] = "/tmp/swy-config-fifo-XXXXXX";
+    int fd = mkstemp(fifo);
+    EXPECT(fd >= 0);
+    close(fd);
+    unlink(fifo);
+    EXPECT(mkfifo(fifo, 0600) == 0);
+    set_value("SWY_CONFIG", fifo);
+    EXPECT(log_count("SWY_CONFIG ignored", "is a FIFO") == 1);
+    unlink(fifo);
+
+    char path[] = "/tmp/swy-config-long-XXXXXX";
+    fd = mkstemp(path);
+    EXPECT(fd >= 0);
+    char line[6000];
+    memset(line, 'x', sizeof(line));
+    memcpy(line, "SWY_TIMEOUT_S=7", 15); /* then 'x's: not a number */
+    line[sizeof(line) - 1] = '\n';
+    EXPECT(write(fd, line, sizeof(line)) == (ssize_t)sizeof(line));
+    EXPECT(write(fd, "SWY_SPIN_US=11\n", 15) == 15);
+    close(fd);
+    set_value("SWY_CONFIG", path);
+    EXPECT(swy_config_get_int("SWY_SPIN_US", 0) == 11);
+    EXPECT(swy_config_get("SWY_TIMEOUT_S") != NULL &&
+           strcmp(swy_config_get("SWY_TIMEOUT_S"), "300") == 0);
+    EXPECT(log_count(":1: line of 5999 bytes (over 4096) ignored", NULL) ==
+           1);
+
+    /* Over the 1 MiB limit. */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    EXPECT(fd >= 0);
+    EXPECT(ftruncate(fd, (2 << 20)) == 0);
+    close(fd);
+    set_value("SWY_CONFIG", path);
+    EXPECT(log_count("SWY_CONFIG ignored", "over the 1048576-byte limit") ==
+           1);
+    unlink(path);
+    unsetenv("SWY_CONFIG");
+    swy_config_reload();
+
+    /* The reader itself: a NUL byte is not text; a missing file is
+     * named. */
+    char *text = NULL;
+    size_t len = 0;
+    EXPECT(swy_file_read_text("/nonexistent/x", "test file", "util", 100,
+                              &text, &len) == SWY_ERR_INVALID_ARG);
+    EXPECT(strstr(swy_err_last(), "cannot open test file '/nonexistent/x'") !=
+           NULL);
+    char text_path[] = "/tmp/swy-config-text-XXXXXX";
+    fd = mkstemp(text_path);
+    EXPECT(fd >= 0);
+    EXPECT(write(fd, "a\0b", 3) == 3);
+    close(fd);
+    EXPECT(swy_file_read_text(text_path, "test file", "util", 100, &text,
+                              &len) == SWY_ERR_INVALID_ARG);
+    EXPECT(strstr(swy_err_last(), "holds a NUL byte") != NULL);
+    fd = open(text_path, O_WRONLY | O_TRUNC);
+    EXPECT(write(fd, "one\r\ntwo", 8) == 8);
+    close(fd);
+    EXPECT(swy_file_read_text(text_path, "test file", "util", 8, &text, &len) ==
+           SWY_OK);
+    EXPECT(len == 8);
+    char *cursor = text;
+    EXPECT(strcmp(swy_file_next_line(&cursor), "one") == 0);
+    EXPECT(strcmp(swy_file_next_line(&cursor), "two") == 0);
+    EXPECT(swy_file_next_line(&cursor) == NULL);
+    swy_free(text);
+    EXPECT(swy_file_read_text(text_path, "test file", "util", 7, &text, &len) ==
+           SWY_ERR_INVALID_ARG);
+    unlink(text_path);
+}
+
 static void test_status(void)
 {
     EXPECT(strcmp(swy_status_string(SWY_OK), "success") == 0);
@@ -97,11 +293,20 @@ static void test_status(void)
 
 int main(void)
 {
+    /* Before anything reads the configuration: the warnings are read
+     * back from this file. */
+    snprintf(log_path, sizeof(log_path), "/tmp/swy-config-log-%d",
+             (int)getpid());
+    setenv("SWY_LOG_FILE", log_path, 1);
     test_parse_size();
     test_parse_int();
     test_precedence();
     test_table_documented();
+    test_table_typed();
+    test_bad_values();
+    test_config_file_bounds();
     test_status();
+    unlink(log_path);
     if (failures)
         fprintf(stderr, "%d failure(s)\n", failures);
     return failures ? 1 : 0;
