@@ -61,6 +61,12 @@ static swy_status_t comm_new(swy_sched_t *s,
 
 static void comm_free(swy_sched_comm_t *c)
 {
+    /* Its id rests until every other one was used (swy_sched_comm_ids):
+     * messages of its last ops may still arrive (a peer's headers of an
+     * op it posted before it heard of a failure), and must meet no
+     * receive of a later communicator. */
+    if (c->id != 0)
+        c->sched->retired_ids[c->id / 64] |= UINT64_C(1) << (c->id % 64);
     swy_list_del(&c->link);
     if (c->failed != SWY_OK)
         c->sched->n_failed_views--;
@@ -177,6 +183,7 @@ uint32_t swy_sched_comm_id(const swy_sched_comm_t *c)
 
 void swy_sched_comm_ids(swy_sched_t *s, uint64_t used[SWY_SCHED_COMM_IDS / 64])
 {
+    enum { WORDS = SWY_SCHED_COMM_IDS / 64 };
     memset(used, 0, SWY_SCHED_COMM_IDS / 8);
     pthread_mutex_lock(&s->lock);
     swy_list_t *pos;
@@ -184,6 +191,15 @@ void swy_sched_comm_ids(swy_sched_t *s, uint64_t used[SWY_SCHED_COMM_IDS / 64])
         swy_sched_comm_t *c = swy_container_of(pos, swy_sched_comm_t, link);
         used[c->id / 64] |= UINT64_C(1) << (c->id % 64);
     }
+    /* Retired ids count as used until no id is left; then they are free
+     * again, oldest news long gone. */
+    int full = 1;
+    for (int w = 0; w < WORDS && full; w++)
+        full = (used[w] | s->retired_ids[w] | (w == 0)) == UINT64_MAX;
+    if (full)
+        memset(s->retired_ids, 0, sizeof(s->retired_ids));
+    for (int w = 0; w < WORDS; w++)
+        used[w] |= s->retired_ids[w];
     pthread_mutex_unlock(&s->lock);
 }
 

@@ -76,7 +76,7 @@ enum { HDR_NONE = 0, HDR_EXPECTED = 1, HDR_SEEN = 2 };
 #define SEND_SETTLE_S 1.0
 /* How long a transport's error waits for the control plane to say why
  * (swy_sched_op_error). */
-#define TRANSPORT_CAUSE_WAIT_S 0.25
+#define TRANSPORT_CAUSE_WAIT_S 1.0
 #define UNCONFIRMED_MIN_BYTES 8192
 #define UNCONFIRMED_PARTITIONS 2
 /* Freed micro-ops kept for the next ops: an alltoallv on 4 ranks
@@ -225,6 +225,8 @@ struct swy_sched {
     uint64_t next_emit;
     int n_failed_views;    /* views that failed and are still alive */
     int own_boot_views;    /* views with a control plane of their own */
+    /* ids of views gone, not handed out again before the others were */
+    uint64_t retired_ids[SWY_SCHED_COMM_IDS / 64];
     int job_failure_seen;  /* the control plane's failure was acted on */
     uint64_t comm_failures_seen; /* swy_boot_comm_failures() acted on */
     double next_gone_check;

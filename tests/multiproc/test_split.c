@@ -15,6 +15,8 @@
  *             ranks, the parent and the other half go on working
  *   kill      a rank dies: the communicators holding it fail on every
  *             other rank, the one without it goes on working
+ *   reuse     a failed communicator's last messages do not reach the
+ *             next one
  *   threads   17 communicators run on the threads of one
  *   join      a communicator from a unique id of its own, over the same
  *             processes, joins their engine (its counters count both
@@ -543,8 +545,12 @@ static int case_kill(swy_comm_t comm, int rank, int w, void *arg)
     if (split_checked(comm, color, key, &half, m, &n))
         return 1;
     CHECK_OK(swy_barrier(comm), comm);
-    if (rank == w - 1)
+    if (rank == w - 1) {
+        /* The others may still be finishing the barrier: die once they
+         * are past it (inside the next op). */
+        usleep(200000);
         raise(SIGKILL);
+    }
     float v[1000];
     for (int i = 0; i < 1000; i++)
         v[i] = (float)rank;
@@ -674,14 +680,62 @@ static int case_join_kill(swy_comm_t comm, int rank, int w, void *arg)
     if (join_reversed(comm, rank, w, &c2, members))
         return 1;
     CHECK_OK(swy_barrier(c2), c2);
-    if (rank == w - 1)
+    if (rank == w - 1) {
+        /* The others may still be finishing the barrier: die once they
+         * are past it (inside the next op). */
+        usleep(200000);
         raise(SIGKILL);
+    }
     float v[1000] = {0};
     swy_status_t st = swy_allreduce(v, v, 1000, SWY_FLOAT32, SWY_SUM, c2,
                                     NULL, NULL);
     CHECK(st == SWY_ERR_REMOTE, "joined: %s: %s", swy_status_string(st),
           swy_last_error(c2));
     return 200;
+}
+
+/* A failed communicator's last messages (headers of ops one rank posted
+ * before it heard of the failure) must not reach the next communicator:
+ * its id is not handed out again soon. */
+static int case_reuse(swy_comm_t comm, int rank, int w, void *arg)
+{
+    int color[64] = {0}, key[64] = {0}, m[64], n;
+    for (int round = 0; round < 3; round++) {
+        swy_comm_t g;
+        if (split_checked(comm, color, key, &g, m, &n))
+            return 1;
+        float v[64] = {0};
+        swy_request_t req[3];
+        if (rank == 1) {
+            /* Three ops, headers sent, before rank 0 posts its one (which
+             * disagrees with the first): the headers of the other two
+             * reach rank 0 with nothing to meet them. */
+            for (int i = 0; i < 3; i++)
+                CHECK_OK(swy_allreduce(v, v, 5, SWY_FLOAT32, SWY_SUM, g,
+                                       NULL, &req[i]), g);
+            for (int i = 0; i < 3; i++) {
+                swy_status_t st = swy_wait(req[i]);
+                CHECK(st == SWY_ERR_MISMATCH, "op %d: %s", i,
+                      swy_status_string(st));
+                swy_request_free(req[i]);
+            }
+        } else {
+            usleep(50000);
+            swy_status_t st = swy_allreduce(v, v, 8, SWY_FLOAT32, SWY_SUM,
+                                            g, NULL, NULL);
+            CHECK(st == SWY_ERR_MISMATCH, "%s", swy_status_string(st));
+        }
+        CHECK_OK(swy_comm_destroy(g), comm);
+        /* The next group runs three ops of other counts. */
+        swy_comm_t h;
+        if (split_checked(comm, color, key, &h, m, &n))
+            return 1;
+        for (int i = 0; i < 3; i++)
+            CHECK_OK(swy_allreduce(v, v, 7 + (size_t)i, SWY_FLOAT32, SWY_SUM,
+                                   h, NULL, NULL), h);
+        CHECK_OK(swy_comm_destroy(h), comm);
+    }
+    return 0;
 }
 
 static int count_threads(void)
@@ -742,6 +796,7 @@ int main(int argc, char **argv)
     else if (!strcmp(which, "kill")) fn = case_kill;
     else if (!strcmp(which, "threads")) fn = case_threads;
     else if (!strcmp(which, "join")) fn = case_join;
+    else if (!strcmp(which, "reuse")) fn = case_reuse;
     else if (!strcmp(which, "join_first")) fn = case_join_first;
     else if (!strcmp(which, "join_mismatch")) fn = case_join_mismatch;
     else if (!strcmp(which, "join_kill")) fn = case_join_kill;
