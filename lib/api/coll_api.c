@@ -3,6 +3,7 @@
  * requests. Every check names the argument and its value. */
 #include <inttypes.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,8 +109,8 @@ static swy_status_t prepare_memory(const char *fn, swy_comm_t comm,
     int npeers = swy_coll_data_peers(args, comm->rank, comm->nranks, peers);
     for (int i = 0; i < npeers; i++) {
         int peer = peers[i];
-        if (swy_transport_for_peer(comm->transports, peer, SWY_MEM_CUDA) !=
-            NULL)
+        if (swy_transport_for_peer(comm->transports, swy_api_peer(comm, peer),
+                                   SWY_MEM_CUDA) != NULL)
             continue;
         char names[256];
         swy_transport_set_names(comm->transports, names, sizeof(names));
@@ -133,6 +134,76 @@ static swy_status_t prepare_memory(const char *fn, swy_comm_t comm,
     return SWY_OK;
 }
 
+/* swy_group_start/end: per thread, the depth and the blocking calls
+ * made inside (posted at once, waited for at the outermost end). */
+#define GROUP_MAX_DEPTH 64
+typedef struct {
+    int depth;
+    struct swy_request **waits;
+    swy_comm_t *comms;
+    size_t nwaits, cap;
+} group_t;
+static __thread group_t group;
+
+static swy_status_t group_add(swy_comm_t comm, struct swy_request *op)
+{
+    if (group.nwaits == group.cap) {
+        size_t cap = group.cap ? 2 * group.cap : 16;
+        struct swy_request **waits =
+            swy_realloc_array(group.waits, cap, sizeof(*waits));
+        if (waits == NULL)
+            return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+        group.waits = waits;
+        swy_comm_t *comms = swy_realloc_array(group.comms, cap, sizeof(*comms));
+        if (comms == NULL)
+            return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+        group.comms = comms;
+        group.cap = cap;
+    }
+    group.waits[group.nwaits] = op;
+    group.comms[group.nwaits++] = comm;
+    return SWY_OK;
+}
+
+swy_status_t swy_group_start(void)
+{
+    swy_err_clear();
+    if (group.depth >= GROUP_MAX_DEPTH)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api", "swy_group_start: "
+                           "groups nested deeper than %d", GROUP_MAX_DEPTH);
+    group.depth++;
+    return SWY_OK;
+}
+
+swy_status_t swy_group_end(void)
+{
+    swy_err_clear();
+    if (group.depth == 0)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api", "swy_group_end: no "
+                           "swy_group_start() to end on this thread");
+    if (--group.depth > 0)
+        return SWY_OK;
+    /* Every call of the group is posted (a post never waits for a peer):
+     * waiting for them in any order cannot deadlock. */
+    swy_status_t first = SWY_OK;
+    char msg[SWY_ERRMSG_MAX] = "";
+    for (size_t i = 0; i < group.nwaits; i++) {
+        swy_status_t status = swy_sched_wait(group.waits[i]);
+        swy_api_fail(group.comms[i], status);
+        if (status != SWY_OK && first == SWY_OK) {
+            first = status;
+            snprintf(msg, sizeof(msg), "%s", swy_err_last());
+        }
+        swy_sched_release(group.waits[i]);
+    }
+    group.nwaits = 0;
+    if (first != SWY_OK)
+        swy_err_store(msg);
+    else
+        swy_err_clear();
+    return first;
+}
+
 static swy_status_t post_or_run(const char *fn, swy_comm_t comm,
                                 swy_coll_args_t *args, int send_used,
                                 int recv_used, int prio, int64_t order,
@@ -144,10 +215,20 @@ static swy_status_t post_or_run(const char *fn, swy_comm_t comm,
                                          recv_used, attr);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
-    status = swy_sched_post(comm->sched, args, prio, order, attr_name(attr),
+    status = swy_sched_post(comm->view, args, prio, order, attr_name(attr),
                             &op);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
+    if (req == NULL && group.depth > 0) {
+        status = group_add(comm, op);
+        if (status != SWY_OK) { /* cannot wait for it later: now then */
+            swy_sched_wait(op);
+            swy_sched_release(op);
+            return swy_api_fail(comm, status);
+        }
+        swy_sched_handoff(comm->sched);
+        return SWY_OK;
+    }
     if (req != NULL) {
         *req = op;
         swy_sched_handoff(comm->sched);
@@ -324,6 +405,51 @@ swy_status_t swy_broadcast(void *buf, size_t count, swy_dtype_t dtype,
                             .root = root};
     return post_or_run(fn, comm, &args, count > 0, count > 0, prio, order,
                        attr, req);
+}
+
+/* swy_send and swy_recv: one peer, buf read or written. */
+static swy_status_t p2p(const char *fn, swy_coll_kind_t kind, void *buf,
+                        size_t count, swy_dtype_t dtype, int peer,
+                        swy_comm_t comm, const swy_op_attr_t *attr,
+                        swy_request_t *req)
+{
+    int prio = 0;
+    int64_t order = 0;
+    swy_status_t status = check_common(fn, comm, kind, dtype, attr, &prio,
+                                       &order);
+    if (status == SWY_OK && (peer < 0 || peer >= comm->nranks))
+        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: peer %d out "
+                             "of range 0..%d", fn, peer, comm->nranks - 1);
+    if (status == SWY_OK)
+        status = check_bytes(fn, "count", count, swy_dtype_size(dtype), NULL);
+    if (status == SWY_OK && count > 0 && buf == NULL)
+        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: buf is NULL "
+                             "with count %zu", fn, count);
+    if (status != SWY_OK)
+        return swy_api_fail(comm, status);
+    int is_send = kind == SWY_COLL_SEND;
+    swy_coll_args_t args = {.kind = kind, .dtype = dtype,
+                            .sendbuf = is_send ? buf : NULL,
+                            .recvbuf = is_send ? NULL : buf, .count = count,
+                            .root = peer};
+    return post_or_run(fn, comm, &args, is_send && count > 0,
+                       !is_send && count > 0, prio, order, attr, req);
+}
+
+swy_status_t swy_send(const void *buf, size_t count, swy_dtype_t dtype,
+                      int peer, swy_comm_t comm, const swy_op_attr_t *attr,
+                      swy_request_t *req)
+{
+    return p2p("swy_send", SWY_COLL_SEND, (void *)buf, count, dtype, peer,
+               comm, attr, req);
+}
+
+swy_status_t swy_recv(void *buf, size_t count, swy_dtype_t dtype, int peer,
+                      swy_comm_t comm, const swy_op_attr_t *attr,
+                      swy_request_t *req)
+{
+    return p2p("swy_recv", SWY_COLL_RECV, buf, count, dtype, peer, comm,
+               attr, req);
 }
 
 swy_status_t swy_barrier(swy_comm_t comm)

@@ -532,6 +532,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
     swy_free(burst);
     if (status != SWY_OK)
         goto err_transports;
+    comm->view = swy_sched_world(comm->sched);
     if (swy_config_get_bool("SWY_TOPO_PROBE", 0)) {
         /* Measured links replace the model; "auto" follows them. */
         status = swy_api_probe_links(comm);
@@ -548,6 +549,21 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
         params.partition_bytes = swy_sched_partition_bytes(comm->sched);
     }
     comm->root = root;
+    comm->engine = swy_calloc(1, sizeof(*comm->engine));
+    if (comm->engine == NULL) {
+        status = swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+        swy_sched_stop(comm->sched);
+        swy_transport_set_destroy(comm->transports);
+        swy_sched_destroy(comm->sched);
+        swy_coll_shm_destroy(comm->shm);
+        swy_coll_shm_destroy(comm->shm_a2a);
+        goto err_topo;
+    }
+    *comm->engine = (swy_engine_t){
+        .refs = 1, .timeout_s = comm->timeout_s, .boot = comm->boot,
+        .root = root, .topo = comm->topo, .transports = comm->transports,
+        .sched = comm->sched, .shm = comm->shm, .shm_a2a = comm->shm_a2a,
+        .mem = comm->mem};
     swy_info("api", "rank %d of %d ready: policy %s, partition %zu bytes, "
              "window %zu bytes, progress %s", rank, nranks,
              swy_sched_policy_name(comm->sched), params.partition_bytes,
@@ -731,15 +747,57 @@ swy_status_t swy_comm_init_env(swy_comm_t *comm_p)
     return status;
 }
 
+/* Communicators come and go from any thread; their engine's count with
+ * them. */
+static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void swy_api_engine_ref(swy_engine_t *engine)
+{
+    pthread_mutex_lock(&engine_lock);
+    engine->refs++;
+    pthread_mutex_unlock(&engine_lock);
+}
+
+/* Drop a communicator's reference; the last one takes the engine down.
+ * Leaving cleanly (abort_why NULL) waits first for every rank to arrive
+ * (bounded by SWY_TIMEOUT_S), so no rank closes its endpoints while a
+ * peer may still send to it; a job that failed is left at once. */
+static swy_status_t engine_release(swy_engine_t *engine, const char *abort_why)
+{
+    pthread_mutex_lock(&engine_lock);
+    int last = --engine->refs == 0;
+    pthread_mutex_unlock(&engine_lock);
+    if (!last)
+        return SWY_OK;
+    swy_status_t status = SWY_OK;
+    int failed = swy_boot_failure(engine->boot, NULL, 0) != SWY_OK;
+    if (abort_why == NULL && !failed)
+        status = swy_boot_barrier(engine->boot, engine->timeout_s);
+    swy_sched_stop(engine->sched); /* no progress while transports go */
+    swy_transport_set_destroy(engine->transports);
+    swy_sched_destroy(engine->sched);
+    swy_coll_shm_destroy(engine->shm); /* after the last op's state */
+    swy_coll_shm_destroy(engine->shm_a2a);
+    swy_coll_mem_destroy(engine->mem); /* no op may reach it now */
+    swy_topo_destroy(engine->topo);
+    if (abort_why != NULL)
+        swy_boot_abort(engine->boot, abort_why);
+    else if (status == SWY_OK || failed)
+        swy_boot_finalize(engine->boot);
+    else
+        swy_boot_abort(engine->boot, swy_err_last());
+    swy_boot_root_release(engine->root);
+    swy_free(engine);
+    return status;
+}
+
+/* The communicator itself, once its view is gone from the engine. */
 static void comm_free(swy_comm_t comm)
 {
-    swy_sched_stop(comm->sched); /* no progress while transports go */
-    swy_transport_set_destroy(comm->transports);
-    swy_sched_destroy(comm->sched);
-    swy_coll_shm_destroy(comm->shm); /* after the last op's state */
-    swy_coll_shm_destroy(comm->shm_a2a);
-    swy_coll_mem_destroy(comm->mem); /* no op may reach it now */
-    swy_topo_destroy(comm->topo);
+    if (comm->peers != NULL) /* a split one owns its topology */
+        swy_topo_destroy(comm->topo);
+    swy_free(comm->peers);
+    swy_free(comm);
 }
 
 swy_status_t swy_comm_destroy(swy_comm_t comm)
@@ -749,22 +807,18 @@ swy_status_t swy_comm_destroy(swy_comm_t comm)
     swy_err_clear();
     /* A comm that already failed is released without waiting for peers
      * (they failed too); that is not a failure of destroy itself. */
-    int failed_before = swy_sched_failure(comm->sched, NULL, 0) != SWY_OK;
+    int failed_before = swy_sched_failure(comm->view, NULL, 0) != SWY_OK;
     swy_status_t status = SWY_OK;
     if (!failed_before)
-        status = swy_sched_drain(comm->sched, comm->timeout_s);
-    /* Every rank finished every op before anyone closes its endpoints. */
-    if (!failed_before && status == SWY_OK)
-        status = swy_boot_barrier(comm->boot, comm->timeout_s);
-    swy_sched_fail_all(comm->sched, SWY_ERR_ABORTED, "communicator destroyed");
+        status = swy_sched_drain(comm->view, comm->timeout_s);
+    if (status != SWY_OK)
+        swy_sched_fail_all(comm->view, SWY_ERR_ABORTED,
+                           "communicator destroyed");
+    swy_engine_t *engine = comm->engine;
+    swy_sched_comm_destroy(comm->view); /* nothing for the world's */
     comm_free(comm);
-    if (status == SWY_OK || failed_before)
-        swy_boot_finalize(comm->boot);
-    else
-        swy_boot_abort(comm->boot, swy_err_last());
-    swy_boot_root_release(comm->root);
-    swy_free(comm);
-    return status;
+    swy_status_t last = engine_release(engine, NULL);
+    return status != SWY_OK ? status : failed_before ? SWY_OK : last;
 }
 
 swy_status_t swy_comm_abort(swy_comm_t comm)
@@ -774,14 +828,25 @@ swy_status_t swy_comm_abort(swy_comm_t comm)
         return SWY_OK;
     snprintf(why, sizeof(why), "rank %d aborted the communicator",
              comm->rank);
-    swy_sched_fail_all(comm->sched, SWY_ERR_ABORTED, why);
-    /* The progress thread sleeps on the boot's failure fd: join it before
-     * the boot client goes. */
-    swy_sched_stop(comm->sched);
-    swy_boot_abort(comm->boot, why);
+    /* The other ranks of this communicator hear of it (a split one's
+     * failure is scoped to it; the world's is the job's). */
+    swy_sched_comm_t *view = comm->view;
+    swy_sched_t *sched = comm->sched;
+    swy_engine_t *engine = comm->engine;
+    pthread_mutex_lock(&engine_lock);
+    int last = engine->refs == 1;
+    pthread_mutex_unlock(&engine_lock);
+    if (last) {
+        /* The whole engine goes: the progress thread sleeps on the boot's
+         * failure fd, so it stops before the boot client does. */
+        swy_sched_fail_all(view, SWY_ERR_ABORTED, why);
+        swy_sched_stop(sched);
+    } else {
+        swy_sched_report_abort(view, why);
+    }
+    swy_sched_comm_destroy(view);
     comm_free(comm);
-    swy_boot_root_release(comm->root);
-    swy_free(comm);
+    engine_release(engine, why);
     return SWY_OK;
 }
 

@@ -110,6 +110,22 @@ swy_status_t swy_boot_barrier(swy_boot_t *boot, double timeout_s);
 void swy_boot_report_failure(swy_boot_t *boot, swy_status_t status,
                              const char *msg);
 
+/* A failure scoped to one communicator (swy_comm_split's), named job-wide
+ * by key: every rank records it (the first per key), and those holding
+ * that communicator fail it; the job goes on. Returns at once. */
+void swy_boot_report_comm_failure(swy_boot_t *boot, uint64_t key,
+                                  swy_status_t status, const char *msg);
+/* How many scoped failures this rank has recorded: cheap, for a progress
+ * loop to see that something new arrived. */
+uint64_t swy_boot_comm_failures(swy_boot_t *boot);
+/* An eventfd written at each scoped failure, for poll()ing beside the
+ * transports' fds; the poller reads it empty. */
+int swy_boot_comm_failure_fd(swy_boot_t *boot);
+/* SWY_OK, or the status of the scoped failure recorded for key (its
+ * message copied to msg, which may be NULL). */
+swy_status_t swy_boot_comm_failure(swy_boot_t *boot, uint64_t key,
+                                   char *msg, size_t len);
+
 /* SWY_OK while nobody failed; else the first failure's status, its
  * message copied to msg (may be NULL). Cheap (atomic read first). */
 swy_status_t swy_boot_failure(swy_boot_t *boot, char *msg, size_t len);

@@ -40,6 +40,10 @@
 #define CLIENT_CLOSE_WAIT_S 2.0
 #define CLIENT_RETRY_US 50000
 #define CLIENT_MSG_MAX 1024
+/* Scoped failures remembered (swy_boot_report_comm_failure): the oldest
+ * gives way beyond this many; a communicator learns of its own failure
+ * within a progress pass, long before. */
+#define CLIENT_COMM_FAILURES 64
 
 struct swy_boot {
     int rank;
@@ -85,6 +89,16 @@ struct swy_boot {
 
     atomic_int failure_status;
     atomic_int failure_cb_called;
+
+    /* Scoped failures (COMM_FAILED), the first per key; under lock. */
+    struct client_comm_failure {
+        uint64_t key;
+        swy_status_t status;
+        char msg[SWY_ERRMSG_MAX];
+    } comm_failures[CLIENT_COMM_FAILURES];
+    int n_comm_failures;
+    int comm_event_fd; /* written at each scoped failure */
+    atomic_uint_least64_t comm_failures_seen;
 };
 
 static void client_lock_wait(swy_boot_t *boot, double deadline_s)
@@ -133,6 +147,35 @@ static void client_record_failure(swy_boot_t *boot, swy_status_t status,
                  boot->rank, strerror(errno));
     if (cb != NULL && !atomic_exchange(&boot->failure_cb_called, 1))
         cb(cb_arg);
+}
+
+/* Record a communicator's failure (the first per key). */
+static void client_record_comm_failure(swy_boot_t *boot, uint64_t key,
+                                       swy_status_t status, const char *msg)
+{
+    pthread_mutex_lock(&boot->lock);
+    for (int i = 0; i < boot->n_comm_failures; i++)
+        if (boot->comm_failures[i].key == key) {
+            pthread_mutex_unlock(&boot->lock);
+            return;
+        }
+    if (boot->n_comm_failures == CLIENT_COMM_FAILURES) {
+        memmove(&boot->comm_failures[0], &boot->comm_failures[1],
+                (CLIENT_COMM_FAILURES - 1) * sizeof(boot->comm_failures[0]));
+        boot->n_comm_failures--;
+    }
+    struct client_comm_failure *f =
+        &boot->comm_failures[boot->n_comm_failures++];
+    f->key = key;
+    f->status = status;
+    snprintf(f->msg, sizeof(f->msg), "%s", msg);
+    atomic_fetch_add(&boot->comm_failures_seen, 1);
+    pthread_mutex_unlock(&boot->lock);
+    /* Wake a progress loop asleep on the transports. */
+    uint64_t one = 1;
+    if (write(boot->comm_event_fd, &one, sizeof(one)) < 0)
+        swy_warn("boot", "rank %d: cannot signal the communicator-failure "
+                 "eventfd: %s", boot->rank, strerror(errno));
 }
 
 static void client_lost(swy_boot_t *boot, const char *detail)
@@ -301,6 +344,17 @@ static const char *client_handle(swy_boot_t *boot, uint32_t type,
                                      sizeof(msg)) != 0)
             return "malformed FAILED";
         client_record_failure(boot, status, msg);
+        return NULL;
+    }
+    case SWY_BOOT_MSG_COMM_FAILED: {
+        swy_status_t status;
+        char msg[CLIENT_MSG_MAX];
+        if (len < 12 || client_handle_status_msg(payload + 8, len - 8,
+                                                 &status, msg,
+                                                 sizeof(msg)) != 0)
+            return "malformed COMM_FAILED";
+        client_record_comm_failure(boot, swy_boot_get_u64(payload), status,
+                                   msg);
         return NULL;
     }
     case SWY_BOOT_MSG_QUIESCED: {
@@ -717,6 +771,8 @@ static void client_destroy(swy_boot_t *boot, int say_goodbye)
         event_base_free(boot->base);
     if (boot->event_fd >= 0)
         close(boot->event_fd);
+    if (boot->comm_event_fd >= 0)
+        close(boot->comm_event_fd);
     swy_free(boot->result_data);
     swy_free(boot->result_lens);
     swy_free(boot->quiesced);
@@ -750,7 +806,8 @@ static swy_status_t client_start_loop(swy_boot_t *boot, int fd)
         return swy_err_set(SWY_ERR_SYSTEM, "boot",
                            "rank %d: event_new failed", boot->rank);
     boot->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (boot->event_fd < 0)
+    boot->comm_event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (boot->event_fd < 0 || boot->comm_event_fd < 0)
         return swy_err_set(SWY_ERR_SYSTEM, "boot",
                            "rank %d: eventfd failed: %s", boot->rank,
                            strerror(errno));
@@ -849,6 +906,7 @@ swy_status_t swy_boot_connect(const swy_boot_addr_t *addr, int rank,
     boot->rank = rank;
     boot->nranks = nranks;
     boot->event_fd = -1;
+    boot->comm_event_fd = -1;
     boot->next_seq = 1;
     snprintf(boot->root_text, sizeof(boot->root_text), "%s", root_text);
     boot->heartbeat_s = swy_config_get_double("SWY_HEARTBEAT_S", 2.0);
@@ -1027,6 +1085,55 @@ void swy_boot_report_failure(swy_boot_t *boot, swy_status_t status,
         swy_debug("boot", "rank %d: could not relay a failure to the "
                   "root at %s (connection gone)",
                   boot->rank, boot->root_text);
+}
+
+void swy_boot_report_comm_failure(swy_boot_t *boot, uint64_t key,
+                                  swy_status_t status, const char *msg)
+{
+    if (boot == NULL)
+        return;
+    if (status >= SWY_OK)
+        status = SWY_ERR_REMOTE;
+    if (msg == NULL)
+        msg = "";
+    client_record_comm_failure(boot, key, status, msg);
+    uint8_t head[12];
+    swy_boot_put_u64(head, key);
+    swy_boot_put_u32(head + 8, (uint32_t)(int32_t)status);
+    size_t len = strnlen(msg, CLIENT_MSG_MAX - 1);
+    if (client_send(boot, SWY_BOOT_MSG_COMM_FAILED, head, sizeof(head), msg,
+                    len) != 0)
+        swy_debug("boot", "rank %d: could not relay a communicator's "
+                  "failure to the root at %s (connection gone)",
+                  boot->rank, boot->root_text);
+}
+
+int swy_boot_comm_failure_fd(swy_boot_t *boot)
+{
+    return boot != NULL ? boot->comm_event_fd : -1;
+}
+
+uint64_t swy_boot_comm_failures(swy_boot_t *boot)
+{
+    return boot != NULL ? atomic_load(&boot->comm_failures_seen) : 0;
+}
+
+swy_status_t swy_boot_comm_failure(swy_boot_t *boot, uint64_t key, char *msg,
+                                   size_t len)
+{
+    swy_status_t status = SWY_OK;
+    if (boot == NULL)
+        return SWY_OK;
+    pthread_mutex_lock(&boot->lock);
+    for (int i = 0; i < boot->n_comm_failures; i++)
+        if (boot->comm_failures[i].key == key) {
+            status = boot->comm_failures[i].status;
+            if (msg != NULL && len > 0)
+                snprintf(msg, len, "%s", boot->comm_failures[i].msg);
+            break;
+        }
+    pthread_mutex_unlock(&boot->lock);
+    return status;
 }
 
 swy_status_t swy_boot_failure(swy_boot_t *boot, char *msg, size_t len)

@@ -12,6 +12,7 @@
  * closed without disturbing the other connections. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -483,6 +484,28 @@ static void handle_failed(root_conn_t *conn, const uint8_t *payload,
     root_broadcast_failure(root, conn->rank, status, msg);
 }
 
+/* A split communicator failed: relay to every other live rank (those
+ * that hold it act on it). */
+static void handle_comm_failed(root_conn_t *conn, const uint8_t *payload,
+                               size_t len)
+{
+    swy_boot_root_t *root = conn->root;
+    if (len < 12 || len - 12 >= ROOT_MAX_FAILURE_MSG) {
+        conn_reject(conn, SWY_ERR_INVALID_ARG,
+                    "malformed COMM_FAILED of %zu bytes", len);
+        return;
+    }
+    swy_debug("boot", "root %s: rank %d reports a failed communicator "
+              "(key %" PRIx64 ")", root->addr_text, conn->rank,
+              swy_boot_get_u64(payload));
+    for (int r = 0; r < root->nranks; r++) {
+        root_slot_t *slot = &root->slots[r];
+        if (r == conn->rank || slot->state != SLOT_LIVE || slot->conn == NULL)
+            continue;
+        root_send(slot->conn, SWY_BOOT_MSG_COMM_FAILED, payload, len);
+    }
+}
+
 static void handle_missing_req(root_conn_t *conn, const uint8_t *payload,
                                size_t len)
 {
@@ -554,6 +577,9 @@ static int conn_handle(root_conn_t *conn, uint32_t type, uint8_t *payload,
             break;
         case SWY_BOOT_MSG_MISSING_REQ:
             handle_missing_req(conn, payload, len);
+            break;
+        case SWY_BOOT_MSG_COMM_FAILED:
+            handle_comm_failed(conn, payload, len);
             break;
         case SWY_BOOT_MSG_QUIESCED:
             if (len != 0) {

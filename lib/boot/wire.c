@@ -31,6 +31,7 @@ const char *swy_boot_msg_name(uint32_t type)
     case SWY_BOOT_MSG_MISSING_REQ: return "MISSING_REQ";
     case SWY_BOOT_MSG_MISSING: return "MISSING";
     case SWY_BOOT_MSG_QUIESCED: return "QUIESCED";
+    case SWY_BOOT_MSG_COMM_FAILED: return "COMM_FAILED";
     }
     return "unknown";
 }

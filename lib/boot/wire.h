@@ -16,6 +16,7 @@
  *   client -> root  MISSING_REQ u64 seq (0: the join) -> MISSING reply
  *   root -> client  MISSING    u64 seq, u32 njoined, u32 count, i32 ranks[]
  *   client -> root  GOODBYE    (clean exit; the client then half-closes)
+ *   both ways       COMM_FAILED u64 comm key, i32 status, message
  *
  * Only lib/boot includes libevent headers. */
 #ifndef SWY_BOOT_WIRE_H
@@ -58,7 +59,12 @@ typedef enum {
      * root -> ranks (u32 rank, u32 flags): that rank did, or left or
      * died (flag SWY_BOOT_QUIESCED_GONE). */
     SWY_BOOT_MSG_QUIESCED = 13,
-    SWY_BOOT_MSG_LAST = SWY_BOOT_MSG_QUIESCED,
+    /* both ways: u64 comm key, i32 status, message: a communicator other
+     * than the job's own failed (a mismatch, timeout or abort on a split
+     * communicator); the root relays it to every other rank, and only
+     * the ranks holding that communicator act on it. */
+    SWY_BOOT_MSG_COMM_FAILED = 14,
+    SWY_BOOT_MSG_LAST = SWY_BOOT_MSG_COMM_FAILED,
 } swy_boot_msg_type_t;
 
 #define SWY_BOOT_QUIESCED_GONE 1u

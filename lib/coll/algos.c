@@ -16,6 +16,8 @@ extern const swy_coll_algo_t swy_coll_alltoallv_shm;
 extern const swy_coll_algo_t swy_coll_allgather_ring;
 extern const swy_coll_algo_t swy_coll_broadcast_chain;
 extern const swy_coll_algo_t swy_coll_barrier_dissemination;
+extern const swy_coll_algo_t swy_coll_send;
+extern const swy_coll_algo_t swy_coll_recv;
 
 const swy_coll_algo_t *swy_coll_algo(swy_coll_kind_t kind)
 {
@@ -25,6 +27,8 @@ const swy_coll_algo_t *swy_coll_algo(swy_coll_kind_t kind)
     case SWY_COLL_ALLGATHER: return &swy_coll_allgather_ring;
     case SWY_COLL_BROADCAST: return &swy_coll_broadcast_chain;
     case SWY_COLL_BARRIER: return &swy_coll_barrier_dissemination;
+    case SWY_COLL_SEND: return &swy_coll_send;
+    case SWY_COLL_RECV: return &swy_coll_recv;
     default: return NULL;
     }
 }
@@ -213,6 +217,11 @@ int swy_coll_data_peers(const swy_coll_args_t *args, int rank, int nranks,
         for (int p = 0; p < nranks; p++)
             if (args->sendcounts[p] > 0 || args->recvcounts[p] > 0)
                 n = add_peer(peers, n, p);
+        break;
+    case SWY_COLL_SEND:
+    case SWY_COLL_RECV:
+        if (args->count > 0)
+            n = add_peer(peers, n, args->root);
         break;
     case SWY_COLL_ALLREDUCE:
         /* Device buffers are staged: only host memory travels. */

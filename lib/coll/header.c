@@ -23,6 +23,13 @@ int swy_coll_header_peers(const swy_coll_args_t *args, int rank, int nranks,
     int n = 0;
     if (nranks == 1)
         return 0;
+    /* A send or receive hears from its one peer (not from itself: the
+     * data's size checks a send to this rank). */
+    if (args->kind == SWY_COLL_SEND || args->kind == SWY_COLL_RECV) {
+        if (args->root != rank)
+            peers[n++] = args->root;
+        return n;
+    }
     /* The direct and shared-memory allreduces talk to everyone (the
      * latter reads every peer's slots), as alltoallv does. */
     swy_coll_ar_algo_t ar =
@@ -105,6 +112,12 @@ static void describe(const swy_coll_header_t *h, char *buf, size_t len)
         snprintf(buf, len, "alltoallv(%s)",
                  swy_dtype_name((swy_dtype_t)h->dtype));
         break;
+    case SWY_COLL_SEND:
+    case SWY_COLL_RECV:
+        snprintf(buf, len, "%s(%s, count %" PRIu64 ")",
+                 swy_coll_kind_name(kind),
+                 swy_dtype_name((swy_dtype_t)h->dtype), h->count);
+        break;
     default:
         snprintf(buf, len, "%s", swy_coll_kind_name(kind));
     }
@@ -125,7 +138,14 @@ swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
                  hdr->magic, hdr->seq);
         return SWY_ERR_MISMATCH;
     }
-    int same = hdr->kind == mine.kind && hdr->dtype == mine.dtype;
+    int p2p = mine.kind == SWY_COLL_SEND || mine.kind == SWY_COLL_RECV;
+    /* A send meets its receive, with the same count and dtype. */
+    int want_kind = !p2p ? mine.kind
+                    : mine.kind == SWY_COLL_SEND ? SWY_COLL_RECV
+                                                 : SWY_COLL_SEND;
+    int same = hdr->kind == want_kind && hdr->dtype == mine.dtype;
+    if (same && p2p)
+        same = hdr->count == mine.count;
     if (same && mine.kind == SWY_COLL_ALLREDUCE)
         same = hdr->redop == mine.redop && hdr->count == mine.count;
     if (same && (mine.kind == SWY_COLL_ALLGATHER ||

@@ -98,7 +98,9 @@ typedef struct swy_uop {
     swy_list_t q_link;  /* a link's ready queue, or sched->completed */
     struct swy_request *op; /* NULL once detached from a failed op */
     swy_sched_t *sched;
-    swy_coll_xfer_t x;
+    swy_coll_xfer_t x;   /* x.peer: a rank of the op's communicator */
+    int lpeer;           /* the engine peer (link) of x.peer */
+    uint64_t wire_tag;   /* what the transports match on (wire_tag()) */
     uint64_t emit_index; /* submission order within the scheduler */
     uint64_t ready_ns, posted_ns;
     int prio;            /* its op's, kept for accounting once detached */
@@ -117,9 +119,13 @@ typedef struct swy_uop {
 } swy_uop_t;
 
 struct swy_request {
-    swy_list_t link; /* sched->ops */
+    swy_list_t link;  /* sched->ops, in post order over every view */
+    swy_list_t clink; /* comm->ops */
     swy_sched_t *sched;
-    uint32_t seq;
+    swy_sched_comm_t *comm;
+    uint32_t seq;  /* the view's (or the ordered pair's, for p2p) */
+    uint32_t eseq; /* the engine's post order (policies' op_seq) */
+    uint8_t p2p;   /* SWY_COLL_SEND or RECV */
     int priority;
     int64_t order;
     char name[64];
@@ -166,6 +172,24 @@ typedef struct {
     size_t amount[PRIO_SLOTS];
 } prio_tally_t;
 
+/* A communicator's view of the engine (sched.h). */
+struct swy_sched_comm {
+    swy_list_t link; /* sched->comms */
+    swy_sched_t *sched;
+    uint32_t id;
+    uint64_t key;
+    int rank, nranks;
+    int *peers; /* [nranks] engine peer of each rank */
+    void *owner;
+    struct swy_coll_shm *shm, *shm_a2a;
+    int multi_host; /* some member is on another host than this rank */
+    uint32_t next_seq;
+    uint32_t *p2p_send_seq, *p2p_recv_seq; /* [nranks]: per ordered pair */
+    swy_list_t ops; /* incomplete ops in post order (op->clink) */
+    swy_status_t failed;
+    char failmsg[SWY_ERRMSG_MAX];
+};
+
 typedef struct {
     swy_list_t ready;
     size_t inflight_bytes;
@@ -183,10 +207,14 @@ struct swy_sched {
     swy_list_t ops, completed, detached;
     swy_list_t uop_pool; /* freed micro-ops kept for reuse (UOP_POOL_MAX) */
     int uop_pool_len;
-    uint32_t next_seq;
+    swy_list_t comms;      /* every view (swy_sched_comm_t.link) */
+    swy_sched_comm_t *world;
+    uint32_t next_eseq;
     uint64_t next_emit;
-    swy_status_t failed;
-    char failmsg[SWY_ERRMSG_MAX];
+    int n_failed_views;    /* views that failed and are still alive */
+    int job_failure_seen;  /* the control plane's failure was acted on */
+    uint64_t comm_failures_seen; /* swy_boot_comm_failures() acted on */
+    double next_gone_check;
     double next_deadline_check;
     int phase;
     swy_comm_stats_t stats;
@@ -345,9 +373,31 @@ static void uop_complete_cb(void *arg, swy_status_t status, size_t bytes)
     swy_list_push_back(&uop->sched->completed, &uop->q_link);
 }
 
-static uint64_t wire_tag(uint32_t seq, uint32_t tag)
+/* The 48 bits a transport matches on (with the source): the view's id,
+ * whether the op is a send/recv, for those which side of the ordered pair
+ * speaks (dir: 0 the sender of the pair's data, 1 its receiver, so that
+ * the headers of A->B and B->A never meet), the op's sequence number
+ * (TAG_SEQ_BITS of it: that many ops of a view in flight at once before
+ * tags repeat) and the algorithm's tag. */
+#define TAG_SEQ_BITS 13
+#define TAG_DIR_SHIFT (SWY_COLL_TAG_BITS + TAG_SEQ_BITS)
+#define TAG_P2P_SHIFT (TAG_DIR_SHIFT + 1)
+#define TAG_COMM_SHIFT (TAG_P2P_SHIFT + 1)
+_Static_assert(TAG_COMM_SHIFT + SWY_SCHED_COMM_ID_BITS <=
+                   SWY_TRANSPORT_TAG_BITS,
+               "the wire tag must fit the transports' tag bits");
+
+static uint64_t wire_tag(const struct swy_request *op,
+                         const swy_coll_xfer_t *x)
 {
-    return ((uint64_t)(seq & 0xFFFFFFu) << SWY_COLL_TAG_BITS) | tag;
+    uint64_t dir = 0;
+    if (op->p2p)
+        dir = op->args.kind == SWY_COLL_SEND ? !x->is_send : x->is_send;
+    return (uint64_t)op->comm->id << TAG_COMM_SHIFT |
+           (uint64_t)op->p2p << TAG_P2P_SHIFT | dir << TAG_DIR_SHIFT |
+           (uint64_t)(op->seq & ((1u << TAG_SEQ_BITS) - 1))
+               << SWY_COLL_TAG_BITS |
+           x->tag;
 }
 
 static const char *op_label(const struct swy_request *op)
@@ -367,7 +417,7 @@ static void op_free(struct swy_request *op)
 /* An op with its per-peer arrays (and an alltoallv's copy of the
  * counts and displacements) in one zeroed block. Every array is of 8-byte
  * elements (a header is a multiple of 8 bytes) but the two last. */
-static struct swy_request *op_alloc(int nranks, int alltoallv)
+static struct swy_request *op_alloc(int nranks, int count_arrays)
 {
     size_t w = (size_t)nranks;
     size_t hdr = w * sizeof(swy_coll_header_t), words = w * sizeof(size_t);
@@ -375,7 +425,7 @@ static struct swy_request *op_alloc(int nranks, int alltoallv)
     size_t hdr_out = at, hdr_in = hdr_out + hdr, inflight = hdr_in + hdr;
     size_t unconfirmed = inflight + words, fair = unconfirmed + words;
     size_t counts = fair + w * sizeof(uint64_t);
-    size_t peers = counts + (alltoallv ? 4 * words : 0);
+    size_t peers = counts + (size_t)count_arrays * words;
     size_t seen = peers + w * sizeof(int), end = seen + w;
     char *block = swy_calloc(1, end);
     if (block == NULL)
@@ -386,7 +436,7 @@ static struct swy_request *op_alloc(int nranks, int alltoallv)
     op->inflight_by_peer = (size_t *)(block + inflight);
     op->unconfirmed_by_peer = (size_t *)(block + unconfirmed);
     op->fair_finish = (uint64_t *)(block + fair);
-    if (alltoallv)
+    if (count_arrays > 0)
         op->counts_copy = (size_t *)(block + counts);
     op->hdr_peers = (int *)(block + peers);
     op->hdr_seen = (uint8_t *)(block + seen);
@@ -421,6 +471,7 @@ static void op_complete(struct swy_request *op)
     swy_sched_t *s = op->sched;
     op->completed = 1;
     swy_list_del(&op->link);
+    swy_list_del(&op->clink);
     if (!op->failing) /* a failing op left the tally when it failed */
         tally_sub(&s->pending_ops, op->priority, 1);
     s->stats.ops_completed++;
@@ -513,11 +564,11 @@ static void op_drain(struct swy_request *op, int force)
         /* A send to this rank feeds only this op's receives; one to a
          * rank that left or died reads nothing any more. */
         if (uop->x.is_send && uop->state == UOP_POSTED &&
-            (uop->x.peer == s->p.rank ||
-             swy_boot_peer_gone(s->p.boot, uop->x.peer)))
+            (uop->lpeer == s->p.rank ||
+             swy_boot_peer_gone(s->p.boot, uop->lpeer)))
             continue;
         if (uop->x.is_send && uop->state == UOP_POSTED &&
-            swy_boot_peer_quiesced(s->p.boot, uop->x.peer)) {
+            swy_boot_peer_quiesced(s->p.boot, uop->lpeer)) {
             if (!uop->send_cancelled) {
                 uop->send_cancelled = 1;
                 uop->cancel_s = now;
@@ -546,13 +597,15 @@ static void op_drain(struct swy_request *op, int force)
      * after every transfer of the op is done. */
     if (!force && op->algo->lends != NULL && op->state != NULL &&
         op->algo->lends(op->state))
-        for (int p = 0; p < s->p.nranks; p++)
-            if (p != s->p.rank && !swy_boot_peer_gone(s->p.boot, p) &&
-                !swy_boot_peer_quiesced(s->p.boot, p)) {
+        for (int p = 0; p < op->comm->nranks; p++) {
+            int lp = op->comm->peers[p];
+            if (lp != s->p.rank && !swy_boot_peer_gone(s->p.boot, lp) &&
+                !swy_boot_peer_quiesced(s->p.boot, lp)) {
                 waiting = 1;
                 if (late_peer < 0)
                     late_peer = p;
             }
+        }
     int lost = swy_boot_lost(s->p.boot);
     if (waiting && now < op->release_deadline &&
         !(lost && now >= op->fail_s + RELEASE_LOST_S))
@@ -562,7 +615,7 @@ static void op_drain(struct swy_request *op, int force)
                  "caller although %s%d has not said it stopped reading them "
                  "(%.0f s)", op->seq, op_label(op),
                  late_peer >= 0 ? "rank " : "a receive of rank ",
-                 late_peer >= 0 ? late_peer : s->p.rank,
+                 late_peer >= 0 ? late_peer : op->comm->rank,
                  SWY_MIN(RELEASE_GRACE_S, s->p.timeout_s));
     swy_list_for_each_safe(pos, tmp, &op->uops) {
         swy_uop_t *uop = swy_container_of(pos, swy_uop_t, op_link);
@@ -580,7 +633,7 @@ static void op_drain(struct swy_request *op, int force)
 static void report_quiesced(swy_sched_t *s)
 {
     swy_list_t *pos, *upos;
-    if (s->failed == SWY_OK || s->quiesce_reported)
+    if (s->n_failed_views == 0 || s->quiesce_reported)
         return;
     for (pos = s->ops.next; pos != &s->ops; pos = pos->next) {
         struct swy_request *op = swy_container_of(pos, struct swy_request,
@@ -600,24 +653,30 @@ static void report_quiesced(swy_sched_t *s)
     swy_boot_report_quiesced(s->p.boot);
 }
 
-void swy_sched_fail_comm(swy_sched_t *s, swy_status_t status,
+void swy_sched_fail_comm(swy_sched_comm_t *c, swy_status_t status,
                          const char *msg, int report)
 {
+    swy_sched_t *s = c->sched;
     swy_list_t *pos, *tmp;
-    if (s->failed == SWY_OK) {
-        s->failed = status;
-        snprintf(s->failmsg, sizeof(s->failmsg), "%s", msg);
+    if (c->failed == SWY_OK) {
+        c->failed = status;
+        s->n_failed_views++;
+        snprintf(c->failmsg, sizeof(c->failmsg), "%s", msg);
         /* Only a failure that hits ops in flight is news to the user. */
-        SWY_LOG_AT(swy_list_empty(&s->ops) ? SWY_LOG_DEBUG : SWY_LOG_WARN,
-                   "sched", "communicator failed (%s): %s",
+        SWY_LOG_AT(swy_list_empty(&c->ops) ? SWY_LOG_DEBUG : SWY_LOG_WARN,
+                   "sched", "communicator %u failed (%s): %s", c->id,
                    swy_status_string(status), msg);
-        if (report && s->p.boot != NULL)
+        /* The world view's failure is the job's (every rank hears it);
+         * a split communicator's reaches the ranks that hold it. */
+        if (report && s->p.boot != NULL && c == s->world)
             swy_boot_report_failure(s->p.boot, status, msg);
+        else if (report && s->p.boot != NULL)
+            swy_boot_report_comm_failure(s->p.boot, c->key, status, msg);
     }
-    swy_list_for_each_safe(pos, tmp, &s->ops) {
+    swy_list_for_each_safe(pos, tmp, &c->ops) {
         struct swy_request *op = swy_container_of(pos, struct swy_request,
-                                                  link);
-        op_fail(op, s->failed, s->failmsg);
+                                                  clink);
+        op_fail(op, c->failed, c->failmsg);
     }
 }
 
@@ -627,16 +686,16 @@ static void policy_view(const swy_uop_t *uop, swy_policy_uop_v1_t *view)
 {
     const struct swy_request *op = uop->op;
     *view = (swy_policy_uop_v1_t){
-        .priority = uop->prio, .order = op->order, .op_seq = uop->seq,
+        .priority = uop->prio, .order = op->order, .op_seq = op->eseq,
         .ready_index = uop->emit_index, .ready_ns = uop->ready_ns,
-        .bytes = uop->x.bytes, .peer = uop->x.peer,
+        .bytes = uop->x.bytes, .peer = uop->lpeer,
         .op_inflight_bytes = op->inflight_by_peer[uop->x.peer],
         .fair_key = uop->fair_key};
 }
 
 static void ready_insert(swy_sched_t *s, swy_uop_t *uop)
 {
-    swy_link_t *link = &s->links[uop->x.peer];
+    swy_link_t *link = &s->links[uop->lpeer];
     swy_list_t *head = &link->ready, *pos = head->prev;
     swy_policy_uop_v1_t mine, other_view;
     uop->ready_ns = s->now_ns;
@@ -681,9 +740,11 @@ static swy_uop_t *uop_new(struct swy_request *op, const swy_coll_xfer_t *x,
     uop->emit_index = s->next_emit++;
     uop->prio = op->priority;
     uop->seq = op->seq;
+    uop->lpeer = op->comm->peers[x->peer];
+    uop->wire_tag = wire_tag(op, x);
     /* Headers live in engine memory (x->mem is host); data in the
      * transfer's buffer, of its memory type. */
-    uop->tp = swy_transport_for_peer(s->p.transports, x->peer, x->mem);
+    uop->tp = swy_transport_for_peer(s->p.transports, uop->lpeer, x->mem);
     swy_list_init(&uop->q_link);
     swy_list_push_back(&op->uops, &uop->op_link);
     op->n_live++;
@@ -696,8 +757,8 @@ static swy_status_t uop_post_recv(swy_uop_t *uop)
     uop->state = UOP_POSTED;
     uop->posted_ns = uop->sched->now_ns;
     swy_status_t status = tp->ops->irecv(
-        tp->ctx, uop->x.peer, wire_tag(uop->op->seq, uop->x.tag), uop->x.buf,
-        uop->x.bytes, uop->x.mem, uop_complete_cb, uop, &uop->handle);
+        tp->ctx, uop->lpeer, uop->wire_tag, uop->x.buf, uop->x.bytes,
+        uop->x.mem, uop_complete_cb, uop, &uop->handle);
     if (status != SWY_OK)
         uop->state = UOP_READY; /* never reached the transport */
     return status;
@@ -783,7 +844,7 @@ static void emit_post(void *ctx, const swy_coll_xfer_t *x)
 
 static void link_account(swy_sched_t *s, swy_uop_t *uop, int sign)
 {
-    swy_link_t *link = &s->links[uop->x.peer];
+    swy_link_t *link = &s->links[uop->lpeer];
     if (uop->unconfirmed) { /* see UNCONFIRMED_MIN_BYTES */
         if (uop->op != NULL) {
             size_t *u = &uop->op->unconfirmed_by_peer[uop->x.peer];
@@ -825,13 +886,18 @@ static int issue_link(swy_sched_t *s, int peer)
     int issued = 0, skips = 0;
     swy_list_t *pos = link->ready.next;
     const swy_policy_v1_t *policy = s->policy.ops;
-    uint32_t oldest = swy_list_empty(&s->ops)
-                          ? 0
-                          : swy_container_of(s->ops.next, struct swy_request,
-                                             link)->seq;
     uint64_t now = s->now_ns;
     while (pos != &link->ready && skips < 64) {
         swy_uop_t *uop = swy_container_of(pos, swy_uop_t, q_link);
+        /* The oldest op of the micro-op's own communicator: fifo is one
+         * stream per communicator, as NCCL's, so that communicators whose
+         * ops ranks post in different orders never wait for each other. */
+        swy_list_t *cops = &uop->op->comm->ops;
+        uint32_t oldest = swy_list_empty(cops)
+                              ? 0
+                              : swy_container_of(cops->next,
+                                                 struct swy_request,
+                                                 clink)->eseq;
         swy_policy_uop_v1_t view;
         policy_view(uop, &view);
         swy_policy_link_v1_t lv = {
@@ -854,10 +920,11 @@ static int issue_link(swy_sched_t *s, int peer)
             lv.uplink_inflight_bytes = lv.inflight_bytes;
             lv.uplink_inflight_le_bytes = lv.inflight_le_bytes;
         }
+        int cpeer = uop->x.peer; /* the rank in the op's communicator */
         int unconfirmed = !uop->is_header &&
-                          uop->op->hdr_seen[peer] == HDR_EXPECTED &&
+                          uop->op->hdr_seen[cpeer] == HDR_EXPECTED &&
                           uop->x.bytes >= UNCONFIRMED_MIN_BYTES;
-        size_t unconf = unconfirmed ? uop->op->unconfirmed_by_peer[peer] : 0;
+        size_t unconf = unconfirmed ? uop->op->unconfirmed_by_peer[cpeer] : 0;
         if (unconf > 0 && unconf + uop->x.bytes >
                               UNCONFIRMED_PARTITIONS * s->p.partition_bytes) {
             /* Enough of this op is out unconfirmed: the rest waits for
@@ -902,25 +969,23 @@ static int issue_link(swy_sched_t *s, int peer)
          * eager path to local ranks). */
         if (!uop->is_header && tp->dev != NULL && tp->dev->isend_prio != NULL)
             status = tp->dev->isend_prio(
-                tp->ctx, peer, wire_tag(uop->seq, uop->x.tag), uop->x.buf,
-                uop->x.bytes, uop->x.mem, uop->prio, uop_complete_cb, uop,
-                &uop->handle);
+                tp->ctx, peer, uop->wire_tag, uop->x.buf, uop->x.bytes,
+                uop->x.mem, uop->prio, uop_complete_cb, uop, &uop->handle);
         else if (!uop->is_header && uop->x.bulk && tp->hints != NULL)
             status = tp->hints->isend_hinted(
-                tp->ctx, peer, wire_tag(uop->seq, uop->x.tag), uop->x.buf,
-                uop->x.bytes, uop->x.mem, SWY_SEND_HINT_BULK,
-                uop_complete_cb, uop, &uop->handle);
+                tp->ctx, peer, uop->wire_tag, uop->x.buf, uop->x.bytes,
+                uop->x.mem, SWY_SEND_HINT_BULK, uop_complete_cb, uop,
+                &uop->handle);
         else
             status = tp->ops->isend(
-                tp->ctx, peer, wire_tag(uop->seq, uop->x.tag), uop->x.buf,
-                uop->x.bytes, uop->x.mem, uop_complete_cb, uop,
-                &uop->handle);
+                tp->ctx, peer, uop->wire_tag, uop->x.buf, uop->x.bytes,
+                uop->x.mem, uop_complete_cb, uop, &uop->handle);
         if (status != SWY_OK) {
             link_account(s, uop, -1);
             uop->state = UOP_READY; /* never reached the transport */
             op_error(uop->op, status, "op #%u '%s': sending %zu bytes to "
                      "rank %d failed", uop->seq, op_label(uop->op),
-                     uop->x.bytes, peer);
+                     uop->x.bytes, cpeer);
             pos = link->ready.next; /* the queue changed */
             continue;
         }
@@ -949,13 +1014,13 @@ static void handle_header(struct swy_request *op, swy_uop_t *uop)
         snprintf(msg, sizeof(msg), "op #%u '%s': rank %d sent a header of "
                  "%zu bytes (expected %zu)", op->seq, op_label(op), peer,
                  uop->bytes_done, sizeof(swy_coll_header_t));
-        swy_sched_fail_comm(s, SWY_ERR_MISMATCH, msg, 1);
+        swy_sched_fail_comm(op->comm, SWY_ERR_MISMATCH, msg, 1);
         return;
     }
     op->hdr_seen[peer] = HDR_SEEN;
     swy_status_t status = swy_coll_header_check(
-        &op->args, op->seq, op_label(op), s->p.rank, peer, &op->hdr_in[peer],
-        msg, sizeof(msg));
+        &op->args, op->seq, op_label(op), op->comm->rank, peer,
+        &op->hdr_in[peer], msg, sizeof(msg));
     if (status == SWY_OK && op->deferred_peer == peer) {
         snprintf(msg, sizeof(msg), "op #%u '%s': rank %d sent a message of "
                  "unexpected size although its header agreed", op->seq,
@@ -963,7 +1028,7 @@ static void handle_header(struct swy_request *op, swy_uop_t *uop)
         status = SWY_ERR_MISMATCH;
     }
     if (status != SWY_OK) {
-        swy_sched_fail_comm(s, status, msg, 1);
+        swy_sched_fail_comm(op->comm, status, msg, 1);
         return;
     }
     /* The peer has posted this op: what was sent to it unconfirmed now
@@ -1001,8 +1066,8 @@ static void handle_data_size_mismatch(struct swy_request *op, swy_uop_t *uop)
     char msg[SWY_ERRMSG_MAX];
     snprintf(msg, sizeof(msg), "op #%u '%s': rank %d sent a chunk that does "
              "not fit the %zu bytes rank %d expected (tag %u)", op->seq,
-             op_label(op), peer, uop->x.bytes, op->sched->p.rank, uop->x.tag);
-    swy_sched_fail_comm(op->sched, SWY_ERR_MISMATCH, msg, 1);
+             op_label(op), peer, uop->x.bytes, op->comm->rank, uop->x.tag);
+    swy_sched_fail_comm(op->comm, SWY_ERR_MISMATCH, msg, 1);
 }
 
 static void handle_completion(swy_sched_t *s, swy_uop_t *uop)
@@ -1014,11 +1079,11 @@ static void handle_completion(swy_sched_t *s, swy_uop_t *uop)
         char name[40];
         snprintf(name, sizeof(name), "%.20s #%u/%u",
                  op ? op_label(op) : "detached", uop->seq, uop->x.tag);
-        swy_trace_event(s->trace, uop->x.is_send ? 1 + uop->x.peer
-                                                 : 100000 + uop->x.peer,
+        swy_trace_event(s->trace, uop->x.is_send ? 1 + uop->lpeer
+                                                 : 100000 + uop->lpeer,
                         name, uop->x.is_send ? "send" : "recv",
                         uop->posted_ns, swy_time_ns(), uop->prio,
-                        uop->x.bytes, uop->x.peer, uop->seq);
+                        uop->x.bytes, uop->lpeer, uop->seq);
     }
     swy_list_del(&uop->op_link);
     if (op == NULL) { /* detached from a failed op */
@@ -1079,7 +1144,7 @@ static void check_deadlines(swy_sched_t *s, double now)
         char peers[256] = "";
         size_t len = 0;
         int nsilent = 0;
-        uint8_t *listed = swy_calloc((size_t)s->p.nranks, 1);
+        uint8_t *listed = swy_calloc((size_t)op->comm->nranks, 1);
         for (upos = op->uops.next; upos != &op->uops; upos = upos->next) {
             swy_uop_t *uop = swy_container_of(upos, swy_uop_t, op_link);
             int peer = uop->x.peer;
@@ -1096,12 +1161,12 @@ static void check_deadlines(swy_sched_t *s, double now)
         snprintf(msg, sizeof(msg),
                  "op #%u %s '%s' timed out after %.0f s on rank %d: %s%s "
                  "(SWY_TIMEOUT_S)", op->seq, swy_coll_kind_name(op->args.kind),
-                 op_label(op), s->p.timeout_s, s->p.rank,
+                 op_label(op), s->p.timeout_s, op->comm->rank,
                  nsilent ? (nsilent == 1 ? "no data from rank "
                                          : "no data from ranks ")
                          : "sends not completed",
                  peers);
-        swy_sched_fail_comm(s, SWY_ERR_TIMEOUT, msg, 1);
+        swy_sched_fail_comm(op->comm, SWY_ERR_TIMEOUT, msg, 1);
         return; /* the list changed */
     }
 }
@@ -1122,17 +1187,74 @@ static void progress_failing(swy_sched_t *s)
     report_quiesced(s);
 }
 
+/* Failures the control plane knows of first, acted on before the
+ * transports run, so a rendezvous that arrived meanwhile finds no receive
+ * and reads nothing (see RELEASE_GRACE_S):
+ * - the job's failure (a rank died or left, the world view's mismatch,
+ *   timeout or abort, the root gone) fails the world view;
+ * - a split view fails when one of its peer processes died or left (the
+ *   root said so), or when the control plane is gone; its other failures
+ *   come scoped to it (swy_boot_comm_failure), and leave the rest alone. */
+static void check_control_plane(swy_sched_t *s, double now)
+{
+    swy_boot_t *boot = s->p.boot;
+    char msg[SWY_ERRMSG_MAX];
+    if (boot == NULL)
+        return;
+    if (!s->job_failure_seen) {
+        swy_status_t status = swy_boot_failure(boot, msg, sizeof(msg));
+        if (status == SWY_OK)
+            goto scoped;
+        s->job_failure_seen = 1;
+        if (s->world->failed == SWY_OK)
+            swy_sched_fail_comm(s->world, status, msg, 0);
+    }
+    if (now >= s->next_gone_check) {
+        s->next_gone_check = now + 0.01;
+        int lost = swy_boot_lost(boot);
+        swy_list_t *pos;
+        for (pos = s->comms.next; pos != &s->comms; pos = pos->next) {
+            swy_sched_comm_t *c = swy_container_of(pos, swy_sched_comm_t,
+                                                   link);
+            if (c == s->world || c->failed != SWY_OK)
+                continue;
+            for (int r = 0; r < c->nranks; r++) {
+                int lp = c->peers[r];
+                if (!lost && (lp == s->p.rank ||
+                              !swy_boot_peer_gone(boot, lp)))
+                    continue;
+                char why[SWY_ERRMSG_MAX - 64];
+                swy_boot_failure(boot, why, sizeof(why));
+                snprintf(msg, sizeof(msg), "communicator %u: %s%s", c->id,
+                         lost ? "" : "a peer is gone: ", why);
+                swy_sched_fail_comm(c, SWY_ERR_REMOTE, msg, 0);
+                break;
+            }
+        }
+    }
+scoped:;
+    uint64_t seen = swy_boot_comm_failures(boot);
+    if (seen == s->comm_failures_seen)
+        return;
+    s->comm_failures_seen = seen;
+    uint64_t count;
+    if (read(swy_boot_comm_failure_fd(boot), &count, sizeof(count)) < 0)
+        (void)0; /* nothing to drain */
+    swy_list_t *pos;
+    for (pos = s->comms.next; pos != &s->comms; pos = pos->next) {
+        swy_sched_comm_t *c = swy_container_of(pos, swy_sched_comm_t, link);
+        if (c == s->world || c->failed != SWY_OK)
+            continue;
+        swy_status_t status = swy_boot_comm_failure(boot, c->key, msg,
+                                                    sizeof(msg));
+        if (status != SWY_OK)
+            swy_sched_fail_comm(c, status, msg, 0);
+    }
+}
+
 static int progress_locked(swy_sched_t *s)
 {
-    /* A failure the control plane knows of first: cancel the receives
-     * before the transport runs, so a rendezvous that arrived meanwhile
-     * finds no receive and reads nothing (see RELEASE_GRACE_S). */
-    if (s->failed == SWY_OK && s->p.boot != NULL) {
-        char msg[SWY_ERRMSG_MAX];
-        swy_status_t status = swy_boot_failure(s->p.boot, msg, sizeof(msg));
-        if (status != SWY_OK)
-            swy_sched_fail_comm(s, status, msg, 0);
-    }
+    check_control_plane(s, (double)s->now_ns * 1e-9);
     int events = swy_transport_set_progress(s->p.transports);
     s->now_ns = swy_time_ns();
     int handled = 0;
@@ -1148,10 +1270,9 @@ static int progress_locked(swy_sched_t *s)
     if (handled > 0)
         s->now_ns = swy_time_ns();
     events += handled;
-    if (s->n_failing > 0 || (s->failed != SWY_OK && !s->quiesce_reported))
+    if (s->n_failing > 0 || (s->n_failed_views > 0 && !s->quiesce_reported))
         progress_failing(s);
-    if (s->failed == SWY_OK)
-        events += issue_all(s);
+    events += issue_all(s);
     double now = (double)s->now_ns * 1e-9;
     if (now >= s->next_deadline_check) {
         s->next_deadline_check = now + 0.05;
@@ -1164,6 +1285,51 @@ static int progress_locked(swy_sched_t *s)
 /* ---- public entry points ------------------------------------------------ */
 
 static void *progress_thread_main(void *arg);
+
+/* A view, under s->lock (or before the engine runs). */
+static swy_status_t comm_new(swy_sched_t *s,
+                             const swy_sched_comm_params_t *params,
+                             swy_sched_comm_t **comm_p)
+{
+    size_t n = (size_t)params->nranks;
+    swy_sched_comm_t *c = swy_calloc(1, sizeof(*c));
+    if (c == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
+    c->peers = swy_malloc(n * sizeof(int));
+    c->p2p_send_seq = swy_calloc(2 * n, sizeof(uint32_t));
+    if (c->peers == NULL || c->p2p_send_seq == NULL) {
+        swy_free(c->peers);
+        swy_free(c->p2p_send_seq);
+        swy_free(c);
+        return swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
+    }
+    c->p2p_recv_seq = c->p2p_send_seq + n;
+    memcpy(c->peers, params->peers, n * sizeof(int));
+    c->sched = s;
+    c->id = params->id;
+    c->key = params->key;
+    c->rank = params->rank;
+    c->nranks = params->nranks;
+    c->owner = params->owner;
+    c->shm = params->shm;
+    c->shm_a2a = params->shm_a2a;
+    for (size_t r = 0; r < n; r++)
+        c->multi_host |= s->links[c->peers[r]].remote;
+    swy_list_init(&c->ops);
+    swy_list_push_back(&s->comms, &c->link);
+    *comm_p = c;
+    return SWY_OK;
+}
+
+static void comm_free(swy_sched_comm_t *c)
+{
+    swy_list_del(&c->link);
+    if (c->failed != SWY_OK)
+        c->sched->n_failed_views--;
+    swy_free(c->peers);
+    swy_free(c->p2p_send_seq);
+    swy_free(c);
+}
 
 swy_status_t swy_sched_create(const swy_sched_params_t *params,
                               swy_sched_t **sched_p)
@@ -1193,6 +1359,22 @@ swy_status_t swy_sched_create(const swy_sched_params_t *params,
     swy_list_init(&s->completed);
     swy_list_init(&s->detached);
     swy_list_init(&s->uop_pool);
+    swy_list_init(&s->comms);
+    int *identity = swy_malloc((size_t)params->nranks * sizeof(int));
+    if (identity == NULL) {
+        status = swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
+        goto err_links;
+    }
+    for (int i = 0; i < params->nranks; i++)
+        identity[i] = i;
+    swy_sched_comm_params_t world = {
+        .id = 0, .key = 0, .rank = params->rank, .nranks = params->nranks,
+        .peers = identity, .owner = params->owner, .shm = params->shm,
+        .shm_a2a = params->shm_a2a};
+    status = comm_new(s, &world, &s->world);
+    swy_free(identity);
+    if (status != SWY_OK)
+        goto err_links;
     s->stats.struct_size = sizeof(s->stats);
     s->credit_auto = params->credit_bytes == 0;
     s->credit_bytes = s->credit_auto ? params->partition_bytes
@@ -1205,7 +1387,7 @@ swy_status_t swy_sched_create(const swy_sched_params_t *params,
     status = swy_policy_load(params->policy ? params->policy : "lina",
                              params->rank, params->nranks, &s->policy);
     if (status != SWY_OK)
-        goto err_links;
+        goto err_world;
     pthread_mutex_init(&s->lock, NULL);
     s->trace = swy_trace_create(params->rank, params->nranks);
     if (params->progress_thread) {
@@ -1229,6 +1411,8 @@ err_policy:
     swy_trace_finish(s->trace);
     pthread_mutex_destroy(&s->lock);
     swy_policy_unload(&s->policy);
+err_world:
+    comm_free(s->world);
 err_links:
     swy_free(s->links);
 err_free:
@@ -1269,26 +1453,33 @@ static void op_post_sends_first(swy_sched_t *s, struct swy_request *op)
  * same on every rank: multi_host and partition_auto come from the shared
  * topology and the same settings, the memory type must agree (and the op
  * header compares the result). */
-static size_t op_partition_bytes(const swy_sched_t *s,
+static size_t op_partition_bytes(const swy_sched_comm_t *c,
                                  const swy_coll_args_t *args)
 {
+    const swy_sched_t *s = c->sched;
     if (args->kind != SWY_COLL_ALLTOALLV || !s->partition_auto ||
-        s->multi_host)
+        c->multi_host)
         return s->p.partition_bytes;
     size_t bulk = args->mem == SWY_MEM_HOST ? SWY_COLL_BULK_BYTES
                                             : SWY_COLL_BULK_DEVICE_BYTES;
     return SWY_MAX(s->p.partition_bytes, bulk);
 }
 
-swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
+swy_status_t swy_sched_post(swy_sched_comm_t *c, const swy_coll_args_t *args,
                             int priority, int64_t order, const char *name,
                             struct swy_request **req_p)
 {
-    int w = s->p.nranks;
-    struct swy_request *op = op_alloc(w, args->kind == SWY_COLL_ALLTOALLV);
+    swy_sched_t *s = c->sched;
+    int w = c->nranks;
+    int count_arrays = args->kind == SWY_COLL_ALLTOALLV    ? 4
+                       : args->kind == SWY_COLL_ALLGATHERV ? 2
+                                                           : 0;
+    struct swy_request *op = op_alloc(w, count_arrays);
     if (op == NULL)
         return swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
     op->sched = s;
+    op->comm = c;
+    op->p2p = args->kind == SWY_COLL_SEND || args->kind == SWY_COLL_RECV;
     op->priority = priority;
     op->order = order;
     op->deferred_peer = -1;
@@ -1299,21 +1490,34 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
     op->args = *args;
     /* This rank's SWY_ALLREDUCE_ALGO, resolved for the op: the header
      * carries it, so ranks that chose differently fail, not wait. */
-    op->args.multi_host = (uint8_t)s->multi_host;
-    op->args.shm = args->mem == SWY_MEM_HOST ? s->p.shm : NULL;
-    op->args.shm_a2a = args->mem == SWY_MEM_HOST ? s->p.shm_a2a : NULL;
+    op->args.multi_host = (uint8_t)c->multi_host;
+    op->args.shm = args->mem == SWY_MEM_HOST ? c->shm : NULL;
+    op->args.shm_a2a = args->mem == SWY_MEM_HOST ? c->shm_a2a : NULL;
     if (args->kind == SWY_COLL_ALLREDUCE)
         op->args.allreduce_algo = (uint8_t)swy_coll_allreduce_choose(
             &op->args, swy_coll_allreduce_setting(), w);
     if (args->kind == SWY_COLL_ALLTOALLV)
         op->args.alltoallv_algo = (uint8_t)swy_coll_alltoallv_choose(
             &op->args, swy_coll_alltoallv_setting());
-    op->algo = swy_coll_algo_for(&op->args, s->p.nranks);
+    op->algo = swy_coll_algo_for(&op->args, w);
     swy_list_init(&op->uops);
     swy_list_init(&op->gated);
     swy_list_init(&op->start_recvs);
     swy_list_init(&op->link);
-    if (args->kind == SWY_COLL_ALLTOALLV) {
+    swy_list_init(&op->clink);
+    if (op->algo == NULL) {
+        op_free(op);
+        return swy_err_set(SWY_ERR_UNSUPPORTED, "sched", "no algorithm for "
+                           "%s", swy_coll_kind_name(args->kind));
+    }
+    if (args->kind == SWY_COLL_ALLGATHERV) {
+        size_t *copy = op->counts_copy;
+        memcpy(copy, args->recvcounts, (size_t)w * sizeof(size_t));
+        memcpy(copy + w, args->rdispls, (size_t)w * sizeof(size_t));
+        op->args.sendcounts = op->args.sdispls = NULL;
+        op->args.recvcounts = copy;
+        op->args.rdispls = copy + w;
+    } else if (args->kind == SWY_COLL_ALLTOALLV) {
         size_t *copy = op->counts_copy;
         memcpy(copy, args->sendcounts, (size_t)w * sizeof(size_t));
         memcpy(copy + w, args->sdispls, (size_t)w * sizeof(size_t));
@@ -1329,20 +1533,30 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
     }
 
     pthread_mutex_lock(&s->lock);
-    if (s->failed != SWY_OK) {
-        swy_status_t status = s->failed;
-        swy_err_store(s->failmsg);
+    if (c->failed == SWY_OK && c == s->world) /* the job's news first */
+        check_control_plane(s, swy_time_s());
+    if (c->failed != SWY_OK) {
+        swy_status_t status = c->failed;
+        swy_err_store(c->failmsg);
         pthread_mutex_unlock(&s->lock);
         op_free(op);
         return status;
     }
-    op->seq = s->next_seq++ & 0xFFFFFFu;
-    op->args.partition_bytes = op_partition_bytes(s, &op->args);
+    /* Sends and receives take their ordered pair's sequence: they match
+     * in posting order per pair, whatever else either rank posts. */
+    if (args->kind == SWY_COLL_SEND)
+        op->seq = c->p2p_send_seq[args->root]++ & 0xFFFFFFu;
+    else if (args->kind == SWY_COLL_RECV)
+        op->seq = c->p2p_recv_seq[args->root]++ & 0xFFFFFFu;
+    else
+        op->seq = c->next_seq++ & 0xFFFFFFu;
+    op->eseq = s->next_eseq++ & 0xFFFFFFu;
+    op->args.partition_bytes = op_partition_bytes(c, &op->args);
     s->now_ns = swy_time_ns();
     op->post_ns = s->now_ns;
     op->deadline = (double)s->now_ns * 1e-9 + s->p.timeout_s;
     swy_err_clear(); /* what create() or start() set is theirs */
-    swy_status_t status = op->algo->create(&op->args, s->p.rank, w,
+    swy_status_t status = op->algo->create(&op->args, c->rank, w,
                                            op->args.partition_bytes,
                                            &op->state);
     if (status != SWY_OK) {
@@ -1357,6 +1571,7 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
     }
     s->stats.ops_posted++;
     swy_list_push_back(&s->ops, &op->link);
+    swy_list_push_back(&c->ops, &op->clink);
     tally_add(&s->pending_ops, op->priority, 1);
     if (op->priority > s->max_prio_seen)
         s->max_prio_seen = op->priority;
@@ -1366,7 +1581,7 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
 
     /* Headers first: they leave before any data on the same link. */
     int *peers = op->hdr_peers;
-    int npeers = swy_coll_header_peers(&op->args, s->p.rank, w, peers);
+    int npeers = swy_coll_header_peers(&op->args, c->rank, w, peers);
     for (int i = 0; i < npeers && op_alive(op); i++) {
         int peer = peers[i];
         swy_coll_header_make(&op->args, op->seq, peer, &op->hdr_out[peer]);
@@ -1392,7 +1607,8 @@ swy_status_t swy_sched_post(swy_sched_t *s, const swy_coll_args_t *args,
         }
         /* Headers jump the queue: they are tiny and gate nothing. */
         suop->state = UOP_READY;
-        swy_list_insert_before(s->links[peer].ready.next, &suop->q_link);
+        swy_list_insert_before(s->links[suop->lpeer].ready.next,
+                               &suop->q_link);
     }
     if (op_alive(op)) {
         swy_coll_emit_t emit = {emit_post, op};
@@ -1448,7 +1664,7 @@ swy_status_t swy_sched_test(struct swy_request *op, int *done_p)
  * max_ms. Returns at once if some transport cannot sleep right now. */
 static void sleep_on_events(swy_sched_t *s, int max_ms)
 {
-    int fds[SWY_TRANSPORT_MAX + 1];
+    int fds[SWY_TRANSPORT_MAX + 3];
     pthread_mutex_lock(&s->lock);
     int n = swy_transport_set_arm(s->p.transports, fds, SWY_TRANSPORT_MAX);
     pthread_mutex_unlock(&s->lock);
@@ -1456,12 +1672,17 @@ static void sleep_on_events(swy_sched_t *s, int max_ms)
         sched_yield();
         return;
     }
-    struct pollfd pfds[SWY_TRANSPORT_MAX + 1];
+    struct pollfd pfds[SWY_TRANSPORT_MAX + 3];
     for (int i = 0; i < n; i++)
         pfds[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
-    if (s->p.boot != NULL)
+    /* The job's failure fd stays readable once written: after it was
+     * acted on (split views may live on) only the scoped one counts. */
+    if (s->p.boot != NULL && !s->job_failure_seen)
         pfds[n++] = (struct pollfd){.fd = swy_boot_failure_fd(s->p.boot),
                                     .events = POLLIN};
+    if (s->p.boot != NULL)
+        pfds[n++] = (struct pollfd){
+            .fd = swy_boot_comm_failure_fd(s->p.boot), .events = POLLIN};
     if (s->wake_fd >= 0)
         pfds[n++] = (struct pollfd){.fd = s->wake_fd, .events = POLLIN};
     poll(pfds, (nfds_t)n, max_ms);
@@ -1601,45 +1822,134 @@ void swy_sched_release(struct swy_request *op)
     pthread_mutex_unlock(&s->lock);
 }
 
-static int sched_idle(void *arg)
+static int comm_idle(void *arg)
 {
-    swy_sched_t *s = arg;
-    return swy_list_empty(&s->ops) || s->failed != SWY_OK;
+    swy_sched_comm_t *c = arg;
+    return swy_list_empty(&c->ops) || c->failed != SWY_OK;
 }
 
-swy_status_t swy_sched_drain(swy_sched_t *s, double timeout_s)
+swy_status_t swy_sched_drain(swy_sched_comm_t *c, double timeout_s)
 {
-    wait_until(s, sched_idle, s, swy_time_s() + timeout_s);
+    swy_sched_t *s = c->sched;
+    wait_until(s, comm_idle, c, swy_time_s() + timeout_s);
     pthread_mutex_lock(&s->lock);
-    swy_status_t status = s->failed;
-    if (status == SWY_OK && !swy_list_empty(&s->ops))
+    swy_status_t status = c->failed;
+    if (status != SWY_OK)
+        swy_err_store(c->failmsg);
+    else if (!swy_list_empty(&c->ops))
         status = swy_err_set(SWY_ERR_TIMEOUT, "sched", "operations still in "
                              "flight after %.0f s", timeout_s);
     pthread_mutex_unlock(&s->lock);
     return status;
 }
 
-void swy_sched_fail_all(swy_sched_t *s, swy_status_t status, const char *msg)
+void swy_sched_fail_all(swy_sched_comm_t *c, swy_status_t status,
+                        const char *msg)
 {
+    pthread_mutex_lock(&c->sched->lock);
+    swy_sched_fail_comm(c, status, msg, 0);
+    pthread_mutex_unlock(&c->sched->lock);
+}
+
+swy_status_t swy_sched_failure(swy_sched_comm_t *c, char *msg, size_t len)
+{
+    swy_sched_t *s = c->sched;
     pthread_mutex_lock(&s->lock);
-    swy_sched_fail_comm(s, status, msg, 0);
+    check_control_plane(s, swy_time_s());
+    swy_status_t status = c->failed;
+    if (msg != NULL && len > 0)
+        snprintf(msg, len, "%s", c->failmsg);
+    pthread_mutex_unlock(&s->lock);
+    return status;
+}
+
+void swy_sched_report_abort(swy_sched_comm_t *c, const char *why)
+{
+    swy_sched_t *s = c->sched;
+    pthread_mutex_lock(&s->lock);
+    swy_sched_fail_comm(c, SWY_ERR_ABORTED, why, 0);
+    if (s->p.boot != NULL && c == s->world)
+        swy_boot_report_failure(s->p.boot, SWY_ERR_REMOTE, why);
+    else if (s->p.boot != NULL)
+        swy_boot_report_comm_failure(s->p.boot, c->key, SWY_ERR_REMOTE, why);
     pthread_mutex_unlock(&s->lock);
 }
 
-swy_status_t swy_sched_failure(swy_sched_t *s, char *msg, size_t len)
+swy_sched_comm_t *swy_sched_world(swy_sched_t *s)
 {
+    return s->world;
+}
+
+swy_sched_t *swy_sched_of(const swy_sched_comm_t *c)
+{
+    return c->sched;
+}
+
+uint32_t swy_sched_comm_id(const swy_sched_comm_t *c)
+{
+    return c->id;
+}
+
+void swy_sched_comm_ids(swy_sched_t *s, uint64_t used[SWY_SCHED_COMM_IDS / 64])
+{
+    memset(used, 0, SWY_SCHED_COMM_IDS / 8);
     pthread_mutex_lock(&s->lock);
-    swy_status_t status = s->failed;
-    if (status == SWY_OK && s->p.boot != NULL) {
-        char bootmsg[SWY_ERRMSG_MAX];
-        status = swy_boot_failure(s->p.boot, bootmsg, sizeof(bootmsg));
-        if (status != SWY_OK)
-            swy_sched_fail_comm(s, status, bootmsg, 0);
+    swy_list_t *pos;
+    for (pos = s->comms.next; pos != &s->comms; pos = pos->next) {
+        swy_sched_comm_t *c = swy_container_of(pos, swy_sched_comm_t, link);
+        used[c->id / 64] |= UINT64_C(1) << (c->id % 64);
     }
-    if (msg != NULL && len > 0)
-        snprintf(msg, len, "%s", s->failmsg);
+    pthread_mutex_unlock(&s->lock);
+}
+
+swy_status_t swy_sched_comm_create(swy_sched_t *s,
+                                   const swy_sched_comm_params_t *params,
+                                   swy_sched_comm_t **comm_p)
+{
+    if (params->id == 0 || params->id >= SWY_SCHED_COMM_IDS ||
+        params->nranks < 1 || params->rank < 0 ||
+        params->rank >= params->nranks)
+        return swy_err_set(SWY_ERR_INTERNAL, "sched", "bad view: id %u, "
+                           "rank %d of %d", params->id, params->rank,
+                           params->nranks);
+    for (int r = 0; r < params->nranks; r++)
+        if (params->peers[r] < 0 || params->peers[r] >= s->p.nranks)
+            return swy_err_set(SWY_ERR_INTERNAL, "sched", "bad view: peer "
+                               "%d of rank %d", params->peers[r], r);
+    pthread_mutex_lock(&s->lock);
+    swy_list_t *pos;
+    for (pos = s->comms.next; pos != &s->comms; pos = pos->next)
+        if (swy_container_of(pos, swy_sched_comm_t, link)->id == params->id) {
+            pthread_mutex_unlock(&s->lock);
+            return swy_err_set(SWY_ERR_INTERNAL, "sched", "communicator id "
+                               "%u is in use", params->id);
+        }
+    swy_status_t status = comm_new(s, params, comm_p);
     pthread_mutex_unlock(&s->lock);
     return status;
+}
+
+void swy_sched_comm_destroy(swy_sched_comm_t *c)
+{
+    if (c == NULL || c == c->sched->world)
+        return;
+    swy_sched_t *s = c->sched;
+    swy_list_t *pos, *tmp;
+    pthread_mutex_lock(&s->lock);
+    swy_sched_fail_comm(c, SWY_ERR_ABORTED, "communicator destroyed", 0);
+    /* What is still failing is handed over as detached (op_drain). */
+    swy_list_for_each_safe(pos, tmp, &c->ops) {
+        struct swy_request *op = swy_container_of(pos, struct swy_request,
+                                                  clink);
+        op_drain(op, 1);
+    }
+    comm_free(c);
+    pthread_mutex_unlock(&s->lock);
+}
+
+int swy_sched_threads(const swy_sched_t *s)
+{
+    return s->threaded ? 1 : 0;
 }
 
 void swy_sched_destroy(swy_sched_t *s)
@@ -1648,7 +1958,10 @@ void swy_sched_destroy(swy_sched_t *s)
     if (s == NULL)
         return;
     swy_sched_stop(s);
-    swy_sched_fail_comm(s, SWY_ERR_ABORTED, "communicator destroyed", 0);
+    for (pos = s->comms.next; pos != &s->comms; pos = pos->next) {
+        swy_sched_comm_t *c = swy_container_of(pos, swy_sched_comm_t, link);
+        swy_sched_fail_comm(c, SWY_ERR_ABORTED, "communicator destroyed", 0);
+    }
     swy_list_for_each_safe(pos, tmp, &s->ops) {
         struct swy_request *op = swy_container_of(pos, struct swy_request,
                                                   link);
@@ -1662,6 +1975,8 @@ void swy_sched_destroy(swy_sched_t *s)
         swy_uop_t *uop = swy_container_of(pos, swy_uop_t, op_link);
         swy_free(uop);
     }
+    swy_list_for_each_safe(pos, tmp, &s->comms)
+        comm_free(swy_container_of(pos, swy_sched_comm_t, link));
     swy_trace_finish(s->trace);
     swy_policy_unload(&s->policy);
     close_fds(s);
@@ -1686,7 +2001,7 @@ void swy_sched_stats(swy_sched_t *s, swy_comm_stats_t *stats)
 
 void *swy_sched_owner(const struct swy_request *op)
 {
-    return op->sched->p.owner;
+    return op->comm->owner;
 }
 
 static swy_status_t parse_size_setting(const char *name, const char *value,

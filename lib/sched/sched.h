@@ -25,6 +25,17 @@
 #include "transport/transport.h"
 
 typedef struct swy_sched swy_sched_t;
+/* A communicator's view of the engine: its ranks mapped onto the
+ * engine's peers, its own op sequence (in every wire tag, with its id),
+ * and its own failure state. The engine (swy_sched_t: one per process's
+ * transports, progress thread, policy, and one ready queue per peer
+ * process) orders the micro-ops of every view on a link together. */
+typedef struct swy_sched_comm swy_sched_comm_t;
+
+/* Communicator ids ride in wire tags: SWY_SCHED_COMM_ID_BITS of them.
+ * Id 0 is the view the engine was made for (swy_comm_init_*). */
+#define SWY_SCHED_COMM_ID_BITS 9
+#define SWY_SCHED_COMM_IDS (1u << SWY_SCHED_COMM_ID_BITS)
 
 typedef struct {
     int rank, nranks;
@@ -56,16 +67,45 @@ typedef struct {
 
 swy_status_t swy_sched_create(const swy_sched_params_t *params,
                               swy_sched_t **sched_p);
-/* Fail every in-flight op with status/msg (local only). */
-void swy_sched_fail_all(swy_sched_t *sched, swy_status_t status,
+
+typedef struct {
+    uint32_t id;      /* < SWY_SCHED_COMM_IDS, unique among the live views
+                         of every member process (agreed at the split) */
+    uint64_t key;     /* job-wide name for scoped failures (boot) */
+    int rank, nranks; /* this process's rank in the view, its size */
+    const int *peers; /* [nranks]: the engine peer of each rank (copied) */
+    void *owner;      /* the communicator, for swy_sched_owner() */
+    struct swy_coll_shm *shm, *shm_a2a; /* its channels, or NULL */
+} swy_sched_comm_params_t;
+
+/* The view the engine was created for (id 0, every engine peer in
+ * order): made by swy_sched_create. */
+swy_sched_comm_t *swy_sched_world(swy_sched_t *sched);
+/* A further view on the engine (swy_comm_split). */
+swy_status_t swy_sched_comm_create(swy_sched_t *sched,
+                                   const swy_sched_comm_params_t *params,
+                                   swy_sched_comm_t **comm_p);
+/* Forget a view once its ops are drained (or failed); NULL ok. Not the
+ * world view, which goes with the engine. */
+void swy_sched_comm_destroy(swy_sched_comm_t *comm);
+swy_sched_t *swy_sched_of(const swy_sched_comm_t *comm);
+uint32_t swy_sched_comm_id(const swy_sched_comm_t *comm);
+/* The ids in use by live views of this engine: bit i of used[i / 64]. */
+void swy_sched_comm_ids(swy_sched_t *sched,
+                        uint64_t used[SWY_SCHED_COMM_IDS / 64]);
+
+/* Fail every in-flight op of the view with status/msg (local only). */
+void swy_sched_fail_all(swy_sched_comm_t *comm, swy_status_t status,
                         const char *msg);
-/* Progress until every op (freed-but-running ones included) completed,
- * or the comm failed, or timeout_s passed (SWY_ERR_TIMEOUT). */
-swy_status_t swy_sched_drain(swy_sched_t *sched, double timeout_s);
+/* Progress until every op of the view (freed-but-running ones included)
+ * completed, or the view failed, or timeout_s passed (SWY_ERR_TIMEOUT). */
+swy_status_t swy_sched_drain(swy_sched_comm_t *comm, double timeout_s);
 /* The caller posted an op that it will not wait for at once (a
  * non-blocking call): a progress thread parked while callers waited
  * takes over after the hand-off grace instead of at its next look. */
 void swy_sched_handoff(swy_sched_t *sched);
+/* Threads the engine runs (the progress thread, when there is one). */
+int swy_sched_threads(const swy_sched_t *sched);
 /* Stop the progress thread (if any); call before the transports are
  * finalized. NULL ok. */
 void swy_sched_stop(swy_sched_t *sched);
@@ -83,9 +123,12 @@ const char *swy_sched_policy_name(const swy_sched_t *sched);
 /* Free everything; call after the transports were finalized. NULL ok. */
 void swy_sched_destroy(swy_sched_t *sched);
 
-/* Post a collective. args' count arrays are copied. On failure *req_p is
- * untouched and the per-thread error message says why. */
-swy_status_t swy_sched_post(swy_sched_t *sched, const swy_coll_args_t *args,
+/* Post a collective (or a send/recv, SWY_COLL_SEND/RECV: those take the
+ * sequence of their ordered pair, so they match in posting order per
+ * pair and need not be posted in the same order on every rank) on a
+ * view. args' count arrays are copied. On failure *req_p is untouched
+ * and the per-thread error message says why. */
+swy_status_t swy_sched_post(swy_sched_comm_t *comm, const swy_coll_args_t *args,
                             int priority, int64_t order, const char *name,
                             struct swy_request **req_p);
 
@@ -95,10 +138,15 @@ void swy_sched_release(struct swy_request *req);
 /* The owner given in the params of the request's scheduler. */
 void *swy_sched_owner(const struct swy_request *req);
 
-/* The comm-wide failure, if any (SWY_OK otherwise); msg may be NULL. */
-swy_status_t swy_sched_failure(swy_sched_t *sched, char *msg, size_t len);
-/* Fail the comm (and tell the other ranks through boot if report). */
-void swy_sched_fail_comm(swy_sched_t *sched, swy_status_t status,
+/* swy_comm_abort of one view while the engine lives on for others: fail its ops here (SWY_ERR_ABORTED) and tell
+ * its other ranks (SWY_ERR_REMOTE with why). */
+void swy_sched_report_abort(swy_sched_comm_t *comm, const char *why);
+/* The view's failure, if any (SWY_OK otherwise); msg may be NULL. */
+swy_status_t swy_sched_failure(swy_sched_comm_t *comm, char *msg,
+                               size_t len);
+/* Fail the view (and tell its other ranks through boot if report: the
+ * world view's failure is the job's, another view's is scoped to it). */
+void swy_sched_fail_comm(swy_sched_comm_t *comm, swy_status_t status,
                          const char *msg, int report);
 
 void swy_sched_phase_hint(swy_sched_t *sched, int phase);

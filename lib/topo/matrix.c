@@ -206,6 +206,53 @@ err_destroy:
     return status;
 }
 
+swy_status_t swy_topo_subset(const swy_topo_t *topo, const int *members,
+                             int nmembers, int myrank, swy_topo_t **sub_p)
+{
+    size_t npairs = (size_t)nmembers * (size_t)nmembers;
+    if (nmembers <= 0 || myrank < 0 || myrank >= nmembers)
+        return swy_err_set(SWY_ERR_INVALID_ARG, SWY_TOPO_SUBSYS,
+                           "topo subset: rank %d of %d", myrank, nmembers);
+    for (int i = 0; i < nmembers; i++)
+        if (members[i] < 0 || members[i] >= topo->nranks)
+            return swy_err_set(SWY_ERR_INVALID_ARG, SWY_TOPO_SUBSYS,
+                               "topo subset: member %d is rank %d of %d",
+                               i, members[i], topo->nranks);
+    swy_topo_t *sub = swy_calloc(1, sizeof(*sub));
+    if (sub == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, SWY_TOPO_SUBSYS,
+                           "out of memory");
+    sub->nranks = nmembers;
+    sub->myrank = myrank;
+    sub->ranks = swy_calloc((size_t)nmembers, sizeof(*sub->ranks));
+    sub->node_of_rank = swy_calloc((size_t)nmembers,
+                                   sizeof(*sub->node_of_rank));
+    sub->link_class = swy_calloc(npairs, sizeof(*sub->link_class));
+    sub->bandwidth = swy_calloc(npairs, sizeof(*sub->bandwidth));
+    sub->latency = swy_calloc(npairs, sizeof(*sub->latency));
+    if (sub->ranks == NULL || sub->node_of_rank == NULL ||
+        sub->link_class == NULL || sub->bandwidth == NULL ||
+        sub->latency == NULL) {
+        swy_topo_destroy(sub);
+        return swy_err_set(SWY_ERR_NO_MEMORY, SWY_TOPO_SUBSYS,
+                           "out of memory");
+    }
+    for (int a = 0; a < nmembers; a++) {
+        sub->ranks[a] = topo->ranks[members[a]];
+        for (int b = 0; b < nmembers; b++) {
+            size_t from = (size_t)members[a] * (size_t)topo->nranks +
+                          (size_t)members[b];
+            size_t to = (size_t)a * (size_t)nmembers + (size_t)b;
+            sub->link_class[to] = topo->link_class[from];
+            sub->bandwidth[to] = topo->bandwidth[from];
+            sub->latency[to] = topo->latency[from];
+        }
+    }
+    topo_number_nodes(sub);
+    *sub_p = sub;
+    return SWY_OK;
+}
+
 void swy_topo_destroy(swy_topo_t *topo)
 {
     if (topo == NULL)

@@ -66,6 +66,11 @@ swy_status_t swy_topo_discover_from(const char *xml_path,
 swy_status_t swy_topo_build(const swy_topo_local_t *all, int nranks,
                             int myrank, swy_topo_t **topo_p);
 void swy_topo_destroy(swy_topo_t *topo);
+/* The topology of some of the ranks (members[i]: rank i of the subset,
+ * a rank of topo), links as topo has them (measured or loaded ones
+ * included); myrank is this process's index in members. */
+swy_status_t swy_topo_subset(const swy_topo_t *topo, const int *members,
+                             int nmembers, int myrank, swy_topo_t **sub_p);
 
 /* Apply an override file (format: see SWY_TOPO_FILE help). Errors name
  * the file and line. */

@@ -1,0 +1,149 @@
+/* swy_comm_split: sub-communicators on the process's engine.
+ *
+ * The ranks allgather (color, key, the communicator ids their engine has
+ * in use, how many views it has made) over the parent itself, so no new
+ * rendezvous is made. Each rank then derives the same answer alone: the
+ * members of its color ordered by key then parent rank, and the lowest
+ * id that no member's engine uses, which goes into every wire tag of the
+ * new communicator so that its ops never match another's. The job-wide
+ * name of its failures (swy_boot_report_comm_failure) is its first
+ * member's engine peer, that engine's count of views made and the id:
+ * no two communicators of a job share it, even after one is gone. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/comm_impl.h"
+#include "util/alloc.h"
+#include "util/log.h"
+
+typedef struct {
+    int32_t color, key;
+    uint32_t views_made;
+    uint32_t pad;
+    uint64_t used[SWY_SCHED_COMM_IDS / 64];
+} split_entry_t;
+
+typedef struct {
+    int32_t key;
+    int parent_rank;
+} member_t;
+
+static int member_cmp(const void *a, const void *b)
+{
+    const member_t *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->parent_rank < y->parent_rank ? -1 : x->parent_rank > y->parent_rank;
+}
+
+/* The new communicator for this rank's color, from every rank's entry. */
+static swy_status_t split_make(swy_comm_t parent, const split_entry_t *all,
+                               swy_comm_t *newcomm)
+{
+    int n = parent->nranks, mine = parent->rank, color = all[mine].color;
+    member_t *members = swy_malloc((size_t)n * sizeof(member_t));
+    swy_comm_t comm = swy_calloc(1, sizeof(*comm));
+    int *peers = swy_malloc((size_t)n * sizeof(int));
+    swy_status_t status;
+    if (members == NULL || comm == NULL || peers == NULL) {
+        status = swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+        goto err;
+    }
+    int count = 0;
+    uint64_t used[SWY_SCHED_COMM_IDS / 64] = {0};
+    for (int r = 0; r < n; r++) {
+        if (all[r].color != color)
+            continue;
+        members[count++] = (member_t){all[r].key, r};
+        for (size_t w = 0; w < SWY_ARRAY_SIZE(used); w++)
+            used[w] |= all[r].used[w];
+    }
+    qsort(members, (size_t)count, sizeof(member_t), member_cmp);
+    uint32_t id = 0;
+    for (uint32_t i = 1; i < SWY_SCHED_COMM_IDS && id == 0; i++)
+        if (!(used[i / 64] & (UINT64_C(1) << (i % 64))))
+            id = i;
+    if (id == 0) {
+        status = swy_err_set(SWY_ERR_UNSUPPORTED, "api", "swy_comm_split: "
+                             "every one of the %u communicator ids is in use "
+                             "on some member's process: destroy "
+                             "communicators first", SWY_SCHED_COMM_IDS - 1);
+        goto err;
+    }
+    int rank = -1;
+    for (int i = 0; i < count; i++) {
+        peers[i] = swy_api_peer(parent, members[i].parent_rank);
+        if (members[i].parent_rank == mine)
+            rank = i;
+    }
+    const split_entry_t *first = &all[members[0].parent_rank];
+    uint64_t key = (uint64_t)(uint32_t)peers[0] << 40 |
+                   (uint64_t)(first->views_made & 0x7FFFFFFFu) << 9 | id;
+    comm->rank = rank;
+    comm->nranks = count;
+    comm->timeout_s = parent->timeout_s;
+    comm->engine = parent->engine;
+    comm->boot = parent->boot;
+    comm->transports = parent->transports;
+    comm->sched = parent->sched;
+    comm->mem = parent->mem;
+    comm->peers = peers;
+    SWY_CHECK_GOTO(swy_topo_subset(parent->engine->topo, peers, count, rank,
+                                   &comm->topo),
+                   status, err);
+    swy_sched_comm_params_t params = {
+        .id = id, .key = key, .rank = rank, .nranks = count, .peers = peers,
+        .owner = comm};
+    status = swy_sched_comm_create(parent->sched, &params, &comm->view);
+    if (status != SWY_OK) {
+        swy_topo_destroy(comm->topo);
+        goto err;
+    }
+    swy_api_engine_ref(parent->engine);
+    parent->engine->views_made++;
+    swy_debug("api", "split: color %d -> communicator %u, rank %d of %d",
+              color, id, rank, count);
+    swy_free(members);
+    *newcomm = comm;
+    return SWY_OK;
+
+err:
+    swy_free(members);
+    swy_free(peers);
+    swy_free(comm);
+    return status;
+}
+
+swy_status_t swy_comm_split(swy_comm_t comm, int color, int key,
+                            swy_comm_t *newcomm)
+{
+    static const char fn[] = "swy_comm_split";
+    swy_err_clear();
+    if (comm == NULL || newcomm == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: %s is NULL", fn,
+                           comm == NULL ? "comm" : "newcomm");
+    if (color < SWY_SPLIT_NOCOLOR)
+        return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                            "%s: color %d is negative (use a color >= 0, or "
+                            "SWY_SPLIT_NOCOLOR)", fn, color));
+    int n = comm->nranks;
+    split_entry_t mine;
+    memset(&mine, 0, sizeof(mine));
+    mine.color = color;
+    mine.key = key;
+    mine.views_made = comm->engine->views_made;
+    swy_sched_comm_ids(comm->sched, mine.used);
+    split_entry_t *all = swy_malloc((size_t)n * sizeof(split_entry_t));
+    if (all == NULL)
+        return swy_api_fail(comm, swy_err_set(SWY_ERR_NO_MEMORY, "api",
+                                              "out of memory"));
+    swy_op_attr_t attr = {.priority = -1, .name = "swy_comm_split"};
+    swy_status_t status = swy_allgather(&mine, all, sizeof(mine), SWY_UINT8,
+                                        comm, &attr, NULL);
+    if (status == SWY_OK && color == SWY_SPLIT_NOCOLOR)
+        *newcomm = NULL;
+    else if (status == SWY_OK)
+        status = swy_api_fail(comm, split_make(comm, all, newcomm));
+    swy_free(all);
+    return status;
+}
