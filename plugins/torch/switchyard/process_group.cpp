@@ -147,6 +147,36 @@ swy_dtype_t reduceDtype(at::ScalarType type, swy_redop_t op,
   }
 }
 
+// How a tensor's bytes travel: as its own element type where the library
+// has it (so that a mismatch report names the dtype), else as bytes.
+struct Movement {
+  swy_dtype_t dtype;
+  size_t unit;  // bytes per element of dtype
+};
+
+Movement movement(at::ScalarType type) {
+  switch (type) {
+    case at::kChar:
+      return {SWY_INT8, 1};
+    case at::kByte:
+      return {SWY_UINT8, 1};
+    case at::kInt:
+      return {SWY_INT32, 4};
+    case at::kLong:
+      return {SWY_INT64, 8};
+    case at::kHalf:
+      return {SWY_FLOAT16, 2};
+    case at::kBFloat16:
+      return {SWY_BFLOAT16, 2};
+    case at::kFloat:
+      return {SWY_FLOAT32, 4};
+    case at::kDouble:
+      return {SWY_FLOAT64, 8};
+    default:
+      return {SWY_UINT8, 1};
+  }
+}
+
 // A contiguous tensor standing for t: t itself, or a copy.
 at::Tensor contiguousFor(const at::Tensor& t) {
   return t.is_contiguous() ? t : t.contiguous();
@@ -269,9 +299,11 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
     if (!buf.is_same(user)) {
       work->on_success = [user, buf]() mutable { user.copy_(buf); };
     }
+    const Movement move = movement(buf.scalar_type());
     return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
-      return swy_broadcast(buf.data_ptr(), tensorBytes(buf), SWY_UINT8,
-                           static_cast<int>(opts.rootRank), comm_, attr, req);
+      return swy_broadcast(buf.data_ptr(), tensorBytes(buf) / move.unit,
+                           move.dtype, static_cast<int>(opts.rootRank), comm_,
+                           attr, req);
     });
   }
 
@@ -338,9 +370,11 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
         users[r].copy_(gathered.narrow(0, r * n, n).view(users[r].sizes()));
       }
     };
+    const Movement move = movement(in.scalar_type());
     return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
-      return swy_allgather(in.data_ptr(), gathered.data_ptr(), tensorBytes(in),
-                           SWY_UINT8, comm_, attr, req);
+      return swy_allgather(in.data_ptr(), gathered.data_ptr(),
+                           tensorBytes(in) / move.unit, move.dtype, comm_,
+                           attr, req);
     });
   }
 
@@ -363,9 +397,11 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
       at::Tensor user = output;
       work->on_success = [user, out]() mutable { user.copy_(out); };
     }
+    const Movement move = movement(in.scalar_type());
     return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
-      return swy_allgather(in.data_ptr(), out.data_ptr(), tensorBytes(in),
-                           SWY_UINT8, comm_, attr, req);
+      return swy_allgather(in.data_ptr(), out.data_ptr(),
+                           tensorBytes(in) / move.unit, move.dtype, comm_,
+                           attr, req);
     });
   }
 
@@ -470,10 +506,16 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
       at::Tensor user = output;
       work->on_success = [user, out]() mutable { user.copy_(out); };
     }
+    const Movement move = movement(in.scalar_type());
+    for (auto* v : {&send_counts, &send_displs, &recv_counts, &recv_displs}) {
+      for (auto& bytes : *v) {
+        bytes /= move.unit;
+      }
+    }
     return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
       return swy_alltoallv(in.data_ptr(), send_counts.data(),
                            send_displs.data(), out.data_ptr(),
-                           recv_counts.data(), recv_displs.data(), SWY_UINT8,
+                           recv_counts.data(), recv_displs.data(), move.dtype,
                            comm_, attr, req);
     });
   }
@@ -518,22 +560,50 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
                     .view(t.sizes()));
       }
     };
+    const Movement move = movement(inputs[0].scalar_type());
+    for (auto* v : {&send_counts, &send_displs, &recv_counts, &recv_displs}) {
+      for (auto& bytes : *v) {
+        bytes /= move.unit;
+      }
+    }
     return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
       return swy_alltoallv(packed.data_ptr(), send_counts.data(),
                            send_displs.data(), received.data_ptr(),
-                           recv_counts.data(), recv_displs.data(), SWY_UINT8,
+                           recv_counts.data(), recv_displs.data(), move.dtype,
                            comm_, attr, req);
     });
   }
 
-  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>&, int,
-                                      int) override {
-    return notYet("send", "swy_send");
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors,
+                                      int dst, int tag) override {
+    const char* op = "send";
+    checkOneTensor(tensors, op, "tensor");
+    checkPeer(dst, tag, op);
+    at::Tensor buf = contiguousFor(tensors[0]);
+    auto work = newWork(c10d::OpType::SEND, op, tensors, {buf});
+    const Movement move = movement(buf.scalar_type());
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_send(buf.data_ptr(), tensorBytes(buf) / move.unit,
+                      move.dtype, dst, comm_, attr, req);
+    });
   }
 
-  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>&, int,
-                                      int) override {
-    return notYet("recv", "swy_recv");
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors,
+                                      int src, int tag) override {
+    const char* op = "recv";
+    checkOneTensor(tensors, op, "tensor");
+    checkPeer(src, tag, op);
+    at::Tensor user = tensors[0];
+    at::Tensor buf = contiguousFor(user);
+    auto work = newWork(c10d::OpType::RECV, op, tensors, {buf});
+    if (!buf.is_same(user)) {
+      work->on_success = [user, buf]() mutable { user.copy_(buf); };
+    }
+    const Movement move = movement(buf.scalar_type());
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_recv(buf.data_ptr(), tensorBytes(buf) / move.unit,
+                      move.dtype, src, comm_, attr, req);
+    });
   }
 
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>&,
@@ -559,6 +629,15 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
   void checkRoot(int64_t root, const char* op) const {
     TORCH_CHECK(root >= 0 && root < size_, "switchyard: ", op, ": root rank ",
                 root, " is outside 0..", size_ - 1);
+  }
+
+  void checkPeer(int peer, int tag, const char* op) const {
+    TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "switchyard: ",
+                op, ": peer rank ", peer, " is not another rank of 0..",
+                size_ - 1, " (this is rank ", rank_, ")");
+    TORCH_CHECK(tag == 0, "switchyard: ", op, ": tag ", tag,
+                " is not supported: sends and receives match in posting "
+                "order per pair of ranks (as NCCL's); use tag 0");
   }
 
   static void checkSameShape(const at::Tensor& out, const at::Tensor& in,

@@ -287,16 +287,35 @@ def priority_scopes(rank, world, gloo):
 
 
 @case
+def send_recv_ring(rank, world, gloo):
+    # Each rank sends rank + 1 rows to the next and receives from the
+    # previous, non-blocking on both sides; then ranks 0 and 1 block.
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    out = rank_data(rank, (rank + 1, 3), torch.float64, salt=9)
+    holder = torch.zeros(3, prv + 1, dtype=torch.float64)
+    got = holder.t()  # non-contiguous receive buffer
+    works = [dist.isend(out, nxt), dist.irecv(got, prv)]
+    for w in works:
+        w.wait()
+    same(holder.t(), rank_data(prv, (prv + 1, 3), torch.float64, salt=9),
+         "irecv into a transposed tensor")
+    t = torch.full((5,), float(rank), dtype=torch.int64)
+    if rank == 0:
+        dist.send(t, 1)
+    elif rank == 1:
+        assert dist.recv(t, 0) == 0 and torch.equal(t, torch.zeros(5).long())
+    expect_error(lambda: dist.send(t, nxt, tag=3), "tag 3", "not supported")
+    expect_error(lambda: dist.send(t, rank), "peer rank", str(rank))
+    expect_error(lambda: dist.recv(t), "any source")
+
+
+@case
 def ops_not_yet_in_the_library(rank, world, gloo):
     # Each names the library call it waits for; none may hang.
     t = torch.ones(2)
     expect_error(lambda: dist.reduce(t, 0), "reduce", "not supported yet")
     expect_error(lambda: dist.reduce_scatter(t, [t.clone()] * world),
                  "reduce_scatter", "not supported yet")
-    if rank == 0:
-        expect_error(lambda: dist.send(t, 1 % world), "send",
-                     "not supported yet")
-        expect_error(lambda: dist.recv(t), "any source")
 
 
 def fresh_group():
