@@ -730,17 +730,25 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
     swy_op_attr_t attr_storage;
     const swy_op_attr_t* attr = scopeAttr(&attr_storage);
     swy_request_t request = nullptr;
-    swy_status_t status;
+    swy_status_t status = SWY_ERR_ABORTED;
     std::string detail;
     {
       std::lock_guard<std::mutex> lock(comm_mutex_);
-      status = start(attr, &request);
-      if (status != SWY_OK) {
-        detail = swy_last_error(comm_);
+      if (comm_ != nullptr) {
+        status = start(attr, &request);
+        if (status != SWY_OK) {
+          detail = swy_last_error(comm_);
+        }
+      } else {
+        std::lock_guard<std::mutex> queue_lock(queue_mutex_);
+        detail = "the group was aborted after an earlier failure: " +
+                 first_error_;
       }
     }
     if (status != SWY_OK) {
-      failed_ = failed_ || status != SWY_ERR_INVALID_ARG;
+      // The peers posted this op, or will: they would wait for this rank
+      // until SWY_TIMEOUT_S. Aborting tells them now.
+      requestAbort(std::string(work->opname_) + ": " + detail);
       TORCH_CHECK(false, "switchyard: ", work->opname_, " failed: ",
                   swy_status_string(status), ": ", detail);
     }
@@ -751,6 +759,32 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
     }
     queue_cv_.notify_one();
     return work;
+  }
+
+  // Aborts the communicator once this rank's outstanding ops have ended
+  // (their requests must not outlive it); the completion thread does it.
+  void requestAbort(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      if (!abort_requested_) {
+        abort_requested_ = true;
+        first_error_ = why;
+      }
+    }
+    failed_ = true;
+    queue_cv_.notify_one();
+  }
+
+  void abortNow() {
+    {
+      std::lock_guard<std::mutex> lock(comm_mutex_);
+      if (comm_ != nullptr) {
+        swy_comm_abort(comm_);
+        comm_ = nullptr;
+      }
+    }
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    aborted_ = true;
   }
 
   c10::intrusive_ptr<c10d::Work> notYet(const char* op, const char* call) {
@@ -768,10 +802,22 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(queue_mutex_);
+        if (active.empty() && abort_requested_ && !aborted_ &&
+            posted_.empty()) {
+          lock.unlock();
+          abortNow();
+          lock.lock();
+        }
         if (active.empty()) {
-          queue_cv_.wait(lock, [this] { return stop_ || !posted_.empty(); });
+          queue_cv_.wait(lock, [this] {
+            return stop_ || !posted_.empty() ||
+                   (abort_requested_ && !aborted_);
+          });
           if (posted_.empty()) {
-            return;  // stopping, nothing outstanding
+            if (stop_) {
+              return;  // nothing outstanding
+            }
+            continue;  // an abort to carry out
           }
         }
         while (!posted_.empty()) {
@@ -801,6 +847,10 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
         work->request = nullptr;
         if (status != SWY_OK) {
           failed_ = true;
+          std::lock_guard<std::mutex> lock(queue_mutex_);
+          if (first_error_.empty()) {
+            first_error_ = std::string(work->opname_) + ": " + detail;
+          }
         }
         WorkPtr finished = std::move(work);
         active.erase(active.begin() + i);
@@ -830,11 +880,11 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
       completion_thread_.join();
     }
     if (failed_) {
-      swy_comm_abort(comm_);
+      abortNow();
     } else {
       swy_comm_destroy(comm_);
+      comm_ = nullptr;
     }
-    comm_ = nullptr;
   }
 
   swy_comm_t comm_ = nullptr;
@@ -845,6 +895,9 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
   std::condition_variable queue_cv_;
   std::deque<WorkPtr> posted_;
   bool stop_ = false;
+  bool abort_requested_ = false;
+  bool aborted_ = false;
+  std::string first_error_;  // what failed the group, for later posts
   std::thread completion_thread_;
 };
 

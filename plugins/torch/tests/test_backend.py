@@ -356,6 +356,11 @@ def mismatched_calls_raise_everywhere(rank, world, gloo):
             # Work.exception() has no Python binding in 1.13; the Future
             # carries the same error.
             expect_error(works[0].get_future().wait, "switchyard", "failed")
+        # The failed group refuses later ops at once.
+        start = time.monotonic()
+        expect_error(lambda: dist.all_reduce(torch.ones(2), group=g),
+                     "switchyard", "failed")
+        assert time.monotonic() - start < 10, "a failed group hung"
         dist.destroy_process_group(g)
         dist.barrier(group=gloo)
 
