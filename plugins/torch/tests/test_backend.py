@@ -281,6 +281,12 @@ def priority_scopes(rank, world, gloo):
     assert torch.equal(t, torch.full((4,), float(world * world)))
     # The scope is restored on the way out, an error included.
     assert swy._C._set_priority(False, -1, 0, "") == (False, -1, 0, "")
+    # The scope reaches the library: its name labels the op's error.
+    g = fresh_group()
+    with swy.priority("high", order=2, name="experts_of_layer2"):
+        expect_error(lambda: dist.all_reduce(torch.ones(3 + rank), group=g),
+                     "experts_of_layer2", "disagree")
+    dist.destroy_process_group(g)
     expect_error(lambda: swy.priority("urgent").__enter__(), "urgent")
     expect_error(lambda: swy.priority(1001).__enter__(), "1001")
     expect_error(lambda: swy.priority(True).__enter__(), "bool")
