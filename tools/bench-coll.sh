@@ -38,6 +38,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD_DIR:-$here/build}
 [[ $build == /* ]] || build=$PWD/$build
+# The library compiles in no build-tree path: name the build's plugins.
+export SWY_PLUGIN_PATH=${SWY_PLUGIN_PATH:-$(cat "$build/plugin-path" 2>/dev/null || true)}
 nranks=4
 if [[ $# -gt 0 && $1 =~ ^[0-9]+$ ]]; then
     nranks=$1

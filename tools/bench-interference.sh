@@ -32,6 +32,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD_DIR:-$here/build}
 [[ $build == /* ]] || build=$PWD/$build
+# The library compiles in no build-tree path: name the build's plugins.
+export SWY_PLUGIN_PATH=${SWY_PLUGIN_PATH:-$(cat "$build/plugin-path" 2>/dev/null || true)}
 extra=("$@")
 python=/usr/bin/python3
 policies=${POLICIES:-fifo,fair,lina,credit,lina+hint}

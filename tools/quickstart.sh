@@ -60,6 +60,8 @@ configure_and_build() {
 
 install_missing
 configure_and_build
+# The library compiles in no build-tree path: name the build's plugins.
+export SWY_PLUGIN_PATH=${SWY_PLUGIN_PATH:-$(cat "$build/plugin-path" 2>/dev/null || true)}
 
 case $mode in
 test)

@@ -117,6 +117,24 @@ SWY_EXPORT const char *swy_status_string(swy_status_t status);
 SWY_EXPORT const char *swy_last_error(swy_comm_t comm);
 
 /**
+ * @brief Read a size in bytes as the library reads its SWY_* size
+ *        variables (SWY_PARTITION_BYTES=256K), so that programs and tools
+ *        accept the same spellings.
+ *
+ * Digits, then an optional binary multiplier K, M or G (any case; 2^10,
+ * 2^20, 2^30), then an optional "iB" or "B"; surrounding white space is
+ * ignored. "4M", "4MiB", "4mb" and "4194304" are the same size. No sign,
+ * fraction or exponent.
+ *
+ * @param text    The text to read; not modified.
+ * @param bytes_p Receives the size; left untouched on failure.
+ * @return SWY_OK; SWY_ERR_INVALID_ARG when text or bytes_p is NULL, text is
+ *         not such a size, or the size does not fit a size_t (the message
+ *         of swy_last_error(NULL) quotes the text).
+ */
+SWY_EXPORT swy_status_t swy_parse_size(const char *text, size_t *bytes_p);
+
+/**
  * @brief Create a job rendezvous token and start the root service in the
  *        calling process. Distribute the token to every rank out of band
  *        (e.g. MPI_Bcast) and call swy_comm_init_rank() on each.

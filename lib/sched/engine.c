@@ -883,8 +883,11 @@ static int issue_link(swy_sched_t *s, int peer)
     swy_link_t *link = &s->links[peer];
     if (swy_list_empty(&link->ready))
         return 0; /* the common case while waiting: no clock read */
-    int issued = 0, skips = 0;
+    int issued = 0, skips = 0, multi_view = 0;
     swy_list_t *pos = link->ready.next;
+    uint64_t stopped[SWY_SCHED_COMM_IDS / 64] = {0};
+    uint32_t first_cid =
+        swy_container_of(pos, swy_uop_t, q_link)->op->comm->id;
     const swy_policy_v1_t *policy = s->policy.ops;
     uint64_t now = s->now_ns;
     while (pos != &link->ready && skips < 64) {
@@ -936,12 +939,27 @@ static int issue_link(swy_sched_t *s, int peer)
             swy_list_push_back(&uop->op->gated, &uop->q_link);
             continue;
         }
+        uint32_t cid = uop->op->comm->id;
+        if (stopped[cid / 64] & (UINT64_C(1) << (cid % 64))) {
+            pos = pos->next;
+            skips++;
+            continue;
+        }
         int verdict = uop->is_header
                           ? SWY_POLICY_ISSUE
                           : policy->admit(s->policy.ctx, &lv, &view);
-        if (verdict == SWY_POLICY_STOP)
-            break;
         pos = pos->next;
+        if (verdict == SWY_POLICY_STOP) {
+            /* Nothing more of this communicator leaves on the link now;
+             * another's may (fifo is one stream per communicator, and a
+             * communicator's stream never waits for another's). */
+            stopped[cid / 64] |= UINT64_C(1) << (cid % 64);
+            multi_view |= cid != first_cid;
+            if (!multi_view && s->comms.next->next == &s->comms)
+                break; /* one view: the link is done */
+            skips++;
+            continue;
+        }
         if (verdict != SWY_POLICY_ISSUE) {
             skips++;
             continue;

@@ -12,13 +12,6 @@
 #include "util/config.h"
 #include "util/log.h"
 
-#ifndef SWY_PLUGIN_INSTALL_DIR
-#error "lib/meson.build passes SWY_PLUGIN_INSTALL_DIR"
-#endif
-#ifndef SWY_PLUGIN_BUILD_DIRS
-#error "lib/meson.build passes SWY_PLUGIN_BUILD_DIRS"
-#endif
-
 /* ABI versions this host understands, newest first. A v2 plugin that also
  * exports v1 keeps working with an older host. */
 static const struct {
@@ -140,11 +133,18 @@ swy_status_t swy_plugin_find(const char *kind, const char *name, char *path,
     const char *user_path = swy_config_get("SWY_PLUGIN_PATH");
     char lib_dir[1024];
     loader_lib_dir(lib_dir, sizeof(lib_dir));
-    /* One colon list, in search order; empty entries are skipped. */
+    /* One colon list, in search order; empty entries are skipped. No
+     * directory is compiled in: an installed library finds its plugins
+     * beside itself wherever the tree was moved, and programs in the build
+     * tree get SWY_PLUGIN_PATH (meson test, meson devenv). */
     char search[8192];
-    snprintf(search, sizeof(search), "%s:%s:%s:%s",
-             user_path != NULL ? user_path : "", lib_dir,
-             SWY_PLUGIN_INSTALL_DIR, SWY_PLUGIN_BUILD_DIRS);
+    int n_search = snprintf(search, sizeof(search), "%s:%s",
+                            user_path != NULL ? user_path : "", lib_dir);
+    if (n_search < 0 || (size_t)n_search >= sizeof(search)) {
+        snprintf(why, why_len, "SWY_PLUGIN_PATH is longer than %zu "
+                 "characters", sizeof(search) - sizeof(lib_dir) - 2);
+        return SWY_ERR_INVALID_ARG;
+    }
 
     char tried[4096] = "";
     size_t tried_len = 0;
@@ -152,7 +152,7 @@ swy_status_t swy_plugin_find(const char *kind, const char *name, char *path,
     size_t n_seen = 0;
     for (char *save = NULL, *dir = strtok_r(search, ":", &save); dir != NULL;
          dir = strtok_r(NULL, ":", &save)) {
-        /* The build directories may repeat SWY_PLUGIN_PATH's (tests). */
+        /* SWY_PLUGIN_PATH may name the library's own directory too. */
         int repeated = 0;
         for (size_t i = 0; i < n_seen; i++)
             if (strcmp(seen[i], dir) == 0)

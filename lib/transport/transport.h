@@ -4,8 +4,8 @@
  *
  * Loader: for each name in SWY_TRANSPORT_PLUGINS it looks for
  * `swy-transport-<name>.so` in SWY_PLUGIN_PATH, then the directory
- * libswitchyard was loaded from + "/switchyard", then SWY_PLUGIN_INSTALL_DIR
- * and SWY_PLUGIN_BUILD_DIRS (compile-time). In each file it tries the
+ * libswitchyard was loaded from + "/switchyard" (nothing compiled in: see
+ * the top-level meson.build). In each file it tries the
  * newest ABI symbol first (today only swy_transport_plugin_v1), checks
  * abi_version and struct_size, and logs clearly what is missing or wrong
  * (info for a plugin that is simply absent, warn for one that is broken);

@@ -6,16 +6,14 @@
 
 /* From this size on glibc's memcpy takes rep movsb here... */
 #define COPY_PIECEWISE_MIN ((size_t)4096)
-/* ...up to about the L2 cache size, where it switches to vector and
- * non-temporal stores, which a piecewise copy would lose (1 MiB: 67
- * instead of 38 us): 384 KiB was slow at distance 16, 512 KiB (the L2
- * size of the test VM) was not. */
+/* ...up to about the L2 cache size (512 KiB on the test VM), where it
+ * switches to vector and non-temporal stores, which a piecewise copy
+ * would lose (docs/performance.md, "coll"). */
 #define COPY_STOP_DEFAULT ((size_t)512 << 10)
 #define COPY_STOP_MAX ((size_t)4 << 20)
 #define COPY_PIECE ((size_t)2048)
 /* The destination's distance past the source, modulo 4 KiB, below which
- * rep movsb is slow: 1..31 took 22-30 us for 64 KiB, 0 and 32..4095
- * took 1-1.5 us. */
+ * rep movsb is slow (1..31; 0 and 32..4095 are not). */
 #define COPY_SLOW_DISTANCE ((uintptr_t)32)
 
 static size_t copy_stop(void)

@@ -2,9 +2,16 @@
  * low-priority backlog queued, once a high-priority op is posted, the
  * low-priority micro-ops issued afterwards on a link never have more than
  * SWY_CREDIT_BYTES in flight until the high-priority op's last micro-op
- * left on that link (policy lina). Also checks the counters.
- * Usage: test_priority NRANKS TRACE_DIR   (NRANKS 1 uses the self
- * transport; 2 uses UCX shared memory). */
+ * left on that link (policy lina). The check must have had something to
+ * hold: low-priority bytes still queued when the high op came, on some
+ * link (else the test fails: a backlog that drained first, or that moved
+ * no bytes through the transports, proves nothing). Also checks the
+ * counters.
+ * Usage: test_priority NRANKS TRACE_DIR [split]   (NRANKS 1 uses the self
+ * transport; 2 uses UCX shared memory). With split, the high-priority
+ * all-to-all runs on a communicator split from the world (ranks in
+ * reverse order) while the backlog runs on the world: the engine orders
+ * both on the same links. */
 #include <string.h>
 #include <unistd.h>
 
@@ -47,6 +54,14 @@ static int check_trace(int rank, int w)
     fclose(f);
     CHECK(high_post > 0, "no op event for the high-priority op");
     int checked = 0;
+    size_t low_bytes_behind = 0; /* low bytes issued after the high post */
+    for (size_t i = 0; i < n; i++)
+        if (evs[i].prio == SWY_PRIO_LOW && evs[i].ts >= high_post)
+            low_bytes_behind += evs[i].bytes;
+    fprintf(stderr, "rank %d: %zu low-priority bytes were queued behind the "
+            "high op\n", rank, low_bytes_behind);
+    CHECK(low_bytes_behind > 0, "rank %d: no low-priority bytes waited for "
+          "the high-priority op: the window was not exercised", rank);
     for (int peer = 0; peer < w; peer++) {
         int tid = 1 + peer;
         double last_high = -1;
@@ -88,8 +103,14 @@ static int check_trace(int rank, int w)
     return 0;
 }
 
+static int split_mode;
+
 static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
 {
+    swy_comm_t hc = comm; /* the high op's communicator */
+    if (split_mode)
+        CHECK_OK(swy_comm_split(comm, 0, w - rank, &hc), comm);
+    int me = swy_comm_rank(hc);
     size_t low_count = (32u << 20) / 4, per_peer = (4u << 20) / 4;
     float *low_send = calloc(low_count, 4), *low_recv = calloc(low_count, 4);
     float *hs = calloc(per_peer * (size_t)w, 4);
@@ -100,7 +121,7 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
         displs[j] = (size_t)j * per_peer;
     }
     for (size_t i = 0; i < per_peer * (size_t)w; i++)
-        hs[i] = (float)(rank * 7 + (int)(i % 1000));
+        hs[i] = (float)(me * 7 + (int)(i % 1000));
     swy_op_attr_t low = SWY_OP_ATTR_INIT, high = SWY_OP_ATTR_INIT;
     low.priority = SWY_PRIO_LOW;
     low.name = "low";
@@ -121,7 +142,7 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
                                low_counts, low_displs, SWY_FLOAT32, comm,
                                &low, &lreq), comm);
     CHECK_OK(swy_alltoallv(hs, counts, displs, hr, counts, displs,
-                           SWY_FLOAT32, comm, &high, &hreq), comm);
+                           SWY_FLOAT32, hc, &high, &hreq), hc);
     CHECK_OK(swy_wait(hreq), comm);
     CHECK_OK(swy_wait(lreq), comm);
     swy_request_free(hreq);
@@ -129,13 +150,15 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
     for (int j = 0; j < w; j++)
         for (size_t i = 0; i < per_peer; i += 997)
             CHECK(hr[(size_t)j * per_peer + i] ==
-                      (float)(j * 7 + (int)((rank * per_peer + i) % 1000)),
+                      (float)(j * 7 + (int)((me * per_peer + i) % 1000)),
                   "a2a data from %d", j);
     swy_comm_stats_t st = {.struct_size = sizeof(st)};
     CHECK_OK(swy_comm_stats(comm, &st), comm);
     fprintf(stderr, "rank %d: preemptions %llu, high waited %.3f ms\n", rank,
             (unsigned long long)st.preemptions, st.high_wait_s * 1e3);
     CHECK(st.micro_ops_sent > 0, "counters");
+    if (hc != comm)
+        CHECK_OK(swy_comm_destroy(hc), hc);
     CHECK_OK(swy_comm_destroy(comm), comm);
     if (check_trace(rank, w))
         return 201;
@@ -146,6 +169,7 @@ int main(int argc, char **argv)
 {
     int w = argc > 1 ? atoi(argv[1]) : 2;
     trace_dir = argc > 2 ? argv[2] : "/tmp";
+    split_mode = argc > 3 && strcmp(argv[3], "split") == 0;
     char pattern[600], part[32];
     snprintf(pattern, sizeof(pattern), "%s/trace.%%r.json", trace_dir);
     setenv("SWY_TRACE", pattern, 1);
@@ -155,7 +179,11 @@ int main(int argc, char **argv)
     snprintf(part, sizeof(part), "%u", CREDIT);
     setenv("SWY_CREDIT_BYTES", part, 1);
     setenv("SWY_WINDOW_BYTES", "512K", 1);
+    /* The backlog's bytes go through the transports and the link queues
+     * (the shared-memory allreduce sends only empty notices). */
+    setenv("SWY_SHM_CHANNEL", "0", 1);
     int rc = swy_test_spawn(w, rank_main, NULL, 120, NULL);
-    printf("%s: priority on %d ranks\n", rc ? "FAIL" : "PASS", w);
+    printf("%s: priority on %d ranks%s\n", rc ? "FAIL" : "PASS", w,
+           split_mode ? ", high op on a split communicator" : "");
     return rc;
 }

@@ -5,19 +5,22 @@
  * low-priority micro-op starts to the other peer there; a peer on this
  * node (shared memory, not the uplink) is not held by it.
  *
- * Rank r sends a low-priority backlog (an all-to-all carrying data to
- * every peer, 8 MiB each) and then a high-priority all-to-all that carries
- * data only to the peer r ^ 2 on the other node (2 MiB). For each rank the
- * trace gives the high op's micro-ops to r ^ 2 and the low ones to
- * r ^ 3 (the other remote peer) and r ^ 1 (the local one): no low micro-op
- * to r ^ 3 may start while a high micro-op to r ^ 2 is in flight, and some
- * to r ^ 1 may (the local link runs on). Results are checked too.
+ * Each round, rank r posts a low-priority backlog (an all-to-all carrying
+ * data to every peer, 8 MiB each), then a low-priority exchange with its
+ * local peer r ^ 1 only (16 MiB, so that the local link is busy while the
+ * next op runs), then a high-priority all-to-all that carries data only to
+ * the peer r ^ 2 on the other node (2 MiB). For each rank the trace gives
+ * the high op's micro-ops to r ^ 2 and the low ones to r ^ 3 (the other
+ * remote peer) and r ^ 1 (the local one): no low micro-op to r ^ 3 may
+ * start while a high micro-op to r ^ 2 is in flight, and some to r ^ 1
+ * must (the local link runs on). Results are checked too.
  *
  * A send issued before its peer posted the op does not count yet (see
- * lib/sched/engine.c, "unconfirmed"), so ranks 2 and 3 post their high
- * op 30 ms after ranks 0 and 1 (whose headers have then arrived): every
- * high micro-op of ranks 2 and 3 counts, and those two ranks are checked;
- * ranks 0 and 1 report what they saw.
+ * lib/sched/engine.c, "unconfirmed"), so in each round one node's ranks
+ * post their local and high ops 30 ms after the other node's (whose
+ * headers have then arrived): every high micro-op of the late ranks
+ * counts, and they are the ones checked that round. Round 1 checks ranks
+ * 2 and 3, round 2 ranks 0 and 1: every rank is checked.
  *
  * Usage: swy-run --nodes 2 --ranks-per-node 2 --link 1gbit
  *        test_uplink TRACE_DIR */
@@ -48,11 +51,25 @@
 
 typedef struct {
     double ts, end;
-    int peer, prio;
+    int peer, prio, round;
 } ev_t;
 
+#define MAX_EVENTS 200000
+#define ROUNDS 2
+
+/* The round of a micro-op: its op's name ends in the round's digit
+ * ("high1 #7/3"), 0 if none. */
+static int event_round(const char *line)
+{
+    const char *name = strstr(line, "\"name\":\"");
+    const char *hash = name != NULL ? strstr(name, " #") : NULL;
+    if (hash == NULL || hash[-1] < '1' || hash[-1] > '0' + ROUNDS)
+        return 0;
+    return hash[-1] - '0';
+}
+
 /* This rank's send micro-ops of data (not headers: those are small and
- * never held). */
+ * never held). More than max is an error, not a shorter trace. */
 static int read_sends(const char *path, ev_t *evs, int max, int *n_p)
 {
     char line[1024];
@@ -60,7 +77,7 @@ static int read_sends(const char *path, ev_t *evs, int max, int *n_p)
     if (f == NULL)
         return -1;
     int n = 0;
-    while (fgets(line, sizeof(line), f) != NULL && n < max) {
+    while (fgets(line, sizeof(line), f) != NULL) {
         double ts, dur, peer, prio, bytes;
         if (strstr(line, "\"cat\":\"send\"") == NULL ||
             swy_test_trace_num(line, "\"ts\":", &ts) ||
@@ -69,57 +86,74 @@ static int read_sends(const char *path, ev_t *evs, int max, int *n_p)
             swy_test_trace_num(line, "\"priority\":", &prio) ||
             swy_test_trace_num(line, "\"bytes\":", &bytes) || bytes < 4096)
             continue;
-        evs[n++] = (ev_t){ts, ts + dur, (int)peer, (int)prio};
+        if (n == max) {
+            fclose(f);
+            return -2;
+        }
+        evs[n++] = (ev_t){ts, ts + dur, (int)peer, (int)prio,
+                          event_round(line)};
     }
     fclose(f);
     *n_p = n;
     return 0;
 }
 
-static int check_trace(int rank, const char *path, int strict)
+/* The round in which this rank posts late, and is checked. */
+static int strict_round(int rank)
 {
-    static ev_t evs[100000];
-    int n = 0;
-    if (read_sends(path, evs, 100000, &n) != 0)
+    return rank >= 2 ? 1 : 2;
+}
+
+static int check_trace(int rank, const char *path)
+{
+    static ev_t evs[MAX_EVENTS];
+    int n = 0, rc = read_sends(path, evs, MAX_EVENTS, &n);
+    if (rc == -1)
         FAIL("trace %s missing", path);
+    if (rc == -2)
+        FAIL("trace %s has more than %d data send micro-ops: raise "
+             "MAX_EVENTS", path, MAX_EVENTS);
     int far = rank ^ 2, other = rank ^ 3, near = rank ^ 1;
-    int high = 0, near_low = 0, unchecked = 0;
-    for (int i = 0; i < n; i++) {
-        if (evs[i].peer != far || evs[i].prio != SWY_PRIO_HIGH)
-            continue;
-        high++;
-        for (int j = 0; j < n; j++) {
-            const ev_t *o = &evs[j];
-            /* The trace stamps a completion when the progress engine
-             * handles it, a little after the scheduler accounted it:
-             * 0.1 ms of slack at the end. */
-            if (o->prio != SWY_PRIO_LOW || o->ts <= evs[i].ts ||
-                o->ts >= evs[i].end - 100.0)
+    for (int round = 1; round <= ROUNDS; round++) {
+        int strict = round == strict_round(rank);
+        int high = 0, near_low = 0, other_low = 0;
+        for (int i = 0; i < n; i++) {
+            if (evs[i].round != round || evs[i].peer != far ||
+                evs[i].prio != SWY_PRIO_HIGH)
                 continue;
-            if (o->peer == other && !strict) {
-                unchecked++;
-                continue;
+            high++;
+            for (int j = 0; j < n; j++) {
+                const ev_t *o = &evs[j];
+                /* The trace stamps a completion when the progress engine
+                 * handles it, a little after the scheduler accounted it:
+                 * 0.1 ms of slack at the end. */
+                if (o->round != round || o->prio != SWY_PRIO_LOW ||
+                    o->ts <= evs[i].ts || o->ts >= evs[i].end - 100.0)
+                    continue;
+                if (o->peer == other && strict)
+                    FAIL("round %d: low-priority micro-op to rank %d started "
+                         "at +%.3f ms while a high-priority one to rank %d "
+                         "was in flight (+0 .. +%.3f ms): both leave through "
+                         "the uplink", round, other,
+                         (o->ts - evs[i].ts) / 1e3, far,
+                         (evs[i].end - evs[i].ts) / 1e3);
+                other_low += o->peer == other;
+                near_low += o->peer == near;
             }
-            if (o->peer == other)
-                FAIL("low-priority micro-op to rank %d started at +%.3f ms "
-                     "while a high-priority one to rank %d was in flight "
-                     "(+0 .. +%.3f ms): both leave through the uplink",
-                     other, (o->ts - evs[i].ts) / 1e3, far,
-                     (evs[i].end - evs[i].ts) / 1e3);
-            if (o->peer == near)
-                near_low++;
         }
+        if (high == 0)
+            FAIL("round %d: no high-priority micro-op to rank %d in the "
+                 "trace", round, far);
+        fprintf(stderr, "rank %d, round %d%s: %d high micro-ops to rank %d; "
+                "low ones started under them: %d to rank %d (other host), "
+                "%d to rank %d (same host)\n", rank, round,
+                strict ? "" : " (not checked: posted before its peer)", high,
+                far, other_low, other, near_low, near);
+        if (strict && near_low == 0)
+            FAIL("round %d: no low-priority micro-op to rank %d (same host) "
+                 "started while the high op to rank %d was in flight: the "
+                 "uplink rule held the local link too", round, near, far);
     }
-    if (high == 0)
-        FAIL("no high-priority micro-op to rank %d in the trace", far);
-    if (strict)
-        fprintf(stderr, "rank %d: %d high micro-ops to rank %d, no low one "
-                "to rank %d started under them; %d low ones to rank %d "
-                "(same host) did\n", rank, high, far, other, near_low, near);
-    else
-        fprintf(stderr, "rank %d (not checked: posted before its peer): %d "
-                "high micro-ops to rank %d, %d low ones to rank %d started "
-                "under them\n", rank, high, far, unchecked, other);
     return 0;
 }
 
@@ -157,11 +191,13 @@ int main(int argc, char **argv)
             FAIL("expected ranks {0,1} and {2,3} on two hosts");
     }
     size_t low_per = (8u << 20) / 4, high_per = (2u << 20) / 4;
+    size_t near_per = (16u << 20) / 4;
     float *ls = malloc(4 * low_per * 4), *lr = malloc(4 * low_per * 4);
     float *hs = malloc(high_per * 4), *hr = malloc(high_per * 4);
-    if (!ls || !lr || !hs || !hr)
+    float *ns = malloc(near_per * 4), *nr = malloc(near_per * 4);
+    if (!ls || !lr || !hs || !hr || !ns || !nr)
         FAIL("out of memory");
-    size_t lc[4], ld[4], sc[4] = {0}, sd[4] = {0};
+    size_t lc[4], ld[4], sc[4] = {0}, sd[4] = {0}, nc[4] = {0}, nd[4] = {0};
     for (int j = 0; j < 4; j++) {
         lc[j] = low_per;
         ld[j] = (size_t)j * low_per;
@@ -170,38 +206,68 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < high_per; i++)
         hs[i] = (float)(rank * 3 + (int)(i % 11));
+    for (size_t i = 0; i < near_per; i++)
+        ns[i] = (float)(rank * 5 + (int)(i % 13));
     sc[rank ^ 2] = high_per;
-    swy_op_attr_t low = SWY_OP_ATTR_INIT, hi = SWY_OP_ATTR_INIT;
-    low.priority = SWY_PRIO_LOW;
-    low.name = "backlog";
-    hi.priority = SWY_PRIO_HIGH;
-    hi.name = "high";
-    swy_request_t lreq, hreq;
-    OK(swy_barrier(comm));
-    OK(swy_alltoallv(ls, lc, ld, lr, lc, ld, SWY_FLOAT32, comm, &low, &lreq));
-    if (rank >= 2) { /* let the backlog run; then post after the peers */
-        struct timespec ts = {0, 30 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+    nc[rank ^ 1] = near_per;
+    for (int round = 1; round <= ROUNDS; round++) {
+        char low_name[16], near_name[16], high_name[16];
+        snprintf(low_name, sizeof(low_name), "backlog%d", round);
+        snprintf(near_name, sizeof(near_name), "local%d", round);
+        snprintf(high_name, sizeof(high_name), "high%d", round);
+        swy_op_attr_t low = SWY_OP_ATTR_INIT, nlow = SWY_OP_ATTR_INIT,
+                      hi = SWY_OP_ATTR_INIT;
+        low.priority = nlow.priority = SWY_PRIO_LOW;
+        low.name = low_name;
+        nlow.name = near_name;
+        hi.priority = SWY_PRIO_HIGH;
+        hi.name = high_name;
+        swy_request_t lreq, nreq, hreq;
+        memset(lr, 0, 4 * low_per * 4);
+        memset(hr, 0, high_per * 4);
+        memset(nr, 0, near_per * 4);
+        OK(swy_barrier(comm));
+        OK(swy_alltoallv(ls, lc, ld, lr, lc, ld, SWY_FLOAT32, comm, &low,
+                         &lreq));
+        if (round == strict_round(rank)) {
+            /* Let the backlog run; then post after the other node. */
+            struct timespec ts = {0, 30 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        OK(swy_alltoallv(ns, nc, nd, nr, nc, nd, SWY_FLOAT32, comm, &nlow,
+                         &nreq));
+        OK(swy_alltoallv(hs, sc, sd, hr, sc, sd, SWY_FLOAT32, comm, &hi,
+                         &hreq));
+        OK(swy_wait(hreq));
+        OK(swy_wait(nreq));
+        OK(swy_wait(lreq));
+        swy_request_free(hreq);
+        swy_request_free(nreq);
+        swy_request_free(lreq);
+        for (size_t i = 0; i < high_per; i++)
+            if (hr[i] != (float)((rank ^ 2) * 3 + (int)(i % 11)))
+                FAIL("round %d: high all-to-all: element %zu from rank %d",
+                     round, i, rank ^ 2);
+        for (size_t i = 0; i < near_per; i += 97)
+            if (nr[i] != (float)((rank ^ 1) * 5 + (int)(i % 13)))
+                FAIL("round %d: local exchange: element %zu from rank %d",
+                     round, i, rank ^ 1);
+        for (int j = 0; j < 4; j++)
+            for (size_t i = 0; i < low_per; i += 101)
+                if (lr[ld[j] + i] !=
+                    (float)(j * 1000 + rank * 10 + (int)(i % 7)))
+                    FAIL("round %d: backlog: element %zu from rank %d",
+                         round, i, j);
     }
-    OK(swy_alltoallv(hs, sc, sd, hr, sc, sd, SWY_FLOAT32, comm, &hi, &hreq));
-    OK(swy_wait(hreq));
-    OK(swy_wait(lreq));
-    swy_request_free(hreq);
-    swy_request_free(lreq);
-    for (size_t i = 0; i < high_per; i++)
-        if (hr[i] != (float)((rank ^ 2) * 3 + (int)(i % 11)))
-            FAIL("high all-to-all: element %zu from rank %d", i, rank ^ 2);
-    for (int j = 0; j < 4; j++)
-        for (size_t i = 0; i < low_per; i += 101)
-            if (lr[ld[j] + i] != (float)(j * 1000 + rank * 10 + (int)(i % 7)))
-                FAIL("backlog: element %zu from rank %d", i, j);
     OK(swy_comm_destroy(comm));
     free(ls);
     free(lr);
     free(hs);
     free(hr);
+    free(ns);
+    free(nr);
     snprintf(path, sizeof(path), "%s/uplink.%d.json", argv[1], rank);
-    if (check_trace(rank, path, rank >= 2) != 0)
+    if (check_trace(rank, path) != 0)
         return 1;
     printf("PASS: rank %d\n", rank);
     return 0;

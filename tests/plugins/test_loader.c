@@ -1,7 +1,11 @@
 /* The plugin loader: broken plugins are rejected with a message that says
  * what is wrong, a missing one names the directories searched, and the
- * real ucx plugin loads through SWY_PLUGIN_PATH.
- * argv: <dir of the broken test plugins> <install dir> <ucx plugin path> */
+ * real ucx plugin loads through SWY_PLUGIN_PATH. The search is
+ * SWY_PLUGIN_PATH, then "switchyard" beside the binary that holds the
+ * loader (this test links it statically), and nothing compiled in: the
+ * install directory is not searched by name.
+ * argv: <dir of the broken test plugins> <the loader's own plugin dir>
+ *       <ucx plugin path> <install dir> */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,13 +67,13 @@ static void expect_hints(const char *name, const char *path_in,
 
 int main(int argc, char **argv)
 {
-    if (argc < 4) {
-        fprintf(stderr, "usage: %s TEST_PLUGIN_DIR INSTALL_DIR UCX_PLUGIN\n",
-                argv[0]);
+    if (argc < 5) {
+        fprintf(stderr, "usage: %s TEST_PLUGIN_DIR OWN_PLUGIN_DIR UCX_PLUGIN "
+                "INSTALL_DIR\n", argv[0]);
         return 2;
     }
     test_dir = argv[1];
-    const char *install_dir = argv[2];
+    const char *own_dir = argv[2], *install_dir = argv[4];
 
     expect_rejected("badabi", SWY_ERR_INVALID_ARG,
                     "wrong ABI version 99 (expected 1)");
@@ -117,9 +121,9 @@ int main(int argc, char **argv)
     CHECK(strstr(why, "swy-transport-nosuchplugin.so not found in: ") !=
           NULL);
     const char *test_dir_at = strstr(why, test_dir);
-    const char *install_at = strstr(why, install_dir);
-    CHECK(test_dir_at != NULL && install_at != NULL &&
-          test_dir_at < install_at);
+    const char *own_at = strstr(why, own_dir);
+    CHECK(test_dir_at != NULL && own_at != NULL && test_dir_at < own_at);
+    CHECK(strstr(why, install_dir) == NULL);
 
     /* SWY_PLUGIN_PATH finds the test plugins, and opening still checks. */
     CHECK(swy_transport_plugin_find("badabi", path, sizeof(path), why,

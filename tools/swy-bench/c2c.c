@@ -8,10 +8,8 @@
  * It needs no launcher and no communicator. On a virtual machine the
  * figure is worth taking next to a collective benchmark: the host may
  * place the machine's CPUs near each other (a shared last-level cache)
- * or far apart, and move them while it runs; on the 2-core test VM the
- * round trip is about 100 ns in one placement and 480 ns in the other,
- * and the shared-memory algorithms run up to 2.7 times slower in the
- * second (docs/performance.md, "coll"). */
+ * or far apart, and move them while it runs, and the shared-memory
+ * algorithms are much slower far apart (docs/performance.md, "coll"). */
 #include "c2c.h"
 
 #include "common.h"

@@ -3,6 +3,7 @@
 #include "coll_run.h"
 
 #include "common.h"
+#include "switchyard/switchyard.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -123,7 +124,7 @@ swyb_coll_parse_t swyb_coll_options_parse(int argc, char **argv, int first,
             break;
         case OPT_MIN:
         case OPT_MAX:
-            if (swyb_size_parse(optarg, c == OPT_MIN ? &opts.min_bytes
+            if (swy_parse_size(optarg, c == OPT_MIN ? &opts.min_bytes
                                                      : &opts.max_bytes) != 0) {
                 if (err) fprintf(err, "%s: bad size '%s'\n", prog, optarg);
                 return SWYB_COLL_PARSE_EXIT_USAGE;

@@ -3,11 +3,9 @@
 
 #include "swyb_commit.h"
 
-#include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,47 +53,6 @@ void swyb_stats_compute(double *samples, size_t n, swyb_stats_t *stats_p)
     stats.q1 = samples[(n - 1) / 4];
     stats.q3 = samples[3 * (n - 1) / 4];
     *stats_p = stats;
-}
-
-int swyb_size_parse(const char *text, size_t *bytes_p)
-{
-    char *end;
-    unsigned long long value;
-    unsigned shift = 0;
-
-    if (text == NULL || !isdigit((unsigned char)text[0])) {
-        return -1;
-    }
-    value = strtoull(text, &end, 10);
-    switch (toupper((unsigned char)*end)) {
-    case '\0':
-        break;
-    case 'K':
-        shift = 10;
-        break;
-    case 'M':
-        shift = 20;
-        break;
-    case 'G':
-        shift = 30;
-        break;
-    default:
-        return -1;
-    }
-    if (*end != '\0') {
-        ++end;
-        if (strcasecmp(end, "iB") == 0 || strcasecmp(end, "B") == 0) {
-            end += strlen(end);
-        }
-        if (*end != '\0') {
-            return -1;
-        }
-    }
-    if (value > (SIZE_MAX >> shift)) {
-        return -1;
-    }
-    *bytes_p = (size_t)value << shift;
-    return 0;
 }
 
 void swyb_size_format(size_t bytes, char *buf, size_t buf_len)

@@ -34,13 +34,6 @@ typedef struct {
  */
 void swyb_stats_compute(double *samples, size_t n, swyb_stats_t *stats_p);
 
-/**
- * Parse a byte size: a decimal number with an optional binary suffix
- * K, M, G (also KiB, MiB, GiB; case-insensitive). Returns 0 on success,
- * -1 on a malformed or overflowing value.
- */
-int swyb_size_parse(const char *text, size_t *bytes_p);
-
 /** Format a byte size compactly: 4K, 16M, 1G, or plain bytes. */
 void swyb_size_format(size_t bytes, char *buf, size_t buf_len);
 

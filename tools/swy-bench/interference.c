@@ -17,6 +17,7 @@
 
 typedef struct {
     swy_comm_t comm;
+    swy_comm_t a2a_comm; /* comm, or one split from it (--a2a-comm split) */
     swy_request_t req[SWYB_IB_SLOTS];
 } swy_ib_t;
 
@@ -35,10 +36,10 @@ static int swy_ib_ialltoallv(void *ctx, int slot, const float *sendbuf,
     swy_op_attr_t attr = SWY_OP_ATTR_INIT;
 
     attr.name = "a2a";
-    return swyb_swy_check(s->comm,
+    return swyb_swy_check(s->a2a_comm,
                           swy_alltoallv(sendbuf, counts, displs, recvbuf,
-                                        counts, displs, SWY_FLOAT32, s->comm,
-                                        &attr, &s->req[slot]),
+                                        counts, displs, SWY_FLOAT32,
+                                        s->a2a_comm, &attr, &s->req[slot]),
                           "swy_alltoallv");
 }
 
@@ -152,10 +153,16 @@ static int swy_ib_query(void *ctx, size_t *partition_bytes_p,
                        "swy_comm_query") != 0) {
         return -1;
     }
-    *window_bytes_p = strtoull(window, NULL, 10);
-    *partition_bytes_p = strtoull(partition, NULL, 10);
-    *credit_bytes_p = strtoull(credit, NULL, 10);
-    return 0;
+    return swyb_swy_check(s->comm, swy_parse_size(window, window_bytes_p),
+                          "swy_parse_size(SWY_WINDOW_BYTES)") != 0 ||
+                   swyb_swy_check(s->comm,
+                                  swy_parse_size(partition, partition_bytes_p),
+                                  "swy_parse_size(SWY_PARTITION_BYTES)") != 0 ||
+                   swyb_swy_check(s->comm,
+                                  swy_parse_size(credit, credit_bytes_p),
+                                  "swy_parse_size(SWY_CREDIT_BYTES)") != 0
+               ? -1
+               : 0;
 }
 
 static int swy_ib_phase_hint(void *ctx, int a2a_imminent)
@@ -210,8 +217,19 @@ int swyb_interference_main(int argc, char **argv)
         return 1;
     }
 
+    s.a2a_comm = s.comm;
+    if (opts.a2a_split) {
+        status = swy_comm_split(s.comm, 0, swy_comm_rank(s.comm), &s.a2a_comm);
+        if (status != SWY_OK) {
+            fprintf(stderr, "swy-bench: swy_comm_split failed: %s: %s\n",
+                    swy_status_string(status), swy_last_error(s.comm));
+            swy_comm_abort(s.comm);
+            return 1;
+        }
+    }
     swyb_ib_impl_t impl = {
         .name = "switchyard",
+        .comms = opts.a2a_split ? "a2a-split" : "one",
         .rank = swy_comm_rank(s.comm),
         .nranks = swy_comm_size(s.comm),
         .ctx = &s,
@@ -230,9 +248,15 @@ int swyb_interference_main(int argc, char **argv)
     rc = swyb_ib_run(&impl, &opts, argc, argv);
     if (rc < 0) {
         /* Peers may be blocked in a collective this rank will never post. */
+        if (s.a2a_comm != s.comm)
+            swy_comm_abort(s.a2a_comm);
         swy_comm_abort(s.comm);
         return 1;
     }
+    if (s.a2a_comm != s.comm &&
+        swyb_swy_check(s.a2a_comm, swy_comm_destroy(s.a2a_comm),
+                       "swy_comm_destroy") != 0)
+        rc = 1;
     status = swy_comm_destroy(s.comm);
     if (status != SWY_OK) {
         fprintf(stderr, "swy-bench: swy_comm_destroy failed: %s\n",

@@ -16,6 +16,7 @@
 #include "interference_run.h"
 
 #include "common.h"
+#include "switchyard/switchyard.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -53,6 +54,11 @@ static void ib_usage_print(FILE *out, const char *prog, int scheduled)
         "  --json                 also print one JSON line per configuration\n",
         prog);
     if (scheduled) {
+        fprintf(out,
+        "  --a2a-comm world|split the all-to-all on the world (default) or on\n"
+        "                         a communicator split from it (same ranks),\n"
+        "                         the backlog on the world: priorities across\n"
+        "                         communicators\n");
         fprintf(out,
         "  --policies LIST        policies, each measured in this run\n"
         "                         (default fifo,fair,lina,credit)\n"
@@ -109,7 +115,7 @@ static int size_list_parse(const char *text, int allow_auto, size_t *sizes,
         }
         if (strcmp(item, "auto") == 0 && allow_auto) {
             value = 0;
-        } else if (swyb_size_parse(item, &value) != 0 || value == 0) {
+        } else if (swy_parse_size(item, &value) != 0 || value == 0) {
             return -1;
         }
         sizes[n++] = value;
@@ -153,7 +159,7 @@ swyb_ib_parse_t swyb_ib_options_parse(int argc, char **argv, int first,
 {
     enum { OPT_A2A = 256, OPT_AR, OPT_DELAY, OPT_REPS, OPT_WARMUP,
            OPT_NODES, OPT_JSON, OPT_POLICIES, OPT_CREDITS, OPT_PARTITIONS,
-           OPT_SWEEP, OPT_WINDOW };
+           OPT_SWEEP, OPT_WINDOW, OPT_A2A_COMM };
     static const struct option long_options[] = {
         {"a2a-size", required_argument, NULL, OPT_A2A},
         {"allreduce-size", required_argument, NULL, OPT_AR},
@@ -167,6 +173,7 @@ swyb_ib_parse_t swyb_ib_options_parse(int argc, char **argv, int first,
         {"partitions", required_argument, NULL, OPT_PARTITIONS},
         {"sweep-policy", required_argument, NULL, OPT_SWEEP},
         {"window", required_argument, NULL, OPT_WINDOW},
+        {"a2a-comm", required_argument, NULL, OPT_A2A_COMM},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -203,7 +210,7 @@ swyb_ib_parse_t swyb_ib_options_parse(int argc, char **argv, int first,
         switch (c) {
         case OPT_A2A:
         case OPT_AR:
-            if (swyb_size_parse(optarg, c == OPT_A2A ? &opts.a2a_bytes
+            if (swy_parse_size(optarg, c == OPT_A2A ? &opts.a2a_bytes
                                                      : &opts.allreduce_bytes)
                 != 0) {
                 if (err) fprintf(err, "%s: bad size '%s'\n", prog, optarg);
@@ -264,12 +271,20 @@ swyb_ib_parse_t swyb_ib_options_parse(int argc, char **argv, int first,
             strcpy(opts.sweep_policy, optarg);
             break;
         case OPT_WINDOW:
-            if (swyb_size_parse(optarg, &opts.window_bytes) != 0 ||
+            if (swy_parse_size(optarg, &opts.window_bytes) != 0 ||
                 opts.window_bytes == 0) {
                 if (err) fprintf(err, "%s: bad --window '%s'\n", prog,
                                  optarg);
                 return SWYB_IB_PARSE_EXIT_USAGE;
             }
+            break;
+        case OPT_A2A_COMM:
+            if (strcmp(optarg, "world") != 0 && strcmp(optarg, "split") != 0) {
+                if (err) fprintf(err, "%s: --a2a-comm is world or split, not "
+                                 "'%s'\n", prog, optarg);
+                return SWYB_IB_PARSE_EXIT_USAGE;
+            }
+            opts.a2a_split = strcmp(optarg, "split") == 0;
             break;
         case 'h':
             if (rank == 0) ib_usage_print(stdout, prog, scheduled);
@@ -635,7 +650,8 @@ static void ib_json_print(FILE *out, const ib_bench_t *b, const ib_result_t *r)
             "\"allreduce_alone_MBps\":%.3f,\"allreduce_loaded_ms\":%.4f,"
             "\"allreduce_alone_ms\":%.4f,\"preemptions\":%.2f,"
             "\"high_wait_ms\":%.4f,\"backlog_overlap\":%.3f,"
-            "\"ranks\":%d,\"nodes\":%d,\"check\":\"%s\"}\n",
+            "\"ranks\":%d,\"nodes\":%d,\"comms\":\"%s\","
+            "\"check\":\"%s\"}\n",
             b->impl->name, r->policy, r->sweep, r->partition_bytes,
             r->credit_bytes, r->window_bytes, r->hint ? "true" : "false",
             b->a2a_floats * sizeof(float),
@@ -647,6 +663,7 @@ static void ib_json_print(FILE *out, const ib_bench_t *b, const ib_result_t *r)
             r->ar_MBps, r->ar_alone_MBps, r->ar_loaded.median * 1e3,
             r->ar_alone.median * 1e3, r->preemptions, r->high_wait_ms,
             r->overlap, b->impl->nranks, ib_nodes_value(),
+            b->impl->comms != NULL ? b->impl->comms : "one",
             r->correct ? "ok" : "WRONG");
 }
 

@@ -29,6 +29,9 @@ typedef struct {
     size_t partitions[SWYB_IB_MAX_LIST];
     char sweep_policy[32];
     size_t window_bytes; /* 0: the library's setting */
+    /* The all-to-all on a communicator of its own (split from the world,
+     * the same ranks), the backlog on the world: --a2a-comm split. */
+    int a2a_split;
 } swyb_ib_options_t;
 
 typedef enum {
@@ -54,6 +57,9 @@ enum { SWYB_IB_SLOT_A2A = 0, SWYB_IB_SLOT_ALLREDUCE = 1, SWYB_IB_SLOTS = 2 };
  * has printed the cause (naming the rank) to stderr. */
 typedef struct {
     const char *name; /* "switchyard", "openmpi" */
+    /* Which communicators carry the ops (JSON "comms"): "one", or
+     * "a2a-split" (all-to-all on its own communicator). NULL: "one". */
+    const char *comms;
     int rank;
     int nranks;
     void *ctx;

@@ -81,7 +81,7 @@ static int model_opts_parse(int argc, char **argv, model_opts_t *o)
         char *end = NULL;
         switch (c) {
         case 'b':
-            if (swyb_size_parse(optarg, &o->bytes) != 0 || o->bytes < 64) {
+            if (swy_parse_size(optarg, &o->bytes) != 0 || o->bytes < 64) {
                 fprintf(stderr, "swy-bench model: --bytes '%s': need a size "
                         ">= 64\n", optarg);
                 return -1;

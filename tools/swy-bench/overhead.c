@@ -92,7 +92,7 @@ static int oh_options_parse(int argc, char **argv, int rank,
            != -1) {
         switch (c) {
         case OPT_SIZE:
-            if (swyb_size_parse(optarg, &opts.bytes) != 0 ||
+            if (swy_parse_size(optarg, &opts.bytes) != 0 ||
                 opts.bytes < sizeof(float)) {
                 if (err) fprintf(err, "overhead: bad --size '%s'\n", optarg);
                 return 2;
@@ -107,7 +107,7 @@ static int oh_options_parse(int argc, char **argv, int rank,
 
                 if (opts.npartitions == OH_MAX_PARTITIONS ||
                     (strcmp(item, "one") != 0 &&
-                     (swyb_size_parse(item, &size) != 0 || size == 0))) {
+                     (swy_parse_size(item, &size) != 0 || size == 0))) {
                     if (err) fprintf(err, "overhead: bad --partitions '%s'\n",
                                      optarg);
                     return 2;
@@ -319,10 +319,12 @@ int swyb_overhead_main(int argc, char **argv)
                      "swy_comm_configure") != 0 ||
             swyb_swy_check(comm, swy_comm_query(comm, "SWY_PARTITION_BYTES",
                                           in_effect, sizeof(in_effect)),
-                     "swy_comm_query") != 0) {
+                     "swy_comm_query") != 0 ||
+            swyb_swy_check(comm, swy_parse_size(in_effect,
+                                                &points[p].partition_bytes),
+                     "swy_parse_size(SWY_PARTITION_BYTES)") != 0) {
             goto abort;
         }
-        points[p].partition_bytes = strtoull(in_effect, NULL, 10);
         /* One warm-up: first-touch of scratch and queues. */
         if (swyb_swy_check(comm, swy_alltoallv(sendbuf, counts, displs, recvbuf,
                                          counts, displs, SWY_FLOAT32, comm,

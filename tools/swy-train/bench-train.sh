@@ -11,6 +11,8 @@
 # "pipeline").
 set -euo pipefail
 build=${BUILD_DIR:-build-train}
+# The library compiles in no build-tree path: name the build's plugins.
+export SWY_PLUGIN_PATH=${SWY_PLUGIN_PATH:-$(cat "$build/plugin-path" 2>/dev/null || true)}
 reps=${REPS:-5}
 link=${LINK:-1gbit}
 configs=()

@@ -305,25 +305,10 @@ static int parse_double(const char *flag, const char *s, double lo,
 
 static int parse_bytes(const char *flag, const char *s, size_t *out)
 {
-    char *end;
-    errno = 0;
-    if (s[0] == '-')
-        return bad(flag, s, "negative size");
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || end == s)
-        return bad(flag, s, "not a size");
-    unsigned long long mult = 1;
-    if (*end == 'K' || *end == 'k')
-        mult = 1ull << 10;
-    else if (*end == 'M' || *end == 'm')
-        mult = 1ull << 20;
-    else if (*end == 'G' || *end == 'g')
-        mult = 1ull << 30;
-    if (mult != 1)
-        end++;
-    if (*end != '\0' || v > (1ull << 40) / mult)
+    size_t v;
+    if (swy_parse_size(s, &v) != SWY_OK || v > ((size_t)1 << 40))
         return bad(flag, s, "not a size (N, NK, NM, NG; at most 1T)");
-    *out = (size_t)(v * mult);
+    *out = v;
     return 0;
 }
 

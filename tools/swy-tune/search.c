@@ -2,43 +2,14 @@
  * measured in it, and the objective that picks one of them. */
 #include "tune.h"
 
+#include "switchyard/switchyard.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-int swyt_size_parse(const char *text, uint64_t *bytes_p)
-{
-    char *end;
-    unsigned long long value;
-    uint64_t scale = 1;
-
-    if (text == NULL || !isdigit((unsigned char)*text))
-        return -1;
-    errno = 0;
-    value = strtoull(text, &end, 10);
-    if (errno != 0)
-        return -1;
-    if (*end != '\0') {
-        switch (toupper((unsigned char)*end)) {
-        case 'K': scale = 1ull << 10; break;
-        case 'M': scale = 1ull << 20; break;
-        case 'G': scale = 1ull << 30; break;
-        default: return -1;
-        }
-        end++;
-        if (strcasecmp(end, "iB") == 0 || strcasecmp(end, "B") == 0)
-            end += strlen(end);
-        if (*end != '\0')
-            return -1;
-    }
-    if (value > UINT64_MAX / scale)
-        return -1;
-    *bytes_p = (uint64_t)value * scale;
-    return 0;
-}
 
 void swyt_size_format(uint64_t bytes, char *buf, size_t len)
 {
@@ -112,7 +83,11 @@ static int json_size_get(const swyt_json_object_t *object, const char *key,
             *bytes_p = 0;
             return 0;
         }
-        return swyt_size_parse(field->text, bytes_p);
+        size_t bytes;
+        if (swy_parse_size(field->text, &bytes) != SWY_OK)
+            return -1;
+        *bytes_p = bytes;
+        return 0;
     }
     return -1;
 }
@@ -247,10 +222,12 @@ static int credit_spec_parse(const char *text, swyt_credit_spec_t *spec_p)
         spec_p->value = n;
         return 0;
     }
+    size_t bytes;
     spec_p->kind = SWYT_CREDIT_BYTES;
-    return swyt_size_parse(text, &spec_p->value) == 0 && spec_p->value > 0
-               ? 0
-               : -1;
+    if (swy_parse_size(text, &bytes) != SWY_OK || bytes == 0)
+        return -1;
+    spec_p->value = bytes;
+    return 0;
 }
 
 int swyt_space_parse(const char *policies, const char *partitions,
@@ -300,10 +277,10 @@ int swyt_space_parse(const char *policies, const char *partitions,
         goto fail;
     }
     for (cursor = copy; (item = list_next(&cursor)) != NULL;) {
-        uint64_t bytes;
+        size_t bytes;
         int seen = 0;
 
-        if (swyt_size_parse(item, &bytes) != 0 || bytes == 0) {
+        if (swy_parse_size(item, &bytes) != SWY_OK || bytes == 0) {
             snprintf(why, why_len, "bad partition size '%s'", item);
             goto fail;
         }

@@ -59,8 +59,7 @@ const swyt_json_field_t *swyt_json_find(const swyt_json_object_t *object,
 
 /* ---- sizes ---- */
 
-/** Parse 64K, 1M, 2G, 65536, 64KiB (powers of 1024). 0 or -1. */
-int swyt_size_parse(const char *text, uint64_t *bytes_p);
+/* Sizes are read with swy_parse_size (switchyard.h). */
 /** Format 65536 as "64K", 1048576 as "1M", 1000 as "1000". */
 void swyt_size_format(uint64_t bytes, char *buf, size_t len);
 

@@ -36,9 +36,9 @@ swy_status_t nccl_init(const swy_transport_host_v1_t *host, void **ctx_p)
         return SWY_ERR_NO_MEMORY;
     memset(ctx, 0, sizeof(*ctx));
     ctx->host = host;
-    nccl_list_init(&ctx->self_sends);
-    nccl_list_init(&ctx->inflight);
-    nccl_list_init(&ctx->completions);
+    swy_list_init(&ctx->self_sends);
+    swy_list_init(&ctx->inflight);
+    swy_list_init(&ctx->completions);
     swy_status_t status;
 
     /* As with NCCL, the device is the caller's current one: frameworks
@@ -71,7 +71,7 @@ swy_status_t nccl_init(const swy_transport_host_v1_t *host, void **ctx_p)
     }
     memset(ctx->peers, 0, npeers * sizeof(*ctx->peers));
     for (size_t r = 0; r < npeers; r++)
-        nccl_list_init(&ctx->peers[r].posted_recvs);
+        swy_list_init(&ctx->peers[r].posted_recvs);
 
     ctx->address_len = sizeof(nccl_address_head_t) +
                        npeers * NCCL_NCLASSES * sizeof(ncclUniqueId);
@@ -307,7 +307,7 @@ static swy_status_t nccl_hello(nccl_ctx_t *ctx,
             dir->hdr_op.peer = r;
             dir->hdr_op.cls = c;
             dir->hdr_op.dir = dir;
-            nccl_list_init(&dir->hdr_op.link);
+            swy_list_init(&dir->hdr_op.link);
             status = nccl_slot_get(ctx, &dir->hdr_slot);
             if (status == SWY_OK)
                 status = nccl_event_get(ctx, &dir->hdr_op.event);
@@ -510,11 +510,11 @@ out_free:
     return status;
 }
 
-static void nccl_free_ops(nccl_ctx_t *ctx, nccl_link_t *head)
+static void nccl_free_ops(nccl_ctx_t *ctx, swy_list_t *head)
 {
-    while (!nccl_list_empty(head)) {
+    while (!swy_list_empty(head)) {
         nccl_op_t *op = (nccl_op_t *)head->next;
-        nccl_list_del(&op->link);
+        swy_list_del(&op->link);
         if (op->kind == NCCL_OP_HEADER)
             continue; /* embedded in its nccl_dir_t */
         /* Events and slots of aborted operations go back unused: their

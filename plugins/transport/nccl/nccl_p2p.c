@@ -29,7 +29,7 @@ static nccl_op_t *nccl_op_new(nccl_ctx_t *ctx, nccl_op_kind_t kind, int peer,
         return NULL;
     }
     memset(op, 0, sizeof(*op));
-    nccl_list_init(&op->link);
+    swy_list_init(&op->link);
     op->kind = kind;
     op->state = NCCL_OP_POSTED;
     op->peer = peer;
@@ -46,7 +46,7 @@ static nccl_op_t *nccl_op_new(nccl_ctx_t *ctx, nccl_op_kind_t kind, int peer,
 static void nccl_op_complete(nccl_ctx_t *ctx, nccl_op_t *op,
                              swy_status_t status, size_t bytes)
 {
-    nccl_list_del(&op->link);
+    swy_list_del(&op->link);
     nccl_event_put(ctx, op->event);
     op->event = NULL;
     nccl_slot_put(ctx, op->slot);
@@ -54,7 +54,7 @@ static void nccl_op_complete(nccl_ctx_t *ctx, nccl_op_t *op,
     op->status = status;
     op->bytes = bytes;
     op->state = NCCL_OP_DONE;
-    nccl_list_push(&ctx->completions, &op->link);
+    swy_list_push_back(&ctx->completions, &op->link);
 }
 
 /* Every comm of the context, one by one: i from 0 until NULL. */
@@ -112,13 +112,13 @@ void nccl_abort_comms(nccl_ctx_t *ctx)
                      (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
 }
 
-static void nccl_fail_list(nccl_ctx_t *ctx, nccl_link_t *head)
+static void nccl_fail_list(nccl_ctx_t *ctx, swy_list_t *head)
 {
-    nccl_link_t items;
-    nccl_list_take(&items, head);
-    while (!nccl_list_empty(&items)) {
+    swy_list_t items;
+    swy_list_take(&items, head);
+    while (!swy_list_empty(&items)) {
         nccl_op_t *op = (nccl_op_t *)items.next;
-        nccl_list_del(&op->link);
+        swy_list_del(&op->link);
         if (op->kind == NCCL_OP_HEADER) {
             op->state = NCCL_OP_POSTED; /* embedded; its event stays */
             continue;
@@ -295,9 +295,9 @@ static swy_status_t nccl_recv_issue(nccl_ctx_t *ctx, nccl_dir_t *dir,
     return nccl_header_post(ctx, dir);
 }
 
-static nccl_op_t *nccl_find_tag(nccl_link_t *head, uint64_t tag)
+static nccl_op_t *nccl_find_tag(swy_list_t *head, uint64_t tag)
 {
-    for (nccl_link_t *l = head->next; l != head; l = l->next)
+    for (swy_list_t *l = head->next; l != head; l = l->next)
         if (((nccl_op_t *)l)->tag == tag)
             return (nccl_op_t *)l;
     return NULL;
@@ -344,7 +344,7 @@ static void nccl_header_arrived(nccl_ctx_t *ctx, nccl_dir_t *dir)
                  (unsigned long long)hdr.len, dir->name);
         return;
     }
-    nccl_list_del(&op->link);
+    swy_list_del(&op->link);
     if (nccl_recv_issue(ctx, dir, op, &hdr) != SWY_OK)
         nccl_post_broken(ctx, "posting a receive failed", op, NULL);
 }
@@ -486,9 +486,9 @@ swy_status_t nccl_isend_class(nccl_ctx_t *ctx, int peer, uint64_t tag,
         nccl_op_t *recv = nccl_find_tag(&ctx->peers[peer].posted_recvs,
                                         op->tag);
         if (recv == NULL) {
-            nccl_list_push(&ctx->self_sends, &op->link);
+            swy_list_push_back(&ctx->self_sends, &op->link);
         } else {
-            nccl_list_del(&recv->link);
+            swy_list_del(&recv->link);
             if (nccl_self_issue(ctx, op, recv) != SWY_OK)
                 nccl_post_broken(ctx, "a send to oneself failed", op, recv);
         }
@@ -545,9 +545,9 @@ swy_status_t nccl_irecv(void *vctx, int peer, uint64_t tag, void *buf,
     if (peer == ctx->host->rank) {
         nccl_op_t *send = nccl_find_tag(&ctx->self_sends, op->tag);
         if (send == NULL) {
-            nccl_list_push(&from->posted_recvs, &op->link);
+            swy_list_push_back(&from->posted_recvs, &op->link);
         } else {
-            nccl_list_del(&send->link);
+            swy_list_del(&send->link);
             if (nccl_self_issue(ctx, send, op) != SWY_OK)
                 nccl_post_broken(ctx, "a send to oneself failed", send, op);
         }
@@ -557,7 +557,7 @@ swy_status_t nccl_irecv(void *vctx, int peer, uint64_t tag, void *buf,
             if (from->recv[c].parked && from->recv[c].parked_hdr.tag == op->tag)
                 dir = &from->recv[c];
         if (dir == NULL) {
-            nccl_list_push(&from->posted_recvs, &op->link);
+            swy_list_push_back(&from->posted_recvs, &op->link);
         } else {
             nccl_header_t hdr = dir->parked_hdr;
             dir->parked = 0;
@@ -620,8 +620,8 @@ static void nccl_check_async_errors(nccl_ctx_t *ctx)
 static int nccl_poll_inflight(nccl_ctx_t *ctx)
 {
     int events = 0;
-    nccl_link_t *next;
-    for (nccl_link_t *l = ctx->inflight.next; l != &ctx->inflight; l = next) {
+    swy_list_t *next;
+    for (swy_list_t *l = ctx->inflight.next; l != &ctx->inflight; l = next) {
         /* Work posted below goes to the tail and does not touch next. */
         next = l->next;
         nccl_op_t *op = (nccl_op_t *)l;
@@ -635,7 +635,7 @@ static int nccl_poll_inflight(nccl_ctx_t *ctx)
             nccl_fail_all(ctx, SWY_ERR_TRANSPORT, why);
             break;
         }
-        nccl_list_del(&op->link);
+        swy_list_del(&op->link);
         events++;
         if (op->kind == NCCL_OP_HEADER) {
             nccl_header_arrived(ctx, op->dir);
@@ -659,7 +659,7 @@ int nccl_progress(void *vctx)
     int events = 0;
     if (ctx->failed == SWY_OK)
         nccl_check_async_errors(ctx);
-    if (ctx->failed == SWY_OK && !nccl_list_empty(&ctx->inflight)) {
+    if (ctx->failed == SWY_OK && !swy_list_empty(&ctx->inflight)) {
         int prev;
         if (nccl_device_enter(ctx, &prev) == SWY_OK) {
             events += nccl_poll_inflight(ctx);
@@ -669,11 +669,11 @@ int nccl_progress(void *vctx)
         }
     }
     /* A snapshot: what the callbacks post completes in a later call. */
-    nccl_link_t batch;
-    nccl_list_take(&batch, &ctx->completions);
-    while (!nccl_list_empty(&batch)) {
+    swy_list_t batch;
+    swy_list_take(&batch, &ctx->completions);
+    while (!swy_list_empty(&batch)) {
         nccl_op_t *op = (nccl_op_t *)batch.next;
-        nccl_list_del(&op->link);
+        swy_list_del(&op->link);
         if (op->cb != NULL)
             op->cb(op->cb_arg, op->status, op->bytes);
         ctx->host->free(op);
@@ -695,7 +695,7 @@ swy_status_t nccl_arm(void *vctx)
     /* Clear first: a host function after this read makes it readable. */
     ssize_t got = read(ctx->waker->fd, &count, sizeof(count));
     (void)got;
-    if (!nccl_list_empty(&ctx->completions))
+    if (!swy_list_empty(&ctx->completions))
         return SWY_INPROGRESS;
     if (atomic_load(&ctx->waker->fired) != ctx->fired_seen)
         return SWY_INPROGRESS;

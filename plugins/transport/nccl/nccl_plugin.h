@@ -36,6 +36,7 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 
+#include "switchyard/list.h"
 #include "switchyard/swy_device_v1.h"
 #include "switchyard/swy_transport_v1.h"
 
@@ -89,18 +90,6 @@ typedef struct {
                                 physical GPU this rank uses */
 } nccl_address_head_t;
 
-/* ---- lists ------------------------------------------------------------- */
-
-typedef struct nccl_link {
-    struct nccl_link *prev, *next;
-} nccl_link_t;
-
-void nccl_list_init(nccl_link_t *head);
-int nccl_list_empty(const nccl_link_t *head);
-void nccl_list_push(nccl_link_t *head, nccl_link_t *item);
-void nccl_list_del(nccl_link_t *item);
-/* Move every item of src to dst (emptied first). */
-void nccl_list_take(nccl_link_t *dst, nccl_link_t *src);
 
 /* ---- header slots: pinned host + device copies of one header ------------ */
 
@@ -145,7 +134,7 @@ typedef enum {
 typedef struct nccl_dir nccl_dir_t;
 
 typedef struct nccl_op {
-    nccl_link_t link; /* first: posted list, inflight or completions */
+    swy_list_t link; /* first: posted list, inflight or completions */
     nccl_op_kind_t kind;
     nccl_op_state_t state;
     int peer;
@@ -186,7 +175,7 @@ typedef struct {
     nccl_dir_t recv[NCCL_NCLASSES];
     /* Unmatched irecvs from this peer (for self: from oneself), in the
      * order they were posted. */
-    nccl_link_t posted_recvs;
+    swy_list_t posted_recvs;
 } nccl_peer_t;
 
 typedef struct {
@@ -213,10 +202,10 @@ typedef struct {
     ncclConfig_t self_config[NCCL_NCLASSES];
     char self_name[NCCL_NCLASSES][48]; /* NCCL's commName */
     nccl_slot_t *hello_slot[NCCL_NCLASSES]; /* read by every hello send */
-    nccl_link_t self_sends; /* unmatched sends to oneself */
+    swy_list_t self_sends; /* unmatched sends to oneself */
 
-    nccl_link_t inflight;
-    nccl_link_t completions;
+    swy_list_t inflight;
+    swy_list_t completions;
 
     cudaEvent_t *free_events;
     size_t n_free_events, cap_free_events;

@@ -8,43 +8,6 @@
 
 #include "nccl_plugin.h"
 
-void nccl_list_init(nccl_link_t *head)
-{
-    head->prev = head->next = head;
-}
-
-int nccl_list_empty(const nccl_link_t *head)
-{
-    return head->next == head;
-}
-
-void nccl_list_push(nccl_link_t *head, nccl_link_t *item)
-{
-    item->prev = head->prev;
-    item->next = head;
-    head->prev->next = item;
-    head->prev = item;
-}
-
-void nccl_list_del(nccl_link_t *item)
-{
-    item->prev->next = item->next;
-    item->next->prev = item->prev;
-    item->prev = item->next = item;
-}
-
-void nccl_list_take(nccl_link_t *dst, nccl_link_t *src)
-{
-    nccl_list_init(dst);
-    if (nccl_list_empty(src))
-        return;
-    dst->next = src->next;
-    dst->prev = src->prev;
-    dst->next->prev = dst;
-    dst->prev->next = dst;
-    nccl_list_init(src);
-}
-
 swy_status_t nccl_status_from_cuda(cudaError_t err)
 {
     switch (err) {
@@ -179,7 +142,7 @@ swy_status_t nccl_op_record(nccl_ctx_t *ctx, nccl_op_t *op,
         return nccl_cuda_fail(ctx, "cudaLaunchHostFunc", err);
     }
     op->state = NCCL_OP_INFLIGHT;
-    nccl_list_push(&ctx->inflight, &op->link);
+    swy_list_push_back(&ctx->inflight, &op->link);
     return SWY_OK;
 }
 

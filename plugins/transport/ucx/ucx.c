@@ -22,6 +22,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "switchyard/list.h"
 #include "switchyard/swy_send_hints_v1.h"
 #include "switchyard/swy_transport_v1.h"
 
@@ -38,22 +39,17 @@
  * from this size on; smaller ones stay eager (see ucx_isend_hinted). */
 #define UCX_BULK_RNDV_MIN ((size_t)256 << 10)
 /* Finished ops kept for the next ones (one per send or receive: two per
- * peer per op for the header exchange alone). With them alltoallv of
- * 4 KiB on 4 ranks of the 2-core VM went from 16.6 to 15.7 us (batches
- * of 20, medians of 8 alternating runs; 2 ranks: 3.0 either way). */
+ * peer per op for the header exchange alone), which saves a malloc and a
+ * free per send and receive on small ops (docs/performance.md, "coll"). */
 #define UCX_OP_POOL_MAX 1024
 
 #define ucx_log(ctx, level, ...)                                              \
     (ctx)->host->log((level), UCX_SUBSYS, __VA_ARGS__)
 
-typedef struct ucx_link {
-    struct ucx_link *prev, *next;
-} ucx_link_t;
-
 typedef struct ucx_ctx ucx_ctx_t;
 
 typedef struct {
-    ucx_link_t link; /* first: in outstanding or completions */
+    swy_list_t link; /* first: in outstanding or completions */
     ucx_ctx_t *ctx;
     void *ucp_req; /* NULL once UCX is done with it */
     int is_recv;
@@ -81,50 +77,12 @@ struct ucx_ctx {
     uint8_t host_key_len; /* 0: unknown, no peer counts as local */
     size_t local_eager;   /* below this, eager (FAST_CMPL) to local peers */
     uint8_t *local;       /* per rank: same host key */
-    ucx_link_t outstanding;
-    ucx_link_t completions;
-    ucx_link_t pool; /* finished ops to reuse (UCX_OP_POOL_MAX) */
+    swy_list_t outstanding;
+    swy_list_t completions;
+    swy_list_t pool; /* finished ops to reuse (UCX_OP_POOL_MAX) */
     int pooled;
     int finalizing; /* completions from teardown are dropped silently */
 };
-
-static void ucx_list_init(ucx_link_t *head)
-{
-    head->prev = head->next = head;
-}
-
-static int ucx_list_empty(const ucx_link_t *head)
-{
-    return head->next == head;
-}
-
-static void ucx_list_push(ucx_link_t *head, ucx_link_t *item)
-{
-    item->prev = head->prev;
-    item->next = head;
-    head->prev->next = item;
-    head->prev = item;
-}
-
-static void ucx_list_del(ucx_link_t *item)
-{
-    item->prev->next = item->next;
-    item->next->prev = item->prev;
-    item->prev = item->next = item;
-}
-
-/* Move every item of src to the (empty) dst. */
-static void ucx_list_take(ucx_link_t *dst, ucx_link_t *src)
-{
-    ucx_list_init(dst);
-    if (ucx_list_empty(src))
-        return;
-    dst->next = src->next;
-    dst->prev = src->prev;
-    dst->next->prev = dst;
-    dst->prev->next = dst;
-    ucx_list_init(src);
-}
 
 static swy_status_t ucx_status_to_swy(ucs_status_t status)
 {
@@ -160,8 +118,8 @@ static void ucx_op_finish(ucx_op_t *op, ucs_status_t status, size_t bytes)
                 "receive of %zu bytes from rank %d (tag %llu): %s", op->len,
                 op->peer, (unsigned long long)op->tag,
                 ucs_status_string(status));
-    ucx_list_del(&op->link);
-    ucx_list_push(&ctx->completions, &op->link);
+    swy_list_del(&op->link);
+    swy_list_push_back(&ctx->completions, &op->link);
 }
 
 static void ucx_send_cb(void *request, ucs_status_t status, void *user_data)
@@ -215,13 +173,12 @@ static int parse_size(const char *value, size_t *bytes)
  * sender's page tables page by page. For the chunks of the pipelined
  * algorithms (at most 256 KiB on one host), whose steps wait for each
  * other, the eager path through UCX's shared-memory FIFO, two copies
- * that stay in cache, is faster: on 4 ranks of the
- * 2-core VM allreduce of 1 MiB took 1.68-1.75 ms by rendezvous and
- * 0.66-0.81 ms eagerly (docs/performance.md, "coll"). Only to ranks on
- * this host: across hosts an eager send lands in the socket buffers at
- * once, ahead of higher priority that comes later (the interference
- * benchmark's lina slowdown went from 1.11x to 1.65x with every peer
- * eager). UCX sends with UCP_OP_ATTR_FLAG_FAST_CMPL eagerly below
+ * that stay in cache, is faster where ranks share the CPUs
+ * (docs/performance.md, "coll"). Only to ranks on this host: across
+ * hosts an eager send lands in the socket buffers at once, ahead of
+ * higher priority that comes later (with every peer eager, lina's
+ * all-to-all slowdown in the interference benchmark grew;
+ * docs/performance.md, "interference"). UCX sends with UCP_OP_ATTR_FLAG_FAST_CMPL eagerly below
  * RNDV_SEND_NBR_THRESH, so that is what is set, and the flag is given per
  * peer. */
 static swy_status_t ucx_local_eager_setup(ucx_ctx_t *ctx, ucp_config_t *config)
@@ -260,16 +217,12 @@ static swy_status_t ucx_local_eager_setup(ucx_ctx_t *ctx, ucp_config_t *config)
  * default), each a separate FIFO element that the receiver takes in one
  * at a time. The reduce-scatter and allgather chunks of an allreduce of
  * 1 MiB on 4 ranks are 256 KiB: 32 segments each, 96 per rank and
- * phase in each direction. On the 16-core host, with 32 KiB segments
- * that allreduce took 309 instead of 497 us, 256 KiB 73 instead of 106
- * and 4 MiB 1380 instead of 1759, and no size from 4 KiB to 256 KiB was
- * slower (medians of 3 alternating sweeps; 16 KiB segments in between;
- * alltoallv from 1 MiB, which goes by rendezvous and not through the
- * FIFO, read 150 against 138 us and 603 against 549 within runs spread
- * over 99-160 and 463-658; docs/performance.md, "coll"). With 4 ranks on the 2-core VM, though,
- * 256 KiB and 1 MiB were 17-53% slower (presumably a sender fills a
- * FIFO whose receiver is not running; not measured), so auto keeps UCX's default where the ranks
- * on this host outnumber the CPUs they share. UCX's FIFO element holds
+ * phase in each direction. Where every rank has a CPU of its own, 32 KiB
+ * segments made the allreduce faster and no size slower; where the ranks
+ * outnumber the CPUs they were slower (presumably a sender fills a FIFO
+ * whose receiver is not running; not measured), so auto keeps UCX's
+ * default where the ranks on this host outnumber the CPUs they share
+ * (docs/performance.md, "coll"). UCX's FIFO element holds
  * a segment's length in 16 bits: at 64 KiB UCX 1.13 hangs or asserts, so
  * the payload stays below. A user's own UCX_*_SEG_SIZE wins. */
 #define UCX_SHM_SEG_AUTO (32u << 10)
@@ -288,10 +241,9 @@ static long positive_long(const char *value)
 /* Ranks that share this machine's CPUs, as the launcher says (swy-run,
  * torchrun, Open MPI); 0 if none does. The nodes of swy-run's emulated
  * cluster (SWY_NNODES of them) all run on this one machine: in the
- * interference benchmark (2 nodes of 2 ranks on the 2-core VM) 32 KiB
- * segments, chosen for 2 ranks per node, made lina's all-to-all slowdown
- * 1.22x and 1.26x where UCX's 8 KiB gave 1.05x and 0.90x (alternating
- * runs of REPEAT=2; docs/performance.md, "interference"). */
+ * interference benchmark, 32 KiB segments chosen for 2 ranks per node
+ * made lina's all-to-all slowdown worse than UCX's 8 KiB when all the
+ * emulated nodes shared 2 CPUs (docs/performance.md, "interference"). */
 static long ucx_local_world_size(ucx_ctx_t *ctx)
 {
     long n = positive_long(ctx->host->config_get("SWY_LOCAL_WORLD_SIZE"));
@@ -390,9 +342,9 @@ static swy_status_t ucx_init(const swy_transport_host_v1_t *host,
         return SWY_ERR_NO_MEMORY;
     memset(ctx, 0, sizeof(*ctx));
     ctx->host = host;
-    ucx_list_init(&ctx->outstanding);
-    ucx_list_init(&ctx->completions);
-    ucx_list_init(&ctx->pool);
+    swy_list_init(&ctx->outstanding);
+    swy_list_init(&ctx->completions);
+    swy_list_init(&ctx->pool);
     swy_status_t status = SWY_ERR_NO_MEMORY;
     ctx->eps = host->alloc(sizeof(*ctx->eps) * (size_t)host->nranks);
     if (ctx->eps == NULL)
@@ -541,9 +493,9 @@ static ucx_op_t *ucx_op_new(ucx_ctx_t *ctx, int is_recv, int peer,
                             swy_transport_complete_cb_v1_t cb, void *cb_arg)
 {
     ucx_op_t *op;
-    if (!ucx_list_empty(&ctx->pool)) {
+    if (!swy_list_empty(&ctx->pool)) {
         op = (ucx_op_t *)ctx->pool.next;
-        ucx_list_del(&op->link);
+        swy_list_del(&op->link);
         ctx->pooled--;
     } else if ((op = ctx->host->alloc(sizeof(*op))) == NULL) {
         return NULL;
@@ -556,7 +508,7 @@ static ucx_op_t *ucx_op_new(ucx_ctx_t *ctx, int is_recv, int peer,
     op->len = len;
     op->cb = cb;
     op->cb_arg = cb_arg;
-    ucx_list_push(&ctx->outstanding, &op->link);
+    swy_list_push_back(&ctx->outstanding, &op->link);
     return op;
 }
 
@@ -564,7 +516,7 @@ static ucx_op_t *ucx_op_new(ucx_ctx_t *ctx, int is_recv, int peer,
 static void ucx_op_release(ucx_ctx_t *ctx, ucx_op_t *op)
 {
     if (ctx->pooled < UCX_OP_POOL_MAX && !ctx->finalizing) {
-        ucx_list_push(&ctx->pool, &op->link);
+        swy_list_push_back(&ctx->pool, &op->link);
         ctx->pooled++;
     } else {
         ctx->host->free(op);
@@ -573,7 +525,7 @@ static void ucx_op_release(ucx_ctx_t *ctx, ucx_op_t *op)
 
 static void ucx_op_free(ucx_op_t *op)
 {
-    ucx_list_del(&op->link);
+    swy_list_del(&op->link);
     ucx_op_release(op->ctx, op);
 }
 
@@ -601,17 +553,11 @@ static char ucx_empty_buffer[1];
  * nothing waits on alone (an alltoallv's chunks): from UCX_BULK_RNDV_MIN
  * on it skips the eager path to local ranks, since there one copy by
  * rendezvous moves more bytes per second than two through the shared
- * FIFO, which all senders to a rank share. On 4 ranks of a 16-core host
- * an alltoallv of 1 MiB per rank (256 KiB to each peer) took 150-156 us
- * by rendezvous and 203-206 us eagerly, while allreduce of 1 MiB, whose
- * steps wait for each other, took 500-562 us by rendezvous and 386-387 us
- * eagerly (docs/performance.md, "coll"). Smaller chunks stay eager: a
+ * FIFO, which all senders to a rank share; an allreduce, whose steps wait
+ * for each other, is still faster eagerly. Smaller chunks stay eager: a
  * rendezvous costs a round trip and a process_vm_readv that pins the
- * sender's pages, which is most of a 16 KiB chunk's time. On the 2-core
- * VM an alltoallv of 64 KiB per rank (16 KiB to each peer) took 59 us by
- * rendezvous and 28 us eagerly, 256 KiB per rank 111 against 78 us
- * (Open MPI, which sends up to 32 KiB inline: 32 and 89 us; batches of
- * 20 ops, medians of 6 alternating runs). */
+ * sender's pages, which is most of a 16 KiB chunk's time. Both were
+ * measured on alltoallv and allreduce (docs/performance.md, "coll"). */
 static swy_status_t ucx_isend_hinted(void *vctx, int peer, uint64_t tag,
                                      const void *buf, size_t len,
                                      swy_mem_type_t mem, uint32_t hints,
@@ -764,11 +710,11 @@ static int ucx_progress(void *vctx)
     }
     /* A snapshot: operations posted by the callbacks that complete at once
      * wait for the next call. */
-    ucx_link_t batch;
-    ucx_list_take(&batch, &ctx->completions);
-    while (!ucx_list_empty(&batch)) {
+    swy_list_t batch;
+    swy_list_take(&batch, &ctx->completions);
+    while (!swy_list_empty(&batch)) {
         ucx_op_t *op = (ucx_op_t *)batch.next;
-        ucx_list_del(&op->link);
+        swy_list_del(&op->link);
         if (op->cb != NULL)
             op->cb(op->cb_arg, op->status, op->bytes);
         ucx_op_release(ctx, op);
@@ -794,7 +740,7 @@ static swy_status_t ucx_arm(void *vctx)
 {
     ucx_ctx_t *ctx = vctx;
     /* Queued completions do not show on UCX's fd. */
-    if (!ucx_list_empty(&ctx->completions))
+    if (!swy_list_empty(&ctx->completions))
         return SWY_INPROGRESS;
     ucs_status_t ucs = ucp_worker_arm(ctx->worker);
     if (ucs == UCS_OK)
@@ -885,11 +831,11 @@ static void ucx_wait_own_request(ucx_ctx_t *ctx, ucs_status_ptr_t req)
     ucp_request_free(req);
 }
 
-static void ucx_free_list(ucx_ctx_t *ctx, ucx_link_t *head)
+static void ucx_free_list(ucx_ctx_t *ctx, swy_list_t *head)
 {
-    while (!ucx_list_empty(head)) {
+    while (!swy_list_empty(head)) {
         ucx_op_t *op = (ucx_op_t *)head->next;
-        ucx_list_del(&op->link);
+        swy_list_del(&op->link);
         ctx->host->free(op);
     }
 }
@@ -902,7 +848,7 @@ static void ucx_destroy(ucx_ctx_t *ctx)
          * force-closed. Their callbacks then only queue, and the queue is
          * dropped below (the ABI drops posted operations silently). */
         /* Cancelling may complete (and move) the op at once: step first. */
-        for (ucx_link_t *l = ctx->outstanding.next, *next = l->next;
+        for (swy_list_t *l = ctx->outstanding.next, *next = l->next;
              l != &ctx->outstanding; l = next, next = l->next) {
             ucx_op_t *op = (ucx_op_t *)l;
             if (op->ucp_req != NULL && op->is_recv)
@@ -918,9 +864,9 @@ static void ucx_destroy(ucx_ctx_t *ctx)
             ucx_wait_own_request(ctx, ucp_ep_close_nbx(ctx->eps[r], &param));
             ctx->eps[r] = NULL;
         }
-        for (int i = 0; i < 1000 && !ucx_list_empty(&ctx->outstanding); i++)
+        for (int i = 0; i < 1000 && !swy_list_empty(&ctx->outstanding); i++)
             ucp_worker_progress(ctx->worker);
-        if (!ucx_list_empty(&ctx->outstanding))
+        if (!swy_list_empty(&ctx->outstanding))
             ucx_log(ctx, SWY_LOG_DEBUG,
                     "operations still in UCX at finalize; dropped");
         if (ctx->address != NULL)

@@ -1,0 +1,632 @@
+/* Sub-communicators on one engine (swy_comm_split), point-to-point
+ * send/recv and groups, each against a serial reference computed here.
+ * Usage: test_split NRANKS CASE
+ *   basic     colors, keys (reversed), every collective on the halves
+ *   nocolor   SWY_SPLIT_NOCOLOR gives NULL; the others still work
+ *   nested    a split of a split; 1-rank groups
+ *   parent    the parent destroyed before its children
+ *   inflight  a split while ops of the parent are in flight; ops on three
+ *             overlapping communicators in flight at once, each rank
+ *             posting the communicators in its own order
+ *   p2p       sends and receives match in posting order per pair
+ *   group     many peers, blocking calls in a scrambled order, in a group
+ *   p2p_mismatch  a send and a receive of different counts: both fail
+ *   mismatch  a mismatch on one split communicator: it fails on its
+ *             ranks, the parent and the other half go on working
+ *   kill      a rank dies: the communicators holding it fail on every
+ *             other rank, the one without it goes on working
+ *   threads   17 communicators run on the threads of one */
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* Value that rank `src` (of the parent) contributes at index i. */
+static double val(int src, size_t i)
+{
+    return (double)((src * 31 + (int)(i % 97)) % 61) - 20.0;
+}
+
+/* Every collective on comm against a reference; members[r] is the
+ * parent rank of comm's rank r (their contributions are val(members[r])). */
+static int exercise(swy_comm_t comm, const int *members, size_t count)
+{
+    int r = swy_comm_rank(comm), n = swy_comm_size(comm);
+    double *in = malloc(count * sizeof(double) * (size_t)n);
+    double *out = malloc(count * sizeof(double) * (size_t)n);
+    CHECK(in != NULL && out != NULL, "malloc");
+    for (size_t i = 0; i < count; i++)
+        in[i] = val(members[r], i);
+    /* allreduce: sum and max */
+    CHECK_OK(swy_allreduce(in, out, count, SWY_FLOAT64, SWY_SUM, comm, NULL,
+                           NULL), comm);
+    for (size_t i = 0; i < count; i++) {
+        double want = 0;
+        for (int k = 0; k < n; k++)
+            want += val(members[k], i);
+        CHECK(out[i] == want, "allreduce[%zu] %g want %g", i, out[i], want);
+    }
+    CHECK_OK(swy_allreduce(in, out, count, SWY_FLOAT64, SWY_MAX, comm, NULL,
+                           NULL), comm);
+    for (size_t i = 0; i < count; i++) {
+        double want = val(members[0], i);
+        for (int k = 1; k < n; k++)
+            want = val(members[k], i) > want ? val(members[k], i) : want;
+        CHECK(out[i] == want, "allreduce max[%zu]", i);
+    }
+    /* allgather */
+    CHECK_OK(swy_allgather(in, out, count, SWY_FLOAT64, comm, NULL, NULL),
+             comm);
+    for (int k = 0; k < n; k++)
+        for (size_t i = 0; i < count; i++)
+            CHECK(out[(size_t)k * count + i] == val(members[k], i),
+                  "allgather from %d [%zu]", k, i);
+    /* broadcast from the last rank */
+    for (size_t i = 0; i < count; i++)
+        out[i] = r == n - 1 ? val(members[n - 1], i) : -1;
+    CHECK_OK(swy_broadcast(out, count, SWY_FLOAT64, n - 1, comm, NULL, NULL),
+             comm);
+    for (size_t i = 0; i < count; i++)
+        CHECK(out[i] == val(members[n - 1], i), "broadcast[%zu]", i);
+    /* alltoallv: rank r sends (k + 1) * 3 elements to rank k, values
+     * tagged with (source parent rank, destination rank) */
+    size_t sc[64], sd[64], rc[64], rd[64], so = 0, ro = 0;
+    for (int k = 0; k < n; k++) {
+        sc[k] = (size_t)(k + 1) * 3;
+        sd[k] = so;
+        so += sc[k];
+        rc[k] = (size_t)(r + 1) * 3;
+        rd[k] = ro;
+        ro += rc[k];
+    }
+    double *a2s = malloc(so * sizeof(double)), *a2r = malloc(ro * sizeof(double));
+    CHECK(a2s != NULL && a2r != NULL, "malloc");
+    for (int k = 0; k < n; k++)
+        for (size_t i = 0; i < sc[k]; i++)
+            a2s[sd[k] + i] = members[r] * 1000 + k * 10 + (double)i;
+    CHECK_OK(swy_alltoallv(a2s, sc, sd, a2r, rc, rd, SWY_FLOAT64, comm, NULL,
+                           NULL), comm);
+    for (int k = 0; k < n; k++)
+        for (size_t i = 0; i < rc[k]; i++)
+            CHECK(a2r[rd[k] + i] == members[k] * 1000 + r * 10 + (double)i,
+                  "alltoallv from %d [%zu]", k, i);
+    CHECK_OK(swy_barrier(comm), comm);
+    free(a2s);
+    free(a2r);
+    free(in);
+    free(out);
+    return 0;
+}
+
+/* The members of a split by (color, key) of every parent rank, ordered
+ * by key then parent rank: the reference for swy_comm_split. */
+static int expect_members(int w, const int *color, const int *key, int c,
+                          int *members)
+{
+    int n = 0;
+    for (int p = 0; p < w; p++)
+        if (color[p] == c)
+            members[n++] = p;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && (key[members[j]] < key[members[j - 1]] ||
+                                  (key[members[j]] == key[members[j - 1]] &&
+                                   members[j] < members[j - 1]));
+             j--) {
+            int t = members[j];
+            members[j] = members[j - 1];
+            members[j - 1] = t;
+        }
+    return n;
+}
+
+/* Split with color[]/key[] (given for every rank), check rank and size
+ * against the reference, and return the members. */
+static int split_checked(swy_comm_t comm, const int *color, const int *key,
+                         swy_comm_t *sub, int *members, int *n_p)
+{
+    int me = swy_comm_rank(comm), w = swy_comm_size(comm);
+    CHECK_OK(swy_comm_split(comm, color[me], key[me], sub), comm);
+    if (color[me] == SWY_SPLIT_NOCOLOR) {
+        CHECK(*sub == NULL, "NOCOLOR gave a communicator");
+        *n_p = 0;
+        return 0;
+    }
+    int n = expect_members(w, color, key, color[me], members);
+    int pos = -1;
+    for (int i = 0; i < n; i++)
+        if (members[i] == me)
+            pos = i;
+    CHECK(*sub != NULL, "no communicator");
+    CHECK(swy_comm_size(*sub) == n, "size %d, want %d", swy_comm_size(*sub),
+          n);
+    CHECK(swy_comm_rank(*sub) == pos, "rank %d, want %d",
+          swy_comm_rank(*sub), pos);
+    *n_p = n;
+    return 0;
+}
+
+static int case_basic(swy_comm_t comm, int rank, int w, void *arg)
+{
+    int color[64], key[64], members[64], n;
+    for (int p = 0; p < w; p++) {
+        color[p] = p % 2;
+        key[p] = -p; /* reversed */
+    }
+    swy_comm_t sub;
+    if (split_checked(comm, color, key, &sub, members, &n))
+        return 1;
+    if (exercise(sub, members, 5000))
+        return 1;
+    /* Same members, another communicator: ops of the two never mix. */
+    swy_comm_t twin;
+    int twin_members[64], tn;
+    if (split_checked(comm, color, key, &twin, twin_members, &tn))
+        return 1;
+    if (exercise(twin, twin_members, 777) || exercise(sub, members, 33))
+        return 1;
+    CHECK_OK(swy_comm_destroy(twin), comm);
+    CHECK_OK(swy_comm_destroy(sub), comm);
+    int world[64];
+    for (int p = 0; p < w; p++)
+        world[p] = p;
+    return exercise(comm, world, 100);
+}
+
+static int case_nocolor(swy_comm_t comm, int rank, int w, void *arg)
+{
+    int color[64], key[64], members[64], n;
+    for (int p = 0; p < w; p++) {
+        color[p] = p == 0 ? SWY_SPLIT_NOCOLOR : 7;
+        key[p] = 0;
+    }
+    swy_comm_t sub;
+    if (split_checked(comm, color, key, &sub, members, &n))
+        return 1;
+    if (sub != NULL && exercise(sub, members, 300))
+        return 1;
+    CHECK_OK(swy_comm_destroy(sub), comm); /* NULL ok */
+    /* Bad input: a clear error, nothing made. */
+    swy_comm_t bad = (swy_comm_t)0x1;
+    CHECK(swy_comm_split(comm, -5, 0, &bad) == SWY_ERR_INVALID_ARG &&
+              bad == (swy_comm_t)0x1,
+          "color -5 accepted");
+    CHECK(strstr(swy_last_error(comm), "color -5") != NULL, "message: %s",
+          swy_last_error(comm));
+    CHECK(swy_comm_split(comm, 0, 0, NULL) == SWY_ERR_INVALID_ARG,
+          "NULL newcomm accepted");
+    CHECK(swy_comm_split(NULL, 0, 0, &bad) == SWY_ERR_INVALID_ARG,
+          "NULL comm accepted");
+    return 0;
+}
+
+static int case_nested(swy_comm_t comm, int rank, int w, void *arg)
+{
+    int color[64], key[64], m1[64], n1;
+    for (int p = 0; p < w; p++) {
+        color[p] = p % 2;
+        key[p] = p;
+    }
+    swy_comm_t half;
+    if (split_checked(comm, color, key, &half, m1, &n1))
+        return 1;
+    /* Split the half by position: pairs. */
+    int hc[64], hk[64], m2[64], n2;
+    for (int i = 0; i < n1; i++) {
+        hc[i] = i / 2;
+        hk[i] = 0;
+    }
+    swy_comm_t pair;
+    if (split_checked(half, hc, hk, &pair, m2, &n2))
+        return 1;
+    int pm[64]; /* members of pair as parent (world) ranks */
+    for (int i = 0; i < n2; i++)
+        pm[i] = m1[m2[i]];
+    if (exercise(pair, pm, 999))
+        return 1;
+    /* 1-rank groups */
+    for (int p = 0; p < w; p++) {
+        color[p] = p;
+        key[p] = 0;
+    }
+    swy_comm_t alone;
+    int ma[64], na;
+    if (split_checked(comm, color, key, &alone, ma, &na))
+        return 1;
+    CHECK(na == 1 && swy_comm_size(alone) == 1, "alone");
+    if (exercise(alone, ma, 500) || exercise(half, m1, 200))
+        return 1;
+    CHECK_OK(swy_comm_destroy(alone), comm);
+    CHECK_OK(swy_comm_destroy(half), comm); /* before its child */
+    if (exercise(pair, pm, 10))
+        return 1;
+    CHECK_OK(swy_comm_destroy(pair), comm);
+    return 0;
+}
+
+static int case_parent(swy_comm_t comm, int rank, int w, void *arg)
+{
+    int color[64], key[64], members[64], n;
+    for (int p = 0; p < w; p++) {
+        color[p] = 0;
+        key[p] = w - p;
+    }
+    swy_comm_t sub;
+    if (split_checked(comm, color, key, &sub, members, &n))
+        return 1;
+    CHECK_OK(swy_comm_destroy(comm), comm);
+    if (exercise(sub, members, 4000))
+        return 1;
+    CHECK_OK(swy_comm_destroy(sub), sub);
+    return 200; /* the harness must not destroy comm again */
+}
+
+static int case_inflight(swy_comm_t comm, int rank, int w, void *arg)
+{
+    size_t count = 200000;
+    float *big = malloc(count * sizeof(float)), *bigr = malloc(count * 4);
+    CHECK(big != NULL && bigr != NULL, "malloc");
+    for (size_t i = 0; i < count; i++)
+        big[i] = (float)(rank + 1);
+    swy_request_t req;
+    CHECK_OK(swy_allreduce(big, bigr, count, SWY_FLOAT32, SWY_SUM, comm, NULL,
+                           &req), comm);
+    int color[64] = {0}, key[64] = {0}, mh[64], nh, mr[64], nr;
+    for (int p = 0; p < w; p++) {
+        color[p] = p < w / 2 ? 0 : 1;
+        key[p] = 0;
+    }
+    swy_comm_t half, rev;
+    if (split_checked(comm, color, key, &half, mh, &nh))
+        return 1;
+    for (int p = 0; p < w; p++) {
+        color[p] = 0;
+        key[p] = -p;
+    }
+    if (split_checked(comm, color, key, &rev, mr, &nr))
+        return 1;
+    CHECK_OK(swy_wait(req), comm);
+    swy_request_free(req);
+    for (size_t i = 0; i < count; i += 1013)
+        CHECK(bigr[i] == (float)(w * (w + 1) / 2), "allreduce in flight");
+    /* Rounds of ops on three communicators, all in flight together; each
+     * rank posts the communicators in an order of its own (the order on
+     * each communicator is the same everywhere). */
+    enum { ROUNDS = 6, PER = 3 };
+    swy_comm_t comms[3] = {comm, half, rev};
+    size_t n_el = 3000;
+    float *src = malloc(n_el * 4), *dst = malloc(9 * ROUNDS * n_el * 4);
+    CHECK(src != NULL && dst != NULL, "malloc");
+    for (size_t i = 0; i < n_el; i++)
+        src[i] = (float)(rank * 3 + (int)(i % 7));
+    swy_request_t reqs[3 * ROUNDS * PER];
+    int nreq = 0;
+    uint64_t seed = 0x5eed + (uint64_t)rank;
+    for (int round = 0; round < ROUNDS; round++) {
+        int order[3] = {0, 1, 2};
+        for (int i = 2; i > 0; i--) {
+            int j = (int)(swy_test_rand(&seed) % (uint64_t)(i + 1));
+            int t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+        for (int o = 0; o < 3; o++) {
+            int c = order[o];
+            float *out = dst + (size_t)(round * 3 + c) * 3 * n_el;
+            swy_op_attr_t a = SWY_OP_ATTR_INIT;
+            a.priority = c == 1 ? SWY_PRIO_HIGH : SWY_PRIO_LOW;
+            CHECK_OK(swy_allreduce(src, out, n_el, SWY_FLOAT32, SWY_SUM,
+                                   comms[c], &a, &reqs[nreq++]), comms[c]);
+            CHECK_OK(swy_allgather(src, out + n_el,
+                                   n_el / (size_t)swy_comm_size(comms[c]),
+                                   SWY_FLOAT32, comms[c], &a, &reqs[nreq++]),
+                     comms[c]);
+            CHECK_OK(swy_broadcast(out + 2 * n_el, n_el, SWY_FLOAT32, 0,
+                                   comms[c], &a, &reqs[nreq++]), comms[c]);
+        }
+    }
+    for (int i = 0; i < nreq; i++) {
+        CHECK_OK(swy_wait(reqs[i]), comm);
+        swy_request_free(reqs[i]);
+    }
+    const int *mem[3] = {NULL, mh, mr};
+    int sizes[3] = {w, nh, nr};
+    for (int round = 0; round < ROUNDS; round++)
+        for (int c = 0; c < 3; c++) {
+            float *out = dst + (size_t)(round * 3 + c) * 3 * n_el;
+            for (size_t i = 0; i < n_el; i += 37) {
+                float want = 0;
+                for (int k = 0; k < sizes[c]; k++)
+                    want += (float)((c ? mem[c][k] : k) * 3 + (int)(i % 7));
+                CHECK(out[i] == want, "round %d comm %d allreduce", round, c);
+            }
+        }
+    CHECK_OK(swy_comm_destroy(half), comm);
+    CHECK_OK(swy_comm_destroy(rev), comm);
+    free(src);
+    free(dst);
+    free(big);
+    free(bigr);
+    return 0;
+}
+
+/* Rank r sends NMSG messages to every peer, of sizes that differ per
+ * message, non-blocking; receives them in posting order. */
+static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
+{
+    enum { NMSG = 5 };
+    size_t sizes[NMSG] = {1, 0, 70000, 13, 300001};
+    int32_t *sbuf[64][NMSG], *rbuf[64][NMSG];
+    swy_request_t reqs[64 * NMSG * 2];
+    int nreq = 0;
+    for (int k = 0; k < NMSG; k++)
+        for (int p = 0; p < w; p++) {
+            rbuf[p][k] = calloc(sizes[k] + 1, sizeof(int32_t));
+            CHECK_OK(swy_recv(rbuf[p][k], sizes[k], SWY_INT32, p, comm, NULL,
+                              &reqs[nreq++]), comm);
+        }
+    for (int k = 0; k < NMSG; k++)
+        for (int i = 1; i <= w; i++) {
+            int p = (rank + i) % w; /* self last */
+            sbuf[p][k] = malloc((sizes[k] + 1) * sizeof(int32_t));
+            for (size_t e = 0; e < sizes[k]; e++)
+                sbuf[p][k][e] = rank * 1000000 + p * 10000 + k * 1000 +
+                                (int32_t)(e % 1000);
+            CHECK_OK(swy_send(sbuf[p][k], sizes[k], SWY_INT32, p, comm, NULL,
+                              &reqs[nreq++]), comm);
+        }
+    for (int i = 0; i < nreq; i++) {
+        CHECK_OK(swy_wait(reqs[i]), comm);
+        swy_request_free(reqs[i]);
+    }
+    for (int p = 0; p < w; p++)
+        for (int k = 0; k < NMSG; k++) {
+            for (size_t e = 0; e < sizes[k]; e++)
+                CHECK(rbuf[p][k][e] == p * 1000000 + rank * 10000 + k * 1000 +
+                                           (int32_t)(e % 1000),
+                      "message %d from %d [%zu] = %d", k, p, e,
+                      rbuf[p][k][e]);
+            free(rbuf[p][k]);
+            free(sbuf[p][k]);
+        }
+    /* Blocking, on a split communicator: a ring shift. */
+    swy_comm_t rev;
+    int color[64] = {0}, key[64] = {0}, m[64], n;
+    for (int p = 0; p < w; p++) {
+        color[p] = 0;
+        key[p] = -p;
+    }
+    if (split_checked(comm, color, key, &rev, m, &n))
+        return 1;
+    int me = swy_comm_rank(rev);
+    double token = me, got = -1;
+    if (n == 1) { /* a blocking send to oneself waits for its receive */
+        swy_request_t rr;
+        CHECK_OK(swy_recv(&got, 1, SWY_FLOAT64, 0, rev, NULL, &rr), rev);
+        CHECK_OK(swy_send(&token, 1, SWY_FLOAT64, 0, rev, NULL, NULL), rev);
+        CHECK_OK(swy_wait(rr), rev);
+        swy_request_free(rr);
+    } else if (me % 2 == 0) {
+        CHECK_OK(swy_send(&token, 1, SWY_FLOAT64, (me + 1) % n, rev, NULL,
+                          NULL), rev);
+        CHECK_OK(swy_recv(&got, 1, SWY_FLOAT64, (me - 1 + n) % n, rev, NULL,
+                          NULL), rev);
+    } else {
+        CHECK_OK(swy_recv(&got, 1, SWY_FLOAT64, (me - 1 + n) % n, rev, NULL,
+                          NULL), rev);
+        CHECK_OK(swy_send(&token, 1, SWY_FLOAT64, (me + 1) % n, rev, NULL,
+                          NULL), rev);
+    }
+    CHECK(got == (double)((me - 1 + n) % n), "ring got %g", got);
+    CHECK(swy_send(&token, 1, SWY_FLOAT64, n, rev, NULL, NULL) ==
+              SWY_ERR_INVALID_ARG,
+          "peer out of range accepted");
+    CHECK_OK(swy_comm_destroy(rev), comm);
+    return 0;
+}
+
+/* Every rank exchanges large messages with every peer, blocking calls in
+ * a scrambled order of its own, inside a group: nothing may deadlock. */
+static int case_group(swy_comm_t comm, int rank, int w, void *arg)
+{
+    size_t count = 1u << 20; /* 4 MiB: rendezvous */
+    int32_t *s = malloc(count * 4 * (size_t)w), *r = malloc(count * 4 * (size_t)w);
+    CHECK(s != NULL && r != NULL, "malloc");
+    for (int p = 0; p < w; p++)
+        for (size_t e = 0; e < count; e += 1)
+            s[(size_t)p * count + e] = rank * 100 + p + (int32_t)(e & 0xff);
+    int calls[128];
+    int ncalls = 0;
+    for (int p = 0; p < w; p++) {
+        calls[ncalls++] = p;          /* send to p */
+        calls[ncalls++] = 1000 + p;   /* receive from p */
+    }
+    uint64_t seed = 77 + (uint64_t)rank * 13;
+    for (int i = ncalls - 1; i > 0; i--) {
+        int j = (int)(swy_test_rand(&seed) % (uint64_t)(i + 1));
+        int t = calls[i];
+        calls[i] = calls[j];
+        calls[j] = t;
+    }
+    CHECK_OK(swy_group_start(), comm);
+    CHECK_OK(swy_group_start(), comm); /* nested */
+    for (int i = 0; i < ncalls; i++) {
+        int p = calls[i] % 1000;
+        if (calls[i] < 1000)
+            CHECK_OK(swy_send(s + (size_t)p * count, count, SWY_INT32, p,
+                              comm, NULL, NULL), comm);
+        else
+            CHECK_OK(swy_recv(r + (size_t)p * count, count, SWY_INT32, p,
+                              comm, NULL, NULL), comm);
+    }
+    CHECK_OK(swy_group_end(), comm);
+    CHECK_OK(swy_group_end(), comm);
+    for (int p = 0; p < w; p++)
+        for (size_t e = 0; e < count; e += 4099)
+            CHECK(r[(size_t)p * count + e] ==
+                      p * 100 + rank + (int32_t)(e & 0xff),
+                  "from %d [%zu]", p, e);
+    CHECK(swy_group_end() == SWY_ERR_INVALID_ARG, "unmatched group_end");
+    free(s);
+    free(r);
+    return 0;
+}
+
+static int case_p2p_mismatch(swy_comm_t comm, int rank, int w, void *arg)
+{
+    int32_t buf[16] = {0};
+    swy_status_t st;
+    if (rank == 0)
+        st = swy_send(buf, 4, SWY_INT32, 1, comm, NULL, NULL);
+    else if (rank == 1)
+        st = swy_recv(buf, 8, SWY_INT32, 0, comm, NULL, NULL);
+    else
+        return 0;
+    CHECK(st == SWY_ERR_MISMATCH, "rank %d got %s: %s", rank,
+          swy_status_string(st), swy_last_error(comm));
+    CHECK(strstr(swy_last_error(comm), "count") != NULL, "message: %s",
+          swy_last_error(comm));
+    return 201 - 1; /* exit 0, the comm failed */
+}
+
+static int case_mismatch(swy_comm_t comm, int rank, int w, void *arg)
+{
+    int color[64], key[64], m[64], n;
+    for (int p = 0; p < w; p++) {
+        color[p] = p % 2;
+        key[p] = 0;
+    }
+    swy_comm_t half;
+    if (split_checked(comm, color, key, &half, m, &n))
+        return 1;
+    float v[64];
+    for (int i = 0; i < 64; i++)
+        v[i] = 1;
+    if (rank % 2 == 0) {
+        /* The even half disagrees on the count. */
+        size_t count = rank == 0 ? 8 : 16;
+        swy_status_t st = swy_allreduce(v, v, count, SWY_FLOAT32, SWY_SUM,
+                                        half, NULL, NULL);
+        CHECK(st == SWY_ERR_MISMATCH, "rank %d got %s", rank,
+              swy_status_string(st));
+        /* Failed for good, and says why. */
+        st = swy_barrier(half);
+        CHECK(st == SWY_ERR_MISMATCH, "later op on the failed comm: %s",
+              swy_status_string(st));
+    } else {
+        if (exercise(half, m, 1000))
+            return 1;
+    }
+    int world[64];
+    for (int p = 0; p < w; p++)
+        world[p] = p;
+    if (exercise(comm, world, 2000))
+        return 1;
+    CHECK_OK(swy_comm_destroy(half), comm);
+    return 0;
+}
+
+static int case_kill(swy_comm_t comm, int rank, int w, void *arg)
+{
+    int color[64], key[64], m[64], n;
+    for (int p = 0; p < w; p++) {
+        color[p] = p < 2 ? 0 : 1; /* the victim (w - 1) is in half 1 */
+        key[p] = 0;
+    }
+    swy_comm_t half;
+    if (split_checked(comm, color, key, &half, m, &n))
+        return 1;
+    CHECK_OK(swy_barrier(comm), comm);
+    if (rank == w - 1)
+        raise(SIGKILL);
+    float v[1000];
+    for (int i = 0; i < 1000; i++)
+        v[i] = (float)rank;
+    swy_status_t st = swy_allreduce(v, v, 1000, SWY_FLOAT32, SWY_SUM, comm,
+                                    NULL, NULL);
+    CHECK(st == SWY_ERR_REMOTE, "world: %s", swy_status_string(st));
+    if (rank >= 2) {
+        st = swy_allreduce(v, v, 1000, SWY_FLOAT32, SWY_SUM, half, NULL, NULL);
+        CHECK(st == SWY_ERR_REMOTE, "half with the victim: %s: %s",
+              swy_status_string(st), swy_last_error(half));
+    } else {
+        /* The half without the victim keeps working. */
+        if (exercise(half, m, 3000))
+            return 1;
+        CHECK_OK(swy_comm_destroy(half), half);
+    }
+    return 200;
+}
+
+static int count_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    if (d == NULL)
+        return -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static int case_threads(swy_comm_t comm, int rank, int w, void *arg)
+{
+    int before = count_threads();
+    swy_comm_t subs[16];
+    int color[64], key[64], m[64], n;
+    for (int i = 0; i < 16; i++) {
+        for (int p = 0; p < w; p++) {
+            color[p] = (p + i) % 2;
+            key[p] = (p * 7 + i) % w;
+        }
+        if (split_checked(comm, color, key, &subs[i], m, &n))
+            return 1;
+        if (i % 5 == 0 && exercise(subs[i], m, 100))
+            return 1;
+    }
+    int after = count_threads();
+    fprintf(stderr, "rank %d: %d threads with 1 communicator, %d with 17\n",
+            rank, before, after);
+    CHECK(after == before, "threads grew from %d to %d", before, after);
+    for (int i = 0; i < 16; i++)
+        CHECK_OK(swy_comm_destroy(subs[i]), comm);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_split NRANKS CASE\n");
+        return 2;
+    }
+    int w = atoi(argv[1]);
+    const char *which = argv[2];
+    swy_test_rank_fn fn = NULL;
+    if (!strcmp(which, "basic")) fn = case_basic;
+    else if (!strcmp(which, "nocolor")) fn = case_nocolor;
+    else if (!strcmp(which, "nested")) fn = case_nested;
+    else if (!strcmp(which, "parent")) fn = case_parent;
+    else if (!strcmp(which, "inflight")) fn = case_inflight;
+    else if (!strcmp(which, "p2p")) fn = case_p2p;
+    else if (!strcmp(which, "group")) fn = case_group;
+    else if (!strcmp(which, "p2p_mismatch")) fn = case_p2p_mismatch;
+    else if (!strcmp(which, "mismatch")) fn = case_mismatch;
+    else if (!strcmp(which, "kill")) fn = case_kill;
+    else if (!strcmp(which, "threads")) fn = case_threads;
+    if (fn == NULL || w < 1 || w > 64) {
+        fprintf(stderr, "test_split: bad arguments\n");
+        return 2;
+    }
+    swy_test_result_t result;
+    int rc = swy_test_spawn(w, fn, NULL, 120, &result);
+    if (!strcmp(which, "kill")) {
+        rc = 0;
+        for (int r = 0; r < w; r++)
+            if (result.code[r] != (r == w - 1 ? -SIGKILL : 0))
+                rc = 1;
+    }
+    printf("%s: split %s on %d ranks\n", rc ? "FAIL" : "PASS", which, w);
+    return rc;
+}
