@@ -63,3 +63,6 @@ def priority(level, order=0, name=None):
         yield
     finally:
         _C._set_priority(*previous)
+
+
+from .moe import MoE  # noqa: E402  (needs the backend's classes above)

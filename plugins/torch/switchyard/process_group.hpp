@@ -1,8 +1,6 @@
 // The "switchyard" torch.distributed backend: a c10d::ProcessGroup over the
-// public C API (switchyard.h), for CPU tensors on torch 1.13.
-//
-// One translation unit on purpose: torch's headers make each one cost
-// about half a minute and a gigabyte of memory to compile.
+// public C API (switchyard.h), for CPU tensors on torch 1.13. Part of the
+// extension's one translation unit (module.cpp).
 //
 // Threads: ops are posted from the caller's thread and never block; one
 // completion thread per process group tests the outstanding requests, copies
@@ -11,6 +9,8 @@
 // thread touches a request after its post (the C API allows one tester at a
 // time). comm_mutex_ pairs every C call with the swy_last_error() that
 // explains it, since that text is kept per communicator.
+
+#pragma once
 
 #include <switchyard/switchyard.h>
 
@@ -48,11 +48,11 @@ struct PriorityScope {
   std::string name;
 };
 
-thread_local PriorityScope tls_priority;
+inline thread_local PriorityScope tls_priority;
 
 // Fills *attr from the caller's priority scope; NULL keeps the library's
 // defaults (all-to-all high, allreduce low).
-const swy_op_attr_t* scopeAttr(swy_op_attr_t* attr) {
+inline const swy_op_attr_t* scopeAttr(swy_op_attr_t* attr) {
   if (!tls_priority.set) {
     return nullptr;
   }
@@ -66,7 +66,7 @@ const swy_op_attr_t* scopeAttr(swy_op_attr_t* attr) {
 // ---------------------------------------------------------------------------
 // Argument checks and conversions.
 
-void checkCpuTensor(const at::Tensor& t, const char* op, const char* arg) {
+inline void checkCpuTensor(const at::Tensor& t, const char* op, const char* arg) {
   TORCH_CHECK(t.defined(), "switchyard: ", op, ": ", arg, " is undefined");
   TORCH_CHECK(t.device().is_cpu(), "switchyard: ", op, ": ", arg, " is on ",
               t.device(), "; this backend takes CPU tensors only");
@@ -74,18 +74,18 @@ void checkCpuTensor(const at::Tensor& t, const char* op, const char* arg) {
               " has layout ", t.layout(), "; only dense tensors are supported");
 }
 
-void checkOneTensor(const std::vector<at::Tensor>& ts, const char* op,
+inline void checkOneTensor(const std::vector<at::Tensor>& ts, const char* op,
                     const char* arg) {
   TORCH_CHECK(ts.size() == 1, "switchyard: ", op, ": ", arg,
               " must hold exactly one tensor per process, got ", ts.size());
   checkCpuTensor(ts[0], op, arg);
 }
 
-size_t tensorBytes(const at::Tensor& t) {
+inline size_t tensorBytes(const at::Tensor& t) {
   return static_cast<size_t>(t.numel()) * t.element_size();
 }
 
-swy_redop_t toRedop(const c10d::ReduceOp& op, const char* opname) {
+inline swy_redop_t toRedop(const c10d::ReduceOp& op, const char* opname) {
   switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
     case c10d::ReduceOp::SUM:
       return SWY_SUM;
@@ -113,7 +113,7 @@ swy_redop_t toRedop(const c10d::ReduceOp& op, const char* opname) {
 // A reduction's element type and how many of them one torch element holds
 // (a complex number is reduced as two reals, which is right for SUM and AVG
 // only; torch itself refuses the other ops on complex tensors).
-swy_dtype_t reduceDtype(at::ScalarType type, swy_redop_t op,
+inline swy_dtype_t reduceDtype(at::ScalarType type, swy_redop_t op,
                         const char* opname, size_t* per_element) {
   *per_element = 1;
   switch (type) {
@@ -154,7 +154,7 @@ struct Movement {
   size_t unit;  // bytes per element of dtype
 };
 
-Movement movement(at::ScalarType type) {
+inline Movement movement(at::ScalarType type) {
   switch (type) {
     case at::kChar:
       return {SWY_INT8, 1};
@@ -178,7 +178,7 @@ Movement movement(at::ScalarType type) {
 }
 
 // A contiguous tensor standing for t: t itself, or a copy.
-at::Tensor contiguousFor(const at::Tensor& t) {
+inline at::Tensor contiguousFor(const at::Tensor& t) {
   return t.is_contiguous() ? t : t.contiguous();
 }
 
@@ -283,6 +283,13 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
 
   const std::string getBackendName() const override {
     return "switchyard";
+  }
+
+  // The communicator, for the MoE layer's exchanges (moe.hpp); NULL once
+  // the group was aborted.
+  swy_comm_t commForMoe() {
+    std::lock_guard<std::mutex> lock(comm_mutex_);
+    return comm_;
   }
 
   c10::intrusive_ptr<c10d::Work> broadcast(
@@ -905,7 +912,7 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
 
 // Sets this thread's priority scope; returns the previous one so that the
 // Python context manager can restore it (scopes nest).
-py::tuple setPriority(bool set, int priority, int64_t order,
+inline py::tuple setPriority(bool set, int priority, int64_t order,
                       const std::string& name) {
   if (set) {
     TORCH_CHECK(priority >= 0 && priority <= 1000,
@@ -922,26 +929,3 @@ py::tuple setPriority(bool set, int priority, int64_t order,
 }
 
 }  // namespace switchyard_torch
-
-PYBIND11_MODULE(_C, m) {
-  using switchyard_torch::ProcessGroupSwitchyard;
-  // The base class must be registered (by torch) before ours derives from it.
-  py::module::import("torch.distributed");
-  m.doc() = "The switchyard torch.distributed backend (C++ part)";
-  py::class_<ProcessGroupSwitchyard, c10d::ProcessGroup,
-             c10::intrusive_ptr<ProcessGroupSwitchyard>>(
-      m, "ProcessGroupSwitchyard")
-      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                       int size, std::chrono::milliseconds /*timeout*/) {
-             return c10::make_intrusive<ProcessGroupSwitchyard>(store, rank,
-                                                                size);
-           }),
-           py::arg("store"), py::arg("rank"), py::arg("size"),
-           py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
-  m.def("_set_priority", &switchyard_torch::setPriority, py::arg("set"),
-        py::arg("priority"), py::arg("order"), py::arg("name"));
-  m.def("library_version", &swy_version);
-  m.attr("PRIO_LOW") = static_cast<int>(SWY_PRIO_LOW);
-  m.attr("PRIO_DEFAULT") = static_cast<int>(SWY_PRIO_DEFAULT);
-  m.attr("PRIO_HIGH") = static_cast<int>(SWY_PRIO_HIGH);
-}
