@@ -1,6 +1,7 @@
 """switchyard.torch.MoE: a Mixture-of-Experts layer whose dispatch and
 combine go through the library's expert-parallel exchange (moe.h) on a
-"switchyard" process group.
+"switchyard" process group, or through torch.distributed's all-to-all on
+any other group (gloo: the oracle of the tests and the training script).
 
 Each rank holds `experts_per_rank` experts (global expert g lives on rank
 g // experts_per_rank); the gate is replicated (wrap the model in DDP over
@@ -12,6 +13,7 @@ import math
 
 import torch
 import torch.distributed as dist
+import torch.distributed.nn.functional as dist_fn
 import torch.nn.functional as F
 
 from . import _C
@@ -47,6 +49,63 @@ class _Combine(torch.autograd.Function):
         return grad_expert_out, grad_topk_w, None
 
 
+class _TorchRoute:
+    """The exchange of one batch over torch.distributed (any backend), with
+    autograd through torch's all_to_all_single: rows travel rank-major and
+    are put expert-major on arrival."""
+
+    def __init__(self, group, experts_per_rank, topk_idx):
+        world = group.size()
+        self.group = group
+        tokens, k = topk_idx.shape
+        flat = topk_idx.reshape(-1)
+        valid = (flat >= 0).nonzero().reshape(-1)
+        experts = flat[valid]
+        # Send order: by destination expert (so by rank), then (token, slot).
+        order = torch.argsort(experts * (tokens * k) + valid)
+        self.send_slot = valid[order]          # flat slot of each sent row
+        self.send_token = self.send_slot // k
+        send_counts = torch.bincount(experts, minlength=world *
+                                     experts_per_rank)
+        recv_counts = torch.empty_like(send_counts)
+        dist.all_to_all_single(recv_counts, send_counts, group=group)
+        by_rank = send_counts.reshape(world, experts_per_rank)
+        self.send_splits = by_rank.sum(1).tolist()
+        recv = recv_counts.reshape(world, experts_per_rank)  # [src, expert]
+        self.recv_splits = recv.sum(1).tolist()
+        # Arrived rank-major ([src][expert]); expert-major is [expert][src].
+        starts = torch.cumsum(recv.reshape(-1), 0) - recv.reshape(-1)
+        starts = starts.reshape(world, experts_per_rank)
+        pieces = [torch.arange(int(starts[r, e]), int(starts[r, e] + recv[r, e]))
+                  for e in range(experts_per_rank) for r in range(world)]
+        self.to_expert_major = torch.cat(pieces) if pieces else \
+            torch.zeros(0, dtype=torch.long)
+        self.to_rank_major = torch.argsort(self.to_expert_major)
+        per_expert = recv.sum(0)
+        self.offsets = [0] + torch.cumsum(per_expert, 0).tolist()
+        self.tokens, self.k = tokens, k
+
+    def expert_offsets(self):
+        return self.offsets
+
+    def dispatch(self, tokens):
+        rows = tokens[self.send_token]
+        arrived = tokens.new_empty(sum(self.recv_splits), tokens.shape[1])
+        arrived = dist_fn.all_to_all_single(
+            arrived, rows, self.recv_splits, self.send_splits,
+            group=self.group)
+        return arrived[self.to_expert_major]
+
+    def combine(self, expert_out, topk_w):
+        rows = expert_out[self.to_rank_major]
+        back = expert_out.new_empty(len(self.send_slot), expert_out.shape[1])
+        back = dist_fn.all_to_all_single(
+            back, rows, self.send_splits, self.recv_splits, group=self.group)
+        weights = topk_w.reshape(-1)[self.send_slot].unsqueeze(1)
+        out = expert_out.new_zeros(self.tokens, expert_out.shape[1])
+        return out.index_add(0, self.send_token, back * weights)
+
+
 def capacity_mask(topk_idx, num_experts, capacity_factor):
     """Drops (sets to -1) the slots beyond each expert's capacity,
     ceil(capacity_factor * S * k / E) rows from this rank, first-choice
@@ -73,7 +132,9 @@ class MoE(torch.nn.Module):
     (TA-MoE: weights from the library's link matrix, steering tokens toward
     the faster links). After forward, `aux_loss` holds the balance loss
     E * sum_e w_e f_e m_e (f: fraction of first choices, m: mean gate
-    probability); add it to the loss with a small coefficient.
+    probability); add it to the loss with a small coefficient. On a group
+    of another backend the exchanges run over torch.distributed's
+    all-to-all instead (gate "ta" needs a "switchyard" group).
     """
 
     def __init__(self, hidden, ffn_hidden, experts_per_rank=1, top_k=2,
@@ -81,12 +142,13 @@ class MoE(torch.nn.Module):
         super().__init__()
         if group is None:
             group = dist.distributed_c10d._get_default_group()
-        if not isinstance(group, _C.ProcessGroupSwitchyard):
-            raise TypeError("switchyard.torch.MoE: group must be a "
-                            f"'switchyard' process group, got {type(group)}")
+        on_library = isinstance(group, _C.ProcessGroupSwitchyard)
         if gate not in ("gshard", "ta"):
             raise ValueError(f"switchyard.torch.MoE: gate {gate!r} is not "
                              "'gshard' or 'ta'")
+        if gate == "ta" and not on_library:
+            raise TypeError("switchyard.torch.MoE: gate 'ta' needs a "
+                            f"'switchyard' process group, got {type(group)}")
         world = group.size()
         self.hidden = hidden
         self.top_k = top_k
@@ -106,8 +168,9 @@ class MoE(torch.nn.Module):
             weights = [1.0] * self.num_experts
         self.register_buffer("balance_weight",
                              torch.tensor(weights, dtype=torch.float32))
+        self._group = group
         self._plan = _C.MoePlan(group, experts_per_rank, hidden, top_k,
-                                capacity_factor)
+                                capacity_factor) if on_library else None
         self.aux_loss = None
 
     def forward(self, x):
@@ -122,11 +185,18 @@ class MoE(torch.nn.Module):
             self.balance_weight * fraction * mean_prob).sum()
         topk_idx = capacity_mask(topk_idx, self.num_experts,
                                  self.capacity_factor)
-        route = self._plan.route(topk_idx)
-        expert_in = _Dispatch.apply(tokens, route)
+        if self._plan is not None:
+            route = self._plan.route(topk_idx)
+            expert_in = _Dispatch.apply(tokens, route)
+        else:
+            route = _TorchRoute(self._group, self.experts_per_rank, topk_idx)
+            expert_in = route.dispatch(tokens)
         offsets = route.expert_offsets()
         expert_out = torch.cat([
             F.gelu(expert_in[offsets[e]:offsets[e + 1]] @ self.w1[e])
             @ self.w2[e] for e in range(self.experts_per_rank)])
-        out = _Combine.apply(expert_out, topk_w.contiguous(), route)
+        if self._plan is not None:
+            out = _Combine.apply(expert_out, topk_w.contiguous(), route)
+        else:
+            out = route.combine(expert_out, topk_w)
         return out.reshape(shape)

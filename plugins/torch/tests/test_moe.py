@@ -9,7 +9,8 @@ back. A single-process reference (plain PyTorch: the full gate and every
 expert, the same capacity rule written as a loop) runs the whole batch.
 Checked: the outputs, the gradients of the input, of every rank's experts
 and of the gate (summed over ranks), the balance loss, capacity drops,
-and the TA gate's construction. Exits 77 when torch or the switchyard
+the TA gate's construction, and the same checks with the layer on a gloo
+group (its exchanges then go over torch's all_to_all_single). Exits 77 when torch or the switchyard
 package cannot be imported.
 """
 import argparse
@@ -82,10 +83,11 @@ def full_model(world, seed):
     return gate_w, w1, w2, x, grad_out
 
 
-def check_against_reference(rank, world, capacity_factor):
+def check_against_reference(rank, world, capacity_factor, group=None):
     gate_w, w1, w2, x, grad_out = full_model(world, seed=7)
     layer = swy.MoE(HIDDEN, FFN, experts_per_rank=EXPERTS_PER_RANK,
-                    top_k=TOP_K, capacity_factor=capacity_factor)
+                    top_k=TOP_K, capacity_factor=capacity_factor,
+                    group=group)
     mine = slice(rank * EXPERTS_PER_RANK, (rank + 1) * EXPERTS_PER_RANK)
     tokens = slice(rank * TOKENS_PER_RANK, (rank + 1) * TOKENS_PER_RANK)
     with torch.no_grad():
@@ -131,6 +133,14 @@ def case_capacity_drops(rank, world):
     check_against_reference(rank, world, capacity_factor=0.5)
 
 
+def case_torch_exchange_on_gloo(rank, world):
+    # The same layer on a gloo group runs its exchanges over torch's
+    # all_to_all_single: the training script's oracle.
+    gloo = dist.new_group(backend="gloo")
+    check_against_reference(rank, world, capacity_factor=0, group=gloo)
+    check_against_reference(rank, world, capacity_factor=0.5, group=gloo)
+
+
 def case_errors_and_ta(rank, world):
     layer = swy.MoE(HIDDEN, FFN, experts_per_rank=1, top_k=1,
                     capacity_factor=0, gate="ta")
@@ -146,11 +156,11 @@ def case_errors_and_ta(rank, world):
     else:
         raise AssertionError("an expert id out of range was accepted")
     try:
-        swy.MoE(HIDDEN, FFN, group=dist.new_group(backend="gloo"))
+        swy.MoE(HIDDEN, FFN, group=dist.new_group(backend="gloo"), gate="ta")
     except TypeError as e:
         assert "switchyard" in str(e), e
     else:
-        raise AssertionError("a gloo group was accepted")
+        raise AssertionError("gate 'ta' on a gloo group was accepted")
 
 
 def case_gradcheck_exchanges(rank, world):
@@ -181,8 +191,8 @@ def case_gradcheck_exchanges(rank, world):
     assert route.recv_rows == 5, route.recv_rows  # one slot dropped
 
 
-CASES = [case_no_capacity, case_capacity_drops, case_errors_and_ta,
-         case_gradcheck_exchanges]
+CASES = [case_no_capacity, case_capacity_drops, case_torch_exchange_on_gloo,
+         case_errors_and_ta, case_gradcheck_exchanges]
 
 
 def run_rank(rank, world, store):
