@@ -25,7 +25,13 @@ PYBIND11_MODULE(_C, m) {
                                                                 size);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"),
-           py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
+           py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
+      .def("_split_for_next_group",
+           &ProcessGroupSwitchyard::splitForNextGroup, py::arg("color"),
+           py::arg("key"))
+      .def_static("_drop_pending_split",
+                  &ProcessGroupSwitchyard::dropPendingSplit);
+  m.attr("SPLIT_NOCOLOR") = static_cast<int>(SWY_SPLIT_NOCOLOR);
   m.def("_set_priority", &switchyard_torch::setPriority, py::arg("set"),
         py::arg("priority"), py::arg("order"), py::arg("name"));
   m.def("library_version", &swy_version);

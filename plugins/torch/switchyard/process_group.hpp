@@ -63,6 +63,12 @@ inline const swy_op_attr_t* scopeAttr(swy_op_attr_t* attr) {
   return attr;
 }
 
+// A communicator split off the default group for the group that torch is
+// about to create on this thread (switchyard.torch wraps new_group: torch
+// 1.13 calls a backend's creator on the new group's members only, and a
+// split is collective over the parent).
+inline thread_local swy_comm_t tls_split_comm = nullptr;
+
 // ---------------------------------------------------------------------------
 // Argument checks and conversions.
 
@@ -248,8 +254,12 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
   ProcessGroupSwitchyard(const c10::intrusive_ptr<c10d::Store>& store,
                          int rank, int size)
       : c10d::ProcessGroup(rank, size) {
-    // The store is this group's (torch prefixes it per group), so every
-    // group gets its own rendezvous, as ProcessGroupNCCL does.
+    if (tls_split_comm != nullptr) {
+      adoptSplit();
+      return;
+    }
+    // Otherwise a rendezvous of its own through the group's store (torch
+    // prefixes it per group), as ProcessGroupNCCL does.
     static const char* const key = "switchyard/unique_id";
     swy_unique_id_t id;
     if (rank == 0) {
@@ -269,6 +279,35 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
                 ": ", swy_last_error(nullptr));
     init();
     completion_thread_ = std::thread([this] { completionLoop(); });
+  }
+
+  // Splits this group's communicator for the group torch creates next on
+  // this thread (color SWY_SPLIT_NOCOLOR: this rank is not in it).
+  // Collective over this group.
+  void splitForNextGroup(int color, int key) {
+    TORCH_CHECK(tls_split_comm == nullptr,
+                "switchyard: a split for a new group is still pending");
+    swy_comm_t comm = commForMoe();
+    TORCH_CHECK(comm != nullptr, "switchyard: new_group: the parent group "
+                "was aborted");
+    swy_comm_t child = nullptr;
+    swy_status_t status;
+    {
+      py::gil_scoped_release no_gil;
+      status = swy_comm_split(comm, color, key, &child);
+    }
+    TORCH_CHECK(status == SWY_OK, "switchyard: new_group: swy_comm_split(",
+                color, ", ", key, ") failed: ", swy_status_string(status),
+                ": ", swy_last_error(comm));
+    tls_split_comm = child;
+  }
+
+  // Drops a split that no group took (torch refused the group after it).
+  static void dropPendingSplit() {
+    if (tls_split_comm != nullptr) {
+      swy_comm_abort(tls_split_comm);
+      tls_split_comm = nullptr;
+    }
   }
 
   ~ProcessGroupSwitchyard() override {
@@ -633,6 +672,21 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
   }
 
  private:
+  void adoptSplit() {
+    swy_comm_t comm = tls_split_comm;
+    tls_split_comm = nullptr;
+    if (swy_comm_rank(comm) != rank_ || swy_comm_size(comm) != size_) {
+      const int got_rank = swy_comm_rank(comm), got_size = swy_comm_size(comm);
+      swy_comm_abort(comm);
+      TORCH_CHECK(false, "switchyard: the split communicator is rank ",
+                  got_rank, " of ", got_size, ", torch's group rank ", rank_,
+                  " of ", size_);
+    }
+    comm_ = comm;
+    init();
+    completion_thread_ = std::thread([this] { completionLoop(); });
+  }
+
   void checkRoot(int64_t root, const char* op) const {
     TORCH_CHECK(root >= 0 && root < size_, "switchyard: ", op, ": root rank ",
                 root, " is outside 0..", size_ - 1);

@@ -32,6 +32,39 @@ def _create_process_group(store, rank, size, timeout):
 if not hasattr(dist.Backend, BACKEND.upper()):
     dist.Backend.register_backend(BACKEND, _create_process_group)
 
+_c10d = dist.distributed_c10d
+_torch_new_group = _c10d.new_group
+
+
+def _new_group(ranks=None, timeout=_c10d.default_pg_timeout, backend=None,
+               pg_options=None):
+    """torch's new_group, but a "switchyard" group under a "switchyard"
+    default group is split off the default group's communicator
+    (swy_comm_split: one engine, so priorities hold across groups) instead
+    of making a rendezvous of its own. torch calls a backend's creator on
+    the members only, while a split is collective over the parent: so the
+    split happens here, on every rank, before torch creates the group."""
+    default = _c10d._get_default_group() if dist.is_initialized() else None
+    if isinstance(default, ProcessGroupSwitchyard) and \
+            str(backend or _c10d._pg_map[default][0]).lower() == BACKEND:
+        world, me = default.size(), default.rank()
+        members = sorted(ranks) if ranks is not None else list(range(world))
+        if len(set(members)) == len(members) and \
+                all(isinstance(r, int) and 0 <= r < world for r in members):
+            default._split_for_next_group(
+                0 if me in members else _C.SPLIT_NOCOLOR,
+                members.index(me) if me in members else 0)
+            try:
+                return _torch_new_group(ranks, timeout, backend, pg_options)
+            finally:
+                ProcessGroupSwitchyard._drop_pending_split()
+    return _torch_new_group(ranks, timeout, backend, pg_options)
+
+
+if dist.new_group is _torch_new_group:
+    _new_group.__wrapped__ = _torch_new_group
+    dist.new_group = _c10d.new_group = _new_group
+
 
 @contextlib.contextmanager
 def priority(level, order=0, name=None):

@@ -13,6 +13,7 @@ switchyard package cannot be imported.
 """
 import argparse
 import copy
+import datetime
 import multiprocessing
 import os
 import sys
@@ -322,6 +323,48 @@ def ops_not_yet_in_the_library(rank, world, gloo):
     expect_error(lambda: dist.reduce(t, 0), "reduce", "not supported yet")
     expect_error(lambda: dist.reduce_scatter(t, [t.clone()] * world),
                  "reduce_scatter", "not supported yet")
+
+
+@case
+def new_groups_split_off_the_default(rank, world, gloo):
+    c10d = dist.distributed_c10d
+
+    def rendezvous_made(group):
+        # A group of its own rendezvous put a unique id in its store; a
+        # split one (one engine with the default group) did not.
+        try:
+            store = dist.PrefixStore(c10d._pg_names[group],
+                                     c10d._pg_map[group][1])
+            store.wait(["switchyard/unique_id"],
+                       datetime.timedelta(milliseconds=300))
+            return True
+        except RuntimeError:
+            return False
+
+    members = [r for r in range(world) if r != 1]  # rank 1 left out
+    sub = dist.new_group(members)
+    whole = dist.new_group()
+    if rank in members:
+        assert isinstance(sub, swy.ProcessGroupSwitchyard)
+        assert not rendezvous_made(sub), "not split off the default group"
+        t = torch.full((3,), float(rank + 1))
+        dist.all_reduce(t, group=sub)
+        assert torch.equal(t, torch.full((3,), float(sum(members) +
+                                                    len(members)))), t
+    else:
+        assert sub == c10d.GroupMember.NON_GROUP_MEMBER
+    assert not rendezvous_made(whole)
+    t = torch.ones(2)
+    with swy.priority("high"):
+        dist.all_reduce(t, group=whole)
+    assert torch.equal(t, torch.full((2,), float(world)))
+    # Another backend's group still works.
+    other = dist.new_group(backend="gloo")
+    dist.all_reduce(t, group=other)
+    for g in (sub, whole):
+        if g != c10d.GroupMember.NON_GROUP_MEMBER:
+            dist.destroy_process_group(g)
+    dist.destroy_process_group(other)
 
 
 def fresh_group():
