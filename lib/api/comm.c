@@ -462,8 +462,24 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
                                     &comm->boot),
                    status, err_free);
     SWY_CHECK_GOTO(comm_setup_topo(comm), status, err_boot);
-    SWY_CHECK_GOTO(swy_transport_set_create(rank, nranks, &comm->transports),
-                   status, err_topo);
+    /* Processes an engine of this process reaches already: join it. */
+    swy_api_proc_t *procs = NULL;
+    int joined = 0;
+    SWY_CHECK_GOTO(swy_api_procs_gather(comm, &procs), status, err_topo);
+    status = swy_api_join(comm, procs, &joined);
+    if (status != SWY_OK || joined) {
+        swy_free(procs);
+        if (status != SWY_OK)
+            goto err_topo;
+        comm->root = root;
+        *comm_p = comm;
+        return SWY_OK;
+    }
+    status = swy_transport_set_create(rank, nranks, &comm->transports);
+    if (status != SWY_OK) {
+        swy_free(procs);
+        goto err_topo;
+    }
     SWY_CHECK_GOTO(swy_transport_set_connect(comm->transports, comm->boot,
                                              comm->topo, comm->timeout_s),
                    status, err_transports);
@@ -542,6 +558,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
             swy_sched_destroy(comm->sched);
             swy_coll_shm_destroy(comm->shm);
             swy_coll_shm_destroy(comm->shm_a2a);
+            swy_free(procs);
             goto err_topo;
         }
         swy_sched_set_auto_partition(comm->sched,
@@ -557,6 +574,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
         swy_sched_destroy(comm->sched);
         swy_coll_shm_destroy(comm->shm);
         swy_coll_shm_destroy(comm->shm_a2a);
+        swy_free(procs);
         goto err_topo;
     }
     *comm->engine = (swy_engine_t){
@@ -564,6 +582,8 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
         .root = root, .topo = comm->topo, .transports = comm->transports,
         .sched = comm->sched, .shm = comm->shm, .shm_a2a = comm->shm_a2a,
         .mem = comm->mem};
+    swy_api_engine_register(comm->engine, procs, nranks);
+    procs = NULL;
     swy_info("api", "rank %d of %d ready: policy %s, partition %zu bytes, "
              "window %zu bytes, progress %s", rank, nranks,
              swy_sched_policy_name(comm->sched), params.partition_bytes,
@@ -573,6 +593,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
     return SWY_OK;
 
 err_transports:
+    swy_free(procs);
     swy_transport_set_destroy(comm->transports);
     swy_coll_shm_destroy(comm->shm);
     swy_coll_shm_destroy(comm->shm_a2a);
@@ -762,13 +783,15 @@ void swy_api_engine_ref(swy_engine_t *engine)
  * Leaving cleanly (abort_why NULL) waits first for every rank to arrive
  * (bounded by SWY_TIMEOUT_S), so no rank closes its endpoints while a
  * peer may still send to it; a job that failed is left at once. */
-static swy_status_t engine_release(swy_engine_t *engine, const char *abort_why)
+swy_status_t swy_api_engine_release(swy_engine_t *engine,
+                                    const char *abort_why)
 {
     pthread_mutex_lock(&engine_lock);
     int last = --engine->refs == 0;
     pthread_mutex_unlock(&engine_lock);
     if (!last)
         return SWY_OK;
+    swy_api_engine_unregister(engine);
     swy_status_t status = SWY_OK;
     int failed = swy_boot_failure(engine->boot, NULL, 0) != SWY_OK;
     if (abort_why == NULL && !failed)
@@ -816,8 +839,18 @@ swy_status_t swy_comm_destroy(swy_comm_t comm)
                            "communicator destroyed");
     swy_engine_t *engine = comm->engine;
     swy_sched_comm_destroy(comm->view); /* nothing for the world's */
+    if (comm->own_boot) {
+        /* Its own control plane: every rank done before any leaves it. */
+        if (!failed_before && status == SWY_OK)
+            status = swy_boot_barrier(comm->boot, comm->timeout_s);
+        if (status == SWY_OK || failed_before)
+            swy_boot_finalize(comm->boot);
+        else
+            swy_boot_abort(comm->boot, swy_err_last());
+        swy_boot_root_release(comm->root);
+    }
     comm_free(comm);
-    swy_status_t last = engine_release(engine, NULL);
+    swy_status_t last = swy_api_engine_release(engine, NULL);
     return status != SWY_OK ? status : failed_before ? SWY_OK : last;
 }
 
@@ -845,8 +878,12 @@ swy_status_t swy_comm_abort(swy_comm_t comm)
         swy_sched_report_abort(view, why);
     }
     swy_sched_comm_destroy(view);
+    if (comm->own_boot) {
+        swy_boot_abort(comm->boot, why);
+        swy_boot_root_release(comm->root);
+    }
     comm_free(comm);
-    engine_release(engine, why);
+    swy_api_engine_release(engine, why);
     return SWY_OK;
 }
 

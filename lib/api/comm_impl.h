@@ -13,8 +13,22 @@
  * scheduler with its progress thread, policy and per-peer links. Made by
  * swy_comm_init_rank/_env with the job's rendezvous; every communicator
  * split from it joins it; it goes with the last of them. */
+/* A process, as every rank of a job names it (join.c): its host, its pid
+ * there and a random number drawn once per process (a pid is reused). */
+typedef struct {
+    char host_id[128];
+    int64_t pid;
+    uint64_t nonce;
+    uint64_t draw; /* random, per gather: rank 0's names an engine's job */
+} swy_api_proc_t;
+
 typedef struct swy_engine {
+    struct swy_engine *next; /* the process's engines (join.c's list) */
     int refs; /* communicators on it (comm.c's engine lock) */
+    swy_api_proc_t *procs;   /* [nranks of its job]: the process of each
+                                engine peer */
+    int nprocs;
+    uint64_t job; /* the job's name: its rank 0's draw at the gather */
     double timeout_s;
     swy_boot_t *boot;
     swy_boot_root_t *root; /* root service the engine owns, or NULL */
@@ -32,6 +46,8 @@ struct swy_comm {
     swy_engine_t *engine;
     swy_sched_comm_t *view; /* this communicator on the engine */
     int *peers;   /* [nranks]: engine peer of each rank; NULL: identity */
+    int own_boot; /* joined an engine with a rendezvous of its own: boot
+                     and root are this communicator's (join.c) */
     swy_boot_t *boot;      /* the engine's */
     swy_boot_root_t *root; /* while init runs; then the engine's */
     swy_topo_t *topo; /* the engine's (world), or this comm's own subset */
@@ -49,8 +65,28 @@ static inline int swy_api_peer(const struct swy_comm *comm, int rank)
     return comm->peers != NULL ? comm->peers[rank] : rank;
 }
 
-/* One more communicator on the engine (swy_comm_split). */
+/* One more communicator on the engine (swy_comm_split, join.c). */
 void swy_api_engine_ref(swy_engine_t *engine);
+/* Drop a reference (engine_release in comm.c): the last one takes the
+ * engine down; abort_why NULL leaves the job cleanly. */
+swy_status_t swy_api_engine_release(swy_engine_t *engine,
+                                    const char *abort_why);
+
+/* join.c: every rank's process (an allgather over comm->boot), filled
+ * into *procs_p ([nranks], swy_free it). */
+swy_status_t swy_api_procs_gather(swy_comm_t comm, swy_api_proc_t **procs_p);
+/* A new communicator whose every rank is a process some engine of this
+ * process already reaches joins that engine (collective over comm->boot:
+ * every rank must find one, or none joins): *joined 1 and comm runs as a
+ * view on it, with its own control plane for its failures; *joined 0 and
+ * nothing changed otherwise. */
+swy_status_t swy_api_join(swy_comm_t comm, const swy_api_proc_t *procs,
+                          int *joined);
+/* Make an engine findable by swy_api_join (it takes procs), and forget
+ * it as it goes. */
+void swy_api_engine_register(swy_engine_t *engine, swy_api_proc_t *procs,
+                             int nprocs);
+void swy_api_engine_unregister(swy_engine_t *engine);
 
 /* SWY_TOPO_PROBE: measure every link and put the figures in comm->topo
  * (collective; probe.c). */

@@ -8,7 +8,9 @@
  *           kernel shares fairly; over one connection per peer the same
  *           share comes from start-time fair queueing of micro-ops, each
  *           op keeping two partitions in flight (a stream's double
- *           buffering), so the wire sees the ops interleaved.
+ *           buffering, or about 4 ms of the link where that is more,
+ *           the allowance of lina's top priority), so the wire sees the
+ *           ops interleaved.
  *   lina    strict priority (Lina, ATC'23): the queue is ordered by
  *           priority; a priority below the highest the comm has used (it
  *           may be preempted), and anything below an incomplete higher
@@ -93,13 +95,23 @@ static int cmp_fair(void *ctx, const swy_policy_uop_v1_t *a,
     return c ? c : cmp_submission(ctx, a, b);
 }
 
+/* The bytes one op may keep in flight on a link: about 4 ms of the link
+ * (at least two partitions: double buffering), capped by the window. The
+ * top priority of lina has it, and so has every op under fair, so that
+ * the baseline gets the same allowance as the policy it is compared with
+ * (MEASURE.md, "Fair baselines"). */
+static size_t op_allowance(const swy_policy_link_v1_t *link)
+{
+    return SWY_MIN(link->window_bytes,
+                   SWY_MAX(2 * link->partition_bytes, link->burst_bytes));
+}
+
 static int fair_admit(void *ctx, const swy_policy_link_v1_t *link,
                       const swy_policy_uop_v1_t *uop)
 {
     if (link->inflight_bytes == 0)
         return SWY_POLICY_ISSUE;
-    return fits(uop->op_inflight_bytes, uop->bytes,
-                2 * link->partition_bytes)
+    return fits(uop->op_inflight_bytes, uop->bytes, op_allowance(link))
                ? SWY_POLICY_ISSUE
                : SWY_POLICY_SKIP;
 }
@@ -144,10 +156,7 @@ static int lina_admit(void *ctx, const swy_policy_link_v1_t *link,
      * small for an uplink shared by many flows (64 KiB there) left it
      * waiting for the receiver between micro-ops (alone: 14-71 ms for
      * 2 MiB per rank, against 15-17 ms with 4 ms in flight). */
-    size_t limit = SWY_MIN(link->window_bytes,
-                           SWY_MAX(2 * link->partition_bytes,
-                                   link->burst_bytes));
-    return fits(link->inflight_ge_bytes, uop->bytes, limit)
+    return fits(link->inflight_ge_bytes, uop->bytes, op_allowance(link))
                ? SWY_POLICY_ISSUE
                : SWY_POLICY_STOP;
 }

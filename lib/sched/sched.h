@@ -76,6 +76,11 @@ typedef struct {
     const int *peers; /* [nranks]: the engine peer of each rank (copied) */
     void *owner;      /* the communicator, for swy_sched_owner() */
     struct swy_coll_shm *shm, *shm_a2a; /* its channels, or NULL */
+    /* A communicator with a rendezvous of its own (swy_comm_init_rank on
+     * processes the engine already reaches): its failures are that control
+     * plane's job failures, both ways. NULL: the engine's, scoped by key.
+     * Borrowed until swy_sched_comm_destroy. */
+    swy_boot_t *boot;
 } swy_sched_comm_params_t;
 
 /* The view the engine was created for (id 0, every engine peer in

@@ -6,7 +6,9 @@
  * hold: low-priority bytes still queued when the high op came, on some
  * link (else the test fails: a backlog that drained first, or that moved
  * no bytes through the transports, proves nothing). Also checks the
- * counters.
+ * counters. Sends issued before their peer posted the op ("send_early" in
+ * the trace: up to two partitions per op and link, which by design do not
+ * count against the credit, so that no policy can deadlock) are left out.
  * Usage: test_priority NRANKS TRACE_DIR [split]   (NRANKS 1 uses the self
  * transport; 2 uses UCX shared memory). With split, the high-priority
  * all-to-all runs on a communicator split from the world (ranks in

@@ -15,7 +15,13 @@
  *             ranks, the parent and the other half go on working
  *   kill      a rank dies: the communicators holding it fail on every
  *             other rank, the one without it goes on working
- *   threads   17 communicators run on the threads of one */
+ *   threads   17 communicators run on the threads of one
+ *   join      a communicator from a unique id of its own, over the same
+ *             processes, joins their engine (its counters count both
+ *             communicators' ops); ops of both in flight together
+ *   join_first   the engine's first communicator destroyed first
+ *   join_mismatch  a mismatch on the joined one fails it alone
+ *   join_kill    a process that dies fails the joined one too */
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
@@ -558,6 +564,126 @@ static int case_kill(swy_comm_t comm, int rank, int w, void *arg)
     return 200;
 }
 
+/* A communicator from a unique id of its own (rank 0 makes it and
+ * broadcasts it over comm), ranks reversed: its processes are all on
+ * comm's engine, so it joins that engine. */
+static int join_reversed(swy_comm_t comm, int rank, int w, swy_comm_t *c2,
+                         int *members)
+{
+    swy_unique_id_t id;
+    memset(&id, 0, sizeof(id));
+    if (rank == 0)
+        CHECK_OK(swy_get_unique_id(&id), comm);
+    CHECK_OK(swy_broadcast(&id, sizeof(id), SWY_UINT8, 0, comm, NULL, NULL),
+             comm);
+    CHECK_OK(swy_comm_init_rank(c2, w, &id, w - 1 - rank), *c2);
+    for (int r = 0; r < w; r++)
+        members[r] = w - 1 - r;
+    return 0;
+}
+
+static int case_join(swy_comm_t comm, int rank, int w, void *arg)
+{
+    swy_comm_t c2;
+    int members[64], world[64];
+    for (int p = 0; p < w; p++)
+        world[p] = p;
+    if (join_reversed(comm, rank, w, &c2, members))
+        return 1;
+    CHECK(swy_comm_rank(c2) == w - 1 - rank, "rank %d", swy_comm_rank(c2));
+    /* One engine: its counters count the ops of both communicators. */
+    swy_comm_stats_t a = {.struct_size = sizeof(a)}, b = a;
+    CHECK_OK(swy_comm_stats(comm, &a), comm);
+    CHECK_OK(swy_barrier(c2), c2);
+    CHECK_OK(swy_comm_stats(comm, &b), comm);
+    CHECK(b.ops_posted == a.ops_posted + 1, "the world's engine saw %llu "
+          "ops for a barrier on the joined communicator, not 1",
+          (unsigned long long)(b.ops_posted - a.ops_posted));
+    if (exercise(c2, members, 3000) || exercise(comm, world, 100))
+        return 1;
+    /* Ops of both in flight together, each rank in its own order. */
+    size_t n = 4096;
+    float *x = malloc(n * 4), *y = malloc(n * 4), *z = malloc(n * 4);
+    CHECK(x && y && z, "malloc");
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(rank + 1);
+    swy_request_t r1, r2;
+    if (rank % 2) {
+        CHECK_OK(swy_allreduce(x, y, n, SWY_FLOAT32, SWY_SUM, c2, NULL, &r1),
+                 c2);
+        CHECK_OK(swy_allreduce(x, z, n, SWY_FLOAT32, SWY_MAX, comm, NULL,
+                               &r2), comm);
+    } else {
+        CHECK_OK(swy_allreduce(x, z, n, SWY_FLOAT32, SWY_MAX, comm, NULL,
+                               &r2), comm);
+        CHECK_OK(swy_allreduce(x, y, n, SWY_FLOAT32, SWY_SUM, c2, NULL, &r1),
+                 c2);
+    }
+    CHECK_OK(swy_wait(r1), c2);
+    CHECK_OK(swy_wait(r2), comm);
+    swy_request_free(r1);
+    swy_request_free(r2);
+    CHECK(y[n - 1] == (float)(w * (w + 1) / 2) && z[0] == (float)w,
+          "sum %g max %g", y[n - 1], z[0]);
+    free(x);
+    free(y);
+    free(z);
+    CHECK_OK(swy_comm_destroy(c2), comm);
+    return 0;
+}
+
+/* The engine's first communicator destroyed, the joined one goes on. */
+static int case_join_first(swy_comm_t comm, int rank, int w, void *arg)
+{
+    swy_comm_t c2;
+    int members[64];
+    if (join_reversed(comm, rank, w, &c2, members))
+        return 1;
+    CHECK_OK(swy_comm_destroy(comm), comm);
+    if (exercise(c2, members, 2000))
+        return 1;
+    CHECK_OK(swy_comm_destroy(c2), c2);
+    return 200;
+}
+
+/* A mismatch on the joined communicator fails it on every rank; the
+ * engine's first one goes on working. */
+static int case_join_mismatch(swy_comm_t comm, int rank, int w, void *arg)
+{
+    swy_comm_t c2;
+    int members[64], world[64];
+    for (int p = 0; p < w; p++)
+        world[p] = p;
+    if (join_reversed(comm, rank, w, &c2, members))
+        return 1;
+    float v[64] = {0};
+    swy_status_t st = swy_allreduce(v, v, rank == 1 ? 16 : 8, SWY_FLOAT32,
+                                    SWY_SUM, c2, NULL, NULL);
+    CHECK(st == SWY_ERR_MISMATCH, "rank %d: %s", rank, swy_status_string(st));
+    if (exercise(comm, world, 500))
+        return 1;
+    CHECK_OK(swy_comm_destroy(c2), comm); /* failed: released at once */
+    return 0;
+}
+
+/* A process that dies fails the joined communicator too. */
+static int case_join_kill(swy_comm_t comm, int rank, int w, void *arg)
+{
+    swy_comm_t c2;
+    int members[64];
+    if (join_reversed(comm, rank, w, &c2, members))
+        return 1;
+    CHECK_OK(swy_barrier(c2), c2);
+    if (rank == w - 1)
+        raise(SIGKILL);
+    float v[1000] = {0};
+    swy_status_t st = swy_allreduce(v, v, 1000, SWY_FLOAT32, SWY_SUM, c2,
+                                    NULL, NULL);
+    CHECK(st == SWY_ERR_REMOTE, "joined: %s: %s", swy_status_string(st),
+          swy_last_error(c2));
+    return 200;
+}
+
 static int count_threads(void)
 {
     DIR *d = opendir("/proc/self/task");
@@ -615,13 +741,17 @@ int main(int argc, char **argv)
     else if (!strcmp(which, "mismatch")) fn = case_mismatch;
     else if (!strcmp(which, "kill")) fn = case_kill;
     else if (!strcmp(which, "threads")) fn = case_threads;
+    else if (!strcmp(which, "join")) fn = case_join;
+    else if (!strcmp(which, "join_first")) fn = case_join_first;
+    else if (!strcmp(which, "join_mismatch")) fn = case_join_mismatch;
+    else if (!strcmp(which, "join_kill")) fn = case_join_kill;
     if (fn == NULL || w < 1 || w > 64) {
         fprintf(stderr, "test_split: bad arguments\n");
         return 2;
     }
     swy_test_result_t result;
     int rc = swy_test_spawn(w, fn, NULL, 120, &result);
-    if (!strcmp(which, "kill")) {
+    if (!strcmp(which, "kill") || !strcmp(which, "join_kill")) {
         rc = 0;
         for (int r = 0; r < w; r++)
             if (result.code[r] != (r == w - 1 ? -SIGKILL : 0))

@@ -53,6 +53,7 @@ typedef struct {
     double placement_bw;     /* bytes/s of the placement's latency model */
     double placement_flops;  /* flop/s of one rank, same */
     int placement_max_shadow;
+    int ep; /* --ep: expert-parallel group size; 0: the world */
 } options_t;
 
 static void usage(FILE *out)
@@ -96,8 +97,20 @@ static void usage(FILE *out)
 "  --overlap 0|1         1: the dense allreduce overlaps the next forward\n"
 "                        (ByteScheduler): each tensor's wait and Adam step\n"
 "                        move to just before its first use, buckets go in\n"
-"                        the order that forward needs them; same loss\n"
-"                        curve (default 0: wait before the optimizer)\n"
+"                        the order that forward needs them; the same loss\n"
+"                        curve bit for bit (default 1 on the CPU; 0, wait\n"
+"                        before the optimizer, on the GPU, which has no\n"
+"                        overlap yet)\n"
+"  --ep N                expert-parallel groups of N ranks (N divides the\n"
+"                        ranks), in the layout frameworks use: the\n"
+"                        all-to-all on the group's own communicator,\n"
+"                        experts sharded within a group and replicated\n"
+"                        across the W/N groups (their gradients summed at\n"
+"                        low priority on the expert-data-parallel\n"
+"                        communicator), dense gradients on the world. A\n"
+"                        group takes every (W/N)-th rank, so it spans the\n"
+"                        nodes. Default: one group of all ranks, on the\n"
+"                        world itself\n"
 "  --gate NAME           gshard (default), ta (TA-MoE: balance loss\n"
 "                        weighted toward bandwidth-proportional dispatch)\n"
 "                        or topo (FasterMoE: reroute cross-node choices)\n"
@@ -177,7 +190,8 @@ typedef struct {
 #define ON_DEVICE(tr, cpu_call, gpu_call) (cpu_call)
 #endif
 
-static swy_status_t trainer_create(trainer_t *tr, int cuda, swy_comm_t comm,
+static swy_status_t trainer_create(trainer_t *tr, int cuda, swy_comm_t world,
+                                   swy_comm_t comm, swy_comm_t expert_dp,
                                    const swt_model_config_t *m)
 {
     memset(tr, 0, sizeof(*tr));
@@ -187,7 +201,7 @@ static swy_status_t trainer_create(trainer_t *tr, int cuda, swy_comm_t comm,
 #else
     (void)cuda;
 #endif
-    return swt_model_create(comm, m, &tr->cpu);
+    return swt_model_create_groups(world, comm, expert_dp, m, &tr->cpu);
 }
 
 static void trainer_destroy(trainer_t *tr)
@@ -319,6 +333,7 @@ enum {
     O_WARMUP, O_JSON, O_TRACE, O_LOSS, O_GATE, O_TOPO_FRAC, O_SKEW,
     O_PLACE, O_PLACE_EVERY, O_ORACLE, O_PLACE_BW, O_PLACE_FLOPS,
     O_PLACE_MAX,
+    O_EP,
     O_OVERLAP,
     O_DENSE_FFN
 };
@@ -364,6 +379,7 @@ static int parse_args(int argc, char **argv, options_t *o)
         {"placement-bw", required_argument, NULL, O_PLACE_BW},
         {"placement-flops", required_argument, NULL, O_PLACE_FLOPS},
         {"placement-max-shadow", required_argument, NULL, O_PLACE_MAX},
+        {"ep", required_argument, NULL, O_EP},
         {"overlap", required_argument, NULL, O_OVERLAP},
         {"dense-ffn", required_argument, NULL, O_DENSE_FFN},
         {"help", no_argument, NULL, 'h'},
@@ -461,6 +477,7 @@ static int parse_args(int argc, char **argv, options_t *o)
         case O_PLACE_MAX:
             rc = parse_int(f, a, 0, 1 << 20, &o->placement_max_shadow);
             break;
+        case O_EP: rc = parse_int(f, a, 1, 65535, &o->ep); break;
         case 'h': usage(stdout); return 1;
         default:
             if (optopt != 0 && optopt < 256 && optopt != '?')
@@ -645,16 +662,21 @@ static int check_same_plan(swy_comm_t comm, const int *plan, int L, int E,
 enum { R_XENT, R_AUX, R_DROPPED, R_ROWS, R_CROSS, R_TIMERS,
        R_LEN = R_TIMERS + SWT_T_COUNT };
 
-static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
+/* comm: the world (dense parameters, the step's records); ep: the
+ * experts' group (the world itself without --ep); expert_dp: the
+ * replicas of this rank's experts, or NULL. */
+static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
+               swy_comm_t ep, swy_comm_t expert_dp)
 {
     const swt_model_config_t *m = &o->model;
     int W = swy_comm_size(comm), rank = swy_comm_rank(comm);
-    int E = W * m->experts_per_rank * m->packing;
+    int Wep = swy_comm_size(ep), ep_rank = swy_comm_rank(ep);
+    int E = Wep * m->experts_per_rank * m->packing;
     if (m->top_k > E) {
         if (rank == 0)
             fprintf(stderr, "swy-train: --top-k %d exceeds the %d experts "
                     "(%d ranks x %d per rank x packing %d)\n", m->top_k, E,
-                    W, m->experts_per_rank, m->packing);
+                    Wep, m->experts_per_rank, m->packing);
         return 2;
     }
     if (o->policy != NULL) {
@@ -676,8 +698,8 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
     }
     double floor_nats = swt_task_floor(&task);
     trainer_t model, *md = &model;
-    if (trainer_create(md, strcmp(o->device, "cuda") == 0, comm, m) !=
-        SWY_OK) {
+    if (trainer_create(md, strcmp(o->device, "cuda") == 0, comm, ep,
+                       expert_dp, m) != SWY_OK) {
         swt_task_fini(&task);
         return 1;
     }
@@ -689,7 +711,7 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
     size_t rec_len = R_LEN + (counts ? (size_t)L * E : 0);
     int *ids = malloc((size_t)S * sizeof(int));
     int *labels = malloc((size_t)S * sizeof(int));
-    int *node_of = malloc((size_t)W * sizeof(int));
+    int *node_of = malloc((size_t)Wep * sizeof(int));
     double *rec = malloc(rec_len * sizeof(double));
     double *hist = malloc((size_t)steps * R_LEN * sizeof(double));
     double *col = malloc((size_t)steps * sizeof(double));
@@ -709,12 +731,12 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         fprintf(stderr, "swy-train: out of memory\n");
         goto out;
     }
-    if (swy_moe_topo_nodes(comm, node_of, NULL) != SWY_OK) {
+    if (swy_moe_topo_nodes(ep, node_of, NULL) != SWY_OK) {
         fprintf(stderr, "swy-train: swy_moe_topo_nodes: %s\n",
-                swy_last_error(comm));
+                swy_last_error(ep));
         goto out;
     }
-    int n_local = E / W;
+    int n_local = E / Wep;
     if (rank == 0 && trace) {
         trace_f = fopen(o->trace_loads, "w");
         if (trace_f == NULL)
@@ -774,6 +796,12 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
     }
     if (rank == 0)
         print_header(o, argc, argv, W, policy, md, floor_nats);
+    if (rank == 0 && ep != comm)
+        printf("# groups: experts over %d expert-parallel groups of %d "
+               "ranks (every %d-th rank), gradients of each expert summed "
+               "over its %d replicas (expert data-parallel, low priority); "
+               "dense gradients over all %d ranks\n", W / Wep, Wep, W / Wep,
+               W / Wep, W);
     int log_every = o->log_every > 0 ? o->log_every
                                      : (steps >= 20 ? steps / 20 : 1);
     swt_timing_t tm = {{0}, o->compute_scale};
@@ -822,7 +850,7 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
             for (int e = 0; e < E; e++) {
                 int where = slot != NULL ? slot[e] : e;
                 rec[R_ROWS] += (double)sent[e];
-                if (node_of[where / n_local] != node_of[rank])
+                if (node_of[where / n_local] != node_of[ep_rank])
                     rec[R_CROSS] += (double)sent[e];
             }
         }
@@ -911,6 +939,28 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         goto out;
     }
     int identical = hv[0] == -hv[1];
+    /* --ep: the replicas of each expert, across the expert-parallel
+     * groups, saw the same summed gradients and must be equal. */
+    int experts_identical = 1;
+    if (expert_dp != NULL) {
+        uint64_t eh = swt_model_expert_hash(md->cpu);
+        double ev[2] = {(double)(eh >> 12), -(double)(eh >> 12)};
+        if (swy_allreduce(ev, ev, 2, SWY_FLOAT64, SWY_MAX, expert_dp, NULL,
+                          NULL) != SWY_OK) {
+            fprintf(stderr, "swy-train: allreduce: %s\n",
+                    swy_last_error(expert_dp));
+            goto out;
+        }
+        experts_identical = ev[0] == -ev[1];
+        hv[0] = experts_identical ? 0.0 : 1.0; /* any rank's verdict */
+        if (swy_allreduce(hv, hv, 1, SWY_FLOAT64, SWY_MAX, comm, NULL,
+                          NULL) != SWY_OK) {
+            fprintf(stderr, "swy-train: allreduce: %s\n",
+                    swy_last_error(comm));
+            goto out;
+        }
+        experts_identical = hv[0] == 0.0;
+    }
     /* Shadowing must have kept every replica equal to its owner's copy. */
     int shadow_compared = 0, shadow_identical = 1;
     if (placement != NULL) {
@@ -987,6 +1037,9 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
         printf("%-22s %.0f\n", "slots dropped", dropped_total);
         printf("%-22s %.1f (last quarter of the steps)\n",
                "cross-node rows %", cross_pct);
+        if (expert_dp != NULL)
+            printf("%-22s %s\n", "expert replicas",
+                   experts_identical ? "identical" : "DIFFER");
         printf("%-22s %s\n", "dense replicas", identical ? "identical"
                                                          : "DIFFER");
         double shadowed_mean = steps > 0 && L > 0
@@ -1022,12 +1075,12 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
                    "\"experts\":%d,\"top_k\":%d,\"tokens_per_rank\":%d,"
                    "\"bucket_bytes\":%zu,\"compute_scale\":%g,"
                    "\"loss_first\":%.6f,\"loss_last\":%.6f,"
-                   "\"loss_floor\":%.6f,", SWT_GIT_COMMIT, W, steps,
+                   "\"loss_floor\":%.6f,\"ep\":%d,", SWT_GIT_COMMIT, W, steps,
                    o->device_desc, policy,
                    m->pipeline, m->overlap, m->packing, m->layers, m->hidden,
                    m->ffn, m->dense_ffn, E,
                    m->top_k, m->tokens, m->bucket_bytes, o->compute_scale,
-                   loss_first, loss_last, floor_nats);
+                   loss_first, loss_last, floor_nats, Wep);
             static const char *const keys[SWT_T_COUNT + 1] = {
                 "step_ms", "a2a_ms", "a2a_wait_ms", "allreduce_ms",
                 "allreduce_wait_ms", "expert_ms", "moe_segment_ms",
@@ -1038,11 +1091,13 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm)
                        1e3 * st[t].min, keys[t], 1e3 * st[t].max);
             printf("\"tokens_per_s\":%.1f,\"dropped\":%.0f,"
                    "\"cross_node_pct\":%.2f,\"dense_identical\":%s,"
+                   "\"experts_identical\":%s,"
                    "\"skew\":%g,\"placement\":\"%s\","
                    "\"shadowed_mean\":%.4f,\"shadow_identical\":%s,"
                    "\"moved_total\":%d}\n",
                    tps, dropped_total, cross_pct,
-                   identical ? "true" : "false", o->skew,
+                   identical ? "true" : "false",
+                   experts_identical ? "true" : "false", o->skew,
                    swt_placement_name(o->placement), shadowed_mean,
                    shadow_identical ? "true" : "false", moved_total);
         }
@@ -1154,7 +1209,7 @@ int main(int argc, char **argv)
                   .pipeline = 1, .tokens = 512, .gate_group = 0,
                   .capacity_factor = 1.25, .aux_coef = 0.01, .lr = 3e-3,
                   .seed = 1, .bucket_bytes = 256 << 10, .phase_hints = 1,
-                  .topo_cross_frac = 0.14},
+                  .topo_cross_frac = 0.14, .overlap = -1},
         .steps = 300, .noise = 0.1, .device = "cpu", .compute_scale = 1.0,
         .threads = 1, .warmup = 3, .placement_every = 10,
         .placement_bw = 1.25e8, .placement_flops = 2e10,
@@ -1164,10 +1219,21 @@ int main(int argc, char **argv)
         return p > 0 ? 0 : 2;
     if (o.model.dense_ffn == 0)
         o.model.dense_ffn = o.model.ffn;
+    /* What a user should get: ByteScheduler's overlap where it exists
+     * (the CPU path; bit-identical, tests/multiproc/train). */
+    if (o.model.overlap < 0)
+        o.model.overlap = strcmp(o.device, "cuda") != 0;
     snprintf(o.device_desc, sizeof(o.device_desc), "cpu");
     if (strcmp(o.device, "cuda") == 0 && o.model.gate != SWT_GATE_GSHARD) {
         fprintf(stderr, "swy-train: --gate ta and --gate topo run on the "
                 "CPU path only (--device cpu); the GPU gate is GShard's\n");
+        return 2;
+    }
+    if (o.ep > 0 && (strcmp(o.device, "cuda") == 0 ||
+                     o.placement != SWT_PLACE_NONE)) {
+        fprintf(stderr, "swy-train: --ep runs on the CPU path without "
+                "--placement (shadowed experts are not replicated across "
+                "expert-parallel groups yet)\n");
         return 2;
     }
     if (strcmp(o.device, "cuda") == 0 && o.placement != SWT_PLACE_NONE) {
@@ -1193,9 +1259,46 @@ int main(int argc, char **argv)
          * like a bad flag; anything else failed while starting. */
         return st == SWY_ERR_INVALID_ARG ? 2 : 1;
     }
-    int rc = run(&o, argc, argv, comm);
+    /* --ep: the expert-parallel group takes every (W/N)-th rank (so it
+     * spans the nodes); the ranks with the same place in their groups
+     * hold the same experts and sum their gradients. */
+    swy_comm_t ep = comm, expert_dp = NULL;
+    int W = swy_comm_size(comm), rank = swy_comm_rank(comm);
+    if (o.ep > 0 && W % o.ep != 0) {
+        if (rank == 0)
+            fprintf(stderr, "swy-train: --ep %d does not divide the %d "
+                    "ranks\n", o.ep, W);
+        swy_comm_destroy(comm);
+        return 2;
+    }
+    int groups = o.ep > 0 ? W / o.ep : 1;
+    if (o.ep > 0) {
+        st = swy_comm_split(comm, rank % groups, rank, &ep);
+        if (st == SWY_OK && groups > 1)
+            st = swy_comm_split(comm, rank / groups, rank, &expert_dp);
+        if (st != SWY_OK) {
+            fprintf(stderr, "swy-train: swy_comm_split: %s: %s\n",
+                    swy_status_string(st), swy_last_error(comm));
+            swy_comm_abort(comm);
+            return 1;
+        }
+    }
+    int rc = run(&o, argc, argv, comm, ep, expert_dp);
     if (rc == 1) {
+        if (expert_dp != NULL)
+            swy_comm_abort(expert_dp);
+        if (ep != comm)
+            swy_comm_abort(ep);
         swy_comm_abort(comm);
+        return 1;
+    }
+    if (expert_dp != NULL)
+        st = swy_comm_destroy(expert_dp);
+    if (st == SWY_OK && ep != comm)
+        st = swy_comm_destroy(ep);
+    if (st != SWY_OK && rc == 0) {
+        fprintf(stderr, "swy-train: swy_comm_destroy: %s\n",
+                swy_status_string(st));
         return 1;
     }
     st = swy_comm_destroy(comm);

@@ -36,7 +36,10 @@ typedef struct {
 
 struct swt_model {
     swt_model_config_t cfg;
-    swy_comm_t comm;
+    swy_comm_t comm;        /* the experts' (expert-parallel) group */
+    swy_comm_t world;       /* the dense parameters' (DDP) */
+    swy_comm_t expert_dp;   /* replicas of this rank's experts, or NULL */
+    swy_request_t *ex_req;  /* [layers]: expert gradients' allreduces */
     swt_layout_t lo;        /* W, rank, E, nl, the buffers, the plan */
     float *dense, *ddense, *m_dense, *v_dense;
     float *expert, *dexpert, *m_expert, *v_expert;
@@ -96,13 +99,30 @@ static swy_status_t gate_setup(swt_model_t *md)
 swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
                               swt_model_t **model_p)
 {
+    return swt_model_create_groups(comm, comm, NULL, cfg, model_p);
+}
+
+swy_status_t swt_model_create_groups(swy_comm_t world, swy_comm_t comm,
+                                     swy_comm_t expert_dp,
+                                     const swt_model_config_t *cfg,
+                                     swt_model_t **model_p)
+{
     swt_model_t *md = calloc(1, sizeof(*md));
     if (md == NULL)
         return SWY_ERR_NO_MEMORY;
     md->cfg = *cfg;
     md->comm = comm;
+    md->world = world;
+    md->expert_dp = expert_dp;
+    md->ex_req = calloc((size_t)(cfg->layers > 0 ? cfg->layers : 1),
+                        sizeof(swy_request_t));
+    if (md->ex_req == NULL) {
+        free(md);
+        return SWY_ERR_NO_MEMORY;
+    }
     swy_status_t status = swt_layout_init(&md->lo, comm, cfg);
     if (status != SWY_OK) {
+        free(md->ex_req);
         free(md);
         return status;
     }
@@ -115,7 +135,7 @@ swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
      * in swy_mem_alloc memory the local peers reduce straight from it
      * and write the sums straight into it (no staging copies, which on
      * a host whose ranks share cores take CPU from the compute). */
-    if (swy_mem_alloc(comm, (md->lo.n_dense ? md->lo.n_dense : 1) *
+    if (swy_mem_alloc(world, (md->lo.n_dense ? md->lo.n_dense : 1) *
                                 sizeof(float),
                       (void **)&md->ddense) != SWY_OK)
         md->ddense = NULL;
@@ -179,7 +199,7 @@ swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
             (ly->dwg_local = zalloc(H * (size_t)md->lo.E)) == NULL)
             goto nomem;
     }
-    if (swt_ddp_create(comm, md->ddense, md->lo.tensor_sizes,
+    if (swt_ddp_create(world, md->ddense, md->lo.tensor_sizes,
                        md->lo.n_tensors, cfg->bucket_bytes, &md->ddp) != 0)
         goto nomem;
     swt_ddp_set_overlap(md->ddp, cfg->overlap);
@@ -232,7 +252,8 @@ void swt_model_destroy(swt_model_t *md)
     free(md->expert);
     free(md->v_dense);
     free(md->m_dense);
-    (void)swy_mem_free(md->comm, md->ddense);
+    (void)swy_mem_free(md->world, md->ddense);
+    free(md->ex_req);
     free(md->dense);
     swt_layout_finalize(&md->lo);
     free(md);
@@ -664,6 +685,49 @@ static swy_status_t shadow_grad_post(swt_model_t *md, int layer)
 
 /* Before Adam: wait for the sum and give it to every copy, so the owner
  * and every replica take the same step from the same state. */
+/* --ep: layer's expert gradients are final once its MoE backward ran;
+ * the replicas of these experts (the same expert-parallel rank in the
+ * other groups) sum them at low priority while backward goes on, as a
+ * framework's expert-data-parallel allreduce does. */
+static swy_status_t expert_grad_post(swt_model_t *md, int layer)
+{
+    layer_t *ly = &md->layers[layer];
+    size_t n = (size_t)md->lo.nl * md->lo.expert_elems;
+    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+    attr.priority = SWY_PRIO_LOW;
+    attr.order = layer;
+    attr.name = "expert grads";
+    swy_status_t st = swy_allreduce(ly->d.w1, ly->d.w1, n, SWY_FLOAT32,
+                                    SWY_SUM, md->expert_dp, &attr,
+                                    &md->ex_req[layer]);
+    if (st != SWY_OK)
+        fprintf(stderr, "swy-train: layer %d: expert gradient allreduce: "
+                "%s: %s\n", layer, swy_status_string(st),
+                swy_last_error(md->expert_dp));
+    return st;
+}
+
+static swy_status_t expert_grad_finish(swt_model_t *md, swt_timing_t *tm)
+{
+    swy_status_t first = SWY_OK;
+    double t0 = swt_now();
+    for (int l = 0; l < md->cfg.layers; l++) {
+        if (md->ex_req[l] == NULL)
+            continue;
+        swy_status_t st = swy_wait(md->ex_req[l]);
+        swy_request_free(md->ex_req[l]);
+        md->ex_req[l] = NULL;
+        if (st != SWY_OK && first == SWY_OK) {
+            fprintf(stderr, "swy-train: layer %d: expert gradient allreduce: "
+                    "%s: %s\n", l, swy_status_string(st),
+                    swy_last_error(md->expert_dp));
+            first = st;
+        }
+    }
+    swt_timing_add(tm, SWT_T_AR_WAIT, swt_now() - t0);
+    return first;
+}
+
 static swy_status_t shadow_grad_finish(swt_model_t *md, int layer,
                                        swt_timing_t *tm)
 {
@@ -688,6 +752,14 @@ static swy_status_t shadow_grad_finish(swt_model_t *md, int layer,
         src += P;
     }
     return SWY_OK;
+}
+
+uint64_t swt_model_expert_hash(const swt_model_t *md)
+{
+    uint64_t h = swt_layout_hash_floats(SWT_LAYOUT_HASH_INIT, md->expert,
+                                        md->lo.n_expert);
+    h = swt_layout_hash_floats(h, md->m_expert, md->lo.n_expert);
+    return swt_layout_hash_floats(h, md->v_expert, md->lo.n_expert);
 }
 
 uint64_t swt_model_dense_hash(const swt_model_t *md)
@@ -735,7 +807,7 @@ static void dense_apply(void *arg, size_t begin, size_t end,
         if (ly->dwg_local == NULL || g < begin || g >= end)
             continue;
         for (size_t i = 0; i < n_gate; i++)
-            ly->d.wg[i] = (float)md->lo.W * ly->dwg_local[i];
+            ly->d.wg[i] = (float)swy_comm_size(md->world) * ly->dwg_local[i];
     }
     swy_k_adam_params_t hp = {(float)c->lr, 0.9f, 0.999f, 1e-8f, 0.0f, 0};
     swy_k_adam_step(md->dense + begin, md->ddense + begin,
@@ -811,8 +883,8 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
     double xent = swy_k_xent_fwd(md->logits, labels, S, V, NULL);
 
     /* ---- backward: (1/W) x the local mean, see model.h ---- */
-    swy_k_xent_bwd(md->logits, labels, S, V, 1.0f / (float)md->lo.W,
-                   md->logits);
+    swy_k_xent_bwd(md->logits, labels, S, V,
+                   1.0f / (float)swy_comm_size(md->world), md->logits);
     swy_k_linear_bwd(md->x_final, md->p.out_w, md->logits, S, H, V, md->dx,
                      md->d.out_w, md->d.out_b);
     swt_timing_compute_end(tm, t0);
@@ -821,6 +893,8 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
         layer_t *ly = &md->layers[l];
         const swt_layer_layout_t *at = &md->lo.layer[l];
         STEP_CHECK(swt_moe_block_backward(ly->moe, md->dx, md->dm, tm));
+        if (md->expert_dp != NULL)
+            STEP_CHECK(expert_grad_post(md, l));
         if (ly->n_shadowed > 0)
             STEP_CHECK(shadow_grad_post(md, l));
         if (ly->dwg_local != NULL) /* before DDP sums it over ranks */
@@ -855,6 +929,8 @@ swy_status_t swt_model_step(swt_model_t *md, const int *ids,
     for (int l = 0; l < c->layers; l++)
         if (md->layers[l].n_shadowed > 0)
             STEP_CHECK(shadow_grad_finish(md, l, tm));
+    if (md->expert_dp != NULL)
+        STEP_CHECK(expert_grad_finish(md, tm));
 
     /* ---- Adam: dense replicas see the same summed gradients and stay
      * identical (now, or in the next forward with --overlap); experts are

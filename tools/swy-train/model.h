@@ -54,6 +54,14 @@ typedef struct swt_model swt_model_t;
  *  @return SWY_OK, SWY_ERR_NO_MEMORY, or the plan's error. */
 swy_status_t swt_model_create(swy_comm_t comm, const swt_model_config_t *cfg,
                               swt_model_t **model_p);
+/** --ep: the experts on @p comm (the expert-parallel group), the dense
+ *  parameters' DDP on @p world, and the experts' gradients summed over
+ *  @p expert_dp (the ranks holding replicas of this rank's experts; NULL
+ *  when there are none). swt_model_create(comm) is (comm, comm, NULL). */
+swy_status_t swt_model_create_groups(swy_comm_t world, swy_comm_t comm,
+                                     swy_comm_t expert_dp,
+                                     const swt_model_config_t *cfg,
+                                     swt_model_t **model_p);
 void swt_model_destroy(swt_model_t *model);
 
 /** Total experts E and experts on this rank. */
@@ -142,5 +150,8 @@ uint64_t swt_model_shadow_hash(const swt_model_t *model, int layer, int g);
 /** A hash of the dense parameters' bytes (equal on every rank when data
  *  parallelism keeps the replicas identical). */
 uint64_t swt_model_dense_hash(const swt_model_t *model);
+/** A hash of this rank's experts' parameters and Adam state (equal on the
+ *  ranks that hold replicas of the same experts, --ep). */
+uint64_t swt_model_expert_hash(const swt_model_t *model);
 
 #endif /* SWT_MODEL_H */

@@ -23,6 +23,10 @@
 #             gate, and with --gate ta (rank-local gate gradients), and on
 #             1 rank; on 4 ranks the dense replicas end identical (on 1
 #             there is only one replica, so nothing to compare).
+#   ep        --ep 4 on 4 ranks (the experts' group on a communicator of
+#             its own) gives exactly the loss curve of the world; --ep 2
+#             (two groups, each expert replicated twice) keeps the expert
+#             replicas and the dense replicas identical and learns.
 #   badflags  bad input exits 2, with and without a launcher.
 #   placement 4 ranks, 30 steps: --placement predicted gives the loss
 #             curve of --placement none within 1e-4 on uniform token ids
@@ -167,6 +171,23 @@ overlap)
     run ta1 4 --steps 15 --tokens-per-rank 128 --bucket-bytes 64K --gate ta --overlap 1
     compare ta0 ta1 0 || fail "--overlap 1 changes the loss curve with --gate ta"
     ;;
+ep)
+    # One group of all ranks on its own communicator: the loss curve of
+    # the world, bit for bit.
+    run w 4 --steps 15 --tokens-per-rank 128
+    run e4 4 --steps 15 --tokens-per-rank 128 --ep 4
+    compare w e4 0 || fail "--ep 4 on 4 ranks changes the loss curve"
+    grep -q '"ep":4,' "$tmp/e4.out" || fail "JSON lacks ep 4"
+    # Two groups of two: experts replicated twice, their gradients summed
+    # over the expert data-parallel communicator; every replica equal.
+    run e2 4 --steps 15 --tokens-per-rank 128 --ep 2
+    grep -q '"ep":2,' "$tmp/e2.out" || fail "JSON lacks ep 2"
+    grep -q '"experts_identical":true' "$tmp/e2.out" ||
+        fail "expert replicas differ across the groups"
+    grep -q '"dense_identical":true' "$tmp/e2.out" || fail "dense replicas differ"
+    awk -F, 'NR == 2 { first = $2 } END { exit !($2 < first - 1) }' \
+        "$tmp/e2.csv" || fail "the loss does not fall with --ep 2"
+    ;;
 badflags)
     check() { # check CMD...: must exit 2 with a message naming the problem
         "$@" >"$tmp/bad.out" 2>&1
@@ -200,6 +221,9 @@ badflags)
     printf 'step,layer,expert,tokens\n1,0,0,5\n' >"$tmp/short.csv"
     check "$swy_run" -n 2 --timeout 30 "$train" --placement oracle \
         --oracle-trace "$tmp/short.csv"
+    check "$swy_run" -n 4 --timeout 30 "$train" --ep 3
+    check "$train" --ep 0
+    check "$train" --ep 2 --placement predicted
     echo "all bad inputs exit 2"
     ;;
 *)

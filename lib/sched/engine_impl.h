@@ -1,0 +1,352 @@
+/* lib/sched internal: what the engine's files share (sched.h says what
+ * the engine does). The engine is split by job:
+ *   engine.c   the engine and its communicator views: create, destroy,
+ *              settings, counters
+ *   op.c       ops and micro-ops: post, completion, failure of one op,
+ *              the caller's test/wait/release
+ *   link.c     one ready queue per peer process, ordered and admitted by
+ *              the policy (policy.c), and issue to the transports
+ *   header.c   the wire tag and the op header protocol (agreement between
+ *              ranks, confirmation that a peer posted an op)
+ *   failure.c  a communicator's failure, the control plane's news,
+ *              quiescence after a failure, deadlines
+ *   progress.c progress passes, the progress thread and its parking,
+ *              waiting callers
+ * Locking: one mutex per engine (swy_sched_t.lock); every function here
+ * runs under it unless it says otherwise. */
+#ifndef SWY_SCHED_ENGINE_IMPL_H
+#define SWY_SCHED_ENGINE_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sched/policy.h"
+#include "sched/sched.h"
+#include "sched/trace.h"
+#include "transport/device.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/config.h"
+#include "util/list.h"
+#include "util/log.h"
+#include "util/status.h"
+
+enum { UOP_READY, UOP_POSTED, UOP_DONE };
+/* Each op exchanges headers with its peers when posted. A send of op X
+ * to peer P issued before P's header for X arrived (P has not posted X
+ * yet) may sit in the transport until P does — a rendezvous send to a peer
+ * still busy with an older op. Such an unconfirmed send does not count
+ * against the link's window or credit, so it can never hold back the
+ * older ops P is waiting for: no policy can deadlock, whatever the mix.
+ * (Holding such sends back until the header arrives does the same but
+ * costs every large op a message latency: 25% of a 4 MiB alltoallv on
+ * 4 ranks sharing 2 cores.) Sends up to the eager size are small enough
+ * to count at once. An op keeps at most UNCONFIRMED_PARTITIONS partitions
+ * unconfirmed per link (its other micro-ops wait for the header, without
+ * holding anyone else's back), and once the header arrives its unconfirmed
+ * sends in flight count like any other: otherwise an op posted before its
+ * peer would hand the whole of itself to the transport at once, past
+ * every window and credit, into a queue a later high-priority op must
+ * wait behind.
+ * Device memory is the exception: a send through NCCL blocks its stream
+ * until the receiver matched it, whatever its size, so a device send of
+ * op X to P waits in op->gated until P's header for X arrived (P then has
+ * posted every receive of X). */
+enum { HDR_NONE = 0, HDR_EXPECTED = 1, HDR_SEEN = 2 };
+/* A failed op hands the caller its buffers back only once no transport
+ * may still touch them: its receives cancelled or done, and each send
+ * done, its receiver gone, or its receiver quiesced and the send settled
+ * (SEND_SETTLE_S; swy_boot_report_quiesced: UCX's CMA
+ * rendezvous has the receiver read the sender's buffer in place, and a
+ * read from a freed buffer is fatal to the reader); and, for an op whose
+ * peers reach into its buffers in place (swy_coll_algo_t's lends), every
+ * live peer quiesced. A receiver that says
+ * nothing for this long (capped at SWY_TIMEOUT_S) is given up on with a
+ * warning. */
+#define RELEASE_GRACE_S 5.0
+/* Without the control plane (the root is gone) no receiver can say it is
+ * quiesced; every rank learnt of the loss at about the same time and
+ * cancels its receives at its next progress pass. */
+#define RELEASE_LOST_S 0.5
+/* A failed op's send whose receiver has quiesced is cancelled, then
+ * waited for this long at most: a transport that sends eagerly may still
+ * read the buffer from this rank's side until the receiver has taken in
+ * what is queued to it, which a live receiver does within milliseconds
+ * (UCX's shared-memory FIFO; a cancelled rendezvous completes at once). */
+#define SEND_SETTLE_S 1.0
+/* How long a transport's error waits for the control plane to say why
+ * (swy_sched_op_error). */
+#define TRANSPORT_CAUSE_WAIT_S 0.25
+#define UNCONFIRMED_MIN_BYTES 8192
+#define UNCONFIRMED_PARTITIONS 2
+/* Freed micro-ops kept for the next ops: an alltoallv on 4 ranks
+ * allocated 24 blocks per op in the engine, 14 of them micro-ops, and
+ * malloc and free took 8.5% of the samples of one of 4 KiB on the 2-core
+ * VM (2.9% with the pool and op_alloc). */
+#define UOP_POOL_MAX 4096
+
+/* How long after a caller stopped waiting the thread leaves progress to
+ * callers: a framework posting collectives back to back waits again
+ * within microseconds, and waking the thread between them would only
+ * cost context switches on busy cores. */
+#define HANDOFF_GRACE_NS (2 * 1000 * 1000)
+/* While a caller waits, the thread parks for this long between looks.
+ * Ops that the caller leaves to the thread (a non-blocking post that
+ * nobody waits for, ops still in flight when the last caller stops
+ * waiting) arm the hand-off timer for the end of the grace instead of
+ * waking the thread at once: a caller that waits again within the grace
+ * costs no wake-up, and one that computes meanwhile has the thread at
+ * the grace's end. Waking the thread at each such post made a barrier
+ * plus alltoallv of 1 MiB on 4 ranks of 2 cores take 382 instead of 350
+ * us (medians of 6 alternating runs; docs/performance.md, "coll"), and
+ * looking every 2 ms instead of parking cost 4-8%. A blocking call waits
+ * at once and needs no thread. */
+#define PARK_NS (20 * 1000 * 1000)
+
+typedef struct swy_uop {
+    swy_list_t op_link; /* op->uops, or sched->detached */
+    swy_list_t q_link;  /* a link's ready queue, or sched->completed */
+    struct swy_request *op; /* NULL once detached from a failed op */
+    swy_sched_t *sched;
+    swy_coll_xfer_t x;   /* x.peer: a rank of the op's communicator */
+    int lpeer;           /* the engine peer (link) of x.peer */
+    uint64_t wire_tag;   /* what the transports match on */
+    uint64_t emit_index; /* submission order within the scheduler */
+    uint64_t ready_ns, posted_ns;
+    int prio;            /* its op's, kept for accounting once detached */
+    uint32_t seq;
+    uint64_t fair_key;   /* start tag (bytes) for fair sharing of a link */
+    uint8_t is_header, state, waited_behind_lower;
+    uint8_t unconfirmed; /* issued before the peer posted its op */
+    uint8_t issued_early; /* was, when issued (traced as "send_early") */
+    uint8_t fair_keyed;  /* fair_key assigned (swy_sched_ready_insert) */
+    uint8_t send_cancelled; /* failing: 1 cancelled once its peer
+                               quiesced, 2 given up on (SEND_SETTLE_S) */
+    double cancel_s;        /* when */
+    swy_transport_t *tp;
+    void *handle;
+    swy_status_t status;
+    size_t bytes_done;
+} swy_uop_t;
+
+struct swy_request {
+    swy_list_t link;  /* sched->ops, in post order over every view */
+    swy_list_t clink; /* comm->ops */
+    swy_sched_t *sched;
+    swy_sched_comm_t *comm;
+    uint32_t seq;  /* the view's (or the ordered pair's, for p2p) */
+    uint32_t eseq; /* the engine's post order (policies' op_seq) */
+    uint8_t p2p;   /* SWY_COLL_SEND or RECV */
+    int priority;
+    int64_t order;
+    char name[64];
+    swy_coll_args_t args;
+    const swy_coll_algo_t *algo;
+    swy_coll_state_t *state;
+    swy_list_t uops;
+    int n_live;
+    /* The per-peer arrays below live in the op's own allocation
+     * (op_alloc). */
+    swy_coll_header_t *hdr_out, *hdr_in; /* indexed by peer rank */
+    uint8_t *hdr_seen; /* by peer rank: HDR_NONE, HDR_EXPECTED, HDR_SEEN */
+    int *hdr_peers;    /* scratch for swy_coll_header_peers */
+    size_t *counts_copy; /* alltoallv: room for args' four arrays */
+    swy_list_t gated;  /* sends waiting for their peer's header: device
+                          sends, and host sends beyond the unconfirmed
+                          allowance (UNCONFIRMED_PARTITIONS) */
+    swy_list_t start_recvs; /* receives emitted by start(), posted after
+                               the first sends went out (op_post_sends_first) */
+    uint8_t starting;        /* inside the algorithm's start() */
+    size_t *inflight_by_peer;            /* send bytes in flight per link */
+    size_t *unconfirmed_by_peer;         /* of them unconfirmed, not counted
+                                            in inflight_by_peer */
+    uint64_t *fair_finish;               /* last finish tag per link */
+    uint64_t post_ns;
+    int deferred_peer; /* peer whose data disagreed before its header */
+    int completed, released;
+    int failing;    /* failed; completes once its buffers are free */
+    int in_handler; /* handle_completion frees it (released) at its end */
+    double fail_s;           /* when it failed */
+    double release_deadline; /* failing: give up waiting for receivers */
+    swy_status_t status;
+    char errmsg[SWY_ERRMSG_MAX];
+    double deadline;
+};
+
+#define PRIO_SLOTS 8
+
+/* Bytes (or ops) per priority value; a handful of distinct priorities is
+ * the norm, so a tiny array beats a map. When full, a new priority shares
+ * the slot of the nearest one (accounting stays conservative). */
+typedef struct {
+    int prio[PRIO_SLOTS];
+    size_t amount[PRIO_SLOTS];
+} prio_tally_t;
+
+/* A communicator's view of the engine (sched.h). */
+struct swy_sched_comm {
+    swy_list_t link; /* sched->comms */
+    swy_sched_t *sched;
+    uint32_t id;
+    uint64_t key;
+    int rank, nranks;
+    int *peers; /* [nranks] engine peer of each rank */
+    void *owner;
+    struct swy_coll_shm *shm, *shm_a2a;
+    swy_boot_t *boot; /* its own control plane, or NULL (the engine's) */
+    int multi_host; /* some member is on another host than this rank */
+    uint32_t next_seq;
+    uint32_t *p2p_send_seq, *p2p_recv_seq; /* [nranks]: per ordered pair */
+    swy_list_t ops; /* incomplete ops in post order (op->clink) */
+    swy_status_t failed;
+    char failmsg[SWY_ERRMSG_MAX];
+};
+
+typedef struct {
+    swy_list_t ready;
+    size_t inflight_bytes;
+    prio_tally_t inflight_by_prio;
+    int last_prio; /* of the last data micro-op issued, -1 before any */
+    uint64_t fair_clock; /* start tag of the last micro-op issued */
+    int remote;    /* the peer is on another host: shares the uplink */
+    size_t burst_bytes; /* swy_sched_params_t.peer_burst_bytes */
+} swy_link_t;
+
+struct swy_sched {
+    pthread_mutex_t lock;
+    swy_sched_params_t p;
+    swy_link_t *links;
+    swy_list_t ops, completed, detached;
+    swy_list_t uop_pool; /* freed micro-ops kept for reuse (UOP_POOL_MAX) */
+    int uop_pool_len;
+    swy_list_t comms;      /* every view (swy_sched_comm_t.link) */
+    swy_sched_comm_t *world;
+    uint32_t next_eseq;
+    uint64_t next_emit;
+    int n_failed_views;    /* views that failed and are still alive */
+    int own_boot_views;    /* views with a control plane of their own */
+    int job_failure_seen;  /* the control plane's failure was acted on */
+    uint64_t comm_failures_seen; /* swy_boot_comm_failures() acted on */
+    double next_gone_check;
+    double next_deadline_check;
+    int phase;
+    swy_comm_stats_t stats;
+    swy_policy_t policy;
+    size_t credit_bytes;
+    int credit_auto;             /* credit follows the partition size */
+    int partition_auto;          /* partition follows the link model */
+    size_t auto_partition_bytes; /* what "auto" means for this comm */
+    prio_tally_t pending_ops; /* incomplete ops per priority */
+    /* in flight on every link to another host (swy_link_t.remote) */
+    size_t uplink_inflight_bytes;
+    prio_tally_t uplink_inflight_by_prio;
+    int multi_host; /* some peer is on another host */
+    int n_failing;        /* ops failing (not yet completed) */
+    int quiesce_reported; /* swy_boot_report_quiesced sent */
+    swy_trace_t *trace;
+    /* progress thread (SWY_PROGRESS=thread) */
+    int max_prio_seen;
+    int threaded, stop, waiters;
+    uint64_t last_wait_end_ns; /* when the last caller stopped waiting */
+    /* The clock as a progress pass or a post last read it (a pass reads
+     * it after the transports' progress and again after completions, if
+     * any): the times of micro-ops and the waiters' spin and give-up
+     * checks use it (clock_gettime was 23% of the samples of a 1-rank
+     * alltoallv of 4 KiB when each read it, the benchmark's own two
+     * reads per op included). */
+    uint64_t now_ns;
+    pthread_t thread;
+    /* The thread parks in thread_park() on park_fd (thread_unpark writes
+     * it) and timer_fd (arm_handoff sets it), both under s->lock. */
+    int park_fd, timer_fd;
+    uint8_t thread_parked, timer_armed;
+    int wake_fd;
+};
+
+static inline void tally_add(prio_tally_t *t, int prio, size_t amount)
+{
+    int free_slot = -1, nearest = 0;
+    for (int i = 0; i < PRIO_SLOTS; i++) {
+        if (t->amount[i] > 0 && t->prio[i] == prio) {
+            t->amount[i] += amount;
+            return;
+        }
+        if (t->amount[i] == 0 && free_slot < 0)
+            free_slot = i;
+        if (abs(t->prio[i] - prio) < abs(t->prio[nearest] - prio))
+            nearest = i;
+    }
+    int slot = free_slot >= 0 ? free_slot : nearest;
+    if (free_slot >= 0)
+        t->prio[slot] = prio;
+    t->amount[slot] += amount;
+}
+
+static inline void tally_sub(prio_tally_t *t, int prio, size_t amount)
+{
+    int nearest = 0;
+    for (int i = 0; i < PRIO_SLOTS; i++) {
+        if (t->amount[i] > 0 && t->prio[i] == prio) {
+            nearest = i;
+            break;
+        }
+        if (t->amount[i] > 0 &&
+            (t->amount[nearest] == 0 ||
+             abs(t->prio[i] - prio) < abs(t->prio[nearest] - prio)))
+            nearest = i;
+    }
+    t->amount[nearest] -= SWY_MIN(amount, t->amount[nearest]);
+}
+
+/* Sum of amounts with priority <= prio (le) or > prio (!le). */
+static inline size_t tally_sum(const prio_tally_t *t, int prio, int le)
+{
+    size_t sum = 0;
+    for (int i = 0; i < PRIO_SLOTS; i++)
+        if ((t->prio[i] <= prio) == le)
+            sum += t->amount[i];
+    return sum;
+}
+
+/* The op's name for messages: the caller's label, or its kind. */
+static inline const char *op_label(const struct swy_request *op)
+{
+    return op->name[0] ? op->name : swy_coll_kind_name(op->args.kind);
+}
+
+/* ---- shared between the engine's files (all under s->lock) ---------- */
+
+/* header.c: the wire tag of a transfer of op; the header protocol. */
+uint64_t swy_sched_wire_tag(const struct swy_request *op,
+                            const swy_coll_xfer_t *x);
+void swy_sched_handle_header(struct swy_request *op, swy_uop_t *uop);
+void swy_sched_data_size_mismatch(struct swy_request *op, swy_uop_t *uop);
+
+/* op.c: ops and micro-ops. */
+void swy_sched_uop_complete_cb(void *arg, swy_status_t status, size_t bytes);
+void swy_sched_op_fail(struct swy_request *op, swy_status_t status,
+                       const char *msg);
+void swy_sched_op_drain(struct swy_request *op, int force);
+void swy_sched_op_error(struct swy_request *op, swy_status_t status,
+                        const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define op_error swy_sched_op_error /* fails op, logging the cause */
+void swy_sched_handle_completion(swy_sched_t *s, swy_uop_t *uop);
+
+/* link.c: per-link ready queues, in the policy's order, and issue. */
+void swy_sched_ready_insert(swy_sched_t *s, swy_uop_t *uop);
+void swy_sched_link_account(swy_sched_t *s, swy_uop_t *uop, int sign);
+int swy_sched_issue_all(swy_sched_t *s);
+
+/* failure.c: failures, quiescence, deadlines. */
+void swy_sched_check_control_plane(swy_sched_t *s, double now);
+void swy_sched_check_deadlines(swy_sched_t *s, double now);
+void swy_sched_progress_failing(swy_sched_t *s);
+
+/* progress.c: progress passes, the progress thread, waiting. */
+int swy_sched_progress_locked(swy_sched_t *s);
+void *swy_sched_progress_thread_main(void *arg);
+void swy_sched_wait_until(swy_sched_t *s, int (*done)(void *), void *arg,
+                          double give_up);
+
+#endif

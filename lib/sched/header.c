@@ -1,0 +1,111 @@
+/* The wire tag of every transfer, and the op header protocol: each op
+ * exchanges a header with its header peers, which detects ranks that
+ * disagree and tells a sender that its peer posted the op (see the
+ * UNCONFIRMED notes in engine_impl.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sched/engine_impl.h"
+
+/* The 48 bits a transport matches on (with the source): the view's id,
+ * whether the op is a send/recv, for those which side of the ordered pair
+ * speaks (dir: 0 the sender of the pair's data, 1 its receiver, so that
+ * the headers of A->B and B->A never meet), the op's sequence number
+ * (TAG_SEQ_BITS of it: that many ops of a view in flight at once before
+ * tags repeat) and the algorithm's tag. */
+#define TAG_SEQ_BITS 13
+#define TAG_DIR_SHIFT (SWY_COLL_TAG_BITS + TAG_SEQ_BITS)
+#define TAG_P2P_SHIFT (TAG_DIR_SHIFT + 1)
+#define TAG_COMM_SHIFT (TAG_P2P_SHIFT + 1)
+_Static_assert(TAG_COMM_SHIFT + SWY_SCHED_COMM_ID_BITS <=
+                   SWY_TRANSPORT_TAG_BITS,
+               "the wire tag must fit the transports' tag bits");
+
+uint64_t swy_sched_wire_tag(const struct swy_request *op,
+                            const swy_coll_xfer_t *x)
+{
+    uint64_t dir = 0;
+    if (op->p2p)
+        dir = op->args.kind == SWY_COLL_SEND ? !x->is_send : x->is_send;
+    return (uint64_t)op->comm->id << TAG_COMM_SHIFT |
+           (uint64_t)op->p2p << TAG_P2P_SHIFT | dir << TAG_DIR_SHIFT |
+           (uint64_t)(op->seq & ((1u << TAG_SEQ_BITS) - 1))
+               << SWY_COLL_TAG_BITS |
+           x->tag;
+}
+
+void swy_sched_handle_header(struct swy_request *op, swy_uop_t *uop)
+{
+    swy_sched_t *s = op->sched;
+    int peer = uop->x.peer;
+    char msg[SWY_ERRMSG_MAX];
+    if (uop->bytes_done != sizeof(swy_coll_header_t)) {
+        snprintf(msg, sizeof(msg), "op #%u '%s': rank %d sent a header of "
+                 "%zu bytes (expected %zu)", op->seq, op_label(op), peer,
+                 uop->bytes_done, sizeof(swy_coll_header_t));
+        swy_sched_fail_comm(op->comm, SWY_ERR_MISMATCH, msg, 1);
+        return;
+    }
+    op->hdr_seen[peer] = HDR_SEEN;
+    swy_status_t status = swy_coll_header_check(
+        &op->args, op->seq, op_label(op), op->comm->rank, peer,
+        &op->hdr_in[peer], msg, sizeof(msg));
+    if (status == SWY_OK && op->deferred_peer == peer) {
+        snprintf(msg, sizeof(msg), "op #%u '%s': rank %d sent a message of "
+                 "unexpected size although its header agreed", op->seq,
+                 op_label(op), peer);
+        status = SWY_ERR_MISMATCH;
+    }
+    if (status != SWY_OK) {
+        swy_sched_fail_comm(op->comm, status, msg, 1);
+        return;
+    }
+    /* The peer has posted this op: what was sent to it unconfirmed now
+     * counts against the link like any send in flight. */
+    swy_list_t *pos, *tmp;
+    swy_list_for_each_safe(pos, tmp, &op->uops) {
+        swy_uop_t *u = swy_container_of(pos, swy_uop_t, op_link);
+        if (u->unconfirmed && u->x.is_send && u->state == UOP_POSTED &&
+            u->x.peer == peer) {
+            swy_sched_link_account(s, u, -1); /* out of unconfirmed_by_peer */
+            u->unconfirmed = 0;
+            swy_sched_link_account(s, u, +1);
+        }
+    }
+    /* The peer has posted this op: its device sends may go. */
+    swy_list_for_each_safe(pos, tmp, &op->gated) {
+        swy_uop_t *gated = swy_container_of(pos, swy_uop_t, q_link);
+        if (gated->x.peer != peer)
+            continue;
+        swy_list_del(&gated->q_link);
+        swy_sched_ready_insert(s, gated);
+    }
+}
+
+void swy_sched_data_size_mismatch(struct swy_request *op, swy_uop_t *uop)
+{
+    /* The peer's header went out before its data on the same link, so its
+     * check (which names both counts) normally ran already; if not, wait
+     * for it rather than report a vaguer message. */
+    int peer = uop->x.peer;
+    if (op->hdr_seen[peer] == HDR_EXPECTED) {
+        op->deferred_peer = peer;
+        return;
+    }
+    char msg[SWY_ERRMSG_MAX];
+    snprintf(msg, sizeof(msg), "op #%u '%s': rank %d sent a chunk that does "
+             "not fit the %zu bytes rank %d expected (tag %u)", op->seq,
+             op_label(op), peer, uop->x.bytes, op->comm->rank, uop->x.tag);
+    swy_sched_fail_comm(op->comm, SWY_ERR_MISMATCH, msg, 1);
+}

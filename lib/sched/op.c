@@ -1,0 +1,690 @@
+/* Ops and micro-ops: posting a collective (its header exchange, its
+ * algorithm's transfers as micro-ops), their completions, the failure
+ * of one op and the hand-back of its buffers, and the caller's test,
+ * wait and release (see engine_impl.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sched/engine_impl.h"
+
+void swy_sched_uop_complete_cb(void *arg, swy_status_t status, size_t bytes)
+{
+    swy_uop_t *uop = arg;
+    uop->status = status;
+    uop->bytes_done = bytes;
+    uop->state = UOP_DONE;
+    swy_list_push_back(&uop->sched->completed, &uop->q_link);
+}
+
+static void op_free(struct swy_request *op)
+{
+    if (op->state != NULL)
+        op->algo->destroy(op->state);
+    swy_free(op);
+}
+
+/* An op with its per-peer arrays (and an alltoallv's copy of the
+ * counts and displacements) in one zeroed block. Every array is of 8-byte
+ * elements (a header is a multiple of 8 bytes) but the two last. */
+static struct swy_request *op_alloc(int nranks, int count_arrays)
+{
+    size_t w = (size_t)nranks;
+    size_t hdr = w * sizeof(swy_coll_header_t), words = w * sizeof(size_t);
+    size_t at = (sizeof(struct swy_request) + 7) & ~(size_t)7;
+    size_t hdr_out = at, hdr_in = hdr_out + hdr, inflight = hdr_in + hdr;
+    size_t unconfirmed = inflight + words, fair = unconfirmed + words;
+    size_t counts = fair + w * sizeof(uint64_t);
+    size_t peers = counts + (size_t)count_arrays * words;
+    size_t seen = peers + w * sizeof(int), end = seen + w;
+    char *block = swy_calloc(1, end);
+    if (block == NULL)
+        return NULL;
+    struct swy_request *op = (struct swy_request *)block;
+    op->hdr_out = (swy_coll_header_t *)(block + hdr_out);
+    op->hdr_in = (swy_coll_header_t *)(block + hdr_in);
+    op->inflight_by_peer = (size_t *)(block + inflight);
+    op->unconfirmed_by_peer = (size_t *)(block + unconfirmed);
+    op->fair_finish = (uint64_t *)(block + fair);
+    if (count_arrays > 0)
+        op->counts_copy = (size_t *)(block + counts);
+    op->hdr_peers = (int *)(block + peers);
+    op->hdr_seen = (uint8_t *)(block + seen);
+    return op;
+}
+
+/* A micro-op from the pool, zeroed, or a new one. Under s->lock. */
+static swy_uop_t *uop_alloc(swy_sched_t *s)
+{
+    if (swy_list_empty(&s->uop_pool))
+        return swy_calloc(1, sizeof(swy_uop_t));
+    swy_uop_t *uop = swy_container_of(s->uop_pool.next, swy_uop_t, op_link);
+    swy_list_del(&uop->op_link);
+    s->uop_pool_len--;
+    memset(uop, 0, sizeof(*uop));
+    return uop;
+}
+
+/* Back to the pool: off every list. Under s->lock. */
+static void uop_release(swy_sched_t *s, swy_uop_t *uop)
+{
+    if (s->uop_pool_len >= UOP_POOL_MAX) {
+        swy_free(uop);
+        return;
+    }
+    swy_list_push_back(&s->uop_pool, &uop->op_link);
+    s->uop_pool_len++;
+}
+
+static void op_complete(struct swy_request *op)
+{
+    swy_sched_t *s = op->sched;
+    op->completed = 1;
+    swy_list_del(&op->link);
+    swy_list_del(&op->clink);
+    if (!op->failing) /* a failing op left the tally when it failed */
+        tally_sub(&s->pending_ops, op->priority, 1);
+    s->stats.ops_completed++;
+    if (s->trace != NULL) {
+        char name[40];
+        snprintf(name, sizeof(name), "%.28s #%u", op_label(op), op->seq);
+        swy_trace_event(s->trace, 0, name, swy_coll_kind_name(op->args.kind),
+                        op->post_ns, swy_time_ns(), op->priority, 0, -1,
+                        op->seq);
+    }
+    if (op->status != SWY_OK)
+        swy_debug("sched", "op #%u '%s' failed: %s", op->seq, op_label(op),
+                  op->errmsg);
+    if (op->failing) {
+        op->failing = 0;
+        s->n_failing--;
+    }
+    if (op->released && !op->in_handler)
+        op_free(op);
+}
+
+static int op_alive(const struct swy_request *op)
+{
+    return !op->completed && !op->failing;
+}
+
+/* Every micro-op of an op that has not failed is done: the algorithm's
+ * last local work (a staged allreduce's copy back to the device), then
+ * completion. */
+static void op_finish(struct swy_request *op)
+{
+    if (op->algo->finish != NULL) {
+        swy_status_t status = op->algo->finish(op->state);
+        if (status != SWY_OK) {
+            op_error(op, status, "op #%u '%s': finishing failed: %s",
+                     op->seq, op_label(op), swy_err_last());
+            return;
+        }
+    }
+    op_complete(op);
+}
+
+void swy_sched_op_fail(struct swy_request *op, swy_status_t status,
+                       const char *msg)
+{
+    swy_sched_t *s = op->sched;
+    swy_list_t *pos, *tmp;
+    if (!op_alive(op))
+        return;
+    op->status = status;
+    snprintf(op->errmsg, sizeof(op->errmsg), "%s", msg);
+    op->failing = 1;
+    s->n_failing++;
+    if (op->algo->abort != NULL && op->state != NULL)
+        op->algo->abort(op->state);
+    tally_sub(&s->pending_ops, op->priority, 1);
+    op->fail_s = swy_time_s();
+    op->release_deadline =
+        op->fail_s + SWY_MIN(RELEASE_GRACE_S, s->p.timeout_s);
+    swy_list_for_each_safe(pos, tmp, &op->uops) {
+        swy_uop_t *uop = swy_container_of(pos, swy_uop_t, op_link);
+        if (uop->state == UOP_READY) { /* in a queue or op->gated */
+            swy_list_del(&uop->op_link);
+            swy_list_del(&uop->q_link);
+            uop_release(s, uop);
+            op->n_live--;
+        } else if (uop->state == UOP_POSTED && !uop->x.is_send) {
+            uop->tp->ops->cancel(uop->tp->ctx, uop->handle);
+        }
+    }
+    swy_sched_op_drain(op, 0);
+}
+
+/* A failing op completes once none of its micro-ops may still touch the
+ * caller's buffers (RELEASE_GRACE_S), or at once with force (the comm
+ * goes away). What is still posted then is detached: freed when its
+ * callback comes, or with the scheduler. */
+void swy_sched_op_drain(struct swy_request *op, int force)
+{
+    swy_sched_t *s = op->sched;
+    swy_list_t *pos, *tmp;
+    int waiting = 0, late_peer = -1;
+    double now = swy_time_s();
+    for (pos = op->uops.next; pos != &op->uops && !force; pos = pos->next) {
+        swy_uop_t *uop = swy_container_of(pos, swy_uop_t, op_link);
+        /* A send to this rank feeds only this op's receives; one to a
+         * rank that left or died reads nothing any more. */
+        if (uop->x.is_send && uop->state == UOP_POSTED &&
+            (uop->lpeer == s->p.rank ||
+             swy_boot_peer_gone(s->p.boot, uop->lpeer)))
+            continue;
+        if (uop->x.is_send && uop->state == UOP_POSTED &&
+            swy_boot_peer_quiesced(s->p.boot, uop->lpeer)) {
+            if (!uop->send_cancelled) {
+                uop->send_cancelled = 1;
+                uop->cancel_s = now;
+                /* Its completion, if any, comes from a later progress
+                 * pass. */
+                uop->tp->ops->cancel(uop->tp->ctx, uop->handle);
+            }
+            if (now >= uop->cancel_s + SEND_SETTLE_S) {
+                if (uop->send_cancelled == 1) {
+                    uop->send_cancelled = 2;
+                    swy_warn("sched", "op #%u '%s' failed; a send of %zu "
+                             "bytes to rank %d is still with the transport "
+                             "%.0f s after that rank stopped receiving: "
+                             "returning its buffer all the same", op->seq,
+                             op_label(op), uop->x.bytes, uop->x.peer,
+                             SEND_SETTLE_S);
+                }
+                continue;
+            }
+        }
+        waiting = 1;
+        if (uop->x.is_send && late_peer < 0)
+            late_peer = uop->x.peer;
+    }
+    /* Peers that reach into the op's buffers in place may still do so
+     * after every transfer of the op is done. */
+    if (!force && op->algo->lends != NULL && op->state != NULL &&
+        op->algo->lends(op->state))
+        for (int p = 0; p < op->comm->nranks; p++) {
+            int lp = op->comm->peers[p];
+            if (lp != s->p.rank && !swy_boot_peer_gone(s->p.boot, lp) &&
+                !swy_boot_peer_quiesced(s->p.boot, lp)) {
+                waiting = 1;
+                if (late_peer < 0)
+                    late_peer = p;
+            }
+        }
+    int lost = swy_boot_lost(s->p.boot);
+    if (waiting && now < op->release_deadline &&
+        !(lost && now >= op->fail_s + RELEASE_LOST_S))
+        return;
+    if (waiting && !lost)
+        swy_warn("sched", "op #%u '%s' failed; returning its buffers to the "
+                 "caller although %s%d has not said it stopped reading them "
+                 "(%.0f s)", op->seq, op_label(op),
+                 late_peer >= 0 ? "rank " : "a receive of rank ",
+                 late_peer >= 0 ? late_peer : op->comm->rank,
+                 SWY_MIN(RELEASE_GRACE_S, s->p.timeout_s));
+    swy_list_for_each_safe(pos, tmp, &op->uops) {
+        swy_uop_t *uop = swy_container_of(pos, swy_uop_t, op_link);
+        swy_list_del(&uop->op_link);
+        uop->op = NULL;
+        swy_list_push_back(&s->detached, &uop->op_link);
+    }
+    op->n_live = 0;
+    op_complete(op);
+}
+
+static swy_uop_t *uop_new(struct swy_request *op, const swy_coll_xfer_t *x,
+                          int is_header)
+{
+    swy_sched_t *s = op->sched;
+    swy_uop_t *uop = uop_alloc(s);
+    if (uop == NULL)
+        return NULL;
+    uop->op = op;
+    uop->sched = s;
+    uop->x = *x;
+    uop->is_header = (uint8_t)is_header;
+    uop->emit_index = s->next_emit++;
+    uop->prio = op->priority;
+    uop->seq = op->seq;
+    uop->lpeer = op->comm->peers[x->peer];
+    uop->wire_tag = swy_sched_wire_tag(op, x);
+    /* Headers live in engine memory (x->mem is host); data in the
+     * transfer's buffer, of its memory type. */
+    uop->tp = swy_transport_for_peer(s->p.transports, uop->lpeer, x->mem);
+    swy_list_init(&uop->q_link);
+    swy_list_push_back(&op->uops, &uop->op_link);
+    op->n_live++;
+    return uop;
+}
+
+static swy_status_t uop_post_recv(swy_uop_t *uop)
+{
+    swy_transport_t *tp = uop->tp;
+    uop->state = UOP_POSTED;
+    uop->posted_ns = uop->sched->now_ns;
+    swy_status_t status = tp->ops->irecv(
+        tp->ctx, uop->lpeer, uop->wire_tag, uop->x.buf, uop->x.bytes,
+        uop->x.mem, swy_sched_uop_complete_cb, uop, &uop->handle);
+    if (status != SWY_OK)
+        uop->state = UOP_READY; /* never reached the transport */
+    return status;
+}
+
+void swy_sched_op_error(struct swy_request *op, swy_status_t status,
+                        const char *fmt, ...)
+{
+    char msg[SWY_ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    /* A transport fails because a peer went away, and a peer goes away
+     * because the job failed: when the control plane has heard why
+     * (another rank's mismatch, a process that died), that is this op's
+     * error too. A peer's transport can fail a moment before the root
+     * has told everyone (the root sees a dead process's connection close
+     * at once): wait that moment, so the user reads why. */
+    swy_sched_t *s = op->sched;
+    if (status == SWY_ERR_TRANSPORT && s->p.boot != NULL) {
+        char why[SWY_ERRMSG_MAX];
+        swy_status_t cause = swy_boot_failure(s->p.boot, why, sizeof(why));
+        for (double end = swy_time_s() + TRANSPORT_CAUSE_WAIT_S;
+             cause == SWY_OK && !swy_boot_lost(s->p.boot) &&
+             swy_time_s() < end;) {
+            struct timespec ms = {0, 1000 * 1000};
+            nanosleep(&ms, NULL);
+            cause = swy_boot_failure(s->p.boot, why, sizeof(why));
+        }
+        if (cause != SWY_OK) {
+            swy_info("sched", "%s (after the job failed: %s)", msg, why);
+            status = cause;
+            int n = snprintf(msg, sizeof(msg), "op #%u '%s': ", op->seq,
+                             op_label(op));
+            if (n > 0 && (size_t)n < sizeof(msg)) {
+                size_t room = sizeof(msg) - (size_t)n;
+                size_t len = strlen(why);
+                if (len >= room)
+                    len = room - 1;
+                memcpy(msg + n, why, len);
+                msg[(size_t)n + len] = '\0';
+            }
+        }
+    }
+    swy_warn("sched", "%s", msg);
+    swy_sched_op_fail(op, status, msg);
+}
+
+static void emit_post_recv(struct swy_request *op, swy_uop_t *uop)
+{
+    swy_status_t status = uop_post_recv(uop);
+    if (status != SWY_OK)
+        op_error(op, status, "op #%u '%s': posting a receive of %zu bytes "
+                 "from rank %d failed", op->seq, op_label(op), uop->x.bytes,
+                 uop->x.peer);
+}
+
+static void emit_post(void *ctx, const swy_coll_xfer_t *x)
+{
+    struct swy_request *op = ctx;
+    if (!op_alive(op))
+        return;
+    swy_uop_t *uop = uop_new(op, x, 0);
+    if (uop == NULL) {
+        op_error(op, SWY_ERR_NO_MEMORY, "op #%u '%s': out of memory for a "
+                 "micro-op", op->seq, op_label(op));
+        return;
+    }
+    if (uop->tp == NULL) {
+        op_error(op, SWY_ERR_UNSUPPORTED, "op #%u '%s': no transport moves "
+                 "%s memory to rank %d", op->seq, op_label(op),
+                 swy_mem_type_name(x->mem), x->peer);
+        return;
+    }
+    if (x->is_send) {
+        uop->state = UOP_READY;
+        if (x->mem != SWY_MEM_HOST && op->hdr_seen[x->peer] == HDR_EXPECTED)
+            swy_list_push_back(&op->gated, &uop->q_link);
+        else
+            swy_sched_ready_insert(op->sched, uop);
+        return;
+    }
+    if (op->starting) { /* see op_post_sends_first */
+        uop->state = UOP_READY;
+        swy_list_push_back(&op->start_recvs, &uop->q_link);
+        return;
+    }
+    emit_post_recv(op, uop);
+}
+
+void swy_sched_handle_completion(swy_sched_t *s, swy_uop_t *uop)
+{
+    struct swy_request *op = uop->op;
+    if (uop->x.is_send && uop->posted_ns != 0)
+        swy_sched_link_account(s, uop, -1);
+    if (s->trace != NULL && uop->posted_ns != 0 && !uop->is_header) {
+        char name[40];
+        snprintf(name, sizeof(name), "%.20s #%u/%u",
+                 op ? op_label(op) : "detached", uop->seq, uop->x.tag);
+        swy_trace_event(s->trace, uop->x.is_send ? 1 + uop->lpeer
+                                                 : 100000 + uop->lpeer,
+                        name,
+                        !uop->x.is_send      ? "recv"
+                        : uop->issued_early ? "send_early"
+                                            : "send",
+                        uop->posted_ns, swy_time_ns(), uop->prio,
+                        uop->x.bytes, uop->lpeer, uop->seq);
+    }
+    swy_list_del(&uop->op_link);
+    if (op == NULL) { /* detached from a failed op */
+        uop_release(s, uop);
+        return;
+    }
+    op->n_live--;
+    if (op->failing) { /* cancelled or drained: nothing more to do */
+        uop_release(s, uop);
+        swy_sched_op_drain(op, 0);
+        return;
+    }
+    op->in_handler = 1;
+    if (uop->status == SWY_ERR_MISMATCH && !uop->x.is_send) {
+        swy_sched_data_size_mismatch(op, uop);
+    } else if (uop->status != SWY_OK) {
+        op_error(op, uop->status == SWY_ERR_ABORTED ? SWY_ERR_ABORTED
+                                                    : SWY_ERR_TRANSPORT,
+                 "op #%u '%s': %s %zu bytes %s rank %d failed: %s", op->seq,
+                 op_label(op), uop->x.is_send ? "sending" : "receiving",
+                 uop->x.bytes, uop->x.is_send ? "to" : "from", uop->x.peer,
+                 swy_status_string(uop->status));
+    } else if (uop->x.is_send) {
+        if (!uop->is_header)
+            s->stats.bytes_sent += uop->x.bytes;
+    } else if (uop->is_header) {
+        swy_sched_handle_header(op, uop);
+    } else if (uop->bytes_done != uop->x.bytes) {
+        swy_sched_data_size_mismatch(op, uop);
+    } else {
+        s->stats.bytes_received += uop->x.bytes;
+        s->stats.micro_ops_received++;
+        swy_coll_emit_t emit = {emit_post, op};
+        swy_status_t status = op->algo->recv_done(op->state, &uop->x, &emit);
+        if (status != SWY_OK)
+            op_error(op, status, "op #%u '%s': processing a chunk from rank "
+                     "%d failed", op->seq, op_label(op), uop->x.peer);
+    }
+    uop_release(s, uop);
+    if (op_alive(op) && op->n_live == 0)
+        op_finish(op);
+    op->in_handler = 0;
+    if (op->completed && op->released)
+        op_free(op);
+}
+
+/* The sends that start() made ready go to the transports before its
+ * receives: a receive that matches a rendezvous already waiting (a peer
+ * that posted first) may copy the whole message inside irecv() (UCX's
+ * CMA get), and with the receives first a late rank issued its own sends
+ * only after those copies, while its peers waited for them (traced on the
+ * 2-core VM: an alltoallv of 1 MiB per rank issued its sends 40-215 us
+ * after the op began; now 1.5-3 us). On those 2 busy cores the copies
+ * are the time either way (alltoallv 1 MiB 335 against 336 us, 16 MiB
+ * 12.1 against 12.4 ms; allreduce 1 MiB 922 against 962 us: 15
+ * alternating runs). Receives emitted later, by recv_done(), post at once
+ * as before. */
+static void op_post_sends_first(swy_sched_t *s, struct swy_request *op)
+{
+    if (op_alive(op))
+        swy_sched_issue_all(s);
+    /* op_error() frees what is left (READY micro-ops) with the op. */
+    while (op_alive(op) && !swy_list_empty(&op->start_recvs)) {
+        swy_uop_t *uop =
+            swy_container_of(op->start_recvs.next, swy_uop_t, q_link);
+        swy_list_del(&uop->q_link);
+        emit_post_recv(op, uop);
+    }
+}
+
+/* Where an op is cut, under s->lock. The partition (the micro-op that a
+ * higher priority waits behind at most), except for an alltoallv with
+ * every rank on one host and the partition left to auto: its chunks have
+ * no step to pipeline with and nothing to preempt them, so host memory is
+ * cut at SWY_COLL_BULK_BYTES, above the eager size, where UCX moves it
+ * with one copy, and device memory at SWY_COLL_BULK_DEVICE_BYTES. The
+ * same on every rank: multi_host and partition_auto come from the shared
+ * topology and the same settings, the memory type must agree (and the op
+ * header compares the result). */
+static size_t op_partition_bytes(const swy_sched_comm_t *c,
+                                 const swy_coll_args_t *args)
+{
+    const swy_sched_t *s = c->sched;
+    if (args->kind != SWY_COLL_ALLTOALLV || !s->partition_auto ||
+        c->multi_host)
+        return s->p.partition_bytes;
+    size_t bulk = args->mem == SWY_MEM_HOST ? SWY_COLL_BULK_BYTES
+                                            : SWY_COLL_BULK_DEVICE_BYTES;
+    return SWY_MAX(s->p.partition_bytes, bulk);
+}
+
+swy_status_t swy_sched_post(swy_sched_comm_t *c, const swy_coll_args_t *args,
+                            int priority, int64_t order, const char *name,
+                            struct swy_request **req_p)
+{
+    swy_sched_t *s = c->sched;
+    int w = c->nranks;
+    int count_arrays = args->kind == SWY_COLL_ALLTOALLV    ? 4
+                       : args->kind == SWY_COLL_ALLGATHERV ? 2
+                                                           : 0;
+    struct swy_request *op = op_alloc(w, count_arrays);
+    if (op == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
+    op->sched = s;
+    op->comm = c;
+    op->p2p = args->kind == SWY_COLL_SEND || args->kind == SWY_COLL_RECV;
+    op->priority = priority;
+    op->order = order;
+    op->deferred_peer = -1;
+    if (name != NULL) { /* op_alloc zeroed the rest */
+        size_t len = strnlen(name, sizeof(op->name) - 1);
+        memcpy(op->name, name, len);
+    }
+    op->args = *args;
+    /* This rank's SWY_ALLREDUCE_ALGO, resolved for the op: the header
+     * carries it, so ranks that chose differently fail, not wait. */
+    op->args.multi_host = (uint8_t)c->multi_host;
+    op->args.shm = args->mem == SWY_MEM_HOST ? c->shm : NULL;
+    op->args.shm_a2a = args->mem == SWY_MEM_HOST ? c->shm_a2a : NULL;
+    if (args->kind == SWY_COLL_ALLREDUCE)
+        op->args.allreduce_algo = (uint8_t)swy_coll_allreduce_choose(
+            &op->args, swy_coll_allreduce_setting(), w);
+    if (args->kind == SWY_COLL_ALLTOALLV)
+        op->args.alltoallv_algo = (uint8_t)swy_coll_alltoallv_choose(
+            &op->args, swy_coll_alltoallv_setting());
+    op->algo = swy_coll_algo_for(&op->args, w);
+    swy_list_init(&op->uops);
+    swy_list_init(&op->gated);
+    swy_list_init(&op->start_recvs);
+    swy_list_init(&op->link);
+    swy_list_init(&op->clink);
+    if (op->algo == NULL) {
+        op_free(op);
+        return swy_err_set(SWY_ERR_UNSUPPORTED, "sched", "no algorithm for "
+                           "%s", swy_coll_kind_name(args->kind));
+    }
+    if (args->kind == SWY_COLL_ALLGATHERV) {
+        size_t *copy = op->counts_copy;
+        memcpy(copy, args->recvcounts, (size_t)w * sizeof(size_t));
+        memcpy(copy + w, args->rdispls, (size_t)w * sizeof(size_t));
+        op->args.sendcounts = op->args.sdispls = NULL;
+        op->args.recvcounts = copy;
+        op->args.rdispls = copy + w;
+    } else if (args->kind == SWY_COLL_ALLTOALLV) {
+        size_t *copy = op->counts_copy;
+        memcpy(copy, args->sendcounts, (size_t)w * sizeof(size_t));
+        memcpy(copy + w, args->sdispls, (size_t)w * sizeof(size_t));
+        memcpy(copy + 2 * w, args->recvcounts, (size_t)w * sizeof(size_t));
+        memcpy(copy + 3 * w, args->rdispls, (size_t)w * sizeof(size_t));
+        op->args.sendcounts = copy;
+        op->args.sdispls = copy + w;
+        op->args.recvcounts = copy + 2 * w;
+        op->args.rdispls = copy + 3 * w;
+    } else {
+        op->args.sendcounts = op->args.sdispls = NULL;
+        op->args.recvcounts = op->args.rdispls = NULL;
+    }
+
+    pthread_mutex_lock(&s->lock);
+    if (c->failed == SWY_OK && c == s->world) /* the job's news first */
+        swy_sched_check_control_plane(s, swy_time_s());
+    if (c->failed != SWY_OK) {
+        swy_status_t status = c->failed;
+        swy_err_store(c->failmsg);
+        pthread_mutex_unlock(&s->lock);
+        op_free(op);
+        return status;
+    }
+    /* Sends and receives take their ordered pair's sequence: they match
+     * in posting order per pair, whatever else either rank posts. */
+    if (args->kind == SWY_COLL_SEND)
+        op->seq = c->p2p_send_seq[args->root]++ & 0xFFFFFFu;
+    else if (args->kind == SWY_COLL_RECV)
+        op->seq = c->p2p_recv_seq[args->root]++ & 0xFFFFFFu;
+    else
+        op->seq = c->next_seq++ & 0xFFFFFFu;
+    op->eseq = s->next_eseq++ & 0xFFFFFFu;
+    op->args.partition_bytes = op_partition_bytes(c, &op->args);
+    s->now_ns = swy_time_ns();
+    op->post_ns = s->now_ns;
+    op->deadline = (double)s->now_ns * 1e-9 + s->p.timeout_s;
+    swy_err_clear(); /* what create() or start() set is theirs */
+    swy_status_t status = op->algo->create(&op->args, c->rank, w,
+                                           op->args.partition_bytes,
+                                           &op->state);
+    if (status != SWY_OK) {
+        pthread_mutex_unlock(&s->lock);
+        op_free(op);
+        /* The algorithm said why, or it is the size (tag space). */
+        char why[SWY_ERRMSG_MAX];
+        snprintf(why, sizeof(why), "%s", swy_err_last());
+        return swy_err_set(status, "sched", "cannot set up %s%s%s",
+                           swy_coll_kind_name(args->kind),
+                           why[0] != '\0' ? ": " : " of this size", why);
+    }
+    s->stats.ops_posted++;
+    swy_list_push_back(&s->ops, &op->link);
+    swy_list_push_back(&c->ops, &op->clink);
+    tally_add(&s->pending_ops, op->priority, 1);
+    if (op->priority > s->max_prio_seen)
+        s->max_prio_seen = op->priority;
+    /* The announced high-priority op is here: the hint has served. */
+    if (s->phase == SWY_PHASE_A2A_IMMINENT && op->priority >= SWY_PRIO_HIGH)
+        s->phase = SWY_PHASE_NONE;
+
+    /* Headers first: they leave before any data on the same link. */
+    int *peers = op->hdr_peers;
+    int npeers = swy_coll_header_peers(&op->args, c->rank, w, peers);
+    for (int i = 0; i < npeers && op_alive(op); i++) {
+        int peer = peers[i];
+        swy_coll_header_make(&op->args, op->seq, peer, &op->hdr_out[peer]);
+        op->hdr_seen[peer] = HDR_EXPECTED;
+        swy_coll_xfer_t rx = {.peer = peer, .is_send = 0,
+                              .tag = SWY_COLL_TAG_HEADER,
+                              .buf = &op->hdr_in[peer],
+                              .bytes = sizeof(swy_coll_header_t)};
+        swy_uop_t *ruop = uop_new(op, &rx, 1);
+        swy_coll_xfer_t sx = rx;
+        sx.is_send = 1;
+        sx.buf = &op->hdr_out[peer];
+        swy_uop_t *suop = uop_new(op, &sx, 1);
+        if (ruop == NULL || suop == NULL || ruop->tp == NULL) {
+            op_error(op, SWY_ERR_NO_MEMORY, "op #%u: cannot set up the "
+                     "header exchange with rank %d", op->seq, peer);
+            break;
+        }
+        if (uop_post_recv(ruop) != SWY_OK) {
+            op_error(op, SWY_ERR_TRANSPORT, "op #%u: cannot post the header "
+                     "receive from rank %d", op->seq, peer);
+            break;
+        }
+        /* Headers jump the queue: they are tiny and gate nothing. */
+        suop->state = UOP_READY;
+        swy_list_insert_before(s->links[suop->lpeer].ready.next,
+                               &suop->q_link);
+    }
+    if (op_alive(op)) {
+        swy_coll_emit_t emit = {emit_post, op};
+        op->starting = 1;
+        status = op->algo->start(op->state, &emit);
+        op->starting = 0;
+        if (status != SWY_OK && op_alive(op))
+            op_error(op, status, "op #%u '%s': start failed: %s", op->seq,
+                     op_label(op), swy_err_last());
+        op_post_sends_first(s, op);
+    }
+    if (op_alive(op) && op->n_live == 0)
+        op_finish(op);
+    swy_sched_progress_locked(s);
+    pthread_mutex_unlock(&s->lock);
+    /* A thread asleep on the transports' fds wakes for this op's incoming
+     * traffic; one parked while a caller waited hears of the op from
+     * swy_sched_handoff() if the caller will not wait for it at once. */
+    *req_p = op;
+    return SWY_OK;
+}
+
+swy_status_t swy_sched_test(struct swy_request *op, int *done_p)
+{
+    swy_sched_t *s = op->sched;
+    pthread_mutex_lock(&s->lock);
+    if (!op->completed && !s->threaded)
+        swy_sched_progress_locked(s);
+    int done = op->completed;
+    swy_status_t status = done ? op->status : SWY_OK;
+    if (done && status != SWY_OK)
+        swy_err_store(op->errmsg);
+    pthread_mutex_unlock(&s->lock);
+    *done_p = done;
+    return status;
+}
+
+static int request_done(void *arg)
+{
+    return ((struct swy_request *)arg)->completed;
+}
+
+swy_status_t swy_sched_wait(struct swy_request *op)
+{
+    swy_sched_t *s = op->sched;
+    swy_sched_wait_until(s, request_done, op, 1e300);
+    pthread_mutex_lock(&s->lock);
+    swy_status_t status = op->status;
+    if (status != SWY_OK)
+        swy_err_store(op->errmsg);
+    pthread_mutex_unlock(&s->lock);
+    return status;
+}
+
+void swy_sched_release(struct swy_request *op)
+{
+    swy_sched_t *s = op->sched;
+    pthread_mutex_lock(&s->lock);
+    if (op->completed)
+        op_free(op);
+    else
+        op->released = 1;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void *swy_sched_owner(const struct swy_request *op)
+{
+    return op->comm->owner;
+}
