@@ -42,7 +42,7 @@ class MoePlan : public std::enable_shared_from_this<MoePlan> {
           int experts_per_rank, int hidden, int top_k,
           double capacity_factor)
       : group_(std::move(group)), hidden_(hidden), top_k_(top_k) {
-    swy_comm_t comm = group_->commForMoe();
+    swy_comm_t comm = group_->liveComm();
     TORCH_CHECK(comm != nullptr,
                 "switchyard: MoE plan: the group was aborted");
     swy_moe_config_t cfg = SWY_MOE_CONFIG_INIT;
@@ -199,7 +199,7 @@ inline std::shared_ptr<MoeRoute> MoePlan::route(const at::Tensor& topk_idx) {
 inline std::vector<double> taExpertWeights(
     const c10::intrusive_ptr<ProcessGroupSwitchyard>& group,
     int experts_per_rank) {
-  swy_comm_t comm = group->commForMoe();
+  swy_comm_t comm = group->liveComm();
   TORCH_CHECK(comm != nullptr, "switchyard: ta_target: the group was aborted");
   std::vector<double> weights(
       static_cast<size_t>(group->getSize()) * experts_per_rank);

@@ -287,7 +287,7 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
   void splitForNextGroup(int color, int key) {
     TORCH_CHECK(tls_split_comm == nullptr,
                 "switchyard: a split for a new group is still pending");
-    swy_comm_t comm = commForMoe();
+    swy_comm_t comm = liveComm();
     TORCH_CHECK(comm != nullptr, "switchyard: new_group: the parent group "
                 "was aborted");
     swy_comm_t child = nullptr;
@@ -324,9 +324,9 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
     return "switchyard";
   }
 
-  // The communicator, for the MoE layer's exchanges (moe.hpp); NULL once
+  // The communicator, for splits and the MoE exchanges (moe.hpp); NULL once
   // the group was aborted.
-  swy_comm_t commForMoe() {
+  swy_comm_t liveComm() {
     std::lock_guard<std::mutex> lock(comm_mutex_);
     return comm_;
   }
