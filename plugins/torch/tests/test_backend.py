@@ -249,7 +249,15 @@ def async_futures_complete_without_wait(rank, world, gloo):
     assert seen and seen[0].item() == total, seen
     assert work.is_success()
     work.wait()
+    # The barrier does not block its caller: rank 0 posts it while the
+    # others are still asleep.
+    if rank != 0:
+        time.sleep(0.5)
+    start = time.monotonic()
     barrier = dist.barrier(async_op=True)
+    if rank == 0:
+        assert time.monotonic() - start < 0.25, "barrier blocked its caller"
+        assert not barrier.is_completed(), "barrier done before the peers"
     barrier.wait()
 
 
