@@ -76,7 +76,8 @@ class _TorchRoute:
         # Arrived rank-major ([src][expert]); expert-major is [expert][src].
         starts = torch.cumsum(recv.reshape(-1), 0) - recv.reshape(-1)
         starts = starts.reshape(world, experts_per_rank)
-        pieces = [torch.arange(int(starts[r, e]), int(starts[r, e] + recv[r, e]))
+        pieces = [torch.arange(int(starts[r, e]),
+                               int(starts[r, e] + recv[r, e]))
                   for e in range(experts_per_rank) for r in range(world)]
         self.to_expert_major = torch.cat(pieces) if pieces else \
             torch.zeros(0, dtype=torch.long)

@@ -16,8 +16,6 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/distributed/c10d/Types.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/utils/pybind.h>
 
 #include <pybind11/chrono.h>
@@ -34,220 +32,17 @@
 #include <thread>
 #include <vector>
 
-namespace py = pybind11;
+#include "priority.hpp"
+#include "tensors.hpp"
+#include "work.hpp"
 
 namespace switchyard_torch {
-
-// ---------------------------------------------------------------------------
-// Priority of the ops this thread posts (switchyard.torch.priority()).
-
-struct PriorityScope {
-  bool set = false;
-  int priority = -1;
-  int64_t order = 0;
-  std::string name;
-};
-
-inline thread_local PriorityScope tls_priority;
-
-// Fills *attr from the caller's priority scope; NULL keeps the library's
-// defaults (all-to-all high, allreduce low).
-inline const swy_op_attr_t* scopeAttr(swy_op_attr_t* attr) {
-  if (!tls_priority.set) {
-    return nullptr;
-  }
-  *attr = SWY_OP_ATTR_INIT;
-  attr->priority = tls_priority.priority;
-  attr->order = tls_priority.order;
-  attr->name = tls_priority.name.empty() ? nullptr : tls_priority.name.c_str();
-  return attr;
-}
 
 // A communicator split off the default group for the group that torch is
 // about to create on this thread (switchyard.torch wraps new_group: torch
 // 1.13 calls a backend's creator on the new group's members only, and a
 // split is collective over the parent).
 inline thread_local swy_comm_t tls_split_comm = nullptr;
-
-// ---------------------------------------------------------------------------
-// Argument checks and conversions.
-
-inline void checkCpuTensor(const at::Tensor& t, const char* op, const char* arg) {
-  TORCH_CHECK(t.defined(), "switchyard: ", op, ": ", arg, " is undefined");
-  TORCH_CHECK(t.device().is_cpu(), "switchyard: ", op, ": ", arg, " is on ",
-              t.device(), "; this backend takes CPU tensors only");
-  TORCH_CHECK(t.layout() == at::kStrided, "switchyard: ", op, ": ", arg,
-              " has layout ", t.layout(), "; only dense tensors are supported");
-}
-
-inline void checkOneTensor(const std::vector<at::Tensor>& ts, const char* op,
-                    const char* arg) {
-  TORCH_CHECK(ts.size() == 1, "switchyard: ", op, ": ", arg,
-              " must hold exactly one tensor per process, got ", ts.size());
-  checkCpuTensor(ts[0], op, arg);
-}
-
-inline size_t tensorBytes(const at::Tensor& t) {
-  return static_cast<size_t>(t.numel()) * t.element_size();
-}
-
-inline swy_redop_t toRedop(const c10d::ReduceOp& op, const char* opname) {
-  switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
-    case c10d::ReduceOp::SUM:
-      return SWY_SUM;
-    case c10d::ReduceOp::AVG:
-      return SWY_AVG;
-    case c10d::ReduceOp::PRODUCT:
-      return SWY_PROD;
-    case c10d::ReduceOp::MIN:
-      return SWY_MIN;
-    case c10d::ReduceOp::MAX:
-      return SWY_MAX;
-    default:
-      break;
-  }
-  static const char* const names[] = {"SUM",  "AVG", "PRODUCT",
-                                      "MIN",  "MAX", "BAND",
-                                      "BOR",  "BXOR", "PREMUL_SUM"};
-  const unsigned code = static_cast<unsigned>(
-      static_cast<c10d::ReduceOp::RedOpType>(op));
-  TORCH_CHECK(false, "switchyard: ", opname, ": ReduceOp ",
-              code < 9 ? names[code] : std::to_string(code).c_str(),
-              " is not supported (SUM, AVG, PRODUCT, MIN and MAX are)");
-}
-
-// A reduction's element type and how many of them one torch element holds
-// (a complex number is reduced as two reals, which is right for SUM and AVG
-// only; torch itself refuses the other ops on complex tensors).
-inline swy_dtype_t reduceDtype(at::ScalarType type, swy_redop_t op,
-                        const char* opname, size_t* per_element) {
-  *per_element = 1;
-  switch (type) {
-    case at::kChar:
-      return SWY_INT8;
-    case at::kByte:
-      return SWY_UINT8;
-    case at::kInt:
-      return SWY_INT32;
-    case at::kLong:
-      return SWY_INT64;
-    case at::kHalf:
-      return SWY_FLOAT16;
-    case at::kBFloat16:
-      return SWY_BFLOAT16;
-    case at::kFloat:
-      return SWY_FLOAT32;
-    case at::kDouble:
-      return SWY_FLOAT64;
-    case at::kComplexFloat:
-    case at::kComplexDouble:
-      TORCH_CHECK(op == SWY_SUM || op == SWY_AVG, "switchyard: ", opname,
-                  ": complex tensors reduce with SUM or AVG only, got ",
-                  type);
-      *per_element = 2;
-      return type == at::kComplexFloat ? SWY_FLOAT32 : SWY_FLOAT64;
-    default:
-      TORCH_CHECK(false, "switchyard: ", opname, ": dtype ", type,
-                  " cannot be reduced (int8, uint8, int32, int64, float16, "
-                  "bfloat16, float32, float64, complex64 and complex128 can)");
-  }
-}
-
-// How a tensor's bytes travel: as its own element type where the library
-// has it (so that a mismatch report names the dtype), else as bytes.
-struct Movement {
-  swy_dtype_t dtype;
-  size_t unit;  // bytes per element of dtype
-};
-
-inline Movement movement(at::ScalarType type) {
-  switch (type) {
-    case at::kChar:
-      return {SWY_INT8, 1};
-    case at::kByte:
-      return {SWY_UINT8, 1};
-    case at::kInt:
-      return {SWY_INT32, 4};
-    case at::kLong:
-      return {SWY_INT64, 8};
-    case at::kHalf:
-      return {SWY_FLOAT16, 2};
-    case at::kBFloat16:
-      return {SWY_BFLOAT16, 2};
-    case at::kFloat:
-      return {SWY_FLOAT32, 4};
-    case at::kDouble:
-      return {SWY_FLOAT64, 8};
-    default:
-      return {SWY_UINT8, 1};
-  }
-}
-
-// A contiguous tensor standing for t: t itself, or a copy.
-inline at::Tensor contiguousFor(const at::Tensor& t) {
-  return t.is_contiguous() ? t : t.contiguous();
-}
-
-// ---------------------------------------------------------------------------
-
-class SwitchyardWork : public c10d::Work {
- public:
-  SwitchyardWork(int rank, c10d::OpType type, const char* opname,
-                 std::vector<at::Tensor> outputs)
-      : c10d::Work(rank, type),
-        opname_(opname),
-        outputs_(std::move(outputs)),
-        future_(c10::make_intrusive<c10::ivalue::Future>(
-            c10::ListType::create(c10::TensorType::get()))) {}
-
-  std::vector<at::Tensor> result() override {
-    return outputs_;
-  }
-
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
-    return future_;
-  }
-
-  // Ends the op: on success runs the copy-back first; then the waiters and
-  // the Future's callbacks (which run on this thread) see the outcome.
-  void complete(swy_status_t status, const std::string& detail) {
-    std::exception_ptr error;
-    if (status == SWY_OK) {
-      try {
-        if (on_success) {
-          on_success();
-        }
-      } catch (...) {
-        error = std::current_exception();
-      }
-    } else {
-      error = std::make_exception_ptr(std::runtime_error(
-          std::string("switchyard: ") + opname_ + " failed: " +
-          swy_status_string(status) + ": " + detail));
-    }
-    on_success = nullptr;
-    buffers.clear();
-    finish(error);
-    if (error) {
-      future_->setError(error);
-    } else {
-      future_->markCompleted(c10::IValue(outputs_));
-    }
-  }
-
-  const char* opname_;
-  swy_request_t request = nullptr;
-  std::function<void()> on_success;  // copy results into the user's tensors
-  std::vector<at::Tensor> buffers;   // what the library reads or writes
-
- private:
-  std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-};
-
-using WorkPtr = c10::intrusive_ptr<SwitchyardWork>;
-
-// ---------------------------------------------------------------------------
 
 class ProcessGroupSwitchyard : public c10d::ProcessGroup {
  public:
@@ -586,7 +381,8 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
                   "switchyard: ", op, ": tensors mix dtypes ",
                   inputs[0].scalar_type(), " and ",
                   inputs[r].scalar_type(), "/", outputs[r].scalar_type());
-      send_parts.push_back(contiguousFor(inputs[r]).reshape({-1}).view(at::kByte));
+      send_parts.push_back(
+          contiguousFor(inputs[r]).reshape({-1}).view(at::kByte));
       send_counts.push_back(tensorBytes(inputs[r]));
       send_displs.push_back(send_total);
       send_total += send_counts.back();
@@ -595,8 +391,10 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
       recv_total += recv_counts.back();
     }
     at::Tensor packed = at::cat(send_parts);
-    at::Tensor received = at::empty({static_cast<int64_t>(recv_total)}, at::kByte);
-    auto work = newWork(c10d::OpType::ALLTOALL, op, outputs, {packed, received});
+    at::Tensor received =
+        at::empty({static_cast<int64_t>(recv_total)}, at::kByte);
+    auto work =
+        newWork(c10d::OpType::ALLTOALL, op, outputs, {packed, received});
     std::vector<at::Tensor> users = outputs;
     work->on_success = [users, received, recv_displs]() mutable {
       for (size_t r = 0; r < users.size(); ++r) {
@@ -714,8 +512,8 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
                        const at::Tensor& in, const char* op,
                        const char* arg) const {
     TORCH_CHECK(list.size() == static_cast<size_t>(size_), "switchyard: ", op,
-                ": ", arg, " must hold ", size_, " tensors (one per rank), got ",
-                list.size());
+                ": ", arg, " must hold ", size_,
+                " tensors (one per rank), got ", list.size());
     for (const auto& t : list) {
       checkCpuTensor(t, op, arg);
       checkSameShape(t, in, op);
@@ -961,25 +759,5 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
   std::string first_error_;  // what failed the group, for later posts
   std::thread completion_thread_;
 };
-
-// ---------------------------------------------------------------------------
-
-// Sets this thread's priority scope; returns the previous one so that the
-// Python context manager can restore it (scopes nest).
-inline py::tuple setPriority(bool set, int priority, int64_t order,
-                      const std::string& name) {
-  if (set) {
-    TORCH_CHECK(priority >= 0 && priority <= 1000,
-                "switchyard: priority must be within 0..1000, got ",
-                priority);
-  }
-  PriorityScope previous = tls_priority;
-  tls_priority.set = set;
-  tls_priority.priority = priority;
-  tls_priority.order = order;
-  tls_priority.name = name;
-  return py::make_tuple(previous.set, previous.priority, previous.order,
-                        previous.name);
-}
 
 }  // namespace switchyard_torch

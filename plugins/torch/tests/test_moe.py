@@ -9,9 +9,10 @@ back. A single-process reference (plain PyTorch: the full gate and every
 expert, the same capacity rule written as a loop) runs the whole batch.
 Checked: the outputs, the gradients of the input, of every rank's experts
 and of the gate (summed over ranks), the balance loss, capacity drops,
-the TA gate's construction, and the same checks with the layer on a gloo
-group (its exchanges then go over torch's all_to_all_single). Exits 77 when torch or the switchyard
-package cannot be imported.
+the TA gate's construction, gradcheck of the exchanges, and the same
+checks with the layer on a gloo group (its exchanges then go over torch's
+all_to_all_single). Exits 77 when torch or the switchyard package cannot
+be imported.
 """
 import argparse
 import math
