@@ -234,6 +234,9 @@ SWY_EXPORT int swy_comm_size(swy_comm_t comm);
  * transport moves device memory to some peer, the message names it, its
  * link class and the transports loaded; a stream without device
  * services), SWY_ERR_TRANSPORT (a CUDA failure, named in the message).
+ * swy_reduce_scatter(), swy_allgatherv(), swy_reduce(), swy_gather() and
+ * swy_scatter() take host memory only (device buffers:
+ * SWY_ERR_UNSUPPORTED on every rank, naming the algorithm).
  */
 
 /**
@@ -300,6 +303,19 @@ SWY_EXPORT swy_status_t swy_barrier(swy_comm_t comm);
  *        elements [r*recvcount, (r+1)*recvcount) of the reduction of
  *        every rank's sendbuf (nranks*recvcount elements). In place when
  *        recvbuf is rank r's block of sendbuf. Default priority: low.
+ *
+ * @p op as swy_allreduce(): SWY_AVG divides the sum by the number of
+ * ranks (integer division for integer types). Runs as a pipelined ring
+ * (nranks-1 steps, each block cut into chunks of at most the partition
+ * size, 256 KiB at most); each rank sends and receives (nranks-1) blocks
+ * and holds nranks-1 blocks of scratch while the op runs. Host buffers
+ * only.
+ * @return SWY_OK, SWY_ERR_INVALID_ARG (NULL comm or buffer with a
+ *         non-zero count, bad dtype or op, nranks*recvcount elements
+ *         that overflow), SWY_ERR_MISMATCH (a rank's recvcount, dtype or
+ *         op differs; reported on every rank, naming both sides),
+ *         SWY_ERR_UNSUPPORTED (device buffers), SWY_ERR_NO_MEMORY,
+ *         SWY_ERR_TIMEOUT, SWY_ERR_REMOTE.
  */
 SWY_EXPORT swy_status_t swy_reduce_scatter(const void *sendbuf,
                                            void *recvbuf, size_t recvcount,
@@ -313,6 +329,21 @@ SWY_EXPORT swy_status_t swy_reduce_scatter(const void *sendbuf,
  *        recvcounts[j] elements at recvbuf + rdispls[j] (sendcount must
  *        equal recvcounts[r] on rank r: else SWY_ERR_MISMATCH). Receive
  *        regions may not overlap. Default priority: default.
+ *
+ * Counts may differ between ranks and may be zero; recvcounts and rdispls
+ * (nranks elements each, copied when the op is posted) must agree on
+ * every rank with each rank's sendcount: every pair of ranks compares
+ * them before any data moves, so a disagreement is SWY_ERR_MISMATCH on
+ * every rank, naming the sender, the receiver and both counts. In place
+ * when sendbuf is rank r's block, recvbuf + rdispls[r]. Runs as a
+ * pipelined ring (nranks-1 steps, each block forwarded chunk by chunk as
+ * it arrives): each rank sends every block but its right neighbour's
+ * once. Host buffers only.
+ * @return SWY_OK, SWY_ERR_INVALID_ARG (NULL comm, recvcounts or
+ *         rdispls, NULL sendbuf with a non-zero sendcount, NULL recvbuf
+ *         with non-zero recvcounts, bad dtype, receive regions that
+ *         overflow or overlap), SWY_ERR_MISMATCH, SWY_ERR_UNSUPPORTED
+ *         (device buffers), SWY_ERR_TIMEOUT, SWY_ERR_REMOTE.
  */
 SWY_EXPORT swy_status_t swy_allgatherv(const void *sendbuf, size_t sendcount,
                                        void *recvbuf,
@@ -326,6 +357,18 @@ SWY_EXPORT swy_status_t swy_allgatherv(const void *sendbuf, size_t sendcount,
  * @brief Reduce @p count elements over all ranks into @p root's recvbuf
  *        (recvbuf is not touched, and may be NULL, on other ranks).
  *        Default priority: low.
+ *
+ * @p op as swy_allreduce(). In place when sendbuf == recvbuf on the
+ * root. Runs as a pipelined chain towards the root (root-1 -> root-2 ->
+ * ... -> root+1 -> root, chunk by chunk): each rank sends and receives
+ * the buffer once, and every rank but the chain's end (root-1) holds
+ * count elements of scratch while the op runs. Host buffers only.
+ * @return SWY_OK, SWY_ERR_INVALID_ARG (NULL comm, NULL sendbuf or root's
+ *         recvbuf with a non-zero count, bad dtype or op, root out of
+ *         range, a count that overflows), SWY_ERR_MISMATCH (a rank's
+ *         count, root, dtype or op differs; on every rank),
+ *         SWY_ERR_UNSUPPORTED (device buffers), SWY_ERR_NO_MEMORY,
+ *         SWY_ERR_TIMEOUT, SWY_ERR_REMOTE.
  */
 SWY_EXPORT swy_status_t swy_reduce(const void *sendbuf, void *recvbuf,
                                    size_t count, swy_dtype_t dtype,
@@ -337,6 +380,17 @@ SWY_EXPORT swy_status_t swy_reduce(const void *sendbuf, void *recvbuf,
  * @brief Gather @p count elements from every rank into @p root's recvbuf,
  *        rank r's block at recvbuf + r*count (recvbuf unused elsewhere).
  *        Default priority: default.
+ *
+ * recvbuf may be NULL on the other ranks. In place when the root's
+ * sendbuf is its own block, recvbuf + root*count. Every rank sends its
+ * block straight to the root, in chunks of at most the partition size.
+ * Host buffers only.
+ * @return SWY_OK, SWY_ERR_INVALID_ARG (NULL comm, NULL sendbuf or root's
+ *         recvbuf with a non-zero count, bad dtype, root out of range,
+ *         count*nranks elements that overflow), SWY_ERR_MISMATCH (a
+ *         rank's count, root or dtype differs; on every rank),
+ *         SWY_ERR_UNSUPPORTED (device buffers), SWY_ERR_TIMEOUT,
+ *         SWY_ERR_REMOTE.
  */
 SWY_EXPORT swy_status_t swy_gather(const void *sendbuf, void *recvbuf,
                                    size_t count, swy_dtype_t dtype, int root,
@@ -347,6 +401,17 @@ SWY_EXPORT swy_status_t swy_gather(const void *sendbuf, void *recvbuf,
  * @brief Scatter from @p root: rank r receives @p count elements from
  *        root's sendbuf + r*count (sendbuf unused elsewhere). Default
  *        priority: default.
+ *
+ * sendbuf may be NULL on the other ranks. In place when the root's
+ * recvbuf is its own block, sendbuf + root*count. The root sends each
+ * rank its block directly, in chunks of at most the partition size.
+ * Host buffers only.
+ * @return SWY_OK, SWY_ERR_INVALID_ARG (NULL comm, NULL recvbuf or root's
+ *         sendbuf with a non-zero count, bad dtype, root out of range,
+ *         count*nranks elements that overflow), SWY_ERR_MISMATCH (a
+ *         rank's count, root or dtype differs; on every rank),
+ *         SWY_ERR_UNSUPPORTED (device buffers), SWY_ERR_TIMEOUT,
+ *         SWY_ERR_REMOTE.
  */
 SWY_EXPORT swy_status_t swy_scatter(const void *sendbuf, void *recvbuf,
                                     size_t count, swy_dtype_t dtype, int root,
@@ -419,7 +484,9 @@ enum {
  */
 SWY_EXPORT swy_status_t swy_phase_hint(swy_comm_t comm, int phase);
 
-/** Per-communicator counters (swy_comm_stats()). */
+/** Counters of the communicator's engine (swy_comm_stats()): every
+ *  communicator of a process shares one engine (see swy_comm_split()), so
+ *  they count the ops of all of them, as the links carry them together. */
 typedef struct {
     size_t struct_size;         /**< set by the caller to sizeof */
     uint64_t ops_posted;        /**< collectives posted              */
@@ -439,15 +506,17 @@ typedef struct {
 } swy_comm_stats_t;
 
 /**
- * @brief Read the communicator's counters.
+ * @brief Read the counters of the communicator's engine (all the
+ *        process's communicators on it together).
  * @param stats struct_size must be set to sizeof(swy_comm_stats_t).
  */
 SWY_EXPORT swy_status_t swy_comm_stats(swy_comm_t comm,
                                        swy_comm_stats_t *stats);
 
 /**
- * @brief Change a scheduling setting of a communicator while none of its
- *        operations is in flight (benchmarks and tuners switch policies
+ * @brief Change a scheduling setting of the communicator's engine (every
+ *        communicator of the process on it) while no operation of the
+ *        engine is in flight (benchmarks and tuners switch policies
  *        within one run). SWY_POLICY, SWY_CREDIT_BYTES and
  *        SWY_WINDOW_BYTES are local (ranks may differ without harm);
  *        SWY_PARTITION_BYTES decides where transfers are cut and must be

@@ -31,9 +31,13 @@ static swy_status_t check_common(const char *fn, swy_comm_t comm,
     if (!swy_dtype_valid(dtype))
         return swy_err_set(SWY_ERR_INVALID_ARG, "api",
                            "%s: dtype %d is not a swy_dtype_t", fn, dtype);
-    int prio = kind == SWY_COLL_ALLTOALLV   ? SWY_PRIO_HIGH
-               : kind == SWY_COLL_ALLREDUCE ? SWY_PRIO_LOW
-                                            : SWY_PRIO_DEFAULT;
+    /* Reductions (gradients) yield to the all-to-alls that block the
+     * forward pass. */
+    int prio = kind == SWY_COLL_ALLTOALLV ? SWY_PRIO_HIGH
+               : kind == SWY_COLL_ALLREDUCE || kind == SWY_COLL_REDUCE ||
+                       kind == SWY_COLL_REDUCE_SCATTER
+                   ? SWY_PRIO_LOW
+                   : SWY_PRIO_DEFAULT;
     int64_t order = 0;
     if (attr != NULL) {
         if (attr->priority > SWY_PRIO_MAX || attr->priority < -1)
@@ -63,6 +67,43 @@ static swy_status_t check_bytes(const char *fn, const char *what, size_t count,
     if (bytes_p != NULL)
         *bytes_p = bytes;
     return SWY_OK;
+}
+
+/* nranks blocks of count elements (one per rank) must be addressable. */
+static swy_status_t check_blocks(const char *fn, const char *what,
+                                 size_t count, int nranks, size_t dsize)
+{
+    size_t total;
+    if (swy_mul_overflow(count, (size_t)nranks, &total) != 0)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: %s %zu times %d "
+                           "ranks overflows", fn, what, count, nranks);
+    return check_bytes(fn, "count*nranks", total, dsize, NULL);
+}
+
+static swy_status_t check_redop(const char *fn, swy_redop_t op)
+{
+    if (swy_redop_valid(op))
+        return SWY_OK;
+    return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                       "%s: op %d is not a swy_redop_t", fn, (int)op);
+}
+
+static swy_status_t check_root(const char *fn, swy_comm_t comm, int root)
+{
+    if (root >= 0 && root < comm->nranks)
+        return SWY_OK;
+    return swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: root %d out of "
+                       "range 0..%d", fn, root, comm->nranks - 1);
+}
+
+/* A buffer that must hold data: NULL is an error naming it and count. */
+static swy_status_t check_buf(const char *fn, const char *name,
+                              const void *buf, size_t count)
+{
+    if (buf != NULL || count == 0)
+        return SWY_OK;
+    return swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: %s is NULL with "
+                       "count %zu", fn, name, count);
 }
 
 /* The memory type of the op's buffers (args->mem), and for device memory
@@ -250,6 +291,47 @@ static int region_cmp(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
+/* The receive regions [rdispls[p], rdispls[p] + recvcounts[p]) of the
+ * nranks peers: each addressable (in elements of dsize bytes), and those
+ * with data disjoint. *any_p: whether any holds data. */
+static swy_status_t check_recv_regions(const char *fn,
+                                       const size_t *recvcounts,
+                                       const size_t *rdispls, int nranks,
+                                       size_t dsize, size_t *any_p)
+{
+    size_t any = 0, end;
+    region_t *regions = swy_malloc((size_t)nranks * sizeof(region_t));
+    if (regions == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+    int nregions = 0;
+    for (int p = 0; p < nranks; p++) {
+        if (swy_add_overflow(rdispls[p], recvcounts[p], &end) != 0 ||
+            check_bytes(fn, "rdispls+recvcounts", end, dsize, NULL) != 0) {
+            swy_free(regions);
+            return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                               "%s: the receive region of rank %d overflows "
+                               "(recvcounts[%d] %zu at rdispls[%d] %zu)", fn,
+                               p, p, recvcounts[p], p, rdispls[p]);
+        }
+        any |= recvcounts[p];
+        if (recvcounts[p] > 0)
+            regions[nregions++] = (region_t){rdispls[p],
+                                             rdispls[p] + recvcounts[p], p};
+    }
+    qsort(regions, (size_t)nregions, sizeof(region_t), region_cmp);
+    swy_status_t status = SWY_OK;
+    for (int i = 1; i < nregions && status == SWY_OK; i++)
+        if (regions[i].start < regions[i - 1].end)
+            status = swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                "%s: receive regions of ranks %d [%zu,%zu) and %d [%zu,%zu) "
+                "overlap", fn, regions[i - 1].peer, regions[i - 1].start,
+                regions[i - 1].end, regions[i].peer, regions[i].start,
+                regions[i].end);
+    swy_free(regions);
+    *any_p = any;
+    return status;
+}
+
 swy_status_t swy_alltoallv(const void *sendbuf, const size_t *sendcounts,
                            const size_t *sdispls, void *recvbuf,
                            const size_t *recvcounts, const size_t *rdispls,
@@ -273,47 +355,23 @@ swy_status_t swy_alltoallv(const void *sendbuf, const size_t *sendcounts,
     size_t dsize = swy_dtype_size(dtype);
     int w = comm->nranks;
     size_t send_total = 0, recv_total = 0, end;
-    region_t *regions = swy_malloc((size_t)w * sizeof(region_t));
-    if (regions == NULL)
-        return swy_api_fail(comm, swy_err_set(SWY_ERR_NO_MEMORY, "api",
-                                              "out of memory"));
-    int nregions = 0;
     for (int p = 0; p < w; p++) {
         if (swy_add_overflow(sdispls[p], sendcounts[p], &end) != 0 ||
-            check_bytes(fn, "sdispls+sendcounts", end, dsize, NULL) != 0 ||
-            swy_add_overflow(rdispls[p], recvcounts[p], &end) != 0 ||
-            check_bytes(fn, "rdispls+recvcounts", end, dsize, NULL) != 0) {
-            swy_free(regions);
+            check_bytes(fn, "sdispls+sendcounts", end, dsize, NULL) != 0)
             return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
                 "%s: counts/displacements for rank %d overflow (send %zu at "
-                "%zu, recv %zu at %zu)", fn, p, sendcounts[p], sdispls[p],
-                recvcounts[p], rdispls[p]));
-        }
+                "%zu)", fn, p, sendcounts[p], sdispls[p]));
         send_total |= sendcounts[p];
-        recv_total |= recvcounts[p];
-        if (recvcounts[p] > 0)
-            regions[nregions++] = (region_t){rdispls[p],
-                                             rdispls[p] + recvcounts[p], p};
     }
-    if ((send_total && sendbuf == NULL) || (recv_total && recvbuf == NULL)) {
-        swy_free(regions);
+    status = check_recv_regions(fn, recvcounts, rdispls, w, dsize,
+                                &recv_total);
+    if (status != SWY_OK)
+        return swy_api_fail(comm, status);
+    if ((send_total && sendbuf == NULL) || (recv_total && recvbuf == NULL))
         return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
                             "%s: %s is NULL but counts are not all zero", fn,
                             send_total && sendbuf == NULL ? "sendbuf"
                                                           : "recvbuf"));
-    }
-    qsort(regions, (size_t)nregions, sizeof(region_t), region_cmp);
-    for (int i = 1; i < nregions; i++)
-        if (regions[i].start < regions[i - 1].end) {
-            status = swy_err_set(SWY_ERR_INVALID_ARG, "api",
-                "%s: receive regions of ranks %d [%zu,%zu) and %d [%zu,%zu) "
-                "overlap", fn, regions[i - 1].peer, regions[i - 1].start,
-                regions[i - 1].end, regions[i].peer, regions[i].start,
-                regions[i].end);
-            swy_free(regions);
-            return swy_api_fail(comm, status);
-        }
-    swy_free(regions);
     swy_coll_args_t args = {
         .kind = SWY_COLL_ALLTOALLV, .dtype = dtype, .sendbuf = sendbuf,
         .recvbuf = recvbuf, .root = -1,
@@ -332,15 +390,14 @@ swy_status_t swy_allreduce(const void *sendbuf, void *recvbuf, size_t count,
     int64_t order = 0;
     swy_status_t status = check_common(fn, comm, SWY_COLL_ALLREDUCE, dtype,
                                        attr, &prio, &order);
-    if (status == SWY_OK && !swy_redop_valid(op))
-        status = swy_err_set(SWY_ERR_INVALID_ARG, "api",
-                             "%s: op %d is not a swy_redop_t", fn, (int)op);
+    if (status == SWY_OK)
+        status = check_redop(fn, op);
     if (status == SWY_OK)
         status = check_bytes(fn, "count", count, swy_dtype_size(dtype), NULL);
-    if (status == SWY_OK && count > 0 && (sendbuf == NULL || recvbuf == NULL))
-        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: %s is NULL "
-                             "with count %zu", fn,
-                             sendbuf == NULL ? "sendbuf" : "recvbuf", count);
+    if (status == SWY_OK)
+        status = check_buf(fn, "sendbuf", sendbuf, count);
+    if (status == SWY_OK)
+        status = check_buf(fn, "recvbuf", recvbuf, count);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
     swy_coll_args_t args = {.kind = SWY_COLL_ALLREDUCE, .dtype = dtype,
@@ -357,21 +414,15 @@ swy_status_t swy_allgather(const void *sendbuf, void *recvbuf, size_t count,
     static const char fn[] = "swy_allgather";
     int prio = 0;
     int64_t order = 0;
-    size_t total;
     swy_status_t status = check_common(fn, comm, SWY_COLL_ALLGATHER, dtype,
                                        attr, &prio, &order);
-    if (status == SWY_OK &&
-        swy_mul_overflow(count, (size_t)comm->nranks, &total) != 0)
-        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: count %zu "
-                             "times %d ranks overflows", fn, count,
-                             comm->nranks);
     if (status == SWY_OK)
-        status = check_bytes(fn, "count*nranks", total, swy_dtype_size(dtype),
-                             NULL);
-    if (status == SWY_OK && count > 0 && (sendbuf == NULL || recvbuf == NULL))
-        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: %s is NULL "
-                             "with count %zu", fn,
-                             sendbuf == NULL ? "sendbuf" : "recvbuf", count);
+        status = check_blocks(fn, "count", count, comm->nranks,
+                              swy_dtype_size(dtype));
+    if (status == SWY_OK)
+        status = check_buf(fn, "sendbuf", sendbuf, count);
+    if (status == SWY_OK)
+        status = check_buf(fn, "recvbuf", recvbuf, count);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
     swy_coll_args_t args = {.kind = SWY_COLL_ALLGATHER, .dtype = dtype,
@@ -390,14 +441,12 @@ swy_status_t swy_broadcast(void *buf, size_t count, swy_dtype_t dtype,
     int64_t order = 0;
     swy_status_t status = check_common(fn, comm, SWY_COLL_BROADCAST, dtype,
                                        attr, &prio, &order);
-    if (status == SWY_OK && (root < 0 || root >= comm->nranks))
-        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: root %d out of "
-                             "range 0..%d", fn, root, comm->nranks - 1);
+    if (status == SWY_OK)
+        status = check_root(fn, comm, root);
     if (status == SWY_OK)
         status = check_bytes(fn, "count", count, swy_dtype_size(dtype), NULL);
-    if (status == SWY_OK && count > 0 && buf == NULL)
-        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: buf is NULL "
-                             "with count %zu", fn, count);
+    if (status == SWY_OK)
+        status = check_buf(fn, "buf", buf, count);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
     swy_coll_args_t args = {.kind = SWY_COLL_BROADCAST, .dtype = dtype,
@@ -464,6 +513,162 @@ swy_status_t swy_barrier(swy_comm_t comm)
                             .root = -1};
     return post_or_run("swy_barrier", comm, &args, 0, 0, prio, order, NULL,
                        NULL);
+}
+
+swy_status_t swy_reduce_scatter(const void *sendbuf, void *recvbuf,
+                                size_t recvcount, swy_dtype_t dtype,
+                                swy_redop_t op, swy_comm_t comm,
+                                const swy_op_attr_t *attr, swy_request_t *req)
+{
+    static const char fn[] = "swy_reduce_scatter";
+    int prio = 0;
+    int64_t order = 0;
+    swy_status_t status = check_common(fn, comm, SWY_COLL_REDUCE_SCATTER,
+                                       dtype, attr, &prio, &order);
+    if (status == SWY_OK)
+        status = check_redop(fn, op);
+    if (status == SWY_OK)
+        status = check_blocks(fn, "recvcount", recvcount, comm->nranks,
+                              swy_dtype_size(dtype));
+    if (status == SWY_OK)
+        status = check_buf(fn, "sendbuf", sendbuf, recvcount);
+    if (status == SWY_OK)
+        status = check_buf(fn, "recvbuf", recvbuf, recvcount);
+    if (status != SWY_OK)
+        return swy_api_fail(comm, status);
+    swy_coll_args_t args = {.kind = SWY_COLL_REDUCE_SCATTER, .dtype = dtype,
+                            .redop = op, .sendbuf = sendbuf,
+                            .recvbuf = recvbuf, .count = recvcount,
+                            .root = -1};
+    return post_or_run(fn, comm, &args, recvcount > 0, recvcount > 0, prio,
+                       order, attr, req);
+}
+
+swy_status_t swy_allgatherv(const void *sendbuf, size_t sendcount,
+                            void *recvbuf, const size_t *recvcounts,
+                            const size_t *rdispls, swy_dtype_t dtype,
+                            swy_comm_t comm, const swy_op_attr_t *attr,
+                            swy_request_t *req)
+{
+    static const char fn[] = "swy_allgatherv";
+    int prio = 0;
+    int64_t order = 0;
+    size_t recv_total = 0;
+    swy_status_t status = check_common(fn, comm, SWY_COLL_ALLGATHERV, dtype,
+                                       attr, &prio, &order);
+    if (status == SWY_OK && (recvcounts == NULL || rdispls == NULL))
+        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: %s is NULL",
+                             fn, recvcounts == NULL ? "recvcounts"
+                                                    : "rdispls");
+    if (status == SWY_OK)
+        status = check_bytes(fn, "sendcount", sendcount,
+                             swy_dtype_size(dtype), NULL);
+    if (status == SWY_OK)
+        status = check_recv_regions(fn, recvcounts, rdispls, comm->nranks,
+                                    swy_dtype_size(dtype), &recv_total);
+    if (status == SWY_OK)
+        status = check_buf(fn, "sendbuf", sendbuf, sendcount);
+    if (status == SWY_OK && recv_total > 0 && recvbuf == NULL)
+        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: recvbuf is "
+                             "NULL but recvcounts are not all zero", fn);
+    /* On more ranks the op header finds it, on every rank. */
+    if (status == SWY_OK && comm->nranks == 1 && sendcount != recvcounts[0])
+        status = swy_err_set(SWY_ERR_MISMATCH, "api", "%s: sendcount %zu "
+                             "but recvcounts[0] %zu", fn, sendcount,
+                             recvcounts[0]);
+    if (status != SWY_OK)
+        return swy_api_fail(comm, status);
+    swy_coll_args_t args = {.kind = SWY_COLL_ALLGATHERV, .dtype = dtype,
+                            .sendbuf = sendbuf, .recvbuf = recvbuf,
+                            .count = sendcount, .root = -1,
+                            .recvcounts = (size_t *)recvcounts,
+                            .rdispls = (size_t *)rdispls};
+    return post_or_run(fn, comm, &args, sendcount > 0, recv_total > 0, prio,
+                       order, attr, req);
+}
+
+swy_status_t swy_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                        swy_dtype_t dtype, swy_redop_t op, int root,
+                        swy_comm_t comm, const swy_op_attr_t *attr,
+                        swy_request_t *req)
+{
+    static const char fn[] = "swy_reduce";
+    int prio = 0;
+    int64_t order = 0;
+    swy_status_t status = check_common(fn, comm, SWY_COLL_REDUCE, dtype,
+                                       attr, &prio, &order);
+    if (status == SWY_OK)
+        status = check_redop(fn, op);
+    if (status == SWY_OK)
+        status = check_root(fn, comm, root);
+    if (status == SWY_OK)
+        status = check_bytes(fn, "count", count, swy_dtype_size(dtype), NULL);
+    int at_root = status == SWY_OK && comm->rank == root;
+    if (status == SWY_OK)
+        status = check_buf(fn, "sendbuf", sendbuf, count);
+    if (status == SWY_OK && at_root)
+        status = check_buf(fn, "recvbuf at the root", recvbuf, count);
+    if (status != SWY_OK)
+        return swy_api_fail(comm, status);
+    swy_coll_args_t args = {.kind = SWY_COLL_REDUCE, .dtype = dtype,
+                            .redop = op, .sendbuf = sendbuf,
+                            .recvbuf = at_root ? recvbuf : NULL,
+                            .count = count, .root = root};
+    return post_or_run(fn, comm, &args, count > 0, at_root && count > 0,
+                       prio, order, attr, req);
+}
+
+/* Gather and scatter: the root's buffer holds a block per rank. */
+static swy_status_t gather_scatter(const char *fn, swy_coll_kind_t kind,
+                                   const void *sendbuf, void *recvbuf,
+                                   size_t count, swy_dtype_t dtype, int root,
+                                   swy_comm_t comm,
+                                   const swy_op_attr_t *attr,
+                                   swy_request_t *req)
+{
+    int prio = 0;
+    int64_t order = 0;
+    int gather = kind == SWY_COLL_GATHER;
+    swy_status_t status = check_common(fn, comm, kind, dtype, attr, &prio,
+                                       &order);
+    if (status == SWY_OK)
+        status = check_root(fn, comm, root);
+    if (status == SWY_OK)
+        status = check_blocks(fn, "count", count, comm->nranks,
+                              swy_dtype_size(dtype));
+    int at_root = status == SWY_OK && comm->rank == root;
+    int send_used = count > 0 && (gather || at_root);
+    int recv_used = count > 0 && (!gather || at_root);
+    if (status == SWY_OK && send_used)
+        status = check_buf(fn, gather ? "sendbuf" : "sendbuf at the root",
+                           sendbuf, count);
+    if (status == SWY_OK && recv_used)
+        status = check_buf(fn, gather ? "recvbuf at the root" : "recvbuf",
+                           recvbuf, count);
+    if (status != SWY_OK)
+        return swy_api_fail(comm, status);
+    swy_coll_args_t args = {.kind = kind, .dtype = dtype,
+                            .sendbuf = send_used ? sendbuf : NULL,
+                            .recvbuf = recv_used ? recvbuf : NULL,
+                            .count = count, .root = root};
+    return post_or_run(fn, comm, &args, send_used, recv_used, prio, order,
+                       attr, req);
+}
+
+swy_status_t swy_gather(const void *sendbuf, void *recvbuf, size_t count,
+                        swy_dtype_t dtype, int root, swy_comm_t comm,
+                        const swy_op_attr_t *attr, swy_request_t *req)
+{
+    return gather_scatter("swy_gather", SWY_COLL_GATHER, sendbuf, recvbuf,
+                          count, dtype, root, comm, attr, req);
+}
+
+swy_status_t swy_scatter(const void *sendbuf, void *recvbuf, size_t count,
+                         swy_dtype_t dtype, int root, swy_comm_t comm,
+                         const swy_op_attr_t *attr, swy_request_t *req)
+{
+    return gather_scatter("swy_scatter", SWY_COLL_SCATTER, sendbuf, recvbuf,
+                          count, dtype, root, comm, attr, req);
 }
 
 swy_status_t swy_test(swy_request_t req, int *done)

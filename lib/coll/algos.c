@@ -4,8 +4,10 @@
 #include <string.h>
 
 #include "coll/coll.h"
+#include "transport/device.h"
 #include "util/config.h"
 #include "util/log.h"
+#include "util/status.h"
 
 extern const swy_coll_algo_t swy_coll_alltoallv_pairwise;
 extern const swy_coll_algo_t swy_coll_allreduce_ring;
@@ -16,6 +18,11 @@ extern const swy_coll_algo_t swy_coll_alltoallv_shm;
 extern const swy_coll_algo_t swy_coll_allgather_ring;
 extern const swy_coll_algo_t swy_coll_broadcast_chain;
 extern const swy_coll_algo_t swy_coll_barrier_dissemination;
+extern const swy_coll_algo_t swy_coll_reduce_scatter_ring;
+extern const swy_coll_algo_t swy_coll_allgatherv_ring;
+extern const swy_coll_algo_t swy_coll_reduce_chain;
+extern const swy_coll_algo_t swy_coll_gather_direct;
+extern const swy_coll_algo_t swy_coll_scatter_direct;
 extern const swy_coll_algo_t swy_coll_send;
 extern const swy_coll_algo_t swy_coll_recv;
 
@@ -27,10 +34,25 @@ const swy_coll_algo_t *swy_coll_algo(swy_coll_kind_t kind)
     case SWY_COLL_ALLGATHER: return &swy_coll_allgather_ring;
     case SWY_COLL_BROADCAST: return &swy_coll_broadcast_chain;
     case SWY_COLL_BARRIER: return &swy_coll_barrier_dissemination;
+    case SWY_COLL_REDUCE_SCATTER: return &swy_coll_reduce_scatter_ring;
+    case SWY_COLL_ALLGATHERV: return &swy_coll_allgatherv_ring;
+    case SWY_COLL_REDUCE: return &swy_coll_reduce_chain;
+    case SWY_COLL_GATHER: return &swy_coll_gather_direct;
+    case SWY_COLL_SCATTER: return &swy_coll_scatter_direct;
     case SWY_COLL_SEND: return &swy_coll_send;
     case SWY_COLL_RECV: return &swy_coll_recv;
     default: return NULL;
     }
+}
+
+swy_status_t swy_coll_host_only(const swy_coll_args_t *args,
+                                const char *name)
+{
+    if (args->mem == SWY_MEM_HOST)
+        return SWY_OK;
+    return swy_err_set(SWY_ERR_UNSUPPORTED, "coll", "%s: buffers of %s "
+                       "memory: this collective takes host buffers only",
+                       name, swy_mem_type_name(args->mem));
 }
 
 static const char *const ar_algo_names[SWY_COLL_AR_NALGOS] = {
@@ -258,6 +280,35 @@ int swy_coll_data_peers(const swy_coll_args_t *args, int rank, int nranks,
             if (rank != args->root)
                 n = add_peer(peers, n, left);
         }
+        break;
+    case SWY_COLL_REDUCE_SCATTER:
+    case SWY_COLL_ALLGATHERV: {
+        /* Rings: each rank forwards to its right neighbour. */
+        size_t moved = args->count;
+        if (args->kind == SWY_COLL_ALLGATHERV)
+            for (int p = 0; p < nranks; p++)
+                moved |= args->recvcounts[p];
+        if (nranks > 1 && moved > 0) {
+            n = add_peer(peers, n, right);
+            n = add_peer(peers, n, left);
+        }
+        break;
+    }
+    case SWY_COLL_REDUCE:
+        /* The chain root-1 -> ... -> root+1 -> root. */
+        if (nranks > 1 && args->count > 0) {
+            if (rank != args->root)
+                n = add_peer(peers, n, left);
+            if (right != args->root)
+                n = add_peer(peers, n, right);
+        }
+        break;
+    case SWY_COLL_GATHER:
+    case SWY_COLL_SCATTER:
+        if (nranks > 1 && args->count > 0)
+            for (int p = 0; p < nranks; p++)
+                if (p != rank && (rank == args->root || p == args->root))
+                    n = add_peer(peers, n, p);
         break;
     default:
         break; /* barrier: zero-byte host messages */

@@ -55,8 +55,9 @@ typedef struct {
     swy_mem_type_t mem; /* of sendbuf and recvbuf (the same for both) */
     const void *sendbuf;
     void *recvbuf;
-    size_t count; /* allreduce, allgather (per rank), broadcast */
-    int root;     /* broadcast */
+    size_t count; /* allreduce, allgather (per rank), broadcast; the
+                     others as the kinds above say */
+    int root;     /* broadcast, reduce, gather, scatter */
     size_t partition_bytes; /* micro-op size: must agree between ranks */
     /* allreduce: the algorithm, a swy_coll_ar_algo_t. The scheduler sets
      * it when the op is posted (SWY_ALLREDUCE_ALGO resolved by
@@ -74,7 +75,8 @@ typedef struct {
     /* alltoallv: the swy_coll_a2a_algo_t it runs (the scheduler sets it
      * with swy_coll_alltoallv_choose; the header carries it). */
     uint8_t alltoallv_algo;
-    /* alltoallv: arrays of nranks elements, owned by the op (copies) */
+    /* alltoallv: arrays of nranks elements, owned by the op (copies);
+     * allgatherv: recvcounts and rdispls only */
     size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
 } swy_coll_args_t;
 
@@ -88,8 +90,10 @@ typedef struct {
     uint8_t algo;           /* allreduce: swy_coll_ar_algo_t it runs */
     int32_t root;
     uint64_t count;         /* op-wide count (allreduce/allgather/bcast) */
-    uint64_t send_to_peer;  /* alltoallv: elements I send to the reader */
-    uint64_t recv_from_peer;/* alltoallv: elements I expect from it */
+    uint64_t send_to_peer;  /* alltoallv, allgatherv: elements I send to
+                               the reader */
+    uint64_t recv_from_peer;/* alltoallv, allgatherv: elements I expect
+                               from it */
     uint64_t partition_bytes; /* where I cut transfers into micro-ops */
 } swy_coll_header_t;
 
@@ -447,6 +451,12 @@ int swy_coll_slot_place(size_t *end, size_t bytes, const void *mirror,
                         size_t *at);
 
 const swy_coll_algo_t *swy_coll_algo(swy_coll_kind_t kind);
+/* For an algorithm's create() that reads or writes the user's buffers on
+ * the host (reduces them, or copies through scratch): SWY_OK for host
+ * buffers, else SWY_ERR_UNSUPPORTED naming the algorithm (`name`) and
+ * the memory type. */
+swy_status_t swy_coll_host_only(const swy_coll_args_t *args,
+                                const char *name);
 /* The allreduce algorithm an op runs when `wanted` is asked for: AUTO
  * applies the rule above; an algorithm that cannot run this op (device
  * buffers, one rank, a count below the ranks, halving/doubling on a

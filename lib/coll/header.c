@@ -37,7 +37,10 @@ int swy_coll_header_peers(const swy_coll_args_t *args, int rank, int nranks,
             ? swy_coll_allreduce_choose(
                   args, (swy_coll_ar_algo_t)args->allreduce_algo, nranks)
             : SWY_COLL_AR_AUTO;
-    if (args->kind == SWY_COLL_ALLTOALLV || ar == SWY_COLL_AR_DIRECT ||
+    /* allgatherv: each rank's count is its own, so every pair compares
+     * what one sends with what the other expects (as alltoallv). */
+    if (args->kind == SWY_COLL_ALLTOALLV ||
+        args->kind == SWY_COLL_ALLGATHERV || ar == SWY_COLL_AR_DIRECT ||
         ar == SWY_COLL_AR_SHM) {
         for (int s = 1; s < nranks; s++)
             peers[n++] = (rank + s) % nranks;
@@ -54,6 +57,15 @@ int swy_coll_header_peers(const swy_coll_args_t *args, int rank, int nranks,
     if (ar == SWY_COLL_AR_RHD)
         for (int m = 1; m < nranks; m <<= 1) {
             int p = rank ^ m, seen = 0;
+            for (int i = 0; i < n; i++)
+                seen |= peers[i] == p;
+            if (!seen)
+                peers[n++] = p;
+        }
+    /* The same for gather and scatter: the root talks to every rank. */
+    if (args->kind == SWY_COLL_GATHER || args->kind == SWY_COLL_SCATTER)
+        for (int p = 0; p < nranks; p++) {
+            int seen = p == rank || (rank != args->root && p != args->root);
             for (int i = 0; i < n; i++)
                 seen |= peers[i] == p;
             if (!seen)
@@ -80,6 +92,10 @@ void swy_coll_header_make(const swy_coll_args_t *args, uint32_t seq, int peer,
     hdr->partition_bytes = args->partition_bytes;
     if (args->kind == SWY_COLL_ALLTOALLV) {
         hdr->send_to_peer = args->sendcounts[peer];
+        hdr->recv_from_peer = args->recvcounts[peer];
+    }
+    if (args->kind == SWY_COLL_ALLGATHERV) {
+        hdr->send_to_peer = args->count; /* the same block to everyone */
         hdr->recv_from_peer = args->recvcounts[peer];
     }
 }
@@ -109,7 +125,8 @@ static void describe(const swy_coll_header_t *h, char *buf, size_t len)
                  swy_dtype_name((swy_dtype_t)h->dtype), h->count, h->root);
         break;
     case SWY_COLL_ALLTOALLV:
-        snprintf(buf, len, "alltoallv(%s)",
+    case SWY_COLL_ALLGATHERV:
+        snprintf(buf, len, "%s(%s)", swy_coll_kind_name(kind),
                  swy_dtype_name((swy_dtype_t)h->dtype));
         break;
     case SWY_COLL_SEND:
@@ -117,6 +134,22 @@ static void describe(const swy_coll_header_t *h, char *buf, size_t len)
         snprintf(buf, len, "%s(%s, count %" PRIu64 ")",
                  swy_coll_kind_name(kind),
                  swy_dtype_name((swy_dtype_t)h->dtype), h->count);
+        break;
+    case SWY_COLL_REDUCE_SCATTER:
+        snprintf(buf, len, "reduce_scatter(%s, %s, recvcount %" PRIu64 ")",
+                 swy_dtype_name((swy_dtype_t)h->dtype),
+                 swy_redop_name((swy_redop_t)h->redop), h->count);
+        break;
+    case SWY_COLL_REDUCE:
+        snprintf(buf, len, "reduce(%s, %s, count %" PRIu64 ", root %d)",
+                 swy_dtype_name((swy_dtype_t)h->dtype),
+                 swy_redop_name((swy_redop_t)h->redop), h->count, h->root);
+        break;
+    case SWY_COLL_GATHER:
+    case SWY_COLL_SCATTER:
+        snprintf(buf, len, "%s(%s, count %" PRIu64 ", root %d)",
+                 swy_coll_kind_name(kind),
+                 swy_dtype_name((swy_dtype_t)h->dtype), h->count, h->root);
         break;
     default:
         snprintf(buf, len, "%s", swy_coll_kind_name(kind));
@@ -138,20 +171,25 @@ swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
                  hdr->magic, hdr->seq);
         return SWY_ERR_MISMATCH;
     }
-    int p2p = mine.kind == SWY_COLL_SEND || mine.kind == SWY_COLL_RECV;
-    /* A send meets its receive, with the same count and dtype. */
-    int want_kind = !p2p ? mine.kind
-                    : mine.kind == SWY_COLL_SEND ? SWY_COLL_RECV
-                                                 : SWY_COLL_SEND;
+    swy_coll_kind_t kind = (swy_coll_kind_t)mine.kind;
+    int p2p = kind == SWY_COLL_SEND || kind == SWY_COLL_RECV;
+    int reduces = kind == SWY_COLL_ALLREDUCE ||
+                  kind == SWY_COLL_REDUCE_SCATTER || kind == SWY_COLL_REDUCE;
+    int rooted = kind == SWY_COLL_BROADCAST || kind == SWY_COLL_REDUCE ||
+                 kind == SWY_COLL_GATHER || kind == SWY_COLL_SCATTER;
+    /* count is op-wide but for alltoallv and allgatherv (per peer,
+     * below) and the barrier (none); a send's and its receive's agree. */
+    int counted = reduces || rooted || p2p || kind == SWY_COLL_ALLGATHER;
+    /* A send meets its receive. */
+    int want_kind = !p2p ? (int)kind
+                    : kind == SWY_COLL_SEND ? SWY_COLL_RECV
+                                            : SWY_COLL_SEND;
     int same = hdr->kind == want_kind && hdr->dtype == mine.dtype;
-    if (same && p2p)
+    if (same && reduces)
+        same = hdr->redop == mine.redop;
+    if (same && counted)
         same = hdr->count == mine.count;
-    if (same && mine.kind == SWY_COLL_ALLREDUCE)
-        same = hdr->redop == mine.redop && hdr->count == mine.count;
-    if (same && (mine.kind == SWY_COLL_ALLGATHER ||
-                 mine.kind == SWY_COLL_BROADCAST))
-        same = hdr->count == mine.count;
-    if (same && mine.kind == SWY_COLL_BROADCAST)
+    if (same && rooted)
         same = hdr->root == mine.root;
     if (!same) {
         describe(&mine, my_desc, sizeof(my_desc));
@@ -193,23 +231,32 @@ swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
                  hdr->partition_bytes);
         return SWY_ERR_MISMATCH;
     }
-    if (mine.kind == SWY_COLL_ALLTOALLV) {
-        if (hdr->send_to_peer != mine.recv_from_peer) {
+    /* Our own allgatherv block, which no peer sees twice: our sendcount
+     * and our recvcounts[rank] (the comm's failure reaches every rank). */
+    if (mine.kind == SWY_COLL_ALLGATHERV &&
+        args->count != args->recvcounts[rank]) {
+        snprintf(msg, msg_len,
+                 "op #%u allgatherv '%s': rank %d sends %zu elements (its "
+                 "sendcount) but expects %zu of its own (recvcounts[%d])",
+                 seq, op_name, rank, args->count, args->recvcounts[rank],
+                 rank);
+        return SWY_ERR_MISMATCH;
+    }
+    /* What each side sends the other against what the other expects. */
+    if (mine.kind == SWY_COLL_ALLTOALLV || mine.kind == SWY_COLL_ALLGATHERV) {
+        const char *sent = mine.kind == SWY_COLL_ALLGATHERV
+                               ? " (its sendcount)" : "";
+        int from = hdr->send_to_peer != mine.recv_from_peer ? peer : rank;
+        int to = from == peer ? rank : peer;
+        uint64_t sends = from == peer ? hdr->send_to_peer : mine.send_to_peer;
+        uint64_t expects = from == peer ? mine.recv_from_peer
+                                        : hdr->recv_from_peer;
+        if (sends != expects) {
             snprintf(msg, msg_len,
-                     "op #%u alltoallv '%s': rank %d sends %" PRIu64
-                     " elements to rank %d, which expects %" PRIu64
-                     " (recvcounts[%d] on rank %d)", seq, op_name, peer,
-                     hdr->send_to_peer, rank, mine.recv_from_peer, peer,
-                     rank);
-            return SWY_ERR_MISMATCH;
-        }
-        if (hdr->recv_from_peer != mine.send_to_peer) {
-            snprintf(msg, msg_len,
-                     "op #%u alltoallv '%s': rank %d sends %" PRIu64
-                     " elements to rank %d, which expects %" PRIu64
-                     " (recvcounts[%d] on rank %d)", seq, op_name, rank,
-                     mine.send_to_peer, peer, hdr->recv_from_peer, rank,
-                     peer);
+                     "op #%u %s '%s': rank %d sends %" PRIu64 " elements%s "
+                     "to rank %d, which expects %" PRIu64 " (recvcounts[%d] "
+                     "on rank %d)", seq, swy_coll_kind_name(kind), op_name,
+                     from, sends, sent, to, expects, from, to);
             return SWY_ERR_MISMATCH;
         }
     }

@@ -2,18 +2,12 @@
  * thread and per-peer links), the communicator views on it, its settings
  * and counters (sched.h; the rest of the engine is listed in
  * engine_impl.h). */
-#include <errno.h>
-#include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
-#include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "sched/engine_impl.h"

@@ -2,18 +2,9 @@
  * news from the control plane (the job's failure, a peer process gone,
  * a split communicator's scoped failure), quiescence after a failure,
  * and op deadlines (SWY_TIMEOUT_S) (see engine_impl.h). */
-#include <errno.h>
-#include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
-#include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/eventfd.h>
-#include <sys/timerfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "sched/engine_impl.h"

@@ -2,19 +2,8 @@
  * exchanges a header with its header peers, which detects ranks that
  * disagree and tells a sender that its peer posted the op (see the
  * UNCONFIRMED notes in engine_impl.h). */
-#include <errno.h>
-#include <inttypes.h>
-#include <poll.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/eventfd.h>
-#include <sys/timerfd.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "sched/engine_impl.h"
 

@@ -2,19 +2,7 @@
  * communicator, in the policy's order, admitted by the policy against
  * what is in flight on the link and on the host's uplink, and issued to
  * the transports (see engine_impl.h). */
-#include <errno.h>
-#include <inttypes.h>
-#include <poll.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/eventfd.h>
-#include <sys/timerfd.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "sched/engine_impl.h"
 

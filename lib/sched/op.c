@@ -2,19 +2,12 @@
  * algorithm's transfers as micro-ops), their completions, the failure
  * of one op and the hand-back of its buffers, and the caller's test,
  * wait and release (see engine_impl.h). */
-#include <errno.h>
-#include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/timerfd.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "sched/engine_impl.h"
 

@@ -2,18 +2,10 @@
  * issue; the progress thread, which sleeps on the transports' event fds
  * when idle and parks while a caller waits; and waiting callers (see
  * engine_impl.h). */
-#include <errno.h>
-#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/eventfd.h>
 #include <sys/timerfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "sched/engine_impl.h"

@@ -33,6 +33,33 @@ static int child_main(int fd, int rank, int nranks, swy_test_rank_fn fn,
                 swy_status_string(status), swy_last_error(NULL));
         return 91;
     }
+    /* SWYTEST_SPLIT: run fn on a communicator split from the world
+     * instead: "reverse" (every rank, in reverse order) or "halves" (even
+     * and odd ranks, each half on its own). */
+    const char *split = getenv("SWYTEST_SPLIT");
+    if (split != NULL && split[0] != '\0') {
+        int halves = strcmp(split, "halves") == 0;
+        swy_comm_t sub = NULL;
+        status = swy_comm_split(comm, halves ? rank % 2 : 0,
+                                halves ? rank : nranks - rank, &sub);
+        if (status != SWY_OK) {
+            fprintf(stderr, "rank %d: split failed: %s: %s\n", rank,
+                    swy_status_string(status), swy_last_error(comm));
+            return 93;
+        }
+        int code = fn(sub, swy_comm_rank(sub), swy_comm_size(sub), arg);
+        if (code >= 200)
+            return code - 200;
+        status = swy_comm_destroy(sub);
+        if (status == SWY_OK)
+            status = swy_comm_destroy(comm);
+        if (status != SWY_OK) {
+            fprintf(stderr, "rank %d: destroy failed: %s: %s\n", rank,
+                    swy_status_string(status), swy_last_error(NULL));
+            return code ? code : 92;
+        }
+        return code;
+    }
     int code = fn(comm, rank, nranks, arg);
     if (code >= 200)
         return code - 200;

@@ -22,6 +22,8 @@ typedef struct {
 } swy_test_result_t;
 
 /* Run fn on nranks processes; each child inits its comm, runs fn, and
+ * (with SWYTEST_SPLIT=reverse or halves, fn gets a communicator split
+ * from it: every rank reversed, or the even and the odd ranks), and
  * destroys the comm unless fn returned 200 + n (then it exits n without
  * destroy: the comm is already unusable on purpose). Kills everything
  * after timeout_s. Returns 0 if every rank exited 0. */

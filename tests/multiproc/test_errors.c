@@ -9,6 +9,8 @@
  *   kill      a rank is SIGKILLed mid-collective
  *   abort     a rank calls swy_comm_abort
  *   timeout   a rank never posts (SWY_TIMEOUT_S=2)
+ *   more_NAME reduce_scatter, allgatherv, reduce, gather or scatter
+ *             arguments disagree (case_mismatch_more)
  *   id        a unique id from another job / a corrupted id */
 #include <signal.h>
 #include <string.h>
@@ -33,6 +35,129 @@ static double now_s(void)
         CHECK(strstr(swy_last_error(comm), (needle)) != NULL,                 \
               "message '%s' lacks '%s'", swy_last_error(comm), (needle));     \
     } while (0)
+
+/* The argument checks of reduce_scatter, allgatherv, reduce, gather and
+ * scatter (called from case_args); then the buffers they do not use
+ * passed as NULL where the calls allow it. */
+static int args_more(swy_comm_t comm, int rank, int w)
+{
+    size_t counts[64] = {0}, displs[64] = {0}, huge[64];
+    float buf[64 * 4];
+    for (int i = 0; i < 64; i++)
+        huge[i] = (size_t)-1 / 2;
+    EXPECT_STATUS(swy_reduce_scatter(NULL, buf, 4, SWY_FLOAT32, SWY_SUM, comm,
+                                     NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "sendbuf is NULL");
+    EXPECT_STATUS(swy_reduce_scatter(buf, NULL, 4, SWY_FLOAT32, SWY_SUM, comm,
+                                     NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "recvbuf is NULL");
+    EXPECT_STATUS(swy_reduce_scatter(buf, buf, 4, SWY_FLOAT32,
+                                     (swy_redop_t)9, comm, NULL, NULL),
+                  SWY_ERR_INVALID_ARG, comm, "op 9");
+    EXPECT_STATUS(swy_reduce_scatter(buf, buf, 4, (swy_dtype_t)42, SWY_SUM,
+                                     comm, NULL, NULL), SWY_ERR_INVALID_ARG,
+                  comm, "dtype 42");
+    EXPECT_STATUS(swy_reduce_scatter(buf, buf, (size_t)-5, SWY_FLOAT32,
+                                     SWY_SUM, comm, NULL, NULL),
+                  SWY_ERR_INVALID_ARG, comm,
+                  w > 1 ? "recvcount" : "too large");
+    EXPECT_STATUS(swy_reduce_scatter(buf, buf, 4, SWY_FLOAT32, SWY_SUM, NULL,
+                                     NULL, NULL), SWY_ERR_INVALID_ARG, NULL,
+                  "comm is NULL");
+
+    EXPECT_STATUS(swy_allgatherv(buf, 1, buf, NULL, displs, SWY_FLOAT32,
+                                 comm, NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "recvcounts is NULL");
+    EXPECT_STATUS(swy_allgatherv(buf, 1, buf, counts, NULL, SWY_FLOAT32,
+                                 comm, NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "rdispls is NULL");
+    EXPECT_STATUS(swy_allgatherv(buf, 0, buf, counts, huge, SWY_FLOAT32,
+                                 comm, NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "overflows");
+    EXPECT_STATUS(swy_allgatherv(buf, (size_t)-3, buf, counts, displs,
+                                 SWY_FLOAT32, comm, NULL, NULL),
+                  SWY_ERR_INVALID_ARG, comm, "sendcount");
+    size_t twos[64], overlap[64], apart[64];
+    for (int i = 0; i < 64; i++) {
+        twos[i] = 2;
+        overlap[i] = (size_t)i; /* regions [i, i+2) overlap */
+        apart[i] = 2 * (size_t)i;
+    }
+    if (w > 1)
+        EXPECT_STATUS(swy_allgatherv(buf, 2, buf, twos, overlap, SWY_FLOAT32,
+                                     comm, NULL, NULL), SWY_ERR_INVALID_ARG,
+                      comm, "overlap");
+    EXPECT_STATUS(swy_allgatherv(NULL, 2, buf, twos, apart, SWY_FLOAT32,
+                                 comm, NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "sendbuf is NULL");
+    EXPECT_STATUS(swy_allgatherv(buf, 0, NULL, twos, apart, SWY_FLOAT32,
+                                 comm, NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "recvbuf is NULL");
+    if (w == 1) /* with peers, the op header finds it on every rank */
+        EXPECT_STATUS(swy_allgatherv(buf, 3, buf + 8, twos, apart,
+                                     SWY_FLOAT32, comm, NULL, NULL),
+                      SWY_ERR_MISMATCH, comm, "recvcounts[0] 2");
+
+    EXPECT_STATUS(swy_reduce(buf, buf, 4, SWY_FLOAT32, SWY_SUM, w, comm, NULL,
+                             NULL), SWY_ERR_INVALID_ARG, comm, "root");
+    EXPECT_STATUS(swy_reduce(buf, buf, 4, SWY_FLOAT32, SWY_SUM, -1, comm,
+                             NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "root -1");
+    EXPECT_STATUS(swy_reduce(buf, buf, 4, SWY_FLOAT32, (swy_redop_t)-2, 0,
+                             comm, NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "op -2");
+    EXPECT_STATUS(swy_reduce(NULL, buf, 4, SWY_FLOAT32, SWY_SUM, 0, comm,
+                             NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "sendbuf is NULL");
+    EXPECT_STATUS(swy_reduce(buf, buf, (size_t)-5, SWY_FLOAT32, SWY_SUM, 0,
+                             comm, NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                  "too large");
+    if (rank == 0)
+        EXPECT_STATUS(swy_reduce(buf, NULL, 4, SWY_FLOAT32, SWY_SUM, 0, comm,
+                                 NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                      "recvbuf at the root is NULL");
+
+    EXPECT_STATUS(swy_gather(buf, buf, 4, SWY_FLOAT32, w, comm, NULL, NULL),
+                  SWY_ERR_INVALID_ARG, comm, "root");
+    EXPECT_STATUS(swy_gather(NULL, buf, 4, SWY_FLOAT32, 0, comm, NULL, NULL),
+                  SWY_ERR_INVALID_ARG, comm, "sendbuf is NULL");
+    EXPECT_STATUS(swy_gather(buf, buf, (size_t)-1 / 2, SWY_FLOAT32, 0, comm,
+                             NULL, NULL), SWY_ERR_INVALID_ARG, comm,
+                  w > 1 ? "overflows" : "too large");
+    if (rank == 0)
+        EXPECT_STATUS(swy_gather(buf, NULL, 4, SWY_FLOAT32, 0, comm, NULL,
+                                 NULL), SWY_ERR_INVALID_ARG, comm,
+                      "recvbuf at the root is NULL");
+    EXPECT_STATUS(swy_scatter(buf, buf, 4, SWY_FLOAT32, -3, comm, NULL, NULL),
+                  SWY_ERR_INVALID_ARG, comm, "root -3");
+    EXPECT_STATUS(swy_scatter(buf, NULL, 4, SWY_FLOAT32, 0, comm, NULL, NULL),
+                  SWY_ERR_INVALID_ARG, comm, "recvbuf is NULL");
+    EXPECT_STATUS(swy_scatter(buf, buf, 4, (swy_dtype_t)-1, 0, comm, NULL,
+                              NULL), SWY_ERR_INVALID_ARG, comm, "dtype -1");
+    if (rank == 0)
+        EXPECT_STATUS(swy_scatter(NULL, buf, 4, SWY_FLOAT32, 0, comm, NULL,
+                                  NULL), SWY_ERR_INVALID_ARG, comm,
+                      "sendbuf at the root is NULL");
+
+    /* Valid calls: buffers a rank does not use may be NULL there. */
+    float in[4], out[64 * 4];
+    for (int i = 0; i < 4; i++)
+        in[i] = (float)(rank + i);
+    int root = w - 1;
+    CHECK_OK(swy_reduce(in, rank == root ? out : NULL, 4, SWY_FLOAT32,
+                        SWY_SUM, root, comm, NULL, NULL), comm);
+    if (rank == root)
+        CHECK(out[1] == (float)(w * (w - 1) / 2 + w), "reduce: %f", out[1]);
+    CHECK_OK(swy_gather(in, rank == root ? out : NULL, 4, SWY_FLOAT32, root,
+                        comm, NULL, NULL), comm);
+    if (rank == root)
+        CHECK(out[4 * (w - 1)] == (float)(w - 1), "gather: %f",
+              out[4 * (w - 1)]);
+    CHECK_OK(swy_scatter(rank == root ? out : NULL, in, 4, SWY_FLOAT32, root,
+                         comm, NULL, NULL), comm);
+    CHECK(in[3] == (float)(rank + 3), "scatter: %f", in[3]);
+    return 0;
+}
 
 static int case_args(swy_comm_t comm, int rank, int w, void *arg)
 {
@@ -139,6 +264,8 @@ static int case_args(swy_comm_t comm, int rank, int w, void *arg)
     CHECK_OK(swy_comm_query(comm, "SWY_CREDIT_BYTES", value, sizeof(value)),
              comm);
     CHECK(strcmp(value, "4096") == 0, "credit follows partition: %s", value);
+    if (args_more(comm, rank, w))
+        return 1;
     /* The comm is still usable after rejected calls. */
     for (int i = 0; i < 4; i++)
         buf[i] = (float)rank;
@@ -326,6 +453,61 @@ static int case_allreduce_shared(swy_comm_t comm, int rank, int w, void *arg)
     return expect_failure(comm, req, SWY_ERR_MISMATCH, "count", 10);
 }
 
+/* Ranks that disagree on an argument of reduce_scatter, allgatherv,
+ * reduce, gather or scatter (the case "more_<name>", arg: the name):
+ * SWY_ERR_MISMATCH on every rank, the last rank (or rank 1) being the
+ * odd one out. */
+static int case_mismatch_more(swy_comm_t comm, int rank, int w, void *arg)
+{
+    const char *which = arg;
+    static float in[64 * 16], out[64 * 16];
+    size_t counts[64], displs[64];
+    swy_request_t req;
+    int odd = rank == w - 1;
+    const char *needle = "disagree";
+    swy_status_t posted;
+    if (!strcmp(which, "rs_count")) {
+        needle = "recvcount";
+        posted = swy_reduce_scatter(in, out, odd ? 9 : 10, SWY_FLOAT32,
+                                    SWY_SUM, comm, NULL, &req);
+    } else if (!strcmp(which, "reduce_root")) {
+        needle = "root";
+        posted = swy_reduce(in, out, 10, SWY_FLOAT32, SWY_SUM, odd ? 1 : 0,
+                            comm, NULL, &req);
+    } else if (!strcmp(which, "reduce_op")) {
+        posted = swy_reduce(in, out, 10, SWY_FLOAT32, odd ? SWY_MAX : SWY_SUM,
+                            0, comm, NULL, &req);
+    } else if (!strcmp(which, "gather_count")) {
+        needle = "gather(";
+        posted = swy_gather(in, out, odd ? 12 : 10, SWY_FLOAT32, 0, comm,
+                            NULL, &req);
+    } else if (!strcmp(which, "scatter_root")) {
+        needle = "scatter(";
+        posted = swy_scatter(in, out, 10, SWY_FLOAT32, odd ? 0 : 1, comm,
+                             NULL, &req);
+    } else if (!strcmp(which, "agv_counts") ||
+               !strcmp(which, "agv_sendcount")) {
+        /* rank w/2 (not a ring neighbour of rank 0 on 4 ranks or more)
+         * expects 7 elements of rank 0, which sends 10; or rank 0 sends 9
+         * where every rank, itself too, expects 10 */
+        int own = !strcmp(which, "agv_sendcount");
+        needle = own ? "sendcount" : "recvcounts[0]";
+        for (int j = 0; j < w; j++) {
+            counts[j] = 10;
+            displs[j] = (size_t)j * 16;
+        }
+        if (!own && rank == w / 2)
+            counts[0] = 7;
+        posted = swy_allgatherv(in, own && rank == 0 ? 9 : 10, out, counts,
+                                displs, SWY_FLOAT32, comm, NULL, &req);
+    } else {
+        fprintf(stderr, "unknown case more_%s\n", which);
+        return 1;
+    }
+    POST_OR_EXPECT(posted, SWY_ERR_MISMATCH, needle);
+    return expect_failure(comm, req, SWY_ERR_MISMATCH, needle, 10);
+}
+
 static int case_abort(swy_comm_t comm, int rank, int w, void *arg)
 {
     float buf[16] = {0};
@@ -413,12 +595,13 @@ int main(int argc, char **argv)
     else if (!strcmp(which, "partition")) fn = case_partition;
     else if (!strcmp(which, "abort")) fn = case_abort;
     else if (!strcmp(which, "timeout")) fn = case_timeout;
+    else if (!strncmp(which, "more_", 5)) fn = case_mismatch_more;
     if (fn == NULL) {
         fprintf(stderr, "unknown case %s\n", which);
         return 2;
     }
     swy_test_result_t result;
-    int rc = swy_test_spawn(w, fn, NULL, 60, &result);
+    int rc = swy_test_spawn(w, fn, (void *)(which + 5), 60, &result);
     if (!strcmp(which, "kill") || !strcmp(which, "kill_shared")) {
         /* the victim dies by SIGKILL by design */
         rc = 0;
