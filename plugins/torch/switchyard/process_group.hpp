@@ -186,9 +186,32 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
                          opts.reduceOp, copy_back);
   }
 
-  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>&,
-                                        const c10d::ReduceOptions&) override {
-    return notYet("reduce", "swy_reduce");
+  c10::intrusive_ptr<c10d::Work> reduce(
+      std::vector<at::Tensor>& tensors,
+      const c10d::ReduceOptions& opts) override {
+    const char* op = "reduce";
+    checkOneTensor(tensors, op, "tensors");
+    checkRoot(opts.rootRank, op);
+    TORCH_CHECK(opts.rootTensor == 0, "switchyard: ", op,
+                ": rootTensor must be 0, got ", opts.rootTensor);
+    const swy_redop_t redop = toRedop(opts.reduceOp, op);
+    size_t per_element = 1;
+    const swy_dtype_t dtype =
+        reduceDtype(tensors[0].scalar_type(), redop, op, &per_element);
+    const int root = static_cast<int>(opts.rootRank);
+    at::Tensor user = tensors[0];
+    at::Tensor buf = contiguousFor(user);
+    auto work = newWork(c10d::OpType::REDUCE, op, tensors, {buf});
+    if (root == rank_ && !buf.is_same(user)) {
+      work->on_success = [user, buf]() mutable { user.copy_(buf); };
+    }
+    const size_t count = static_cast<size_t>(buf.numel()) * per_element;
+    // In place on the root; the other ranks' tensors are left as they were.
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_reduce(buf.data_ptr(),
+                        root == rank_ ? buf.data_ptr() : nullptr, count,
+                        dtype, redop, root, comm_, attr, req);
+    });
   }
 
   c10::intrusive_ptr<c10d::Work> allgather(
@@ -302,27 +325,119 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
   }
 
   c10::intrusive_ptr<c10d::Work> gather(
-      std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&,
-      const c10d::GatherOptions&) override {
-    return notYet("gather", "swy_gather");
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const c10d::GatherOptions& opts) override {
+    const char* op = "gather";
+    checkOneTensor(inputs, op, "input_tensors");
+    checkRoot(opts.rootRank, op);
+    const int root = static_cast<int>(opts.rootRank);
+    std::vector<at::Tensor> users;
+    if (root == rank_) {
+      TORCH_CHECK(outputs.size() == 1, "switchyard: ", op,
+                  ": the root's output_tensors must hold one list, got ",
+                  outputs.size());
+      checkGatherList(outputs[0], inputs[0], op, "output_tensors[0]");
+      users = outputs[0];
+    } else {
+      TORCH_CHECK(outputs.empty() || (outputs.size() == 1 &&
+                                      outputs[0].empty()),
+                  "switchyard: ", op, ": only the root (rank ", root,
+                  ") passes output tensors; rank ", rank_, " passed some");
+    }
+    at::Tensor in = contiguousFor(inputs[0]);
+    at::Tensor gathered = root == rank_
+                              ? at::empty({size_ * in.numel()}, in.options())
+                              : at::empty({0}, in.options());
+    auto work = newWork(c10d::OpType::GATHER, op, users, {in, gathered});
+    if (root == rank_) {
+      work->on_success = [users, gathered]() mutable {
+        const int64_t n = users.empty() ? 0 : users[0].numel();
+        for (size_t r = 0; r < users.size(); ++r) {
+          users[r].copy_(gathered.narrow(0, r * n, n).view(users[r].sizes()));
+        }
+      };
+    }
+    const Movement move = movement(in.scalar_type());
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_gather(in.data_ptr(),
+                        root == rank_ ? gathered.data_ptr() : nullptr,
+                        tensorBytes(in) / move.unit, move.dtype, root, comm_,
+                        attr, req);
+    });
   }
 
   c10::intrusive_ptr<c10d::Work> scatter(
-      std::vector<at::Tensor>&, std::vector<std::vector<at::Tensor>>&,
-      const c10d::ScatterOptions&) override {
-    return notYet("scatter", "swy_scatter");
+      std::vector<at::Tensor>& outputs,
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ScatterOptions& opts) override {
+    const char* op = "scatter";
+    checkOneTensor(outputs, op, "output_tensors");
+    checkRoot(opts.rootRank, op);
+    const int root = static_cast<int>(opts.rootRank);
+    at::Tensor packed = at::empty({0}, outputs[0].options());
+    if (root == rank_) {
+      TORCH_CHECK(inputs.size() == 1, "switchyard: ", op,
+                  ": the root's input_tensors must hold one list, got ",
+                  inputs.size());
+      checkGatherList(inputs[0], outputs[0], op, "input_tensors[0]");
+      std::vector<at::Tensor> parts;
+      for (const auto& t : inputs[0]) {
+        parts.push_back(t.reshape({-1}));
+      }
+      packed = at::cat(parts);
+    } else {
+      TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
+                  "switchyard: ", op, ": only the root (rank ", root,
+                  ") passes input tensors; rank ", rank_, " passed some");
+    }
+    at::Tensor user = outputs[0];
+    at::Tensor out = contiguousFor(user);
+    auto work = newWork(c10d::OpType::SCATTER, op, outputs, {packed, out});
+    if (!out.is_same(user)) {
+      work->on_success = [user, out]() mutable { user.copy_(out); };
+    }
+    const Movement move = movement(out.scalar_type());
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_scatter(root == rank_ ? packed.data_ptr() : nullptr,
+                         out.data_ptr(), tensorBytes(out) / move.unit,
+                         move.dtype, root, comm_, attr, req);
+    });
   }
 
   c10::intrusive_ptr<c10d::Work> reduce_scatter(
-      std::vector<at::Tensor>&, std::vector<std::vector<at::Tensor>>&,
-      const c10d::ReduceScatterOptions&) override {
-    return notYet("reduce_scatter", "swy_reduce_scatter");
+      std::vector<at::Tensor>& outputs,
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts) override {
+    const char* op = "reduce_scatter";
+    checkOneTensor(outputs, op, "output_tensors");
+    TORCH_CHECK(inputs.size() == 1, "switchyard: ", op,
+                ": input_tensors must hold one list per process, got ",
+                inputs.size());
+    checkGatherList(inputs[0], outputs[0], op, "input_tensors[0]");
+    std::vector<at::Tensor> parts;
+    for (const auto& t : inputs[0]) {
+      parts.push_back(t.reshape({-1}));
+    }
+    return postReduceScatter(c10d::OpType::REDUCE_SCATTER, op, outputs,
+                             at::cat(parts), outputs[0], opts.reduceOp);
   }
 
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
-      at::Tensor&, at::Tensor&,
-      const c10d::ReduceScatterOptions&) override {
-    return notYet("_reduce_scatter_base", "swy_reduce_scatter");
+      at::Tensor& output, at::Tensor& input,
+      const c10d::ReduceScatterOptions& opts) override {
+    const char* op = "_reduce_scatter_base";
+    checkCpuTensor(output, op, "output_tensor");
+    checkCpuTensor(input, op, "input_tensor");
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(), "switchyard: ",
+                op, ": output dtype ", output.scalar_type(),
+                " differs from input dtype ", input.scalar_type());
+    TORCH_CHECK(input.numel() == size_ * output.numel(), "switchyard: ", op,
+                ": input has ", input.numel(), " elements, expected ", size_,
+                " x ", output.numel());
+    std::vector<at::Tensor> users = {output};
+    return postReduceScatter(c10d::OpType::_REDUCE_SCATTER_BASE, op, users,
+                             contiguousFor(input), output, opts.reduceOp);
   }
 
   c10::intrusive_ptr<c10d::Work> alltoall_base(
@@ -573,6 +688,29 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
     });
   }
 
+  // Reduces `packed` (size_ blocks of target's size, contiguous) and
+  // leaves this rank's block in target.
+  c10::intrusive_ptr<c10d::Work> postReduceScatter(
+      c10d::OpType type, const char* op, std::vector<at::Tensor>& users,
+      const at::Tensor& packed, const at::Tensor& target,
+      const c10d::ReduceOp& reduce_op) {
+    const swy_redop_t redop = toRedop(reduce_op, op);
+    size_t per_element = 1;
+    const swy_dtype_t dtype =
+        reduceDtype(target.scalar_type(), redop, op, &per_element);
+    at::Tensor out = contiguousFor(target);
+    auto work = newWork(type, op, users, {packed, out});
+    if (!out.is_same(target)) {
+      at::Tensor user = target;
+      work->on_success = [user, out]() mutable { user.copy_(out); };
+    }
+    const size_t count = static_cast<size_t>(out.numel()) * per_element;
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_reduce_scatter(packed.data_ptr(), out.data_ptr(), count,
+                                dtype, redop, comm_, attr, req);
+    });
+  }
+
   WorkPtr newWork(c10d::OpType type, const char* op,
                   std::vector<at::Tensor> outputs,
                   std::vector<at::Tensor> buffers) {
@@ -644,11 +782,6 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
     }
     std::lock_guard<std::mutex> lock(queue_mutex_);
     aborted_ = true;
-  }
-
-  c10::intrusive_ptr<c10d::Work> notYet(const char* op, const char* call) {
-    TORCH_CHECK(false, "switchyard: ", op, " is not supported yet (it waits "
-                "for ", call, " in the library)");
   }
 
   // Tests every outstanding request, newest included, so that an op that
