@@ -201,6 +201,18 @@ static swy_coll_ar_algo_t ar_algo_of(const swy_coll_args_t *args, int nranks)
         args, (swy_coll_ar_algo_t)args->allreduce_algo, nranks);
 }
 
+const swy_coll_algo_t *swy_coll_algo_choose(swy_coll_args_t *args,
+                                            int nranks)
+{
+    if (args->kind == SWY_COLL_ALLREDUCE)
+        args->allreduce_algo = (uint8_t)swy_coll_allreduce_choose(
+            args, swy_coll_allreduce_setting(), nranks);
+    if (args->kind == SWY_COLL_ALLTOALLV)
+        args->alltoallv_algo = (uint8_t)swy_coll_alltoallv_choose(
+            args, swy_coll_alltoallv_setting());
+    return swy_coll_algo_for(args, nranks);
+}
+
 const swy_coll_algo_t *swy_coll_algo_for(const swy_coll_args_t *args,
                                          int nranks)
 {

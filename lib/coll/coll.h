@@ -474,6 +474,13 @@ const char *swy_coll_allreduce_algo_name(swy_coll_ar_algo_t algo);
  * check makes the arguments equal on every rank. */
 const swy_coll_algo_t *swy_coll_algo_for(const swy_coll_args_t *args,
                                          int nranks);
+/* Resolve this rank's settings (SWY_ALLREDUCE_ALGO, SWY_ALLTOALLV_ALGO)
+ * into args (allreduce_algo, alltoallv_algo: the op header carries them,
+ * so ranks that chose differently fail rather than wait) and return the
+ * algorithm the op runs (swy_coll_algo_for); NULL for an unknown kind.
+ * args' shm, shm_a2a, mem and multi_host must be set. */
+const swy_coll_algo_t *swy_coll_algo_choose(swy_coll_args_t *args,
+                                            int nranks);
 const char *swy_coll_kind_name(swy_coll_kind_t kind);
 
 /* Header peers of an op: fills peers (capacity nranks), returns count. */

@@ -187,26 +187,12 @@ static int issue_link(swy_sched_t *s, int peer)
             s->stats.preemptions++;
         if (!uop->is_header)
             link->last_prio = uop->prio;
-        swy_transport_t *tp = uop->tp;
-        swy_status_t status;
-        /* A transport with device services takes the op's priority (the
-         * nccl plugin's high- or low-priority stream); one with send
-         * hints hears which sends are bulk (the ucx plugin then skips its
-         * eager path to local ranks). */
-        if (!uop->is_header && tp->dev != NULL && tp->dev->isend_prio != NULL)
-            status = tp->dev->isend_prio(
-                tp->ctx, peer, uop->wire_tag, uop->x.buf, uop->x.bytes,
-                uop->x.mem, uop->prio, swy_sched_uop_complete_cb, uop,
-                &uop->handle);
-        else if (!uop->is_header && uop->x.bulk && tp->hints != NULL)
-            status = tp->hints->isend_hinted(
-                tp->ctx, peer, uop->wire_tag, uop->x.buf, uop->x.bytes,
-                uop->x.mem, SWY_SEND_HINT_BULK, swy_sched_uop_complete_cb, uop,
-                &uop->handle);
-        else
-            status = tp->ops->isend(
-                tp->ctx, peer, uop->wire_tag, uop->x.buf, uop->x.bytes,
-                uop->x.mem, swy_sched_uop_complete_cb, uop, &uop->handle);
+        /* Headers carry no priority or hint: they gate nothing. */
+        swy_status_t status = swy_transport_isend(
+            uop->tp, peer, uop->wire_tag, uop->x.buf, uop->x.bytes,
+            uop->x.mem, uop->is_header ? -1 : uop->prio,
+            !uop->is_header && uop->x.bulk, swy_sched_uop_complete_cb, uop,
+            &uop->handle);
         if (status != SWY_OK) {
             swy_sched_link_account(s, uop, -1);
             uop->state = UOP_READY; /* never reached the transport */

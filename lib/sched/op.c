@@ -491,18 +491,11 @@ swy_status_t swy_sched_post(swy_sched_comm_t *c, const swy_coll_args_t *args,
         memcpy(op->name, name, len);
     }
     op->args = *args;
-    /* This rank's SWY_ALLREDUCE_ALGO, resolved for the op: the header
-     * carries it, so ranks that chose differently fail, not wait. */
+    /* What the algorithm's choice depends on (lib/coll chooses). */
     op->args.multi_host = (uint8_t)c->multi_host;
     op->args.shm = args->mem == SWY_MEM_HOST ? c->shm : NULL;
     op->args.shm_a2a = args->mem == SWY_MEM_HOST ? c->shm_a2a : NULL;
-    if (args->kind == SWY_COLL_ALLREDUCE)
-        op->args.allreduce_algo = (uint8_t)swy_coll_allreduce_choose(
-            &op->args, swy_coll_allreduce_setting(), w);
-    if (args->kind == SWY_COLL_ALLTOALLV)
-        op->args.alltoallv_algo = (uint8_t)swy_coll_alltoallv_choose(
-            &op->args, swy_coll_alltoallv_setting());
-    op->algo = swy_coll_algo_for(&op->args, w);
+    op->algo = swy_coll_algo_choose(&op->args, w);
     swy_list_init(&op->uops);
     swy_list_init(&op->gated);
     swy_list_init(&op->start_recvs);

@@ -106,6 +106,17 @@ swy_status_t swy_transport_set_connect_all(swy_transport_set_t *set,
                                            const size_t *rank_lens,
                                            const swy_topo_t *topo);
 
+/* Send through tp by the best entry it offers: a transport with device
+ * services takes the op's priority (prio >= 0: the nccl plugin's high- or
+ * low-priority stream), one with send hints hears which sends are bulk
+ * (the ucx plugin then skips its eager path to local ranks), any other
+ * gets a plain isend. prio -1: no priority (a header). */
+swy_status_t swy_transport_isend(swy_transport_t *tp, int peer, uint64_t tag,
+                                 const void *buf, size_t bytes,
+                                 swy_mem_type_t mem, int prio, int bulk,
+                                 swy_transport_complete_cb_v1_t cb,
+                                 void *cb_arg, void **handle_p);
+
 /* Chosen transport for (peer, mem); NULL when none. */
 swy_transport_t *swy_transport_for_peer(swy_transport_set_t *set, int peer,
                                         swy_mem_type_t mem);

@@ -22,8 +22,13 @@
  * counts, and they are the ones checked that round. Round 1 checks ranks
  * 2 and 3, round 2 ranks 0 and 1: every rank is checked.
  *
+ * With split, the high-priority all-to-all runs on a communicator split
+ * from the world across the nodes ({0, 2} and {1, 3}), the backlog and
+ * the local exchange on the world: one engine orders them on the same
+ * links and the same uplink.
+ *
  * Usage: swy-run --nodes 2 --ranks-per-node 2 --link 1gbit
- *        test_uplink TRACE_DIR */
+ *        test_uplink TRACE_DIR [split] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,11 +165,12 @@ static int check_trace(int rank, const char *path)
 int main(int argc, char **argv)
 {
     int rank = -1;
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_uplink TRACE_DIR (under swy-run "
-                "--nodes 2 --ranks-per-node 2)\n");
+    if (argc != 2 && !(argc == 3 && strcmp(argv[2], "split") == 0)) {
+        fprintf(stderr, "usage: test_uplink TRACE_DIR [split] (under "
+                "swy-run --nodes 2 --ranks-per-node 2)\n");
         return 2;
     }
+    int split = argc == 3;
     char pattern[600], path[700];
     snprintf(pattern, sizeof(pattern), "%s/uplink.%%r.json", argv[1]);
     setenv("SWY_TRACE", pattern, 1);
@@ -210,6 +216,17 @@ int main(int argc, char **argv)
         ns[i] = (float)(rank * 5 + (int)(i % 13));
     sc[rank ^ 2] = high_per;
     nc[rank ^ 1] = near_per;
+    /* split: the high op on {rank, rank ^ 2}, ordered by world rank. */
+    swy_comm_t hcomm = comm;
+    size_t hsc[2] = {0}, hsd[2] = {0};
+    if (split) {
+        OK(swy_comm_split(comm, rank & 1, rank, &hcomm));
+        if (swy_comm_size(hcomm) != 2 ||
+            swy_comm_rank(hcomm) != (rank < (rank ^ 2) ? 0 : 1))
+            FAIL("the split gave rank %d of %d", swy_comm_rank(hcomm),
+                 swy_comm_size(hcomm));
+        hsc[1 - swy_comm_rank(hcomm)] = high_per;
+    }
     for (int round = 1; round <= ROUNDS; round++) {
         char low_name[16], near_name[16], high_name[16];
         snprintf(low_name, sizeof(low_name), "backlog%d", round);
@@ -236,8 +253,12 @@ int main(int argc, char **argv)
         }
         OK(swy_alltoallv(ns, nc, nd, nr, nc, nd, SWY_FLOAT32, comm, &nlow,
                          &nreq));
-        OK(swy_alltoallv(hs, sc, sd, hr, sc, sd, SWY_FLOAT32, comm, &hi,
-                         &hreq));
+        if (split)
+            OK(swy_alltoallv(hs, hsc, hsd, hr, hsc, hsd, SWY_FLOAT32, hcomm,
+                             &hi, &hreq));
+        else
+            OK(swy_alltoallv(hs, sc, sd, hr, sc, sd, SWY_FLOAT32, comm, &hi,
+                             &hreq));
         OK(swy_wait(hreq));
         OK(swy_wait(nreq));
         OK(swy_wait(lreq));
@@ -259,6 +280,8 @@ int main(int argc, char **argv)
                     FAIL("round %d: backlog: element %zu from rank %d",
                          round, i, j);
     }
+    if (hcomm != comm)
+        OK(swy_comm_destroy(hcomm));
     OK(swy_comm_destroy(comm));
     free(ls);
     free(lr);
