@@ -40,11 +40,12 @@ say() { printf '\n== %s\n' "$*"; }
 
 # python3-torch: the coll benchmark's PyTorch gloo peer (MEASURE.md) and
 # its test; about 150 MB to fetch. nftables: the packet-loss fault test
-# (tests/emu, emu_fault_loss).
+# (tests/emu, emu_fault_loss). libtorch-dev, pybind11-dev, g++ and
+# python3-dev: the torch.distributed backend (plugins/torch).
 packages=(meson ninja-build pkg-config gcc libc6-dev
           libucx-dev ucx-utils libhwloc-dev hwloc libevent-dev
           openmpi-bin libopenmpi-dev iproute2 libopenblas-dev python3-torch
-          strace nftables)
+          strace nftables libtorch-dev pybind11-dev g++ python3-dev)
 
 install_missing() {
     [[ ${SWY_QS_NO_INSTALL:-0} == 1 ]] && return 0

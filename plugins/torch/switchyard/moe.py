@@ -1,0 +1,203 @@
+"""switchyard.torch.MoE: a Mixture-of-Experts layer whose dispatch and
+combine go through the library's expert-parallel exchange (moe.h) on a
+"switchyard" process group, or through torch.distributed's all-to-all on
+any other group (gloo: the oracle of the tests and the training script).
+
+Each rank holds `experts_per_rank` experts (global expert g lives on rank
+g // experts_per_rank); the gate is replicated (wrap the model in DDP over
+the data-parallel group as usual). The exchanges are autograd Functions:
+their backward runs the library's combine and dispatch backward, which
+are collective, so every rank must run the same forward and backward.
+"""
+import math
+
+import torch
+import torch.distributed as dist
+import torch.distributed.nn.functional as dist_fn
+import torch.nn.functional as F
+
+from . import _C
+
+
+class _Dispatch(torch.autograd.Function):
+    """tokens [S, H] -> expert_in [recv_rows, H], expert-major."""
+
+    @staticmethod
+    def forward(ctx, tokens, route):
+        ctx.route = route
+        return route.dispatch(tokens)
+
+    @staticmethod
+    def backward(ctx, grad_expert_in):
+        return ctx.route.dispatch_backward(grad_expert_in.contiguous()), None
+
+
+class _Combine(torch.autograd.Function):
+    """expert_out [recv_rows, H], topk_w [S, k] -> tokens_out [S, H]."""
+
+    @staticmethod
+    def forward(ctx, expert_out, topk_w, route):
+        ctx.route = route
+        ctx.save_for_backward(topk_w)
+        return route.combine(expert_out, topk_w)
+
+    @staticmethod
+    def backward(ctx, grad_tokens_out):
+        (topk_w,) = ctx.saved_tensors
+        grad_expert_out, grad_topk_w = ctx.route.combine_backward(
+            grad_tokens_out.contiguous(), topk_w)
+        return grad_expert_out, grad_topk_w, None
+
+
+class _TorchRoute:
+    """The exchange of one batch over torch.distributed (any backend), with
+    autograd through torch's all_to_all_single: rows travel rank-major and
+    are put expert-major on arrival."""
+
+    def __init__(self, group, experts_per_rank, topk_idx):
+        world = group.size()
+        self.group = group
+        tokens, k = topk_idx.shape
+        flat = topk_idx.reshape(-1)
+        valid = (flat >= 0).nonzero().reshape(-1)
+        experts = flat[valid]
+        # Send order: by destination expert (so by rank), then (token, slot).
+        order = torch.argsort(experts * (tokens * k) + valid)
+        self.send_slot = valid[order]          # flat slot of each sent row
+        self.send_token = self.send_slot // k
+        send_counts = torch.bincount(experts, minlength=world *
+                                     experts_per_rank)
+        recv_counts = torch.empty_like(send_counts)
+        dist.all_to_all_single(recv_counts, send_counts, group=group)
+        by_rank = send_counts.reshape(world, experts_per_rank)
+        self.send_splits = by_rank.sum(1).tolist()
+        recv = recv_counts.reshape(world, experts_per_rank)  # [src, expert]
+        self.recv_splits = recv.sum(1).tolist()
+        # Arrived rank-major ([src][expert]); expert-major is [expert][src].
+        starts = torch.cumsum(recv.reshape(-1), 0) - recv.reshape(-1)
+        starts = starts.reshape(world, experts_per_rank)
+        pieces = [torch.arange(int(starts[r, e]),
+                               int(starts[r, e] + recv[r, e]))
+                  for e in range(experts_per_rank) for r in range(world)]
+        self.to_expert_major = torch.cat(pieces) if pieces else \
+            torch.zeros(0, dtype=torch.long)
+        self.to_rank_major = torch.argsort(self.to_expert_major)
+        per_expert = recv.sum(0)
+        self.offsets = [0] + torch.cumsum(per_expert, 0).tolist()
+        self.tokens, self.k = tokens, k
+
+    def expert_offsets(self):
+        return self.offsets
+
+    def dispatch(self, tokens):
+        rows = tokens[self.send_token]
+        arrived = tokens.new_empty(sum(self.recv_splits), tokens.shape[1])
+        arrived = dist_fn.all_to_all_single(
+            arrived, rows, self.recv_splits, self.send_splits,
+            group=self.group)
+        return arrived[self.to_expert_major]
+
+    def combine(self, expert_out, topk_w):
+        rows = expert_out[self.to_rank_major]
+        back = expert_out.new_empty(len(self.send_slot), expert_out.shape[1])
+        back = dist_fn.all_to_all_single(
+            back, rows, self.send_splits, self.recv_splits, group=self.group)
+        weights = topk_w.reshape(-1)[self.send_slot].unsqueeze(1)
+        out = expert_out.new_zeros(self.tokens, expert_out.shape[1])
+        return out.index_add(0, self.send_token, back * weights)
+
+
+def capacity_mask(topk_idx, num_experts, capacity_factor):
+    """Drops (sets to -1) the slots beyond each expert's capacity,
+    ceil(capacity_factor * S * k / E) rows from this rank, first-choice
+    slots before second-choice ones (GShard). 0 means no limit."""
+    tokens, k = topk_idx.shape
+    if capacity_factor <= 0 or tokens == 0:
+        return topk_idx
+    capacity = math.ceil(capacity_factor * tokens * k / num_experts)
+    slot_major = topk_idx.t().reshape(-1)
+    onehot = F.one_hot(slot_major, num_experts)
+    position = (onehot.cumsum(0) * onehot).sum(1) - 1
+    kept = torch.where(position < capacity, slot_major,
+                       torch.full_like(slot_major, -1))
+    return kept.reshape(k, tokens).t().contiguous()
+
+
+class MoE(torch.nn.Module):
+    """Top-k gated experts (two-layer GELU FFNs as batched weights).
+
+    hidden, ffn_hidden: sizes; experts_per_rank: experts on each rank;
+    top_k: slots per token; capacity_factor: see capacity_mask() (0: no
+    limit); group: the expert-parallel "switchyard" group (default: the
+    default group); gate: "gshard" (uniform balance loss weights) or "ta"
+    (TA-MoE: weights from the library's link matrix, steering tokens toward
+    the faster links). After forward, `aux_loss` holds the balance loss
+    E * sum_e w_e f_e m_e (f: fraction of first choices, m: mean gate
+    probability); add it to the loss with a small coefficient. On a group
+    of another backend the exchanges run over torch.distributed's
+    all-to-all instead (gate "ta" needs a "switchyard" group).
+    """
+
+    def __init__(self, hidden, ffn_hidden, experts_per_rank=1, top_k=2,
+                 capacity_factor=1.25, group=None, gate="gshard"):
+        super().__init__()
+        if group is None:
+            group = dist.distributed_c10d._get_default_group()
+        on_library = isinstance(group, _C.ProcessGroupSwitchyard)
+        if gate not in ("gshard", "ta"):
+            raise ValueError(f"switchyard.torch.MoE: gate {gate!r} is not "
+                             "'gshard' or 'ta'")
+        if gate == "ta" and not on_library:
+            raise TypeError("switchyard.torch.MoE: gate 'ta' needs a "
+                            f"'switchyard' process group, got {type(group)}")
+        world = group.size()
+        self.hidden = hidden
+        self.top_k = top_k
+        self.experts_per_rank = experts_per_rank
+        self.num_experts = world * experts_per_rank
+        self.capacity_factor = capacity_factor
+        self.gate = torch.nn.Linear(hidden, self.num_experts, bias=False)
+        self.w1 = torch.nn.Parameter(
+            torch.randn(experts_per_rank, hidden, ffn_hidden)
+            / math.sqrt(hidden))
+        self.w2 = torch.nn.Parameter(
+            torch.randn(experts_per_rank, ffn_hidden, hidden)
+            / math.sqrt(ffn_hidden))
+        if gate == "ta":
+            weights = _C.ta_expert_weights(group, experts_per_rank)
+        else:
+            weights = [1.0] * self.num_experts
+        self.register_buffer("balance_weight",
+                             torch.tensor(weights, dtype=torch.float32))
+        self._group = group
+        self._plan = _C.MoePlan(group, experts_per_rank, hidden, top_k,
+                                capacity_factor) if on_library else None
+        self.aux_loss = None
+
+    def forward(self, x):
+        shape = x.shape
+        tokens = x.reshape(-1, self.hidden)
+        probs = F.softmax(self.gate(tokens), dim=-1)
+        topk_w, topk_idx = probs.topk(self.top_k, dim=-1)
+        first = F.one_hot(topk_idx[:, 0], self.num_experts).float()
+        fraction = first.mean(0) if len(tokens) else first.sum(0)
+        mean_prob = probs.mean(0) if len(tokens) else probs.sum(0)
+        self.aux_loss = self.num_experts * (
+            self.balance_weight * fraction * mean_prob).sum()
+        topk_idx = capacity_mask(topk_idx, self.num_experts,
+                                 self.capacity_factor)
+        if self._plan is not None:
+            route = self._plan.route(topk_idx)
+            expert_in = _Dispatch.apply(tokens, route)
+        else:
+            route = _TorchRoute(self._group, self.experts_per_rank, topk_idx)
+            expert_in = route.dispatch(tokens)
+        offsets = route.expert_offsets()
+        expert_out = torch.cat([
+            F.gelu(expert_in[offsets[e]:offsets[e + 1]] @ self.w1[e])
+            @ self.w2[e] for e in range(self.experts_per_rank)])
+        if self._plan is not None:
+            out = _Combine.apply(expert_out, topk_w.contiguous(), route)
+        else:
+            out = route.combine(expert_out, topk_w)
+        return out.reshape(shape)

@@ -1,0 +1,896 @@
+// The "switchyard" torch.distributed backend: a c10d::ProcessGroup over the
+// public C API (switchyard.h), for CPU tensors on torch 1.13. Part of the
+// extension's one translation unit (module.cpp).
+//
+// Threads: ops are posted from the caller's thread and never block; one
+// completion thread per process group tests the outstanding requests, copies
+// results back where a temporary was needed, and completes each Work and its
+// Future, so DDP's comm hooks run without anyone calling wait(). Only that
+// thread touches a request after its post (the C API allows one tester at a
+// time). comm_mutex_ pairs every C call with the swy_last_error() that
+// explains it, since that text is kept per communicator.
+
+#pragma once
+
+#include <switchyard/switchyard.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/utils/pybind.h>
+
+#include <pybind11/chrono.h>
+#include <pybind11/pybind11.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "priority.hpp"
+#include "tensors.hpp"
+#include "work.hpp"
+
+namespace switchyard_torch {
+
+// A communicator split off the default group for the group that torch is
+// about to create on this thread (switchyard.torch wraps new_group: torch
+// 1.13 calls a backend's creator on the new group's members only, and a
+// split is collective over the parent).
+inline thread_local swy_comm_t tls_split_comm = nullptr;
+
+class ProcessGroupSwitchyard : public c10d::ProcessGroup {
+ public:
+  ProcessGroupSwitchyard(const c10::intrusive_ptr<c10d::Store>& store,
+                         int rank, int size)
+      : c10d::ProcessGroup(rank, size) {
+    if (tls_split_comm != nullptr) {
+      adoptSplit();
+      return;
+    }
+    // Otherwise a rendezvous of its own through the group's store (torch
+    // prefixes it per group), as ProcessGroupNCCL does.
+    static const char* const key = "switchyard/unique_id";
+    swy_unique_id_t id;
+    if (rank == 0) {
+      swy_status_t status = swy_get_unique_id(&id);
+      TORCH_CHECK(status == SWY_OK, "switchyard: swy_get_unique_id failed: ",
+                  swy_status_string(status), ": ", swy_last_error(nullptr));
+      store->set(key, std::vector<uint8_t>(id.bytes, id.bytes + sizeof id));
+    } else {
+      std::vector<uint8_t> bytes = store->get(key);
+      TORCH_CHECK(bytes.size() == sizeof id, "switchyard: the store's ", key,
+                  " holds ", bytes.size(), " bytes, expected ", sizeof id);
+      std::memcpy(id.bytes, bytes.data(), sizeof id);
+    }
+    swy_status_t status = swy_comm_init_rank(&comm_, size, &id, rank);
+    TORCH_CHECK(status == SWY_OK, "switchyard: swy_comm_init_rank(rank ",
+                rank, " of ", size, ") failed: ", swy_status_string(status),
+                ": ", swy_last_error(nullptr));
+    init();
+    completion_thread_ = std::thread([this] { completionLoop(); });
+  }
+
+  // Splits this group's communicator for the group torch creates next on
+  // this thread (color SWY_SPLIT_NOCOLOR: this rank is not in it).
+  // Collective over this group.
+  void splitForNextGroup(int color, int key) {
+    TORCH_CHECK(tls_split_comm == nullptr,
+                "switchyard: a split for a new group is still pending");
+    swy_comm_t comm = liveComm();
+    TORCH_CHECK(comm != nullptr, "switchyard: new_group: the parent group "
+                "was aborted");
+    swy_comm_t child = nullptr;
+    swy_status_t status;
+    {
+      py::gil_scoped_release no_gil;
+      status = swy_comm_split(comm, color, key, &child);
+    }
+    TORCH_CHECK(status == SWY_OK, "switchyard: new_group: swy_comm_split(",
+                color, ", ", key, ") failed: ", swy_status_string(status),
+                ": ", swy_last_error(comm));
+    tls_split_comm = child;
+  }
+
+  // Drops a split that no group took (torch refused the group after it).
+  static void dropPendingSplit() {
+    if (tls_split_comm != nullptr) {
+      swy_comm_abort(tls_split_comm);
+      tls_split_comm = nullptr;
+    }
+  }
+
+  ~ProcessGroupSwitchyard() override {
+    // The completion thread runs Future callbacks that may need the GIL.
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      py::gil_scoped_release no_gil;
+      shutdown();
+    } else {
+      shutdown();
+    }
+  }
+
+  const std::string getBackendName() const override {
+    return "switchyard";
+  }
+
+  // The communicator, for splits and the MoE exchanges (moe.hpp); NULL once
+  // the group was aborted.
+  swy_comm_t liveComm() {
+    std::lock_guard<std::mutex> lock(comm_mutex_);
+    return comm_;
+  }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(
+      std::vector<at::Tensor>& tensors,
+      const c10d::BroadcastOptions& opts) override {
+    const char* op = "broadcast";
+    checkOneTensor(tensors, op, "tensors");
+    checkRoot(opts.rootRank, op);
+    TORCH_CHECK(opts.rootTensor == 0, "switchyard: ", op,
+                ": rootTensor must be 0, got ", opts.rootTensor);
+    at::Tensor user = tensors[0];
+    at::Tensor buf = contiguousFor(user);
+    auto work = newWork(c10d::OpType::BROADCAST, op, tensors, {buf});
+    if (!buf.is_same(user)) {
+      work->on_success = [user, buf]() mutable { user.copy_(buf); };
+    }
+    const Movement move = movement(buf.scalar_type());
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_broadcast(buf.data_ptr(), tensorBytes(buf) / move.unit,
+                           move.dtype, static_cast<int>(opts.rootRank), comm_,
+                           attr, req);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceOptions& opts) override {
+    const char* op = "allreduce";
+    checkOneTensor(tensors, op, "tensors");
+    return postAllreduce(c10d::OpType::ALLREDUCE, op, tensors, tensors[0],
+                         opts.reduceOp, nullptr);
+  }
+
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceCoalescedOptions& opts) override {
+    const char* op = "allreduce_coalesced";
+    TORCH_CHECK(!tensors.empty(), "switchyard: ", op, ": tensors is empty");
+    for (const auto& t : tensors) {
+      checkCpuTensor(t, op, "tensors");
+      TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(), "switchyard: ",
+                  op, ": tensors mix dtypes ", tensors[0].scalar_type(),
+                  " and ", t.scalar_type());
+    }
+    // One reduction over the concatenation, then each slice back.
+    std::vector<at::Tensor> flat_parts;
+    for (const auto& t : tensors) {
+      flat_parts.push_back(t.reshape({-1}));
+    }
+    at::Tensor flat = at::cat(flat_parts);
+    std::vector<at::Tensor> users = tensors;
+    auto copy_back = [users, flat]() mutable {
+      int64_t at_elem = 0;
+      for (auto& t : users) {
+        t.copy_(flat.narrow(0, at_elem, t.numel()).view(t.sizes()));
+        at_elem += t.numel();
+      }
+    };
+    return postAllreduce(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, flat,
+                         opts.reduceOp, copy_back);
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce(
+      std::vector<at::Tensor>& tensors,
+      const c10d::ReduceOptions& opts) override {
+    const char* op = "reduce";
+    checkOneTensor(tensors, op, "tensors");
+    checkRoot(opts.rootRank, op);
+    TORCH_CHECK(opts.rootTensor == 0, "switchyard: ", op,
+                ": rootTensor must be 0, got ", opts.rootTensor);
+    const swy_redop_t redop = toRedop(opts.reduceOp, op);
+    size_t per_element = 1;
+    const swy_dtype_t dtype =
+        reduceDtype(tensors[0].scalar_type(), redop, op, &per_element);
+    const int root = static_cast<int>(opts.rootRank);
+    at::Tensor user = tensors[0];
+    at::Tensor buf = contiguousFor(user);
+    auto work = newWork(c10d::OpType::REDUCE, op, tensors, {buf});
+    if (root == rank_ && !buf.is_same(user)) {
+      work->on_success = [user, buf]() mutable { user.copy_(buf); };
+    }
+    const size_t count = static_cast<size_t>(buf.numel()) * per_element;
+    // In place on the root; the other ranks' tensors are left as they were.
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_reduce(buf.data_ptr(),
+                        root == rank_ ? buf.data_ptr() : nullptr, count,
+                        dtype, redop, root, comm_, attr, req);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather(
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions&) override {
+    const char* op = "allgather";
+    checkOneTensor(inputs, op, "input_tensors");
+    TORCH_CHECK(outputs.size() == 1, "switchyard: ", op,
+                ": output_tensors must hold one list per process, got ",
+                outputs.size());
+    checkGatherList(outputs[0], inputs[0], op, "output_tensors[0]");
+    at::Tensor in = contiguousFor(inputs[0]);
+    at::Tensor gathered = at::empty({size_ * in.numel()}, in.options());
+    std::vector<at::Tensor> users = outputs[0];
+    auto work = newWork(c10d::OpType::ALLGATHER, op, users, {in, gathered});
+    work->on_success = [users, gathered]() mutable {
+      const int64_t n = users.empty() ? 0 : users[0].numel();
+      for (size_t r = 0; r < users.size(); ++r) {
+        users[r].copy_(gathered.narrow(0, r * n, n).view(users[r].sizes()));
+      }
+    };
+    const Movement move = movement(in.scalar_type());
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_allgather(in.data_ptr(), gathered.data_ptr(),
+                           tensorBytes(in) / move.unit, move.dtype, comm_,
+                           attr, req);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> _allgather_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::AllgatherOptions&) override {
+    const char* op = "_allgather_base";
+    checkCpuTensor(output, op, "output_tensor");
+    checkCpuTensor(input, op, "input_tensor");
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(), "switchyard: ",
+                op, ": output dtype ", output.scalar_type(),
+                " differs from input dtype ", input.scalar_type());
+    TORCH_CHECK(output.numel() == size_ * input.numel(), "switchyard: ", op,
+                ": output has ", output.numel(), " elements, expected ",
+                size_, " x ", input.numel());
+    at::Tensor in = contiguousFor(input);
+    at::Tensor out = contiguousFor(output);
+    auto work = newWork(c10d::OpType::_ALLGATHER_BASE, op, {output}, {in, out});
+    if (!out.is_same(output)) {
+      at::Tensor user = output;
+      work->on_success = [user, out]() mutable { user.copy_(out); };
+    }
+    const Movement move = movement(in.scalar_type());
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_allgather(in.data_ptr(), out.data_ptr(),
+                           tensorBytes(in) / move.unit, move.dtype, comm_,
+                           attr, req);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& output_lists,
+      std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions&) override {
+    const char* op = "allgather_coalesced";
+    TORCH_CHECK(output_lists.size() == static_cast<size_t>(size_),
+                "switchyard: ", op, ": output_tensor_lists must hold ", size_,
+                " lists (one per rank), got ", output_lists.size());
+    for (const auto& list : output_lists) {
+      TORCH_CHECK(list.size() == inputs.size(), "switchyard: ", op,
+                  ": each output list must hold ", inputs.size(),
+                  " tensors (as input_tensor_list), got ", list.size());
+      for (size_t i = 0; i < list.size(); ++i) {
+        checkCpuTensor(list[i], op, "output_tensor_lists");
+        checkSameShape(list[i], inputs[i], op);
+      }
+    }
+    // Each rank's inputs as one run of bytes; one allgather of the runs.
+    std::vector<at::Tensor> byte_parts;
+    for (const auto& t : inputs) {
+      checkCpuTensor(t, op, "input_tensor_list");
+      byte_parts.push_back(
+          contiguousFor(t).reshape({-1}).view(at::kByte));
+    }
+    at::Tensor packed = byte_parts.empty()
+                            ? at::empty({0}, at::kByte)
+                            : at::cat(byte_parts);
+    at::Tensor gathered = at::empty({size_ * packed.numel()}, at::kByte);
+    std::vector<at::Tensor> flat_outputs;
+    for (const auto& list : output_lists) {
+      flat_outputs.insert(flat_outputs.end(), list.begin(), list.end());
+    }
+    auto work = newWork(c10d::OpType::ALLGATHER_COALESCED, op, flat_outputs,
+                        {packed, gathered});
+    std::vector<std::vector<at::Tensor>> users = output_lists;
+    const int64_t run = packed.numel();
+    work->on_success = [users, gathered, run]() mutable {
+      for (size_t r = 0; r < users.size(); ++r) {
+        int64_t at_byte = r * run;
+        for (auto& t : users[r]) {
+          const int64_t n = tensorBytes(t);
+          t.copy_(gathered.narrow(0, at_byte, n)
+                      .view(t.scalar_type())
+                      .view(t.sizes()));
+          at_byte += n;
+        }
+      }
+    };
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_allgather(packed.data_ptr(), gathered.data_ptr(),
+                           static_cast<size_t>(run), SWY_UINT8, comm_, attr,
+                           req);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> gather(
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const c10d::GatherOptions& opts) override {
+    const char* op = "gather";
+    checkOneTensor(inputs, op, "input_tensors");
+    checkRoot(opts.rootRank, op);
+    const int root = static_cast<int>(opts.rootRank);
+    std::vector<at::Tensor> users;
+    if (root == rank_) {
+      TORCH_CHECK(outputs.size() == 1, "switchyard: ", op,
+                  ": the root's output_tensors must hold one list, got ",
+                  outputs.size());
+      checkGatherList(outputs[0], inputs[0], op, "output_tensors[0]");
+      users = outputs[0];
+    } else {
+      TORCH_CHECK(outputs.empty() || (outputs.size() == 1 &&
+                                      outputs[0].empty()),
+                  "switchyard: ", op, ": only the root (rank ", root,
+                  ") passes output tensors; rank ", rank_, " passed some");
+    }
+    at::Tensor in = contiguousFor(inputs[0]);
+    at::Tensor gathered = root == rank_
+                              ? at::empty({size_ * in.numel()}, in.options())
+                              : at::empty({0}, in.options());
+    auto work = newWork(c10d::OpType::GATHER, op, users, {in, gathered});
+    if (root == rank_) {
+      work->on_success = [users, gathered]() mutable {
+        const int64_t n = users.empty() ? 0 : users[0].numel();
+        for (size_t r = 0; r < users.size(); ++r) {
+          users[r].copy_(gathered.narrow(0, r * n, n).view(users[r].sizes()));
+        }
+      };
+    }
+    const Movement move = movement(in.scalar_type());
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_gather(in.data_ptr(),
+                        root == rank_ ? gathered.data_ptr() : nullptr,
+                        tensorBytes(in) / move.unit, move.dtype, root, comm_,
+                        attr, req);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> scatter(
+      std::vector<at::Tensor>& outputs,
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ScatterOptions& opts) override {
+    const char* op = "scatter";
+    checkOneTensor(outputs, op, "output_tensors");
+    checkRoot(opts.rootRank, op);
+    const int root = static_cast<int>(opts.rootRank);
+    at::Tensor packed = at::empty({0}, outputs[0].options());
+    if (root == rank_) {
+      TORCH_CHECK(inputs.size() == 1, "switchyard: ", op,
+                  ": the root's input_tensors must hold one list, got ",
+                  inputs.size());
+      checkGatherList(inputs[0], outputs[0], op, "input_tensors[0]");
+      std::vector<at::Tensor> parts;
+      for (const auto& t : inputs[0]) {
+        parts.push_back(t.reshape({-1}));
+      }
+      packed = at::cat(parts);
+    } else {
+      TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
+                  "switchyard: ", op, ": only the root (rank ", root,
+                  ") passes input tensors; rank ", rank_, " passed some");
+    }
+    at::Tensor user = outputs[0];
+    at::Tensor out = contiguousFor(user);
+    auto work = newWork(c10d::OpType::SCATTER, op, outputs, {packed, out});
+    if (!out.is_same(user)) {
+      work->on_success = [user, out]() mutable { user.copy_(out); };
+    }
+    const Movement move = movement(out.scalar_type());
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_scatter(root == rank_ ? packed.data_ptr() : nullptr,
+                         out.data_ptr(), tensorBytes(out) / move.unit,
+                         move.dtype, root, comm_, attr, req);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs,
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts) override {
+    const char* op = "reduce_scatter";
+    checkOneTensor(outputs, op, "output_tensors");
+    TORCH_CHECK(inputs.size() == 1, "switchyard: ", op,
+                ": input_tensors must hold one list per process, got ",
+                inputs.size());
+    checkGatherList(inputs[0], outputs[0], op, "input_tensors[0]");
+    std::vector<at::Tensor> parts;
+    for (const auto& t : inputs[0]) {
+      parts.push_back(t.reshape({-1}));
+    }
+    return postReduceScatter(c10d::OpType::REDUCE_SCATTER, op, outputs,
+                             at::cat(parts), outputs[0], opts.reduceOp);
+  }
+
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::ReduceScatterOptions& opts) override {
+    const char* op = "_reduce_scatter_base";
+    checkCpuTensor(output, op, "output_tensor");
+    checkCpuTensor(input, op, "input_tensor");
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(), "switchyard: ",
+                op, ": output dtype ", output.scalar_type(),
+                " differs from input dtype ", input.scalar_type());
+    TORCH_CHECK(input.numel() == size_ * output.numel(), "switchyard: ", op,
+                ": input has ", input.numel(), " elements, expected ", size_,
+                " x ", output.numel());
+    std::vector<at::Tensor> users = {output};
+    return postReduceScatter(c10d::OpType::_REDUCE_SCATTER_BASE, op, users,
+                             contiguousFor(input), output, opts.reduceOp);
+  }
+
+  c10::intrusive_ptr<c10d::Work> alltoall_base(
+      at::Tensor& output, at::Tensor& input,
+      std::vector<int64_t>& output_splits, std::vector<int64_t>& input_splits,
+      const c10d::AllToAllOptions&) override {
+    const char* op = "alltoall_base";
+    checkCpuTensor(output, op, "output");
+    checkCpuTensor(input, op, "input");
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(), "switchyard: ",
+                op, ": output dtype ", output.scalar_type(),
+                " differs from input dtype ", input.scalar_type());
+    std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+    splitBytes(input, input_splits, "input_split_sizes", op, &send_counts,
+               &send_displs);
+    splitBytes(output, output_splits, "output_split_sizes", op, &recv_counts,
+               &recv_displs);
+    at::Tensor in = contiguousFor(input);
+    at::Tensor out = contiguousFor(output);
+    auto work = newWork(c10d::OpType::ALLTOALL_BASE, op, {output}, {in, out});
+    if (!out.is_same(output)) {
+      at::Tensor user = output;
+      work->on_success = [user, out]() mutable { user.copy_(out); };
+    }
+    const Movement move = movement(in.scalar_type());
+    for (auto* v : {&send_counts, &send_displs, &recv_counts, &recv_displs}) {
+      for (auto& bytes : *v) {
+        bytes /= move.unit;
+      }
+    }
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_alltoallv(in.data_ptr(), send_counts.data(),
+                           send_displs.data(), out.data_ptr(),
+                           recv_counts.data(), recv_displs.data(), move.dtype,
+                           comm_, attr, req);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> alltoall(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllToAllOptions&) override {
+    const char* op = "alltoall";
+    TORCH_CHECK(outputs.size() == static_cast<size_t>(size_) &&
+                    inputs.size() == static_cast<size_t>(size_),
+                "switchyard: ", op, ": expected ", size_,
+                " input and output tensors (one per rank), got ",
+                inputs.size(), " and ", outputs.size());
+    std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+    std::vector<at::Tensor> send_parts;
+    size_t send_total = 0, recv_total = 0;
+    for (int r = 0; r < size_; ++r) {
+      checkCpuTensor(inputs[r], op, "input_tensor_list");
+      checkCpuTensor(outputs[r], op, "output_tensor_list");
+      TORCH_CHECK(inputs[r].scalar_type() == inputs[0].scalar_type() &&
+                      outputs[r].scalar_type() == inputs[0].scalar_type(),
+                  "switchyard: ", op, ": tensors mix dtypes ",
+                  inputs[0].scalar_type(), " and ",
+                  inputs[r].scalar_type(), "/", outputs[r].scalar_type());
+      send_parts.push_back(
+          contiguousFor(inputs[r]).reshape({-1}).view(at::kByte));
+      send_counts.push_back(tensorBytes(inputs[r]));
+      send_displs.push_back(send_total);
+      send_total += send_counts.back();
+      recv_counts.push_back(tensorBytes(outputs[r]));
+      recv_displs.push_back(recv_total);
+      recv_total += recv_counts.back();
+    }
+    at::Tensor packed = at::cat(send_parts);
+    at::Tensor received =
+        at::empty({static_cast<int64_t>(recv_total)}, at::kByte);
+    auto work =
+        newWork(c10d::OpType::ALLTOALL, op, outputs, {packed, received});
+    std::vector<at::Tensor> users = outputs;
+    work->on_success = [users, received, recv_displs]() mutable {
+      for (size_t r = 0; r < users.size(); ++r) {
+        auto& t = users[r];
+        t.copy_(received.narrow(0, recv_displs[r], tensorBytes(t))
+                    .view(t.scalar_type())
+                    .view(t.sizes()));
+      }
+    };
+    const Movement move = movement(inputs[0].scalar_type());
+    for (auto* v : {&send_counts, &send_displs, &recv_counts, &recv_displs}) {
+      for (auto& bytes : *v) {
+        bytes /= move.unit;
+      }
+    }
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_alltoallv(packed.data_ptr(), send_counts.data(),
+                           send_displs.data(), received.data_ptr(),
+                           recv_counts.data(), recv_displs.data(), move.dtype,
+                           comm_, attr, req);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors,
+                                      int dst, int tag) override {
+    const char* op = "send";
+    checkOneTensor(tensors, op, "tensor");
+    checkPeer(dst, tag, op);
+    at::Tensor buf = contiguousFor(tensors[0]);
+    auto work = newWork(c10d::OpType::SEND, op, tensors, {buf});
+    const Movement move = movement(buf.scalar_type());
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_send(buf.data_ptr(), tensorBytes(buf) / move.unit,
+                      move.dtype, dst, comm_, attr, req);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors,
+                                      int src, int tag) override {
+    const char* op = "recv";
+    checkOneTensor(tensors, op, "tensor");
+    checkPeer(src, tag, op);
+    at::Tensor user = tensors[0];
+    at::Tensor buf = contiguousFor(user);
+    auto work = newWork(c10d::OpType::RECV, op, tensors, {buf});
+    if (!buf.is_same(user)) {
+      work->on_success = [user, buf]() mutable { user.copy_(buf); };
+    }
+    const Movement move = movement(buf.scalar_type());
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_recv(buf.data_ptr(), tensorBytes(buf) / move.unit,
+                      move.dtype, src, comm_, attr, req);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>&,
+                                               int) override {
+    TORCH_CHECK(false,
+                "switchyard: recv from any source is not supported: sends "
+                "and receives match by peer (as NCCL's); pass src");
+  }
+
+  c10::intrusive_ptr<c10d::Work> barrier(
+      const c10d::BarrierOptions&) override {
+    // swy_barrier() blocks; a one-element allreduce is the same rendezvous
+    // without blocking the caller.
+    at::Tensor token = at::zeros({1}, at::kInt);
+    auto work = newWork(c10d::OpType::BARRIER, "barrier", {}, {token});
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_allreduce(token.data_ptr(), token.data_ptr(), 1, SWY_INT32,
+                           SWY_SUM, comm_, attr, req);
+    });
+  }
+
+ private:
+  void adoptSplit() {
+    swy_comm_t comm = tls_split_comm;
+    tls_split_comm = nullptr;
+    if (swy_comm_rank(comm) != rank_ || swy_comm_size(comm) != size_) {
+      const int got_rank = swy_comm_rank(comm), got_size = swy_comm_size(comm);
+      swy_comm_abort(comm);
+      TORCH_CHECK(false, "switchyard: the split communicator is rank ",
+                  got_rank, " of ", got_size, ", torch's group rank ", rank_,
+                  " of ", size_);
+    }
+    comm_ = comm;
+    init();
+    completion_thread_ = std::thread([this] { completionLoop(); });
+  }
+
+  void checkRoot(int64_t root, const char* op) const {
+    TORCH_CHECK(root >= 0 && root < size_, "switchyard: ", op, ": root rank ",
+                root, " is outside 0..", size_ - 1);
+  }
+
+  void checkPeer(int peer, int tag, const char* op) const {
+    TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "switchyard: ",
+                op, ": peer rank ", peer, " is not another rank of 0..",
+                size_ - 1, " (this is rank ", rank_, ")");
+    TORCH_CHECK(tag == 0, "switchyard: ", op, ": tag ", tag,
+                " is not supported: sends and receives match in posting "
+                "order per pair of ranks (as NCCL's); use tag 0");
+  }
+
+  static void checkSameShape(const at::Tensor& out, const at::Tensor& in,
+                             const char* op) {
+    TORCH_CHECK(out.scalar_type() == in.scalar_type(), "switchyard: ", op,
+                ": output dtype ", out.scalar_type(),
+                " differs from input dtype ", in.scalar_type());
+    TORCH_CHECK(out.numel() == in.numel(), "switchyard: ", op, ": output has ",
+                out.numel(), " elements, input ", in.numel());
+  }
+
+  void checkGatherList(const std::vector<at::Tensor>& list,
+                       const at::Tensor& in, const char* op,
+                       const char* arg) const {
+    TORCH_CHECK(list.size() == static_cast<size_t>(size_), "switchyard: ", op,
+                ": ", arg, " must hold ", size_,
+                " tensors (one per rank), got ", list.size());
+    for (const auto& t : list) {
+      checkCpuTensor(t, op, arg);
+      checkSameShape(t, in, op);
+    }
+  }
+
+  // Byte counts and displacements of an all-to-all's blocks: split_sizes
+  // counts rows of dimension 0; empty means equal blocks.
+  void splitBytes(const at::Tensor& t, const std::vector<int64_t>& splits,
+                  const char* arg, const char* op, std::vector<size_t>* counts,
+                  std::vector<size_t>* displs) const {
+    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    const size_t row_bytes =
+        rows == 0 ? 0 : tensorBytes(t) / static_cast<size_t>(rows);
+    std::vector<int64_t> row_counts = splits;
+    if (row_counts.empty()) {
+      TORCH_CHECK(rows % size_ == 0, "switchyard: ", op, ": ", t.size(0),
+                  " rows do not split evenly over ", size_,
+                  " ranks; pass ", arg);
+      row_counts.assign(size_, rows / size_);
+    }
+    TORCH_CHECK(row_counts.size() == static_cast<size_t>(size_),
+                "switchyard: ", op, ": ", arg, " has ", row_counts.size(),
+                " entries, expected ", size_);
+    int64_t total = 0;
+    for (int64_t n : row_counts) {
+      TORCH_CHECK(n >= 0, "switchyard: ", op, ": ", arg,
+                  " holds a negative size ", n);
+      counts->push_back(static_cast<size_t>(n) * row_bytes);
+      displs->push_back(static_cast<size_t>(total) * row_bytes);
+      total += n;
+    }
+    TORCH_CHECK(total == rows, "switchyard: ", op, ": ", arg, " sums to ",
+                total, " rows but the tensor has ", rows);
+  }
+
+  c10::intrusive_ptr<c10d::Work> postAllreduce(
+      c10d::OpType type, const char* op, std::vector<at::Tensor>& users,
+      const at::Tensor& target, const c10d::ReduceOp& reduce_op,
+      std::function<void()> copy_back) {
+    const swy_redop_t redop = toRedop(reduce_op, op);
+    size_t per_element = 1;
+    const swy_dtype_t dtype =
+        reduceDtype(target.scalar_type(), redop, op, &per_element);
+    at::Tensor buf = contiguousFor(target);
+    auto work = newWork(type, op, users, {buf});
+    if (copy_back) {
+      work->on_success = std::move(copy_back);
+    } else if (!buf.is_same(target)) {
+      at::Tensor user = target;
+      work->on_success = [user, buf]() mutable { user.copy_(buf); };
+    }
+    const size_t count = static_cast<size_t>(buf.numel()) * per_element;
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_allreduce(buf.data_ptr(), buf.data_ptr(), count, dtype, redop,
+                           comm_, attr, req);
+    });
+  }
+
+  // Reduces `packed` (size_ blocks of target's size, contiguous) and
+  // leaves this rank's block in target.
+  c10::intrusive_ptr<c10d::Work> postReduceScatter(
+      c10d::OpType type, const char* op, std::vector<at::Tensor>& users,
+      const at::Tensor& packed, const at::Tensor& target,
+      const c10d::ReduceOp& reduce_op) {
+    const swy_redop_t redop = toRedop(reduce_op, op);
+    size_t per_element = 1;
+    const swy_dtype_t dtype =
+        reduceDtype(target.scalar_type(), redop, op, &per_element);
+    at::Tensor out = contiguousFor(target);
+    auto work = newWork(type, op, users, {packed, out});
+    if (!out.is_same(target)) {
+      at::Tensor user = target;
+      work->on_success = [user, out]() mutable { user.copy_(out); };
+    }
+    const size_t count = static_cast<size_t>(out.numel()) * per_element;
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_reduce_scatter(packed.data_ptr(), out.data_ptr(), count,
+                                dtype, redop, comm_, attr, req);
+    });
+  }
+
+  WorkPtr newWork(c10d::OpType type, const char* op,
+                  std::vector<at::Tensor> outputs,
+                  std::vector<at::Tensor> buffers) {
+    auto work = c10::make_intrusive<SwitchyardWork>(rank_, type, op,
+                                                    std::move(outputs));
+    work->buffers = std::move(buffers);
+    return work;
+  }
+
+  c10::intrusive_ptr<c10d::Work> post(
+      const WorkPtr& work,
+      const std::function<swy_status_t(const swy_op_attr_t*, swy_request_t*)>&
+          start) {
+    swy_op_attr_t attr_storage;
+    const swy_op_attr_t* attr = scopeAttr(&attr_storage);
+    swy_request_t request = nullptr;
+    swy_status_t status = SWY_ERR_ABORTED;
+    std::string detail;
+    {
+      std::lock_guard<std::mutex> lock(comm_mutex_);
+      if (comm_ != nullptr) {
+        status = start(attr, &request);
+        if (status != SWY_OK) {
+          detail = swy_last_error(comm_);
+        }
+      } else {
+        std::lock_guard<std::mutex> queue_lock(queue_mutex_);
+        detail = "the group was aborted after an earlier failure: " +
+                 first_error_;
+      }
+    }
+    if (status != SWY_OK) {
+      // The peers posted this op, or will: they would wait for this rank
+      // until SWY_TIMEOUT_S. Aborting tells them now.
+      requestAbort(std::string(work->opname_) + ": " + detail);
+      TORCH_CHECK(false, "switchyard: ", work->opname_, " failed: ",
+                  swy_status_string(status), ": ", detail);
+    }
+    work->request = request;
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      posted_.push_back(work);
+    }
+    queue_cv_.notify_one();
+    return work;
+  }
+
+  // Aborts the communicator once this rank's outstanding ops have ended
+  // (their requests must not outlive it); the completion thread does it.
+  void requestAbort(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      if (!abort_requested_) {
+        abort_requested_ = true;
+        first_error_ = why;
+      }
+    }
+    failed_ = true;
+    queue_cv_.notify_one();
+  }
+
+  void abortNow() {
+    {
+      std::lock_guard<std::mutex> lock(comm_mutex_);
+      if (comm_ != nullptr) {
+        swy_comm_abort(comm_);
+        comm_ = nullptr;
+      }
+    }
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    aborted_ = true;
+  }
+
+  // Tests every outstanding request, newest included, so that an op that
+  // the scheduler finishes early (a high-priority all-to-all) completes
+  // early. The library has no wait-any: poll, backing off while idle.
+  void completionLoop() {
+    std::vector<WorkPtr> active;
+    auto idle = std::chrono::microseconds(10);
+    const auto max_idle = std::chrono::microseconds(1000);
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(queue_mutex_);
+        if (active.empty() && abort_requested_ && !aborted_ &&
+            posted_.empty()) {
+          lock.unlock();
+          abortNow();
+          lock.lock();
+        }
+        if (active.empty()) {
+          queue_cv_.wait(lock, [this] {
+            return stop_ || !posted_.empty() ||
+                   (abort_requested_ && !aborted_);
+          });
+          if (posted_.empty()) {
+            if (stop_) {
+              return;  // nothing outstanding
+            }
+            continue;  // an abort to carry out
+          }
+        }
+        while (!posted_.empty()) {
+          active.push_back(std::move(posted_.front()));
+          posted_.pop_front();
+          idle = std::chrono::microseconds(10);
+        }
+      }
+      bool progressed = false;
+      for (size_t i = 0; i < active.size();) {
+        WorkPtr& work = active[i];
+        int done = 0;
+        swy_status_t status;
+        std::string detail;
+        {
+          std::lock_guard<std::mutex> lock(comm_mutex_);
+          status = swy_test(work->request, &done);
+          if (done && status != SWY_OK) {
+            detail = swy_last_error(comm_);
+          }
+        }
+        if (!done) {
+          ++i;
+          continue;
+        }
+        swy_request_free(work->request);
+        work->request = nullptr;
+        if (status != SWY_OK) {
+          failed_ = true;
+          std::lock_guard<std::mutex> lock(queue_mutex_);
+          if (first_error_.empty()) {
+            first_error_ = std::string(work->opname_) + ": " + detail;
+          }
+        }
+        WorkPtr finished = std::move(work);
+        active.erase(active.begin() + i);
+        finished->complete(status, detail);
+        progressed = true;
+      }
+      if (progressed) {
+        idle = std::chrono::microseconds(10);
+      } else {
+        std::unique_lock<std::mutex> lock(queue_mutex_);
+        queue_cv_.wait_for(lock, idle, [this] { return !posted_.empty(); });
+        idle = std::min(idle * 2, max_idle);
+      }
+    }
+  }
+
+  // Lets the outstanding ops finish (or fail: a dead peer or the library's
+  // SWY_TIMEOUT_S ends them), then destroys the communicator; after a
+  // failure the peers may never arrive at a collective destroy, so abort.
+  void shutdown() {
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      stop_ = true;
+    }
+    queue_cv_.notify_one();
+    if (completion_thread_.joinable()) {
+      completion_thread_.join();
+    }
+    if (failed_) {
+      abortNow();
+    } else {
+      swy_comm_destroy(comm_);
+      comm_ = nullptr;
+    }
+  }
+
+  swy_comm_t comm_ = nullptr;
+  std::mutex comm_mutex_;
+  std::atomic<bool> failed_{false};
+
+  std::mutex queue_mutex_;
+  std::condition_variable queue_cv_;
+  std::deque<WorkPtr> posted_;
+  bool stop_ = false;
+  bool abort_requested_ = false;
+  bool aborted_ = false;
+  std::string first_error_;  // what failed the group, for later posts
+  std::thread completion_thread_;
+};
+
+}  // namespace switchyard_torch

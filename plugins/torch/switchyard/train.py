@@ -1,0 +1,256 @@
+"""Train a small MoE transformer with torch.distributed.
+
+    python3 -m switchyard.train --backend switchyard|gloo [--nproc N] ...
+
+A framework's view of Switchyard: a transformer whose feed-forward blocks
+are switchyard.torch.MoE layers, the replicated parameters wrapped in the
+stock DistributedDataParallel, the expert-parallel groups (--ep ranks each)
+and the experts' data-parallel groups made with new_group as framework
+code makes them. With --backend gloo the same model runs on gloo (the MoE
+exchanges over torch's all_to_all_single): same seed, same loss curve.
+
+The task is synthetic: next-token prediction on sequences of a fixed
+affine recurrence modulo the vocabulary. The model and every global batch
+depend on --seed only, not on the number of ranks. Prints progress, a
+summary, and with --json one JSON line. --nproc N starts N local ranks;
+without it the rank comes from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT
+(torchrun).
+"""
+import argparse
+import json
+import math
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+import switchyard.torch as swy
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python3 -m switchyard.train",
+                                description=__doc__.splitlines()[0])
+    p.add_argument("--backend", choices=["switchyard", "gloo"],
+                   default="switchyard")
+    p.add_argument("--nproc", type=int, default=0,
+                   help="start this many local ranks (default: torchrun's)")
+    p.add_argument("--ep", type=int, default=0,
+                   help="ranks per expert-parallel group (default: all)")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--batch", type=int, default=16,
+                   help="sequences per step, all ranks together")
+    p.add_argument("--seq", type=int, default=16)
+    p.add_argument("--vocab", type=int, default=64)
+    p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--ffn", type=int, default=64)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--experts", type=int, default=4,
+                   help="experts per MoE layer in all")
+    p.add_argument("--top-k", type=int, default=2)
+    p.add_argument("--capacity", type=float, default=0.0,
+                   help="capacity factor (0: no limit; a limit makes the "
+                   "loss depend on the number of ranks)")
+    p.add_argument("--gate", choices=["gshard", "ta"], default="gshard")
+    p.add_argument("--aux", type=float, default=0.01,
+                   help="weight of the balance loss")
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    return p.parse_args(argv)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, args, ep_group):
+        super().__init__()
+        self.ln1 = torch.nn.LayerNorm(args.hidden)
+        self.attn = torch.nn.MultiheadAttention(args.hidden, args.heads,
+                                                batch_first=True)
+        self.ln2 = torch.nn.LayerNorm(args.hidden)
+        # The experts' share of the random stream depends on how many a
+        # rank holds: keep it from shifting the parameters made after.
+        with torch.random.fork_rng():
+            self.moe = swy.MoE(args.hidden, args.ffn,
+                               experts_per_rank=args.experts // ep_group.size(),
+                               top_k=args.top_k,
+                               capacity_factor=args.capacity,
+                               group=ep_group, gate=args.gate)
+
+    def forward(self, x, mask):
+        h = self.ln1(x)
+        x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        return x + self.moe(self.ln2(x))
+
+
+class Model(torch.nn.Module):
+    def __init__(self, args, ep_group):
+        super().__init__()
+        self.embed = torch.nn.Embedding(args.vocab, args.hidden)
+        self.pos = torch.nn.Parameter(torch.randn(args.seq, args.hidden) * 0.1)
+        self.blocks = torch.nn.ModuleList(
+            Block(args, ep_group) for _ in range(args.layers))
+        self.ln = torch.nn.LayerNorm(args.hidden)
+        self.head = torch.nn.Linear(args.hidden, args.vocab)
+        self.register_buffer("mask", torch.triu(
+            torch.full((args.seq, args.seq), float("-inf")), diagonal=1))
+
+    def forward(self, tokens):
+        x = self.embed(tokens) + self.pos[:tokens.shape[1]]
+        for block in self.blocks:
+            x = block(x, self.mask)
+        return self.head(self.ln(x))
+
+    def aux_loss(self):
+        return sum(b.moe.aux_loss for b in self.blocks) / len(self.blocks)
+
+
+def init_experts(model, args, ep_rank):
+    """Every global expert's weights from (seed, layer, expert) alone, so
+    the model does not depend on how the experts are placed."""
+    for layer, block in enumerate(model.blocks):
+        moe = block.moe
+        for local in range(moe.experts_per_rank):
+            g = torch.Generator().manual_seed(
+                (args.seed * 1000 + layer) * 1000 +
+                ep_rank * moe.experts_per_rank + local)
+            with torch.no_grad():
+                moe.w1[local].copy_(torch.randn(
+                    args.hidden, args.ffn, generator=g) /
+                    math.sqrt(args.hidden))
+                moe.w2[local].copy_(torch.randn(
+                    args.ffn, args.hidden, generator=g) /
+                    math.sqrt(args.ffn))
+
+
+def global_batch(args, step):
+    """Sequences x[t+1] = (a * x[t] + c) mod vocab, a and c per sequence."""
+    g = torch.Generator().manual_seed(args.seed * 100003 + step)
+    start = torch.randint(0, args.vocab, (args.batch, 1), generator=g)
+    a = torch.randint(1, 4, (args.batch, 1), generator=g)
+    c = torch.randint(0, args.vocab, (args.batch, 1), generator=g)
+    seq = [start]
+    for _ in range(args.seq):
+        seq.append((a * seq[-1] + c) % args.vocab)
+    return torch.cat(seq, dim=1)
+
+
+def make_groups(args, rank, world):
+    """Expert-parallel groups of --ep consecutive ranks; the ranks that hold
+    the same experts form an expert data-parallel group. Every rank takes
+    part in making every group, as new_group requires."""
+    ep = args.ep or world
+    if world % ep or args.experts % ep:
+        raise SystemExit(f"--ep {ep} must divide the {world} ranks and the "
+                         f"{args.experts} experts")
+    ep_group = expert_dp_group = None
+    for first in range(0, world, ep):
+        g = dist.new_group(list(range(first, first + ep)),
+                           backend=args.backend)
+        if first <= rank < first + ep:
+            ep_group = g
+    for offset in range(ep):
+        g = dist.new_group(list(range(offset, world, ep)), backend=args.backend)
+        if rank % ep == offset:
+            expert_dp_group = g
+    return ep_group, expert_dp_group, rank % ep
+
+
+def train(args, rank, world):
+    ep_group, expert_dp_group, ep_rank = make_groups(args, rank, world)
+    torch.manual_seed(args.seed)  # the replicated parameters, alike
+    model = Model(args, ep_group)
+    init_experts(model, args, ep_rank)
+    expert_names = [n for n, _ in model.named_parameters()
+                    if n.endswith(".moe.w1") or n.endswith(".moe.w2")]
+    DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+        model, expert_names)
+    ddp = DistributedDataParallel(model)
+    experts = [p for n, p in model.named_parameters() if n in expert_names]
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    if args.batch % world:
+        raise SystemExit(f"--batch {args.batch} must divide over {world} "
+                         "ranks")
+    share = args.batch // world
+    if rank == 0:
+        print(f"# switchyard.train  backend: {args.backend}  ranks: {world}"
+              f"  ep: {ep_group.size()}  experts: {args.experts}  top-k: "
+              f"{args.top_k}  gate: {args.gate}  policy: "
+              f"{os.environ.get('SWY_POLICY', 'default')}", flush=True)
+    losses, step_ms = [], []
+    for step in range(args.steps):
+        batch = global_batch(args, step)[rank * share:(rank + 1) * share]
+        start = time.perf_counter()
+        logits = ddp(batch[:, :-1])
+        task = F.cross_entropy(logits.reshape(-1, args.vocab),
+                               batch[:, 1:].reshape(-1))
+        loss = task + args.aux * model.aux_loss()
+        optimizer.zero_grad()
+        loss.backward()
+        # Expert gradients hold the contributions of the expert-parallel
+        # group's ranks; the other replicas of the same experts add theirs,
+        # and the global loss is the mean over all ranks (as DDP's).
+        for p in experts:
+            if expert_dp_group.size() > 1:
+                dist.all_reduce(p.grad, group=expert_dp_group)
+            p.grad /= world
+        optimizer.step()
+        step_ms.append((time.perf_counter() - start) * 1e3)
+        mean_task = task.detach().clone()
+        dist.all_reduce(mean_task)
+        losses.append(mean_task.item() / world)
+        if rank == 0:
+            print(f"step {step + 1:4d}/{args.steps}  loss {losses[-1]:.6f}"
+                  f"  step {step_ms[-1]:8.2f} ms", flush=True)
+    if rank == 0:
+        mean_ms = sum(step_ms) / len(step_ms) if step_ms else 0.0
+        print(f"# summary: {args.steps} steps, loss {losses[0]:.6f} -> "
+              f"{losses[-1]:.6f}, {mean_ms:.2f} ms/step mean "
+              f"({args.backend}, {world} ranks)", flush=True)
+        if args.json:
+            print(json.dumps({
+                "backend": args.backend, "ranks": world,
+                "ep": ep_group.size(), "steps": args.steps,
+                "policy": os.environ.get("SWY_POLICY", "default"),
+                "losses": losses, "step_ms_mean": mean_ms}), flush=True)
+
+
+def run_rank(args, rank, world, init_method):
+    dist.init_process_group(args.backend, init_method=init_method,
+                            rank=rank, world_size=world)
+    try:
+        train(args, rank, world)
+    finally:
+        dist.destroy_process_group()
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.nproc <= 0:
+        run_rank(args, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
+                 "env://")
+        return 0
+    ctx = multiprocessing.get_context("fork")
+    with tempfile.TemporaryDirectory(prefix="swy-train-") as tmp:
+        init = "file://" + os.path.join(tmp, "store")
+        procs = [ctx.Process(target=run_rank, args=(args, r, args.nproc,
+                                                    init))
+                 for r in range(args.nproc)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+    failed = [r for r, p in enumerate(procs) if p.exitcode != 0]
+    if failed:
+        print(f"switchyard.train: ranks {failed} failed", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,574 @@
+#!/usr/bin/python3
+"""The switchyard backend's own tests, with gloo as the oracle.
+
+    test_backend.py [--world-size N] [--only CASE ...]
+
+Starts N ranks (fork) that join a "switchyard" default group and a gloo
+group over the same store, run every case, and compare results with
+gloo's (bitwise where the reduction order allows: two ranks) or with a
+serial reference. Failure cases (mismatches, a killed rank) run on fresh
+switchyard groups and must raise on every rank within a bound, and the
+group must then be destroyed without a hang. Exits 77 when torch or the
+switchyard package cannot be imported.
+"""
+import argparse
+import copy
+import datetime
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+import traceback
+
+try:
+    import torch
+    import torch.distributed as dist
+    import switchyard.torch as swy
+except ImportError as e:
+    print(f"skipped: {e}")
+    sys.exit(77)
+
+# Every op must end (or fail) well within this; a hang fails the test.
+RANK_TIMEOUT_S = 120
+# The library's own bound on silent peers, short so that a lost peer that
+# is not noticed by its transport still fails quickly.
+os.environ.setdefault("SWY_TIMEOUT_S", "30")
+
+CASES = []
+
+
+def case(fn):
+    CASES.append(fn)
+    return fn
+
+
+def expect_error(fn, *words):
+    """Calls fn; it must raise an error whose text holds every word."""
+    try:
+        fn()
+    except (RuntimeError, ValueError, TypeError) as e:
+        text = str(e)
+        missing = [w for w in words if w not in text]
+        assert not missing, f"error lacks {missing}: {text}"
+        return text
+    raise AssertionError(f"no error raised (expected one naming {words})")
+
+
+def same(a, b, what):
+    assert a.dtype == b.dtype and a.shape == b.shape, \
+        f"{what}: {a.dtype}{tuple(a.shape)} vs {b.dtype}{tuple(b.shape)}"
+    assert torch.equal(a, b), f"{what}: differs from gloo:\n{a}\n{b}"
+
+
+def reduced_same(a, b, what, world):
+    """Bitwise for two ranks or integers; else the order of the additions
+    may differ from gloo's."""
+    if world == 2 or not (a.dtype.is_floating_point or a.dtype.is_complex):
+        same(a, b, what)
+    else:
+        assert a.shape == b.shape and torch.allclose(a, b), \
+            f"{what}: differs from gloo:\n{a}\n{b}"
+
+
+def rank_data(rank, shape, dtype, salt=0):
+    """Deterministic per-rank data that any rank can recompute."""
+    g = torch.Generator().manual_seed(1000 * salt + rank)
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+    hi = 2 if dtype in (torch.int8, torch.uint8) else 100
+    return torch.randint(0, hi, shape, generator=g).to(dtype)
+
+
+# ---------------------------------------------------------------------------
+# Cases; each gets (rank, world, gloo group).
+
+REDUCE_DTYPES = [torch.float32, torch.float64, torch.int32, torch.int64,
+                 torch.int8, torch.uint8]
+OPS = {"SUM": dist.ReduceOp.SUM, "PRODUCT": dist.ReduceOp.PRODUCT,
+       "MIN": dist.ReduceOp.MIN, "MAX": dist.ReduceOp.MAX}
+
+
+@case
+def allreduce_equals_gloo(rank, world, gloo):
+    for dtype in REDUCE_DTYPES:
+        for name, op in OPS.items():
+            mine = rank_data(rank, (5, 7), dtype, salt=1)
+            ref = mine.clone()
+            dist.all_reduce(mine, op=op)
+            dist.all_reduce(ref, op=op, group=gloo)
+            reduced_same(mine, ref, f"allreduce {name} {dtype}", world)
+
+
+@case
+def allreduce_half_avg_complex_serial(rank, world, gloo):
+    # gloo lacks these; the reference is a serial reduction in float64.
+    parts = [rank_data(r, (33,), torch.float64, salt=2) for r in range(world)]
+    total = sum(parts)
+    for dtype in (torch.float16, torch.bfloat16):
+        mine = parts[rank].to(dtype)
+        dist.all_reduce(mine)
+        ref = sum(p.to(dtype).double() for p in parts)
+        assert torch.allclose(mine.double(), ref, rtol=2e-2, atol=2e-2), dtype
+    mine = parts[rank].clone()
+    dist.all_reduce(mine, op=dist.ReduceOp.AVG)
+    assert torch.allclose(mine, total / world), "AVG"
+    z = torch.complex(parts[rank], -parts[rank])
+    dist.all_reduce(z)
+    assert torch.allclose(z, torch.complex(total, -total)), "complex SUM"
+
+
+@case
+def reduce_op_and_dtype_errors(rank, world, gloo):
+    t = torch.ones(4, dtype=torch.int32)
+    expect_error(lambda: dist.all_reduce(t, op=dist.ReduceOp.BAND),
+                 "switchyard", "BAND", "not supported")
+    expect_error(lambda: dist.all_reduce(torch.ones(3, dtype=torch.bool)),
+                 "switchyard", "Bool", "cannot be reduced")
+    expect_error(lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16)),
+                 "switchyard", "Short", "cannot be reduced")
+    # Data movement takes any dtype.
+    b = torch.tensor([rank % 2 == 0, True, False]) if rank == 0 else \
+        torch.zeros(3, dtype=torch.bool)
+    dist.broadcast(b, 0)
+    assert b.tolist() == [True, True, False], b
+
+
+@case
+def broadcast_allgather_equal_gloo(rank, world, gloo):
+    for root in range(world):
+        mine = rank_data(rank, (3, 4), torch.float32, salt=3)
+        ref = mine.clone()
+        dist.broadcast(mine, root)
+        dist.broadcast(ref, root, group=gloo)
+        same(mine, ref, f"broadcast root {root}")
+    x = rank_data(rank, (2, 5), torch.float64, salt=4)
+    outs = [torch.empty_like(x) for _ in range(world)]
+    refs = [torch.empty_like(x) for _ in range(world)]
+    dist.all_gather(outs, x)
+    dist.all_gather(refs, x, group=gloo)
+    for r in range(world):
+        same(outs[r], refs[r], f"all_gather block {r}")
+    flat = torch.empty(world * 10, dtype=torch.float64)
+    dist._all_gather_base(flat, x)
+    same(flat, torch.cat([r.reshape(-1) for r in refs]), "_all_gather_base")
+
+
+@case
+def alltoall_unequal_splits_equal_gloo(rank, world, gloo):
+    # Rank r sends (r + j) % 3 rows to rank j: zeros included.
+    send_splits = [(rank + j) % 3 for j in range(world)]
+    recv_splits = [(j + rank) % 3 for j in range(world)]
+    x = rank_data(rank, (sum(send_splits), 3), torch.float32, salt=5)
+    out = torch.full((sum(recv_splits), 3), -1.0)
+    ref = torch.full((sum(recv_splits), 3), -2.0)
+    dist.all_to_all_single(out, x, recv_splits, send_splits)
+    dist.all_to_all_single(ref, x, recv_splits, send_splits, group=gloo)
+    same(out, ref, "all_to_all_single unequal")
+    # Against a serial reference too: block j of rank r's output is rank
+    # j's block r.
+    expect = []
+    for j in range(world):
+        peer_splits = [(j + k) % 3 for k in range(world)]
+        peer = rank_data(j, (sum(peer_splits), 3), torch.float32, salt=5)
+        start = sum(peer_splits[:rank])
+        expect.append(peer[start:start + peer_splits[rank]])
+    same(out, torch.cat(expect), "all_to_all_single vs serial")
+    # Wrong split lists are refused before anything moves.
+    expect_error(lambda: dist.all_to_all_single(out, x, recv_splits,
+                                                send_splits[:-1]),
+                 "switchyard", "input_split_sizes", str(world))
+
+
+@case
+def empty_tensors(rank, world, gloo):
+    e = torch.empty(0)
+    dist.all_reduce(e)
+    dist.broadcast(e, 0)
+    outs = [torch.empty(0) for _ in range(world)]
+    dist.all_gather(outs, e)
+    out = torch.empty(0, 4)
+    dist.all_to_all_single(out, torch.empty(0, 4), [0] * world, [0] * world)
+    assert out.shape == (0, 4)
+    dist.all_reduce_coalesced([torch.empty(0), torch.ones(2)])
+
+
+@case
+def non_contiguous_tensors(rank, world, gloo):
+    base = rank_data(rank, (4, 6), torch.float32, salt=6)
+    mine = base.clone().t()  # a transposed view
+    assert not mine.is_contiguous()
+    ref = base.clone().t().contiguous()
+    dist.all_reduce(mine)
+    dist.all_reduce(ref, group=gloo)
+    reduced_same(mine.contiguous(), ref, "allreduce of a transposed tensor",
+                 world)
+    holder = torch.zeros(4, 6)
+    column = holder[:, 2]  # strided
+    if rank == 1 % world:
+        column.copy_(torch.arange(4.0))
+    dist.broadcast(column, 1 % world)
+    assert torch.equal(holder[:, 2], torch.arange(4.0)), holder
+    assert holder[:, [0, 1, 3, 4, 5]].abs().sum() == 0, "wrote outside"
+    big = torch.zeros(world, 3, 2)
+    outs = [big[r, :, 0] for r in range(world)]  # strided outputs
+    dist.all_gather(outs, torch.full((3,), float(rank)))
+    for r in range(world):
+        assert torch.equal(big[r, :, 0], torch.full((3,), float(r))), big
+    assert big[:, :, 1].abs().sum() == 0
+
+
+@case
+def coalesced_equal_gloo(rank, world, gloo):
+    ts = [rank_data(rank, s, torch.float32, salt=7) for s in
+          [(3,), (2, 2), (0,), (5,)]]
+    refs = [t.clone() for t in ts]
+    dist.all_reduce_coalesced(ts)
+    dist.all_reduce_coalesced(refs, group=gloo)
+    for a, b in zip(ts, refs):
+        reduced_same(a, b, "all_reduce_coalesced", world)
+    ins = [torch.full((2,), float(rank)), torch.full((1, 3), 10.0 + rank)]
+    outs = [[torch.empty_like(t) for t in ins] for _ in range(world)]
+    dist.all_gather_coalesced(outs, ins)
+    for r in range(world):
+        same(outs[r][0], torch.full((2,), float(r)), "all_gather_coalesced")
+        same(outs[r][1], torch.full((1, 3), 10.0 + r), "all_gather_coalesced")
+
+
+@case
+def async_futures_complete_without_wait(rank, world, gloo):
+    t = torch.full((1000,), float(rank + 1))
+    work = dist.all_reduce(t, async_op=True)
+    seen = []
+    fut = work.get_future().then(lambda f: seen.append(f.value()[0].sum()))
+    deadline = time.monotonic() + 30
+    while not (fut.done() and work.is_completed()):
+        assert time.monotonic() < deadline, "future never completed"
+        time.sleep(0.001)
+    total = world * (world + 1) / 2 * 1000
+    assert seen and seen[0].item() == total, seen
+    assert work.is_success()
+    work.wait()
+    # The barrier does not block its caller: rank 0 posts it while the
+    # others are still asleep.
+    if rank != 0:
+        time.sleep(0.5)
+    start = time.monotonic()
+    barrier = dist.barrier(async_op=True)
+    if rank == 0:
+        assert time.monotonic() - start < 0.25, "barrier blocked its caller"
+        assert not barrier.is_completed(), "barrier done before the peers"
+    barrier.wait()
+
+
+@case
+def ddp_comm_hook_equals_gloo(rank, world, gloo):
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                torch.nn.Linear(16, 4))
+    grads = {}
+    for name, group in (("switchyard", None), ("gloo", gloo)):
+        m = DDP(copy.deepcopy(model), process_group=group)
+        m.register_comm_hook(group, default_hooks.allreduce_hook)
+        x = rank_data(rank, (5, 8), torch.float32, salt=8)
+        m(x).pow(2).sum().backward()
+        grads[name] = [p.grad.clone() for p in m.parameters()]
+    for a, b in zip(grads["switchyard"], grads["gloo"]):
+        reduced_same(a, b, "DDP allreduce_hook gradient", world)
+
+
+@case
+def priority_scopes(rank, world, gloo):
+    t = torch.ones(4)
+    with swy.priority("high", order=3, name="layer3"):
+        with swy.priority(7):
+            dist.all_reduce(t)
+            dist.all_to_all_single(torch.empty(world), torch.ones(world))
+        dist.all_reduce(t)
+    assert torch.equal(t, torch.full((4,), float(world * world)))
+    # The scope is restored on the way out, an error included.
+    assert swy._C._set_priority(False, -1, 0, "") == (False, -1, 0, "")
+    # That the scope reaches the library (its name labels the op's
+    # error) is checked with the failure cases, at the end.
+    expect_error(lambda: swy.priority("urgent").__enter__(), "urgent")
+    expect_error(lambda: swy.priority(1001).__enter__(), "1001")
+    expect_error(lambda: swy.priority(True).__enter__(), "bool")
+
+
+@case
+def send_recv_ring(rank, world, gloo):
+    # Each rank sends rank + 1 rows to the next and receives from the
+    # previous, non-blocking on both sides; then ranks 0 and 1 block.
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    out = rank_data(rank, (rank + 1, 3), torch.float64, salt=9)
+    holder = torch.zeros(3, prv + 1, dtype=torch.float64)
+    got = holder.t()  # non-contiguous receive buffer
+    works = [dist.isend(out, nxt), dist.irecv(got, prv)]
+    for w in works:
+        w.wait()
+    same(holder.t(), rank_data(prv, (prv + 1, 3), torch.float64, salt=9),
+         "irecv into a transposed tensor")
+    t = torch.full((5,), float(rank), dtype=torch.int64)
+    if rank == 0:
+        dist.send(t, 1)
+    elif rank == 1:
+        assert dist.recv(t, 0) == 0 and torch.equal(t, torch.zeros(5).long())
+    expect_error(lambda: dist.send(t, nxt, tag=3), "tag 3", "not supported")
+    expect_error(lambda: dist.send(t, rank), "peer rank", str(rank))
+    expect_error(lambda: dist.recv(t), "any source")
+
+
+@case
+def rooted_and_reduce_scatter_equal_gloo(rank, world, gloo):
+    for root in range(world):
+        for name, op in OPS.items():
+            mine = rank_data(rank, (3, 5), torch.float64, salt=10).t()
+            ref = mine.contiguous().clone()  # gloo on a contiguous copy
+            before = mine.clone()
+            dist.reduce(mine, root, op=op)
+            dist.reduce(ref, root, op=op, group=gloo)
+            if rank == root:
+                reduced_same(mine.contiguous(), ref, f"reduce {name}", world)
+            else:
+                same(mine, before, "reduce: a non-root tensor changed")
+        x = rank_data(rank, (2, 3), torch.int32, salt=11)
+        outs = [torch.empty_like(x) for _ in range(world)] \
+            if rank == root else None
+        refs = [torch.empty_like(x) for _ in range(world)] \
+            if rank == root else None
+        dist.gather(x, outs, dst=root)
+        dist.gather(x, refs, dst=root, group=gloo)
+        if rank == root:
+            for r in range(world):
+                same(outs[r], refs[r], f"gather block {r}")
+        chunks = [rank_data(r, (4,), torch.float32, salt=12 + root)
+                  for r in range(world)] if rank == root else None
+        holder = torch.zeros(4, 2)
+        dist.scatter(holder[:, 1], chunks, src=root)  # strided output
+        same(holder[:, 1], rank_data(rank, (4,), torch.float32,
+                                     salt=12 + root), "scatter")
+        assert holder[:, 0].abs().sum() == 0, "scatter wrote outside"
+    blocks = [rank_data(rank * world + r, (2, 2), torch.float32, salt=13)
+              for r in range(world)]
+    out = torch.empty(2, 2)
+    dist.reduce_scatter(out, blocks)
+    ref = sum(rank_data(j * world + rank, (2, 2), torch.float32, salt=13)
+              for j in range(world))
+    reduced_same(out, ref, "reduce_scatter vs serial", world)
+    flat = torch.cat([b.reshape(-1) for b in blocks])
+    base_out = torch.empty(4)
+    dist._reduce_scatter_base(base_out, flat, op=dist.ReduceOp.MAX)
+    ref = torch.stack([rank_data(j * world + rank, (2, 2), torch.float32,
+                                 salt=13).reshape(-1)
+                       for j in range(world)]).max(0).values
+    same(base_out, ref, "_reduce_scatter_base MAX vs serial")
+    expect_error(lambda: dist._reduce_scatter_base(torch.empty(3), flat),
+                 "switchyard", "_reduce_scatter_base", str(world))
+    # Only the root passes the list (torch's Python checks it too: so
+    # straight to the process group; nothing is posted).
+    if rank == 1:
+        opts = dist.GatherOptions()
+        opts.rootRank = 0
+        pg = dist.distributed_c10d._get_default_group()
+        expect_error(lambda: pg.gather([[x] * world], [x], opts),
+                     "only the root")
+
+
+@case
+def new_groups_split_off_the_default(rank, world, gloo):
+    c10d = dist.distributed_c10d
+
+    def rendezvous_made(group):
+        # A group of its own rendezvous put a unique id in its store; a
+        # split one (one engine with the default group) did not.
+        try:
+            store = dist.PrefixStore(c10d._pg_names[group],
+                                     c10d._pg_map[group][1])
+            store.wait(["switchyard/unique_id"],
+                       datetime.timedelta(milliseconds=300))
+            return True
+        except RuntimeError:
+            return False
+
+    members = [r for r in range(world) if r != 1]  # rank 1 left out
+    sub = dist.new_group(members)
+    whole = dist.new_group()
+    if rank in members:
+        assert isinstance(sub, swy.ProcessGroupSwitchyard)
+        assert not rendezvous_made(sub), "not split off the default group"
+        t = torch.full((3,), float(rank + 1))
+        dist.all_reduce(t, group=sub)
+        assert torch.equal(t, torch.full((3,), float(sum(members) +
+                                                    len(members)))), t
+    else:
+        assert sub == c10d.GroupMember.NON_GROUP_MEMBER
+    assert not rendezvous_made(whole)
+    t = torch.ones(2)
+    with swy.priority("high"):
+        dist.all_reduce(t, group=whole)
+    assert torch.equal(t, torch.full((2,), float(world)))
+    # Another backend's group still works.
+    other = dist.new_group(backend="gloo")
+    dist.all_reduce(t, group=other)
+    for g in (sub, whole):
+        if g != c10d.GroupMember.NON_GROUP_MEMBER:
+            dist.destroy_process_group(g)
+    dist.destroy_process_group(other)
+
+
+def fresh_group():
+    return dist.new_group(backend="switchyard")
+
+
+@case
+def mismatched_calls_raise_everywhere(rank, world, gloo):
+    # Counts that differ, then dtypes that differ, then different ops: each
+    # on its own group (a mismatch fails the group) on every rank.
+    # A rank may see the failure at its post (a peer already failed the
+    # group) or at wait(): either way it raises.
+    #
+    # Every group is made before the first failure: a group made after a
+    # failed one was destroyed may share its communicator id and receive
+    # its stale ops (a library bug, reported; seen at 3 ranks).
+    variants = ("count", "dtype", "op", "named")
+    groups = {what: fresh_group() for what in variants}
+    for what in variants:
+        g = groups[what]
+        works = []
+
+        def post_and_wait():
+            if what == "count":
+                t = torch.ones(4 + rank)
+                works.append(dist.all_reduce(t, group=g, async_op=True))
+            elif what == "dtype":
+                dtype = torch.float32 if rank == 0 else torch.float64
+                t = torch.ones(4, dtype=dtype)
+                works.append(dist.all_reduce(t, group=g, async_op=True))
+            elif what == "named":
+                # The priority scope reaches the library: its name labels
+                # the op in the error.
+                with swy.priority("high", order=2, name="experts_of_layer2"):
+                    works.append(dist.all_reduce(torch.ones(3 + rank),
+                                                 group=g, async_op=True))
+            elif rank == 0:
+                works.append(dist.all_reduce(torch.ones(4), group=g,
+                                             async_op=True))
+            else:
+                works.append(dist.broadcast(torch.ones(4), 0, group=g,
+                                            async_op=True))
+            works[0].wait()
+
+        start = time.monotonic()
+        text = expect_error(post_and_wait, "switchyard", "failed", "disagree")
+        assert what != "named" or "experts_of_layer2" in text, text
+        assert time.monotonic() - start < 60, "mismatch took too long"
+        if works:
+            assert not works[0].is_success()
+            # Work.exception() has no Python binding in 1.13; the Future
+            # carries the same error.
+            expect_error(works[0].get_future().wait, "switchyard", "failed")
+        # The failed group refuses later ops at once.
+        start = time.monotonic()
+        expect_error(lambda: dist.all_reduce(torch.ones(2), group=g),
+                     "switchyard", "failed")
+        assert time.monotonic() - start < 10, "a failed group hung"
+        dist.destroy_process_group(g)
+        dist.barrier(group=gloo)
+
+
+# ---------------------------------------------------------------------------
+
+def run_rank(rank, world, store, only, kill):
+    os.environ.setdefault("UCX_WARN_UNUSED_ENV_VARS", "n")
+    dist.init_process_group("switchyard", init_method=f"file://{store}",
+                            rank=rank, world_size=world)
+    if kill:
+        return killed_rank(rank, world)
+    gloo = dist.new_group(backend="gloo")
+    failed = 0
+    for fn in CASES:
+        if only and fn.__name__ not in only:
+            continue
+        start = time.monotonic()
+        try:
+            fn(rank, world, gloo)
+            status = "ok"
+        except Exception:
+            status = "FAIL"
+            failed += 1
+            traceback.print_exc()
+        print(f"rank {rank}: {status} {fn.__name__} "
+              f"({time.monotonic() - start:.2f} s)", flush=True)
+        dist.barrier(group=gloo)
+    dist.destroy_process_group()
+    return 1 if failed else 0
+
+
+def killed_rank(rank, world):
+    """The last rank dies mid-job: the others raise and then tear down."""
+    t = torch.ones(1 << 16)
+    dist.all_reduce(t)
+    if rank == world - 1:
+        os._exit(3)
+    start = time.monotonic()
+    text = expect_error(lambda: [dist.all_reduce(t) for _ in range(10000)],
+                        "switchyard", "failed")
+    took = time.monotonic() - start
+    print(f"rank {rank}: ok killed_rank raised after {took:.2f} s: {text}",
+          flush=True)
+    assert took < 60, took
+    start = time.monotonic()
+    dist.destroy_process_group()
+    print(f"rank {rank}: ok destroy after the failure took "
+          f"{time.monotonic() - start:.2f} s", flush=True)
+    return 0
+
+
+def launch(world, only, kill):
+    ctx = multiprocessing.get_context("fork")
+    with tempfile.TemporaryDirectory(prefix="swy-torch-") as tmp:
+        store = os.path.join(tmp, "store")
+        procs = [ctx.Process(target=lambda r=r: sys.exit(
+            run_rank(r, world, store, only, kill))) for r in range(world)]
+        for p in procs:
+            p.start()
+        deadline = time.monotonic() + RANK_TIMEOUT_S
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        hung = [r for r, p in enumerate(procs) if p.is_alive()]
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+        codes = [p.exitcode for p in procs]
+    expected = [0] * world
+    if kill:
+        expected[-1] = 3
+    if hung:
+        print(f"ranks {hung} hung (over {RANK_TIMEOUT_S} s)")
+    print(f"{'kill' if kill else 'cases'} at {world} ranks: exit codes "
+          f"{codes}, expected {expected}")
+    return codes == expected and not hung
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--only", action="append")
+    parser.add_argument("--no-kill", action="store_true",
+                        help="skip the killed-rank scenario")
+    args = parser.parse_args()
+    known = {fn.__name__ for fn in CASES}
+    if args.only and not set(args.only) <= known:
+        print(f"unknown cases {set(args.only) - known}; known: {sorted(known)}")
+        return 2
+    ok = launch(args.world_size, args.only, kill=False)
+    if not args.no_kill and not args.only:
+        ok = launch(args.world_size, None, kill=True) and ok
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
