@@ -49,6 +49,7 @@ typedef struct {
     double skew;             /* Zipf exponent of the token ids, 0 = uniform */
     int placement;           /* swt_placement_kind_t */
     int placement_every;
+    int placement_horizon;      /* -1: placement_every */
     const char *oracle_trace;
     double placement_bw;     /* bytes/s of the placement's latency model */
     double placement_flops;  /* flop/s of one rank, same */
@@ -127,6 +128,11 @@ static void usage(FILE *out)
 "                        every rank, FasterMoE) from the loads of the next\n"
 "                        N steps, EMA-predicted or read from the trace\n"
 "  --placement-every N   plan every N steps (default 10)\n"
+"  --placement-horizon N a relocation is made only when its modeled gain\n"
+"                        over N steps exceeds its bytes (parameters and\n"
+"                        Adam state) on the link; 0: moves are free\n"
+"                        (default: --placement-every, the steps a plan\n"
+"                        stands)\n"
 "  --oracle-trace FILE   --placement oracle: a --trace-loads CSV of an\n"
 "                        earlier run with the same flags\n"
 "  --placement-bw X      link bytes/s of the latency model (default\n"
@@ -337,8 +343,8 @@ enum {
     O_TOKENS, O_VOCAB, O_NOISE, O_SEED, O_STEPS, O_LR, O_POLICY, O_PIPE,
     O_PACK, O_BUCKET, O_HINTS, O_DEVICE, O_THREADS, O_SCALE, O_LOG,
     O_WARMUP, O_JSON, O_TRACE, O_LOSS, O_GATE, O_TOPO_FRAC, O_TA_CAP,
-    O_SKEW, O_PLACE, O_PLACE_EVERY, O_ORACLE, O_PLACE_BW, O_PLACE_FLOPS,
-    O_PLACE_MAX,
+    O_SKEW, O_PLACE, O_PLACE_EVERY, O_PLACE_HORIZON, O_ORACLE, O_PLACE_BW,
+    O_PLACE_FLOPS, O_PLACE_MAX,
     O_EP,
     O_OVERLAP,
     O_DENSE_FFN
@@ -382,6 +388,7 @@ static int parse_args(int argc, char **argv, options_t *o)
         {"skew", required_argument, NULL, O_SKEW},
         {"placement", required_argument, NULL, O_PLACE},
         {"placement-every", required_argument, NULL, O_PLACE_EVERY},
+        {"placement-horizon", required_argument, NULL, O_PLACE_HORIZON},
         {"oracle-trace", required_argument, NULL, O_ORACLE},
         {"placement-bw", required_argument, NULL, O_PLACE_BW},
         {"placement-flops", required_argument, NULL, O_PLACE_FLOPS},
@@ -485,6 +492,9 @@ static int parse_args(int argc, char **argv, options_t *o)
             break;
         case O_PLACE_EVERY:
             rc = parse_int(f, a, 1, 1 << 24, &o->placement_every);
+            break;
+        case O_PLACE_HORIZON:
+            rc = parse_int(f, a, 0, 1 << 24, &o->placement_horizon);
             break;
         case O_ORACLE: o->oracle_trace = a; break;
         case O_PLACE_BW:
@@ -795,6 +805,10 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
     if (o->placement != SWT_PLACE_NONE) {
         swt_placement_config_t pc = {
             .kind = o->placement, .every = o->placement_every,
+            /* A plan stands until the next one: by default its moves must
+             * pay for themselves within those steps. */
+            .horizon = o->placement_horizon >= 0 ? o->placement_horizon
+                                                 : o->placement_every,
             .oracle_trace = o->oracle_trace,
             .link_bandwidth = o->placement_bw,
             .flops = o->placement_flops,
@@ -1105,7 +1119,10 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
                    "shadow replicas", shadow_identical ? "identical"
                                                        : "DIFFER",
                    shadow_compared);
-            printf("%-22s %d\n", "experts moved (total)", moved_total);
+            printf("%-22s %d (%.1f per 100 steps; %d more not worth "
+                   "their bytes)\n", "experts moved (total)", moved_total,
+                   steps > 0 ? 100.0 * moved_total / steps : 0.0,
+                   swt_placement_kept_back(placement));
             print_packing(placement, L, E, moved_total);
         }
         if (o->compute_scale > 1.0)
@@ -1144,7 +1161,8 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
                    "\"experts_identical\":%s,"
                    "\"skew\":%g,\"placement\":\"%s\","
                    "\"shadowed_mean\":%.4f,\"shadow_identical\":%s,"
-                   "\"moved_total\":%d}\n",
+                   "\"moved_total\":%d,\"moves_per_100_steps\":%.2f,"
+                   "\"moves_kept_back\":%d}\n",
                    tps, dropped_total, slots_total, dropped_pct,
                    cross_bytes,
                    m->gate == SWT_GATE_TA     ? "ta"
@@ -1154,7 +1172,10 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
                    identical ? "true" : "false",
                    experts_identical ? "true" : "false", o->skew,
                    swt_placement_name(o->placement), shadowed_mean,
-                   shadow_identical ? "true" : "false", moved_total);
+                   shadow_identical ? "true" : "false", moved_total,
+                   steps > 0 ? 100.0 * moved_total / steps : 0.0,
+                   placement != NULL ? swt_placement_kept_back(placement)
+                                     : 0);
         }
         fflush(stdout);
     }
@@ -1267,6 +1288,7 @@ int main(int argc, char **argv)
                   .topo_cross_frac = 0.14, .overlap = -1},
         .steps = 300, .noise = 0.1, .device = "cpu", .compute_scale = 1.0,
         .threads = 1, .warmup = 3, .placement_every = 10,
+        .placement_horizon = -1,
         .placement_bw = 1.25e8, .placement_flops = 2e10,
         .placement_max_shadow = 4};
     int p = parse_args(argc, argv, &o);

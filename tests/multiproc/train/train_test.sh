@@ -39,9 +39,13 @@
 #             workload packing also moves experts between ranks (parameters
 #             and Adam state; moved_total > 0, about 25 and 29 moves in 30
 #             steps), which must not change the curve either (observed
-#             max |dloss| 8e-7 with the shadowing). Every run ends
+#             max |dloss| 8e-7 with the shadowing; moves made free for
+#             this with --placement-horizon 0). Every run ends
 #             with identical dense replicas and every shadow replica equal
-#             to its owner's copy (parameters and Adam state).
+#             to its owner's copy (parameters and Adam state). With moves
+#             charged their bytes (the default horizon: the 5 steps a
+#             plan stands) the predicted plans move fewer experts and
+#             report the moves they kept back.
 #   gates     (root; emulated 2 nodes x 2 ranks, 1 gbit) the share of
 #             dispatched rows that cross nodes in the last quarter of 60
 #             steps: GShard's gate keeps about half (45..55%); --gate ta
@@ -151,8 +155,17 @@ placement)
     compare u_none u_pred 1e-4 || fail "placement changes the loss curve (uniform)"
     skewed="$small --skew 2 --capacity-factor 0 --placement-every 5"
     run s_none 4 $skewed --placement none --trace-loads "$tmp/trace.csv"
-    run s_pred 4 $skewed --placement predicted
-    run s_orac 4 $skewed --placement oracle --oracle-trace "$tmp/trace.csv"
+    run s_pred 4 $skewed --placement predicted --placement-horizon 0
+    run s_orac 4 $skewed --placement oracle --oracle-trace "$tmp/trace.csv" \
+        --placement-horizon 0
+    run s_cost 4 $skewed --placement predicted
+    free_moves=$(value moved_total s_pred) paid=$(value moved_total s_cost)
+    kept=$(value moves_kept_back s_cost)
+    echo "predicted: $free_moves moves when free, $paid charged their bytes ($kept kept back)"
+    awk -v f="$free_moves" -v p="$paid" -v k="$kept" \
+        'BEGIN { exit !(p < f && k > 0) }' ||
+        fail "charging moves their bytes did not hold any move back"
+    compare s_none s_cost 1e-3 || fail "s_cost: placement changes the loss curve"
     for r in s_pred s_orac; do
         check_run $r
         awk -v v="$(value shadowed_mean $r)" 'BEGIN { exit !(v > 0) }' ||
@@ -241,7 +254,8 @@ badflags)
                 "--placement-every 0" "--placement-bw 0" \
                 "--placement predicted --device cuda" "--overlap 2" \
                 "--overlap 1 --device cuda" "--dense-ffn 0" \
-                "--dense-ffn 64 --device cuda" "--ta-capacity bogus"; do
+                "--dense-ffn 64 --device cuda" "--ta-capacity bogus" \
+                "--placement-horizon -1"; do
         # shellcheck disable=SC2086
         check "$train" $args
     done
