@@ -127,7 +127,8 @@ typedef enum {
 
 /**
  * State detector parameters. The paper publishes no thresholds; these
- * are calibrated on traces (docs/performance.md, "predict").
+ * are calibrated on traces (swy_load_state_calibrate; docs/performance.md,
+ * "predict").
  *
  * Step t is stable when each of the @c consecutive windows of
  * @c window steps that end at t, t-window, ..., t-(consecutive-1)*window
@@ -167,6 +168,29 @@ SWY_EXPORT swy_status_t swy_load_state(const swy_load_state_config_t *cfg,
                                        const double *series, int n_steps,
                                        int n_experts,
                                        swy_load_state_t *state_p);
+
+/**
+ * @brief Calibrate the state detector's range threshold on a trace.
+ *
+ * The paper publishes no threshold. Taking the last half of the trace as
+ * stable (late training; Cong et al. see the loads settle as training
+ * goes on), @c cfg->max_range becomes the @p quantile of the calm
+ * statistic of every window (t - window, t] that ends there: the largest
+ * range over experts of the smoothed proportion (see
+ * swy_load_state_config_t). Calibrate on one trace and detect on others:
+ * a threshold set on the trace it judges says nothing of the next one.
+ * @param cfg       window and smooth are read, max_range is written (only
+ *                  on success); the rest as for swy_load_state().
+ * @param series    [n_steps * n_experts], finite.
+ * @param quantile  in (0, 1], e.g. 0.95.
+ * @return SWY_OK; SWY_ERR_INVALID_ARG (NULL, sizes, struct_size, a
+ *         parameter out of range, a non-finite value, a trace whose last
+ *         half holds no complete window: the message gives the steps
+ *         needed); SWY_ERR_NO_MEMORY.
+ */
+SWY_EXPORT swy_status_t swy_load_state_calibrate(
+    swy_load_state_config_t *cfg, const double *series, int n_steps,
+    int n_experts, double quantile);
 
 /* ------------------------------------------------------------------ */
 /* Predictors                                                          */
