@@ -102,14 +102,29 @@ int swy_k_gate_capacity(double capacity_factor, int S, int k, int E)
     return (int)ceil(c * (1.0 - 1e-9));
 }
 
-/* Let slot (t, j) claim a place at its expert, or drop it. */
+void swy_k_gate_capacity_shares(double capacity_factor, int S, int k, int E,
+                                const double *expert_share, int *capacity)
+{
+    assert(S >= 0 && k >= 1 && E > 0 && expert_share != NULL);
+    for (int e = 0; e < E; e++) {
+        assert(expert_share[e] >= 0.0 && isfinite(expert_share[e]));
+        double c = capacity_factor * (double)S * (double)k * expert_share[e];
+        capacity[e] = capacity_factor <= 0.0 ? -1
+                                             : (int)ceil(c * (1.0 - 1e-9));
+    }
+}
+
+/* Let slot (t, j) claim a place at its expert, or drop it; capacity[e]
+ * when capacity is non-NULL, else the same uniform_capacity for all. */
 static int claim_or_drop(int *topk_idx, float *topk_w, size_t slot,
-                         int capacity, int *load)
+                         int uniform_capacity, const int *capacity,
+                         int *load)
 {
     int e = topk_idx[slot];
     if (e < 0)
         return 0;
-    if (capacity < 0 || load[e] < capacity) {
+    int cap = capacity != NULL ? capacity[e] : uniform_capacity;
+    if (cap < 0 || load[e] < cap) {
         load[e]++;
         return 0;
     }
@@ -118,8 +133,9 @@ static int claim_or_drop(int *topk_idx, float *topk_w, size_t slot,
     return 1;
 }
 
-int swy_k_gate_drop(int *topk_idx, float *topk_w, int S, int k, int E,
-                    int capacity, swy_k_drop_order_t order, int *expert_load)
+static int gate_drop(int *topk_idx, float *topk_w, int S, int k, int E,
+                     int uniform_capacity, const int *capacity,
+                     swy_k_drop_order_t order, int *expert_load)
 {
     assert(S >= 0 && k >= 1 && E > 0 && expert_load != NULL);
     int dropped = 0;
@@ -128,14 +144,30 @@ int swy_k_gate_drop(int *topk_idx, float *topk_w, int S, int k, int E,
         for (int j = 0; j < k; j++)
             for (int t = 0; t < S; t++)
                 dropped += claim_or_drop(topk_idx, topk_w,
-                                         (size_t)t * k + j, capacity,
-                                         expert_load);
+                                         (size_t)t * k + j, uniform_capacity,
+                                         capacity, expert_load);
     } else {
         for (size_t s = 0; s < (size_t)S * k; s++)
-            dropped += claim_or_drop(topk_idx, topk_w, s, capacity,
-                                     expert_load);
+            dropped += claim_or_drop(topk_idx, topk_w, s, uniform_capacity,
+                                     capacity, expert_load);
     }
     return dropped;
+}
+
+int swy_k_gate_drop(int *topk_idx, float *topk_w, int S, int k, int E,
+                    int capacity, swy_k_drop_order_t order, int *expert_load)
+{
+    return gate_drop(topk_idx, topk_w, S, k, E, capacity, NULL, order,
+                     expert_load);
+}
+
+int swy_k_gate_drop_each(int *topk_idx, float *topk_w, int S, int k, int E,
+                         const int *capacity, swy_k_drop_order_t order,
+                         int *expert_load)
+{
+    assert(capacity != NULL);
+    return gate_drop(topk_idx, topk_w, S, k, E, -1, capacity, order,
+                     expert_load);
 }
 
 float swy_k_gate_aux_loss(const float *probs, int S, int E, int f_slots,

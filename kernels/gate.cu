@@ -331,11 +331,13 @@ int swy_kc_gate_topo_reroute(swy_kc_ctx_t *ctx, const float *probs, int S,
 #define KC_SCAN_THREADS 256
 
 __global__ void kc_drop(int *topk_idx, float *topk_w, int S, int k,
-                        int capacity, int choice_order, int *expert_load,
-                        int *dropped)
+                        int uniform_capacity, const int *capacities,
+                        int choice_order, int *expert_load, int *dropped)
 {
     __shared__ int sh[32];
     int e = blockIdx.x;
+    /* capacities [E] (swy_kc_gate_drop_each), else one for all. */
+    int capacity = capacities != NULL ? capacities[e] : uniform_capacity;
     int n = S * k;
     int count = 0; /* slots that chose e so far; the same in every thread */
     for (int base = 0; base < n; base += blockDim.x) {
@@ -371,8 +373,27 @@ int swy_kc_gate_drop(swy_kc_ctx_t *ctx, int *topk_idx, float *topk_w, int S,
                        "dropped_d are required)", S, k, E);
     KC_CUDA(fn, cudaMemsetAsync(dropped_d, 0, sizeof(int), ctx->stream));
     kc_drop<<<E, KC_SCAN_THREADS, 0, ctx->stream>>>(
-        topk_idx, topk_w, S, k, capacity, order == SWY_K_DROP_CHOICE_ORDER,
-        expert_load, dropped_d);
+        topk_idx, topk_w, S, k, capacity, NULL,
+        order == SWY_K_DROP_CHOICE_ORDER, expert_load, dropped_d);
+    KC_LAUNCHED(fn, "kc_drop");
+    return 0;
+}
+
+int swy_kc_gate_drop_each(swy_kc_ctx_t *ctx, int *topk_idx, float *topk_w,
+                          int S, int k, int E, const int *capacity,
+                          swy_k_drop_order_t order, int *expert_load,
+                          int *dropped_d)
+{
+    static const char fn[] = "swy_kc_gate_drop_each";
+    KC_CTX(fn, ctx);
+    if (S < 0 || k < 1 || E <= 0 || (size_t)S * k > INT32_MAX - 1024 ||
+        capacity == NULL || expert_load == NULL || dropped_d == NULL)
+        return kc_fail(fn, "bad arguments S=%d k=%d E=%d (capacity, "
+                       "expert_load and dropped_d are required)", S, k, E);
+    KC_CUDA(fn, cudaMemsetAsync(dropped_d, 0, sizeof(int), ctx->stream));
+    kc_drop<<<E, KC_SCAN_THREADS, 0, ctx->stream>>>(
+        topk_idx, topk_w, S, k, -1, capacity,
+        order == SWY_K_DROP_CHOICE_ORDER, expert_load, dropped_d);
     KC_LAUNCHED(fn, "kc_drop");
     return 0;
 }

@@ -113,6 +113,20 @@ int swy_k_gate_topo_reroute(const float *probs, int S, int E, int k,
  *  S * k. */
 int swy_k_gate_capacity(double capacity_factor, int S, int k, int E);
 
+/** Expert capacity per rank-local batch when this rank's dispatch has a
+ *  target share per expert (TA-MoE, Chen et al. 2022: rank i sends the
+ *  share c_ij of its S*k slots to rank j, so each of rank j's experts is
+ *  sized for c_ij / experts_per_rank of them instead of the uniform 1/E):
+ *  capacity[e] = ceil(capacity_factor * S * k * expert_share[e]), rounded
+ *  as swy_k_gate_capacity.  With expert_share[e] = 1/E for every e it
+ *  gives swy_k_gate_capacity's value; shares that sum to 1 keep the total
+ *  capacity of the uniform sizing (up to the rounding up).
+ *  capacity_factor <= 0 means no limit (every capacity[e] = -1).
+ *  @param expert_share  [E] >= 0, finite.
+ *  @param capacity      [E] out. */
+void swy_k_gate_capacity_shares(double capacity_factor, int S, int k, int E,
+                                const double *expert_share, int *capacity);
+
 /** Order in which slots claim capacity; the later ones are dropped. */
 typedef enum {
     /** Token order: token 0's k slots, then token 1's, ... (FastMoE's
@@ -133,6 +147,14 @@ typedef enum {
  *  @return the number of slots dropped by this call. */
 int swy_k_gate_drop(int *topk_idx, float *topk_w, int S, int k, int E,
                     int capacity, swy_k_drop_order_t order, int *expert_load);
+
+/** As swy_k_gate_drop with a capacity per expert: expert e keeps its
+ *  first capacity[e] slots (capacity[e] < 0: no limit), for instance
+ *  from swy_k_gate_capacity_shares.
+ *  @param capacity  [E]. */
+int swy_k_gate_drop_each(int *topk_idx, float *topk_w, int S, int k, int E,
+                         const int *capacity, swy_k_drop_order_t order,
+                         int *expert_load);
 
 /** GShard auxiliary load-balancing loss (Lepikhin et al. 2020, alg. 1;
  *  FastMoE fmoe/gates/gshard_gate.py):

@@ -2,8 +2,9 @@
  *
  * Every CPU function swy_k_<name> of swy_kernels.h has a twin
  * swy_kc_<name> here that computes the same thing on the GPU (the same
- * per-element formulas, from elem.h), except swy_k_gate_capacity (pure host
- * arithmetic: call it) and swy_k_blas_set_threads (nothing to cap).
+ * per-element formulas, from elem.h), except swy_k_gate_capacity and
+ * swy_k_gate_capacity_shares (pure host arithmetic: call them) and
+ * swy_k_blas_set_threads (nothing to cap).
  *
  * Conventions, beyond those of swy_kernels.h:
  * - This is a C header with no CUDA include: C callers (swy-train, tests,
@@ -190,6 +191,14 @@ int swy_kc_gate_topo_reroute(swy_kc_ctx_t *ctx, const float *probs, int S,
 int swy_kc_gate_drop(swy_kc_ctx_t *ctx, int *topk_idx, float *topk_w, int S,
                      int k, int E, int capacity, swy_k_drop_order_t order,
                      int *expert_load, int *dropped_d);
+
+/** As swy_k_gate_drop_each (capacity [E] a DEVICE array, e.g. from
+ *  swy_k_gate_capacity_shares copied over); the number of dropped slots is
+ *  written to *dropped_d (device int). */
+int swy_kc_gate_drop_each(swy_kc_ctx_t *ctx, int *topk_idx, float *topk_w,
+                          int S, int k, int E, const int *capacity,
+                          swy_k_drop_order_t order, int *expert_load,
+                          int *dropped_d);
 
 /** As swy_k_gate_aux_loss; l_aux is written to *laux_d (device float). */
 int swy_kc_gate_aux_loss(swy_kc_ctx_t *ctx, const float *probs, int S, int E,

@@ -127,7 +127,8 @@ typedef enum {
 
 /**
  * State detector parameters. The paper publishes no thresholds; these
- * are calibrated on traces (docs/performance.md, "predict").
+ * are calibrated on traces (swy_load_state_calibrate; docs/performance.md,
+ * "predict").
  *
  * Step t is stable when each of the @c consecutive windows of
  * @c window steps that end at t, t-window, ..., t-(consecutive-1)*window
@@ -167,6 +168,29 @@ SWY_EXPORT swy_status_t swy_load_state(const swy_load_state_config_t *cfg,
                                        const double *series, int n_steps,
                                        int n_experts,
                                        swy_load_state_t *state_p);
+
+/**
+ * @brief Calibrate the state detector's range threshold on a trace.
+ *
+ * The paper publishes no threshold. Taking the last half of the trace as
+ * stable (late training; Cong et al. see the loads settle as training
+ * goes on), @c cfg->max_range becomes the @p quantile of the calm
+ * statistic of every window (t - window, t] that ends there: the largest
+ * range over experts of the smoothed proportion (see
+ * swy_load_state_config_t). Calibrate on one trace and detect on others:
+ * a threshold set on the trace it judges says nothing of the next one.
+ * @param cfg       window and smooth are read, max_range is written (only
+ *                  on success); the rest as for swy_load_state().
+ * @param series    [n_steps * n_experts], finite.
+ * @param quantile  in (0, 1], e.g. 0.95.
+ * @return SWY_OK; SWY_ERR_INVALID_ARG (NULL, sizes, struct_size, a
+ *         parameter out of range, a non-finite value, a trace whose last
+ *         half holds no complete window: the message gives the steps
+ *         needed); SWY_ERR_NO_MEMORY.
+ */
+SWY_EXPORT swy_status_t swy_load_state_calibrate(
+    swy_load_state_config_t *cfg, const double *series, int n_steps,
+    int n_experts, double quantile);
 
 /* ------------------------------------------------------------------ */
 /* Predictors                                                          */
@@ -332,14 +356,28 @@ typedef struct {
     const int *current_rank; /**< [E] the rank each expert lives on now
                                   (each rank holding experts_per_rank),
                                   or NULL (default): e / experts_per_rank */
+    /* Appended: a struct_size that ends before horizon_steps (a caller
+     * built before it) means horizon_steps 0 and move_bytes 0. */
+    int horizon_steps;       /**< steps the plan stands for (the planning
+                                  horizon), >= 0: relocations are made only
+                                  when the modeled gain over this many
+                                  steps exceeds what the moves cost on the
+                                  link (see swy_load_placement_plan);
+                                  0: moves are free (as before the
+                                  field existed) */
+    double move_bytes;       /**< bytes one relocation moves, >= 0; 0
+                                  (default): the expert's parameters and
+                                  Adam's two moments, 3 x (2 H F + H + F)
+                                  x bytes_per_param */
 } swy_load_placement_config_t;
 
 /** Defaults: sizes 0 (must be set), fp32, 12.5 GB/s, 10 Tflop/s, up to
  *  4 shadowed experts, cold below 0.25 x mean, 10% slack, packing not
- *  held to the slots, experts on their initial ranks. */
+ *  held to the slots, experts on their initial ranks, a plan that stands
+ *  for 10 steps, moves of parameters and Adam state. */
 #define SWY_LOAD_PLACEMENT_CONFIG_INIT                                      \
     {sizeof(swy_load_placement_config_t), 0, 0, 0, 0, 4, 12.5e9, 1e13, 4,  \
-     0.25, 0.1, 0, NULL}
+     0.25, 0.1, 0, NULL, 10, 0.0}
 
 /**
  * A placement plan. The caller points @c shadow, @c home and @c cold at
@@ -365,6 +403,16 @@ typedef struct {
     double latency_shadow_s; /**< out: with the chosen shadows, experts on
                                   their current ranks */
     double latency_after_s;  /**< out: with the shadows and home[] */
+    /* Appended: written only when struct_size covers them. */
+    double move_cost_s;      /**< out: link time of the relocations the
+                                  packing proposed (n_moved x move_bytes /
+                                  link_bandwidth), kept or not */
+    double move_gain_s;      /**< out: modeled gain of those relocations
+                                  over horizon_steps (latency with the
+                                  shadows on the current ranks minus with
+                                  the proposed homes, times the steps) */
+    int moves_kept_back;     /**< out: relocations proposed and not made
+                                  because move_gain_s <= move_cost_s */
 } swy_load_placement_t;
 
 /**
@@ -392,6 +440,14 @@ typedef struct {
  * a free slot (ties: the expert's current rank, then the lower rank).
  * Cold experts thus fill the slots left on the ranks that took hot ones,
  * and a balanced placement does not move.
+ *
+ * Moves cost: with @c horizon_steps > 0 the relocations packing proposes
+ * are charged their bytes, n_moved x move_bytes / link_bandwidth, against
+ * their modeled gain over the horizon, horizon_steps x (latency with the
+ * shadows and the experts on their current ranks - with the proposed
+ * homes). Unless the gain exceeds the cost, every expert keeps its
+ * current rank (home[] = current, n_moved 0, moves_kept_back the number
+ * proposed): a plan stays until a new one wins by more than the move.
  *
  * "Current" is @c current_rank when given, else e / experts_per_rank;
  * home[], n_moved and the latencies before refer to it.

@@ -5,6 +5,7 @@
  * the rest (replicate hot, pack cold; Cong et al. arXiv 2404.16914 name
  * both as the use of predicted loads). Pure: no communication. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,11 +18,16 @@ static const char subsys[] = "load";
 #define BAD(...) swy_err_set(SWY_ERR_INVALID_ARG, subsys,                   \
                              "swy_load_placement_plan: " __VA_ARGS__)
 
+/* struct_size of the config and the plan before the move-cost fields
+ * were appended: such callers get horizon_steps 0 (moves free). */
+#define CONFIG_SIZE_V1 offsetof(swy_load_placement_config_t, horizon_steps)
+#define PLAN_SIZE_V1 offsetof(swy_load_placement_t, move_cost_s)
+
 static swy_status_t check_config(const swy_load_placement_config_t *c)
 {
-    if (c->struct_size != sizeof(*c))
-        return BAD("cfg->struct_size %zu, expected %zu", c->struct_size,
-                   sizeof(*c));
+    if (c->struct_size != sizeof(*c) && c->struct_size != CONFIG_SIZE_V1)
+        return BAD("cfg->struct_size %zu, expected %zu (or %zu)",
+                   c->struct_size, sizeof(*c), (size_t)CONFIG_SIZE_V1);
     if (c->n_ranks < 1 || c->experts_per_rank < 1)
         return BAD("n_ranks %d and experts_per_rank %d must be >= 1",
                    c->n_ranks, c->experts_per_rank);
@@ -45,7 +51,23 @@ static swy_status_t check_config(const swy_load_placement_config_t *c)
         return BAD("pack_slack %g must be >= 0", c->pack_slack);
     if (c->fixed_slots != 0 && c->fixed_slots != 1)
         return BAD("fixed_slots %d must be 0 or 1", c->fixed_slots);
+    if (c->struct_size == CONFIG_SIZE_V1)
+        return SWY_OK;
+    if (c->horizon_steps < 0)
+        return BAD("horizon_steps %d must be >= 0", c->horizon_steps);
+    if (!(c->move_bytes >= 0) || !isfinite(c->move_bytes))
+        return BAD("move_bytes %g must be finite and >= 0", c->move_bytes);
     return SWY_OK;
+}
+
+/* Bytes one relocation moves: the expert's w1 [H][F], b1 [F], w2 [F][H],
+ * b2 [H] and, for Adam, their two moments. */
+static double move_bytes(const swy_load_placement_config_t *c)
+{
+    if (c->move_bytes > 0)
+        return c->move_bytes;
+    double params = 2.0 * c->hidden * (double)c->ffn + c->hidden + c->ffn;
+    return 3.0 * params * c->bytes_per_param;
 }
 
 /* cur[e] = the rank expert e lives on now; a current_rank must hold
@@ -231,9 +253,9 @@ swy_status_t swy_load_placement_plan(const swy_load_placement_config_t *cfg,
                                  : load == NULL ? "load"
                                                 : "out");
     SWY_CHECK(check_config(cfg));
-    if (out->struct_size != sizeof(*out))
-        return BAD("out->struct_size %zu, expected %zu", out->struct_size,
-                   sizeof(*out));
+    if (out->struct_size != sizeof(*out) && out->struct_size != PLAN_SIZE_V1)
+        return BAD("out->struct_size %zu, expected %zu (or %zu)",
+                   out->struct_size, sizeof(*out), (size_t)PLAN_SIZE_V1);
     int W = cfg->n_ranks, E = W * cfg->experts_per_rank;
     double total = 0.0;
     for (int e = 0; e < E; e++) {
@@ -302,6 +324,22 @@ swy_status_t swy_load_placement_plan(const swy_load_placement_config_t *cfg,
         n_moved += home[e] != cur[e];
     double lat_after = latency(cfg, &k, load, shadow, home, cur, scratch,
                                &b_after);
+    /* A relocation is paid once, on the link, and gains on every step the
+     * plan stands: moves whose gain over the horizon does not exceed their
+     * bytes would send experts back and forth on predicted loads' noise.
+     * The shadows are chosen either way (their cost is in the latency). */
+    int horizon = cfg->struct_size == CONFIG_SIZE_V1 ? 0
+                                                     : cfg->horizon_steps;
+    double move_cost = n_moved * move_bytes(cfg) / cfg->link_bandwidth;
+    double move_gain = horizon * (lat_shadow - lat_after);
+    int kept_back = 0;
+    if (horizon > 0 && n_moved > 0 && !(move_gain > move_cost)) {
+        kept_back = n_moved;
+        n_moved = 0;
+        memcpy(home, cur, (size_t)E * sizeof(int));
+        lat_after = latency(cfg, &k, load, shadow, home, cur, scratch,
+                            &b_after);
+    }
 
     if (out->shadow != NULL)
         memcpy(out->shadow, shadow, (size_t)E * sizeof(int));
@@ -317,6 +355,11 @@ swy_status_t swy_load_placement_plan(const swy_load_placement_config_t *cfg,
     out->latency_before_s = lat_before;
     out->latency_shadow_s = lat_shadow;
     out->latency_after_s = lat_after;
+    if (out->struct_size != PLAN_SIZE_V1) {
+        out->move_cost_s = move_cost;
+        out->move_gain_s = move_gain;
+        out->moves_kept_back = kept_back;
+    }
 out:
     swy_free(scratch);
     swy_free(slots);

@@ -49,6 +49,7 @@ typedef struct {
     double skew;             /* Zipf exponent of the token ids, 0 = uniform */
     int placement;           /* swt_placement_kind_t */
     int placement_every;
+    int placement_horizon;      /* -1: placement_every */
     const char *oracle_trace;
     double placement_bw;     /* bytes/s of the placement's latency model */
     double placement_flops;  /* flop/s of one rank, same */
@@ -116,11 +117,22 @@ static void usage(FILE *out)
 "                        or topo (FasterMoE: reroute cross-node choices)\n"
 "  --topo-cross-frac X   --gate topo: tokens per group that may keep a\n"
 "                        cross-node expert (default 0.14)\n"
+"  --ta-capacity KIND    --gate ta: how each expert's capacity is sized,\n"
+"                        the total as GShard's: routed (default: this\n"
+"                        rank's share of slots that chose it in earlier\n"
+"                        steps, an EMA, following the gate as it moves to\n"
+"                        TA-MoE's target), target (TA-MoE's target share\n"
+"                        from the first step) or uniform (1/E, GShard's)\n"
 "  --placement KIND      none (default), predicted or oracle: every N\n"
 "                        steps plan which experts to shadow (replicate on\n"
 "                        every rank, FasterMoE) from the loads of the next\n"
 "                        N steps, EMA-predicted or read from the trace\n"
 "  --placement-every N   plan every N steps (default 10)\n"
+"  --placement-horizon N a relocation is made only when its modeled gain\n"
+"                        over N steps exceeds its bytes (parameters and\n"
+"                        Adam state) on the link; 0: moves are free\n"
+"                        (default: --placement-every, the steps a plan\n"
+"                        stands)\n"
 "  --oracle-trace FILE   --placement oracle: a --trace-loads CSV of an\n"
 "                        earlier run with the same flags\n"
 "  --placement-bw X      link bytes/s of the latency model (default\n"
@@ -330,9 +342,9 @@ enum {
     O_LAYERS = 256, O_HIDDEN, O_FFN, O_EPR, O_TOPK, O_CAP, O_GROUP, O_AUX,
     O_TOKENS, O_VOCAB, O_NOISE, O_SEED, O_STEPS, O_LR, O_POLICY, O_PIPE,
     O_PACK, O_BUCKET, O_HINTS, O_DEVICE, O_THREADS, O_SCALE, O_LOG,
-    O_WARMUP, O_JSON, O_TRACE, O_LOSS, O_GATE, O_TOPO_FRAC, O_SKEW,
-    O_PLACE, O_PLACE_EVERY, O_ORACLE, O_PLACE_BW, O_PLACE_FLOPS,
-    O_PLACE_MAX,
+    O_WARMUP, O_JSON, O_TRACE, O_LOSS, O_GATE, O_TOPO_FRAC, O_TA_CAP,
+    O_SKEW, O_PLACE, O_PLACE_EVERY, O_PLACE_HORIZON, O_ORACLE, O_PLACE_BW,
+    O_PLACE_FLOPS, O_PLACE_MAX,
     O_EP,
     O_OVERLAP,
     O_DENSE_FFN
@@ -365,6 +377,7 @@ static int parse_args(int argc, char **argv, options_t *o)
         {"device", required_argument, NULL, O_DEVICE},
         {"gate", required_argument, NULL, O_GATE},
         {"topo-cross-frac", required_argument, NULL, O_TOPO_FRAC},
+        {"ta-capacity", required_argument, NULL, O_TA_CAP},
         {"threads", required_argument, NULL, O_THREADS},
         {"compute-scale", required_argument, NULL, O_SCALE},
         {"log-every", required_argument, NULL, O_LOG},
@@ -375,6 +388,7 @@ static int parse_args(int argc, char **argv, options_t *o)
         {"skew", required_argument, NULL, O_SKEW},
         {"placement", required_argument, NULL, O_PLACE},
         {"placement-every", required_argument, NULL, O_PLACE_EVERY},
+        {"placement-horizon", required_argument, NULL, O_PLACE_HORIZON},
         {"oracle-trace", required_argument, NULL, O_ORACLE},
         {"placement-bw", required_argument, NULL, O_PLACE_BW},
         {"placement-flops", required_argument, NULL, O_PLACE_FLOPS},
@@ -440,6 +454,18 @@ static int parse_args(int argc, char **argv, options_t *o)
         case O_TOPO_FRAC:
             rc = parse_double(f, a, 0, 1, &m->topo_cross_frac);
             break;
+        case O_TA_CAP:
+            if (strcmp(a, "routed") == 0) m->ta_capacity = SWT_TA_CAP_ROUTED;
+            else if (strcmp(a, "target") == 0)
+                m->ta_capacity = SWT_TA_CAP_TARGET;
+            else if (strcmp(a, "uniform") == 0)
+                m->ta_capacity = SWT_TA_CAP_UNIFORM;
+            else {
+                fprintf(stderr, "swy-train: --ta-capacity '%s': expected "
+                        "routed, target or uniform\n", a);
+                rc = -1;
+            }
+            break;
         case O_DEVICE:
             o->device = a;
             if (strcmp(a, "cpu") != 0 && strcmp(a, "cuda") != 0)
@@ -466,6 +492,9 @@ static int parse_args(int argc, char **argv, options_t *o)
             break;
         case O_PLACE_EVERY:
             rc = parse_int(f, a, 1, 1 << 24, &o->placement_every);
+            break;
+        case O_PLACE_HORIZON:
+            rc = parse_int(f, a, 0, 1 << 24, &o->placement_horizon);
             break;
         case O_ORACLE: o->oracle_trace = a; break;
         case O_PLACE_BW:
@@ -544,6 +573,19 @@ static void cpu_model(char *buf, size_t len)
     fclose(f);
 }
 
+/* --ta-capacity's name; "none" for the other gates, whose capacity is
+ * the uniform one. */
+static const char *ta_capacity_name(const swt_model_config_t *m)
+{
+    if (m->gate != SWT_GATE_TA)
+        return "none";
+    switch (m->ta_capacity) {
+    case SWT_TA_CAP_TARGET: return "target";
+    case SWT_TA_CAP_UNIFORM: return "uniform";
+    default: return "routed";
+    }
+}
+
 static void print_header(const options_t *o, int argc, char **argv,
                          int W, const char *policy, const trainer_t *md,
                          double floor_nats)
@@ -562,14 +604,15 @@ static void print_header(const options_t *o, int argc, char **argv,
            sysconf(_SC_NPROCESSORS_ONLN), cpu);
     printf("# ranks: %d  policy: %s  pipeline: %d  packing: %d  "
            "bucket: %zu bytes (%d buckets)  phase hints: %s  device: %s  "
-           "blas threads: %d  gate: %s  overlap: %s\n", W, policy,
+           "blas threads: %d  gate: %s (capacity per expert: %s)  "
+           "overlap: %s\n", W, policy,
            m->pipeline,
            m->packing, m->bucket_bytes, trainer_num_buckets(md),
            m->phase_hints ? "on" : "off", o->device_desc, o->threads,
            m->gate == SWT_GATE_TA     ? "ta"
            : m->gate == SWT_GATE_TOPO ? "topo"
                                       : "gshard",
-           m->overlap ? "next forward" : "off");
+           ta_capacity_name(m), m->overlap ? "next forward" : "off");
     printf("# model: layers %d  hidden %d  ffn %d (dense %d)  experts %d "
            "(%d per rank)  top-k %d  capacity %.3g per group of %d tokens  "
            "aux %g  vocab %d\n", m->layers, m->hidden, m->ffn, m->dense_ffn,
@@ -656,7 +699,6 @@ static int check_same_plan(swy_comm_t comm, const int *plan, int L, int E,
     return 0;
 }
 
-/* Per-step record, averaged over ranks. */
 /* Per-step record, summed over ranks: R_ROWS and R_CROSS are the rows
  * dispatched in all layers and those that crossed to another node. */
 enum { R_XENT, R_AUX, R_DROPPED, R_ROWS, R_CROSS, R_TIMERS,
@@ -763,6 +805,10 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
     if (o->placement != SWT_PLACE_NONE) {
         swt_placement_config_t pc = {
             .kind = o->placement, .every = o->placement_every,
+            /* A plan stands until the next one: by default its moves must
+             * pay for themselves within those steps. */
+            .horizon = o->placement_horizon >= 0 ? o->placement_horizon
+                                                 : o->placement_every,
             .oracle_trace = o->oracle_trace,
             .link_bandwidth = o->placement_bw,
             .flops = o->placement_flops,
@@ -1007,6 +1053,18 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
             cross_end += hist[(size_t)i * R_LEN + R_CROSS];
         }
         double cross_pct = rows_end > 0 ? 100.0 * cross_end / rows_end : 0;
+        /* What every gate figure reports beside its speed: the slots it
+         * dropped (rows never sent, expert work never done) and the bytes
+         * it moved across nodes, over the whole run. A dispatched row
+         * crosses four times: dispatch and combine, forward and backward. */
+        double slots_total = (double)steps * W * S * m->top_k * L;
+        double dropped_pct = slots_total > 0
+                                 ? 100.0 * dropped_total / slots_total
+                                 : 0.0;
+        double cross_total = 0;
+        for (int i = 0; i < steps; i++)
+            cross_total += hist[(size_t)i * R_LEN + R_CROSS];
+        double cross_bytes = 4.0 * cross_total * m->hidden * sizeof(float);
         double tps = (double)S * W / st[SWT_T_STEP].median;
         printf("\n# summary (timings: median [min, max] over steps %d..%d, "
                "mean over ranks)\n", first + 1, steps);
@@ -1034,7 +1092,10 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
                    1e3 * s.median, 1e3 * s.min, 1e3 * s.max);
         }
         printf("%-22s %.0f\n", "tokens/s", tps);
-        printf("%-22s %.0f\n", "slots dropped", dropped_total);
+        printf("%-22s %.0f of %.0f (%.2f%%)\n", "slots dropped",
+               dropped_total, slots_total, dropped_pct);
+        printf("%-22s %.0f (%.3g MB)\n", "bytes across nodes", cross_bytes,
+               cross_bytes / 1e6);
         printf("%-22s %.1f (last quarter of the steps)\n",
                "cross-node rows %", cross_pct);
         if (expert_dp != NULL)
@@ -1058,7 +1119,10 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
                    "shadow replicas", shadow_identical ? "identical"
                                                        : "DIFFER",
                    shadow_compared);
-            printf("%-22s %d\n", "experts moved (total)", moved_total);
+            printf("%-22s %d (%.1f per 100 steps; %d more not worth "
+                   "their bytes)\n", "experts moved (total)", moved_total,
+                   steps > 0 ? 100.0 * moved_total / steps : 0.0,
+                   swt_placement_kept_back(placement));
             print_packing(placement, L, E, moved_total);
         }
         if (o->compute_scale > 1.0)
@@ -1090,16 +1154,28 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
                        keys[t], 1e3 * st[t].median, keys[t],
                        1e3 * st[t].min, keys[t], 1e3 * st[t].max);
             printf("\"tokens_per_s\":%.1f,\"dropped\":%.0f,"
+                   "\"slots\":%.0f,\"dropped_pct\":%.4f,"
+                   "\"cross_node_bytes\":%.0f,\"gate\":\"%s\","
+                   "\"ta_capacity\":\"%s\","
                    "\"cross_node_pct\":%.2f,\"dense_identical\":%s,"
                    "\"experts_identical\":%s,"
                    "\"skew\":%g,\"placement\":\"%s\","
                    "\"shadowed_mean\":%.4f,\"shadow_identical\":%s,"
-                   "\"moved_total\":%d}\n",
-                   tps, dropped_total, cross_pct,
+                   "\"moved_total\":%d,\"moves_per_100_steps\":%.2f,"
+                   "\"moves_kept_back\":%d}\n",
+                   tps, dropped_total, slots_total, dropped_pct,
+                   cross_bytes,
+                   m->gate == SWT_GATE_TA     ? "ta"
+                   : m->gate == SWT_GATE_TOPO ? "topo"
+                                              : "gshard",
+                   ta_capacity_name(m), cross_pct,
                    identical ? "true" : "false",
                    experts_identical ? "true" : "false", o->skew,
                    swt_placement_name(o->placement), shadowed_mean,
-                   shadow_identical ? "true" : "false", moved_total);
+                   shadow_identical ? "true" : "false", moved_total,
+                   steps > 0 ? 100.0 * moved_total / steps : 0.0,
+                   placement != NULL ? swt_placement_kept_back(placement)
+                                     : 0);
         }
         fflush(stdout);
     }
@@ -1212,6 +1288,7 @@ int main(int argc, char **argv)
                   .topo_cross_frac = 0.14, .overlap = -1},
         .steps = 300, .noise = 0.1, .device = "cpu", .compute_scale = 1.0,
         .threads = 1, .warmup = 3, .placement_every = 10,
+        .placement_horizon = -1,
         .placement_bw = 1.25e8, .placement_flops = 2e10,
         .placement_max_shadow = 4};
     int p = parse_args(argc, argv, &o);

@@ -51,6 +51,7 @@ struct swt_model {
     float *dact;            /* [S][Fd] */
     swt_ddp_t *ddp;
     float *ta_weight;       /* [E], --gate ta */
+    double *ta_share;       /* [E], --gate ta: target share per expert */
     int *node_of_expert;    /* [E], --gate topo */
     int my_node;
     long applied_step;      /* --overlap: Adam step of the pending grads */
@@ -68,14 +69,21 @@ static swy_status_t gate_setup(swt_model_t *md)
     swy_status_t st = SWY_OK;
     if (md->cfg.gate == SWT_GATE_TA) {
         double *w = calloc((size_t)md->lo.E, sizeof(double));
+        double *rank_share = calloc((size_t)md->lo.W, sizeof(double));
         md->ta_weight = calloc((size_t)md->lo.E, sizeof(float));
-        if (w == NULL || md->ta_weight == NULL) {
+        md->ta_share = calloc((size_t)md->lo.E, sizeof(double));
+        if (w == NULL || rank_share == NULL || md->ta_weight == NULL ||
+            md->ta_share == NULL) {
             free(w);
+            free(rank_share);
             return SWY_ERR_NO_MEMORY;
         }
-        st = swy_moe_ta_target(md->comm, md->lo.nl, NULL, w);
-        for (int e = 0; e < md->lo.E; e++)
+        st = swy_moe_ta_target(md->comm, md->lo.nl, rank_share, w);
+        for (int e = 0; e < md->lo.E; e++) {
             md->ta_weight[e] = (float)w[e];
+            md->ta_share[e] = rank_share[e / md->lo.nl] / md->lo.nl;
+        }
+        free(rank_share);
         free(w);
     } else if (md->cfg.gate == SWT_GATE_TOPO) {
         int *node = calloc((size_t)md->lo.W, sizeof(int));
@@ -189,6 +197,8 @@ swy_status_t swt_model_create_groups(swy_comm_t world, swy_comm_t comm,
         swt_layout_block_params(&md->lo, l, &ly->p, &ly->d, &bp);
         bp.gate = cfg->gate;
         bp.ta_weight = md->ta_weight;
+        bp.ta_capacity = cfg->ta_capacity;
+        bp.ta_share = md->ta_share;
         bp.node_of_expert = md->node_of_expert;
         bp.my_node = md->my_node;
         bp.topo_cross_frac = cfg->topo_cross_frac;
@@ -217,6 +227,7 @@ void swt_model_destroy(swt_model_t *md)
     if (md == NULL)
         return;
     swt_ddp_destroy(md->ddp);
+    free(md->ta_share);
     free(md->ta_weight);
     free(md->node_of_expert);
     if (md->layers != NULL)

@@ -44,6 +44,7 @@ typedef struct {
     int phase_hints;
     int gate;                  /* swt_gate_kind_t (moe_block.h) */
     double topo_cross_frac;    /* --gate topo: share kept cross-node */
+    int ta_capacity;           /* --ta-capacity: swt_ta_capacity_t */
     int overlap;               /* --overlap: dense optimizer step of each
                                   tensor in the next forward (ddp.h) */
 } swt_model_config_t;

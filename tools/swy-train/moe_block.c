@@ -87,12 +87,62 @@ int swt_moe_block_core_init(swt_moe_block_core_t *core, swy_moe_plan_t plan,
         swt_moe_block_core_finalize(core);
         return -1;
     }
+    /* TA-MoE sizes the dispatch to its target: an expert that gets twice
+     * the uniform share of this rank's slots gets twice the capacity, the
+     * total staying capacity_factor * G * k. Sized for 1/E instead, the
+     * experts the gate is steered toward overflow and their rows are
+     * dropped, not sent (see swt_ta_capacity_t). */
+    if (params->gate == SWT_GATE_TA && params->capacity_factor > 0 &&
+        params->ta_capacity != SWT_TA_CAP_UNIFORM) {
+        core->capacity_each = malloc((size_t)core->E * sizeof(int));
+        core->routed_share = calloc((size_t)core->E, sizeof(double));
+        if (core->capacity_each == NULL || core->routed_share == NULL) {
+            swt_moe_block_core_finalize(core);
+            return -1;
+        }
+        for (int e = 0; e < core->E; e++)
+            core->routed_share[e] = params->ta_capacity == SWT_TA_CAP_TARGET
+                                        ? params->ta_share[e]
+                                        : 1.0 / core->E;
+    }
     return 0;
+}
+
+void swt_moe_block_core_capacity_begin(swt_moe_block_core_t *core)
+{
+    if (core->capacity_each != NULL)
+        swy_k_gate_capacity_shares(core->p.capacity_factor,
+                                   core->p.gate_group, core->k, core->E,
+                                   core->routed_share, core->capacity_each);
+}
+
+/* Cong et al.'s EMA weight of the past (p = theta p + (1 - theta) x). */
+#define SWT_ROUTED_SHARE_THETA 0.9
+
+void swt_moe_block_core_capacity_end(swt_moe_block_core_t *core,
+                                     const int *choice_idx)
+{
+    if (core->capacity_each == NULL || core->p.ta_capacity !=
+                                           SWT_TA_CAP_ROUTED)
+        return;
+    size_t slots = (size_t)core->S * core->k;
+    if (slots == 0)
+        return;
+    double theta = SWT_ROUTED_SHARE_THETA, per_slot = (1.0 - theta) / slots;
+    for (int e = 0; e < core->E; e++)
+        core->routed_share[e] *= theta;
+    for (size_t s = 0; s < slots; s++)
+        if (choice_idx[s] >= 0)
+            core->routed_share[choice_idx[s]] += per_slot;
 }
 
 void swt_moe_block_core_finalize(swt_moe_block_core_t *core)
 {
     swt_moe_block_core_route_end(core);
+    free(core->routed_share);
+    free(core->capacity_each);
+    core->capacity_each = NULL;
+    core->routed_share = NULL;
     free(core->sent_slot);
     free(core->sent);
     core->sent = core->sent_slot = NULL;
@@ -529,13 +579,19 @@ static void gate_forward(swt_moe_block_t *b)
         aux += a;
     }
     memcpy(b->choice_idx, b->topk_idx, (size_t)S * k * sizeof(int));
+    swt_moe_block_core_capacity_begin(&b->core);
     for (int g = 0; g < b->core.n_groups; g++) {
         size_t t0 = (size_t)g * G;
-        b->core.dropped += swy_k_gate_drop(b->topk_idx + t0 * k,
-                                           b->topk_w + t0 * k, G, k, E,
-                                           b->core.capacity,
-                                           SWY_K_DROP_CHOICE_ORDER, b->load);
+        if (b->core.capacity_each != NULL)
+            b->core.dropped += swy_k_gate_drop_each(
+                b->topk_idx + t0 * k, b->topk_w + t0 * k, G, k, E,
+                b->core.capacity_each, SWY_K_DROP_CHOICE_ORDER, b->load);
+        else
+            b->core.dropped += swy_k_gate_drop(
+                b->topk_idx + t0 * k, b->topk_w + t0 * k, G, k, E,
+                b->core.capacity, SWY_K_DROP_CHOICE_ORDER, b->load);
     }
+    swt_moe_block_core_capacity_end(&b->core, b->choice_idx);
     b->core.aux = b->core.n_groups > 0 ? aux / b->core.n_groups : 0.0;
 }
 

@@ -38,6 +38,10 @@ typedef struct {
     /* gate kind (swt_gate_kind_t) and what it needs: */
     int gate;
     const float *ta_weight;     /* [E] TA-MoE per-expert aux weights */
+    /* --gate ta's capacity (swt_ta_capacity_t) and TA-MoE's target share
+     * of this rank's slots per expert ([E], sums to 1) */
+    int ta_capacity;
+    const double *ta_share;
     const int *node_of_expert;  /* [E] node of each expert (topo) */
     int my_node;                /* this rank's node (topo) */
     double topo_cross_frac;     /* tokens that may keep a cross-node choice */
@@ -61,6 +65,24 @@ typedef struct {
  *  cross-node choice to experts on their own node. */
 typedef enum { SWT_GATE_GSHARD = 0, SWT_GATE_TA = 1, SWT_GATE_TOPO = 2 }
     swt_gate_kind_t;
+
+/** How --gate ta sizes each expert's capacity per gate group; the total
+ *  is capacity_factor * G * k in all three, as GShard's.
+ *  - ROUTED (default): from this rank's share of slots that chose each
+ *    expert (before capacity) in the earlier steps, an EMA (theta 0.9,
+ *    Cong et al.'s EMA) that starts at the uniform 1/E the fresh gate
+ *    routes. It follows the dispatch as TA-MoE's loss moves it from
+ *    uniform to the target, and is the target's sizing once there.
+ *  - TARGET: TA-MoE's target share from the first step. The gate starts
+ *    uniform and reaches the target over hundreds of steps; until then the
+ *    experts the target starves drop what the gate still sends them.
+ *  - UNIFORM: 1/E, GShard's sizing; the experts the gate is steered
+ *    toward overflow. */
+typedef enum {
+    SWT_TA_CAP_ROUTED = 0,
+    SWT_TA_CAP_TARGET = 1,
+    SWT_TA_CAP_UNIFORM = 2
+} swt_ta_capacity_t;
 
 typedef struct swt_moe_block swt_moe_block_t;
 
@@ -124,6 +146,9 @@ typedef struct {
     int S, H, F, E, k, nl, n_groups;
     int capacity;               /* slots per expert and gate group, -1: no
                                    limit (capacity_factor <= 0) */
+    int *capacity_each;         /* [E] per expert instead (--gate ta), or
+                                   NULL: capacity for every expert */
+    double *routed_share;       /* [E] SWT_TA_CAP_ROUTED's EMA, or NULL */
     char where[32];             /* "layer 3" or "layer 3 (cuda)" */
     char name_fwd[32], name_bwd[32]; /* the exchanges' op names */
     /* the step's route, from the forward to the end of the backward */
@@ -134,6 +159,15 @@ typedef struct {
     double aux;                 /* the last forward's, mean over groups */
     int dropped;                /* slots the last forward dropped */
 } swt_moe_block_core_t;
+
+/** The capacity of each expert for this step's gate groups
+ *  (core->capacity_each), before the drop. */
+void swt_moe_block_core_capacity_begin(swt_moe_block_core_t *core);
+
+/** After the gate: fold this step's choices before capacity
+ *  (choice_idx [S][k], host) into SWT_TA_CAP_ROUTED's shares. */
+void swt_moe_block_core_capacity_end(swt_moe_block_core_t *core,
+                                     const int *choice_idx);
 
 /** Fills @p core from @p params; @p device (NULL for the CPU) goes into
  *  the messages' prefix. @return 0, or -1 when out of memory (nothing

@@ -29,6 +29,8 @@ struct swt_placement {
     int *cur;                       /* [E] scratch: current ranks */
     int *fill;                      /* [ranks] scratch */
     int n_plans;
+    int kept_back;                  /* moves not worth their bytes, all
+                                       plans and layers */
 };
 
 const char *swt_placement_name(int kind)
@@ -278,6 +280,7 @@ int swt_placement_plan(swt_placement_t *pl, long step, const int *slot_of,
     pc.flops = c->flops;
     pc.max_shadow = c->max_shadow < E ? c->max_shadow : E;
     pc.fixed_slots = c->apply_packing != 0;
+    pc.horizon_steps = c->horizon;
     for (int l = 0; l < c->layers; l++) {
         const int *sl = slot_of + (size_t)l * E;
         int *sn = slot_new + (size_t)l * E;
@@ -286,9 +289,9 @@ int swt_placement_plan(swt_placement_t *pl, long step, const int *slot_of,
         for (int e = 0; e < E; e++)
             pl->cur[e] = sl[e] / c->experts_per_rank;
         pc.current_rank = pl->cur;
-        swy_load_placement_t out = {sizeof(out), shadow + (size_t)l * E,
-                                    pl->home + (size_t)l * E, NULL, 0, 0,
-                                    0, 0, 0, 0, 0, 0};
+        swy_load_placement_t out = {.struct_size = sizeof(out),
+                                    .shadow = shadow + (size_t)l * E,
+                                    .home = pl->home + (size_t)l * E};
         if (swy_load_placement_plan(&pc, pl->load, &out) != SWY_OK) {
             fprintf(stderr, "swy-train: placement: layer %d: %s\n", l,
                     swy_last_error(NULL));
@@ -297,6 +300,7 @@ int swt_placement_plan(swt_placement_t *pl, long step, const int *slot_of,
         pl->lat_before[l] = out.latency_before_s;
         pl->lat_after[l] = out.latency_after_s;
         pl->moved[l] = out.n_moved;
+        pl->kept_back += out.moves_kept_back;
         /* Moving costs parameters and Adam state on the link: only when
          * the model says packing beats shadowing alone. */
         pl->packed[l] = c->apply_packing && out.n_moved > 0 &&
@@ -325,6 +329,11 @@ const int *swt_placement_home(const swt_placement_t *pl, int layer,
 int swt_placement_num_plans(const swt_placement_t *pl)
 {
     return pl->n_plans;
+}
+
+int swt_placement_kept_back(const swt_placement_t *pl)
+{
+    return pl->kept_back;
 }
 
 int swt_placement_packed(const swt_placement_t *pl, int layer)

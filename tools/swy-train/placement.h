@@ -30,6 +30,9 @@ typedef enum {
 typedef struct {
     int kind;                  /* swt_placement_kind_t */
     int every;                 /* N >= 1: plan after steps N, 2N, ... */
+    int horizon;               /* steps a relocation must pay for itself
+                                  in (swy_load_placement_config_t's
+                                  horizon_steps), 0: moves are free */
     const char *oracle_trace;  /* CSV step,layer,expert,tokens (oracle) */
     double link_bandwidth;     /* bytes/s of the latency model */
     double flops;              /* flop/s of one rank */
@@ -74,6 +77,10 @@ const int *swt_placement_home(const swt_placement_t *pl, int layer,
 
 /** Whether the last plan of layer @p layer changed its slots. */
 int swt_placement_packed(const swt_placement_t *pl, int layer);
+
+/** Relocations the plans proposed and did not make because their modeled
+ *  gain until the next plan was below their bytes on the link. */
+int swt_placement_kept_back(const swt_placement_t *pl);
 
 /** Plans made so far. */
 int swt_placement_num_plans(const swt_placement_t *pl);

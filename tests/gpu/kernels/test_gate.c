@@ -155,6 +155,41 @@ static void check_gate(int S, int H, int E, int k, int renormalize)
             free(dw);
         }
 
+    /* A capacity per expert (TA-MoE's shares: uneven), both orders. */
+    int *cap_each = kct_host((size_t)E * sizeof(int));
+    int *cap_each_d = kct_dev((size_t)E * sizeof(int));
+    for (int e = 0; e < E; e++)
+        cap_each[e] = e % 3 == 0 ? -1 : (e * 5) % (S * k / E + 2);
+    kct_set(cap_each_d, cap_each, (size_t)E * sizeof(int));
+    for (int order = 0; order < 2; order++) {
+        char sh2[128];
+        snprintf(sh2, sizeof(sh2), "%s cap per expert %s", shape,
+                 order ? "choice" : "token");
+        int *di = kct_host(ns * sizeof(int));
+        float *dw = kct_host(ns * 4);
+        memcpy(di, idx, ns * sizeof(int));
+        memcpy(dw, tw, ns * 4);
+        kct_set(idx_d, di, ns * sizeof(int));
+        kct_set(tw_d, dw, ns * 4);
+        int dropped = swy_k_gate_drop_each(di, dw, S, k, E, cap_each,
+                                           (swy_k_drop_order_t)order, load);
+        KCT_OK(swy_kc_gate_drop_each(kct_ctx, idx_d, tw_d, S, k, E,
+                                     cap_each_d, (swy_k_drop_order_t)order,
+                                     load_d, dropped_d));
+        kct_cmp_dev_int("swy_kc_gate_drop_each", sh2, "topk_idx", idx_d, di,
+                        ns);
+        kct_cmp_dev("swy_kc_gate_drop_each", sh2, "topk_w", tw_d, dw, ns,
+                    0.0);
+        kct_cmp_dev_int("swy_kc_gate_drop_each", sh2, "load", load_d, load,
+                        (size_t)E);
+        kct_cmp_dev_int("swy_kc_gate_drop_each", sh2, "dropped", dropped_d,
+                        &dropped, 1);
+        free(di);
+        free(dw);
+    }
+    free(cap_each);
+    kct_dfree(cap_each_d);
+
     void *dev[] = {x_d, wg_d, dl_d, dwg_d, logits_d, dx_d, p_d, gl_d, tw_d,
                    idx_d, probs_d, dtw_d, dp_d, load_d, dropped_d};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)

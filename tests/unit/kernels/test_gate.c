@@ -316,6 +316,20 @@ static void test_capacity(void)
     EXPECT(swy_k_gate_capacity(1.1, 100, 1, 10) == 11); /* 1.1*10 */
     EXPECT(swy_k_gate_capacity(1.0, 0, 2, 4) == 0);
     EXPECT(swy_k_gate_capacity(0.0, 7, 2, 4) == 14);    /* no limit */
+
+    /* Per-expert shares: uniform shares give the uniform capacity. */
+    double uniform[12], ta[4] = {0.45, 0.45, 0.05, 0.05};
+    int cap[12];
+    for (int e = 0; e < 12; e++)
+        uniform[e] = 1.0 / 12;
+    swy_k_gate_capacity_shares(1.2, 50, 2, 12, uniform, cap);
+    for (int e = 0; e < 12; e++)
+        EXPECT(cap[e] == swy_k_gate_capacity(1.2, 50, 2, 12));
+    /* TA-MoE's shares: 1.25 * 64 * 2 * 0.45 = 72, 0.05 -> 8. */
+    swy_k_gate_capacity_shares(1.25, 64, 2, 4, ta, cap);
+    EXPECT(cap[0] == 72 && cap[1] == 72 && cap[2] == 8 && cap[3] == 8);
+    swy_k_gate_capacity_shares(0.0, 64, 2, 4, ta, cap);
+    EXPECT(cap[0] == -1 && cap[3] == -1);                /* no limit */
 }
 
 static void test_drop_by_hand(void)
@@ -356,6 +370,26 @@ static void test_drop_by_hand(void)
     /* Capacity 0 drops everything. */
     d = swy_k_gate_drop(idx2, w2, 2, 2, 2, 0, SWY_K_DROP_TOKEN_ORDER, load);
     EXPECT(d == 3 && load[0] == 0 && load[1] == 0);
+
+    /* A capacity per expert: e0 keeps 3, e1 keeps 1 (token order). */
+    const int cap_each[2] = {3, 1};
+    memcpy(idx, idx0, sizeof(idx));
+    for (int i = 0; i < 8; i++)
+        w[i] = 0.1f * (float)(i + 1);
+    d = swy_k_gate_drop_each(idx, w, 4, 2, 2, cap_each,
+                             SWY_K_DROP_TOKEN_ORDER, load);
+    const int want_each[8] = {0, 1, 0, -1, -1, 0, -1, -1};
+    EXPECT(d == 4 && load[0] == 3 && load[1] == 1);
+    for (int i = 0; i < 8; i++)
+        EXPECT(idx[i] == want_each[i]);
+    /* Equal capacities give swy_k_gate_drop's result. */
+    const int cap_same[2] = {2, 2};
+    memcpy(idx, idx0, sizeof(idx));
+    d = swy_k_gate_drop_each(idx, w, 4, 2, 2, cap_same,
+                             SWY_K_DROP_CHOICE_ORDER, load);
+    EXPECT(d == 4);
+    for (int i = 0; i < 8; i++)
+        EXPECT(idx[i] == want_choice[i]);
 }
 
 static void test_drop_random(void)

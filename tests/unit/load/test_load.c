@@ -413,6 +413,17 @@ static void test_bad_input(void)
     s[13] = 0.5;
     CHECK(swy_load_state(&sc, s, 40, 0, st) == SWY_ERR_INVALID_ARG,
           "state zero experts");
+    /* Calibration: quantile out of range; 40 steps hold no window of
+     * 100 in their last half, and the message says how many would. */
+    CHECK(swy_load_state_calibrate(&sc, s, 40, 2, 0.0) ==
+              SWY_ERR_INVALID_ARG, "calibrate quantile 0");
+    CHECK(swy_load_state_calibrate(&sc, s, 40, 2, 0.9) ==
+              SWY_ERR_INVALID_ARG, "calibrate 40 steps, window 100");
+    CHECK(strstr(swy_last_error(NULL), "need at least 200 steps") != NULL,
+          "message: %s", swy_last_error(NULL));
+    sc.window = 4;
+    CHECK_OK(swy_load_state_calibrate(&sc, s, 40, 2, 0.9));
+    CHECK(sc.max_range >= 0.0, "calibrated range %g", sc.max_range);
     sc.window = 1;
     CHECK(swy_load_state(&sc, s, 40, 2, st) == SWY_ERR_INVALID_ARG,
           "state window 1");
@@ -508,6 +519,147 @@ static void test_tool(void)
     unlink(path);
 }
 
+/* A 1-layer, 4-expert trace of n steps of 40,000 assignments with
+ * sampling noise: shares fixed at 10/20/30/40 % (trend 0), or moving
+ * linearly from 10/20/30/40 % to 40/30/20/10 % (trend 1), into a new
+ * file named after the mkstemp template path. Returns 0 or -1. */
+static int write_trace(char *path, int n, int trend)
+{
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (f == NULL)
+        return -1;
+    fprintf(f, "step,layer,expert,tokens\n");
+    for (int t = 1; t <= n; t++)
+        for (int e = 0; e < 4; e++) {
+            double p = 0.1 * (e + 1);
+            if (trend)
+                p += (0.1 * (4 - e) - p) * t / n;
+            double m = 40000.0 * p;
+            double c = m + sqrt(m * (1 - p)) * gauss();
+            fprintf(f, "%d,0,%d,%.0f\n", t, e, c < 0 ? 0 : c);
+        }
+    return fclose(f);
+}
+
+/* Reads swy-predict's JSON lines: the state range of the judged trace,
+ * and per horizon 1 and state "all" the best predictor in hindsight and
+ * the one chosen on the calibration trace. */
+typedef struct {
+    double state_range;
+    char best[32], chosen[32], chosen_on[256];
+    int status;
+} heldout_t;
+
+static void copy_field(const char *line, const char *key, char *out,
+                       size_t len)
+{
+    const char *q = strstr(line, key);
+    if (q == NULL)
+        return;
+    q += strlen(key);
+    size_t i = 0;
+    while (q[i] != '"' && q[i] != '\0' && i + 1 < len) {
+        out[i] = q[i];
+        i++;
+    }
+    out[i] = '\0';
+}
+
+static heldout_t run_heldout(const char *args)
+{
+    heldout_t h = {-1.0, "", "", "", -1};
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s --json --horizons 1,10 --start 300 "
+             "--refit 500 --lstm-fit 300 --state-window 50 "
+             "--state-windows 3 --state-smooth 20 %s 2>/dev/null",
+             predict_exe, args);
+    FILE *p = popen(cmd, "r");
+    if (p == NULL)
+        return h;
+    char line[512];
+    while (fgets(line, sizeof(line), p) != NULL) {
+        char *q = strstr(line, "\"state_range\":");
+        if (q != NULL)
+            h.state_range = atof(q + 14);
+        if (strstr(line, "\"horizon\":1,\"state\":\"all\"") == NULL)
+            continue;
+        if (strstr(line, "\"best\":") != NULL)
+            copy_field(line, "\"best\":\"", h.best, sizeof(h.best));
+        if (strstr(line, "\"chosen\":") != NULL) {
+            copy_field(line, "\"chosen\":\"", h.chosen, sizeof(h.chosen));
+            copy_field(line, "\"chosen_on\":\"", h.chosen_on,
+                       sizeof(h.chosen_on));
+        }
+    }
+    h.status = pclose(p);
+    return h;
+}
+
+/* Held-out evaluation (swy-predict --calibrate CAL TRACE): the detector's
+ * threshold and the choice of predictor come from CAL alone. CAL holds
+ * still, where a long average wins; the judged traces drift, where it
+ * loses to a short one. So the predictor chosen for TRACE must be CAL's
+ * best and not TRACE's own, and the threshold must not change with the
+ * trace judged. A short trace (300 steps) with the default --start 500
+ * is evaluated from an earlier origin instead of refused. */
+static void test_tool_heldout(void)
+{
+    if (predict_exe == NULL) {
+        fprintf(stderr, "usage: test_load tool_heldout PATH\n");
+        exit(2);
+    }
+    char cal[] = "/tmp/swy_load_calXXXXXX", drift[] = "/tmp/swy_load_drXXXXXX";
+    char drift2[] = "/tmp/swy_load_dr2XXXXXX";
+    char shrt[] = "/tmp/swy_load_shortXXXXXX";
+    CHECK(write_trace(cal, 1500, 0) == 0 && write_trace(drift, 1500, 1) == 0 &&
+              write_trace(drift2, 1200, 1) == 0 &&
+              write_trace(shrt, 300, 0) == 0,
+          "writing the traces");
+    char args[1024];
+    heldout_t own = run_heldout(cal);
+    heldout_t judged_own = run_heldout(drift);
+    snprintf(args, sizeof(args), "--calibrate %s %s", cal, drift);
+    heldout_t h = run_heldout(args);
+    snprintf(args, sizeof(args), "--calibrate %s %s", cal, drift2);
+    heldout_t h2 = run_heldout(args);
+    printf("tool_heldout: best on the calibration trace %s, on the drifting "
+           "one %s; chosen for it %s (on %s); state range %g and %g\n",
+           own.best, judged_own.best, h.chosen, h.chosen_on, h.state_range,
+           h2.state_range);
+    CHECK(own.status == 0 && judged_own.status == 0 && h.status == 0 &&
+              h2.status == 0,
+          "exit status %d %d %d %d", own.status, judged_own.status, h.status,
+          h2.status);
+    CHECK(own.best[0] != '\0' && judged_own.best[0] != '\0' &&
+              strcmp(own.best, judged_own.best) != 0,
+          "the traces do not separate the predictors (%s vs %s)", own.best,
+          judged_own.best);
+    CHECK(strcmp(h.chosen, own.best) == 0, "chosen %s, but the calibration "
+          "trace's best is %s", h.chosen, own.best);
+    CHECK(strcmp(h.chosen_on, cal) == 0, "chosen on '%s'", h.chosen_on);
+    CHECK(strcmp(h.best, judged_own.best) == 0, "best in hindsight %s vs %s",
+          h.best, judged_own.best);
+    CHECK(h.state_range > 0 && h.state_range == h2.state_range,
+          "the calibrated range depends on the judged trace: %g vs %g",
+          h.state_range, h2.state_range);
+    /* A short trace with the default --start: evaluated, not refused. */
+    snprintf(args, sizeof(args), "%s --json %s >/dev/null 2>&1", predict_exe,
+             shrt);
+    int status = system(args);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "300 steps with the default --start: status %d", status);
+    snprintf(args, sizeof(args), "%s --start 400 %s 2>&1 | grep -q "
+             "'set --start below 299'", predict_exe, shrt);
+    status = system(args);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "--start 400 on 300 steps does not say which --start would do");
+    unlink(cal);
+    unlink(drift);
+    unlink(drift2);
+    unlink(shrt);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -518,7 +670,7 @@ int main(int argc, char **argv)
         {"arima_trend", test_arima_trend}, {"ar2", test_ar2},
         {"arima111", test_arima111},   {"lstm", test_lstm},
         {"state", test_state},         {"bad_input", test_bad_input},
-        {"tool", test_tool},
+        {"tool", test_tool},           {"tool_heldout", test_tool_heldout},
     };
     if (argc == 3)
         predict_exe = argv[2];

@@ -5,6 +5,7 @@
  * values in the comments are worked out by hand from load.h's formulas.
  * Usage: test_placement CASE. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ static swy_load_placement_config_t unit_config(int W, int epr)
     c.link_bandwidth = 1.0;
     c.flops = 12.0;
     c.max_shadow = W * epr;
+    c.horizon_steps = 0; /* moves free, except in test_move_cost */
     return c;
 }
 
@@ -186,8 +188,9 @@ static void test_ffd(void)
     CHECK_NEAR(pl.p.latency_before_s, 50, 1e-9);
     CHECK_NEAR(pl.p.latency_after_s, 45, 1e-9);
     /* Outputs may be NULL. */
-    swy_load_placement_t bare = {sizeof(bare), NULL, NULL, NULL, -1, -1,
-                                 -1, 0, 0, 0, 0, 0};
+    swy_load_placement_t bare = {.struct_size = sizeof(bare),
+                                 .n_shadowed = -1, .n_cold = -1,
+                                 .n_moved = -1};
     CHECK_OK(swy_load_placement_plan(&c, load, &bare));
     CHECK(bare.n_moved == 2, "moved %d without arrays", bare.n_moved);
 }
@@ -342,8 +345,7 @@ static void test_slots(void)
     /* A current_rank that does not fill every rank is refused. */
     int bad[4] = {0, 0, 0, 1};
     c.current_rank = bad;
-    swy_load_placement_t out = {sizeof(out), NULL, NULL, NULL, 0, 0, 0,
-                                0, 0, 0, 0, 0};
+    swy_load_placement_t out = {.struct_size = sizeof(out)};
     CHECK(swy_load_placement_plan(&c, load, &out) == SWY_ERR_INVALID_ARG,
           "unbalanced current_rank accepted");
     int out_of_range[4] = {0, 2, 1, 1};
@@ -356,6 +358,77 @@ static void test_slots(void)
           "fixed_slots 2 accepted");
 }
 
+/* Moves charged their bytes (horizon_steps > 0) on test_slots' first
+ * case: packing proposes 2 moves that take the modeled latency from 950
+ * to 525 s a step, a gain of 425 s per step of the horizon. */
+static void test_move_cost(void)
+{
+    swy_load_placement_config_t c = unit_config(2, 2);
+    c.max_shadow = 0;
+    c.fixed_slots = 1;
+    double load[4] = {100, 90, 5, 5};
+    int stay[4] = {0, 0, 1, 1}, moved[4] = {0, 1, 1, 0};
+    plan_t pl;
+
+    /* 300 bytes a move at 1 B/s: 600 s for both, more than one step's
+     * 425 s: nothing moves, and the plan says what it kept back. */
+    c.horizon_steps = 1;
+    c.move_bytes = 300;
+    plan(&c, load, &pl);
+    check_ints("home", pl.home, stay, 4);
+    CHECK(pl.p.n_moved == 0 && pl.p.moves_kept_back == 2,
+          "gain below cost: moved %d, kept back %d", pl.p.n_moved,
+          pl.p.moves_kept_back);
+    CHECK_NEAR(pl.p.move_cost_s, 600, 1e-9);
+    CHECK_NEAR(pl.p.move_gain_s, 425, 1e-9);
+    CHECK_NEAR(pl.p.latency_after_s, 950, 1e-9);
+    CHECK_NEAR(pl.p.busiest_after, 190, 0);
+
+    /* A gain equal to the cost does not move either (212.5 x 2 = 425). */
+    c.move_bytes = 212.5;
+    plan(&c, load, &pl);
+    CHECK(pl.p.n_moved == 0 && pl.p.moves_kept_back == 2,
+          "gain = cost: moved %d", pl.p.n_moved);
+
+    /* Two steps gain 850 s > 600 s: the moves are made. */
+    c.move_bytes = 300;
+    c.horizon_steps = 2;
+    plan(&c, load, &pl);
+    check_ints("home", pl.home, moved, 4);
+    CHECK(pl.p.n_moved == 2 && pl.p.moves_kept_back == 0,
+          "gain above cost: moved %d, kept back %d", pl.p.n_moved,
+          pl.p.moves_kept_back);
+    CHECK_NEAR(pl.p.move_gain_s, 850, 1e-9);
+    CHECK_NEAR(pl.p.latency_after_s, 525, 1e-9);
+
+    /* The default move: parameters and Adam's two moments,
+     * 3 x (2 H F + H + F) x b = 12 bytes, 24 s for both. */
+    c.move_bytes = 0;
+    c.horizon_steps = 1;
+    plan(&c, load, &pl);
+    CHECK(pl.p.n_moved == 2, "default move bytes: moved %d", pl.p.n_moved);
+    CHECK_NEAR(pl.p.move_cost_s, 24, 1e-9);
+
+    /* A caller built before horizon_steps existed: moves are free. */
+    c.move_bytes = 1e12;
+    c.struct_size = offsetof(swy_load_placement_config_t, horizon_steps);
+    plan(&c, load, &pl);
+    CHECK(pl.p.n_moved == 2, "old struct_size: moved %d", pl.p.n_moved);
+    c.struct_size = sizeof(c);
+
+    /* Bad horizon or move size. */
+    swy_load_placement_t out = {.struct_size = sizeof(out)};
+    c.horizon_steps = -1;
+    CHECK(swy_load_placement_plan(&c, load, &out) == SWY_ERR_INVALID_ARG,
+          "horizon_steps -1 accepted");
+    c.horizon_steps = 1;
+    c.move_bytes = NAN;
+    CHECK(swy_load_placement_plan(&c, load, &out) == SWY_ERR_INVALID_ARG,
+          "move_bytes NaN accepted");
+    CHECK(strstr(swy_last_error(NULL), "move_bytes") != NULL,
+          "message lacks the argument: %s", swy_last_error(NULL));
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -364,7 +437,7 @@ int main(int argc, char **argv)
     } cases[] = {{"uniform", test_uniform}, {"hot", test_hot},
                  {"max_shadow", test_max_shadow}, {"ffd", test_ffd},
                  {"bad_input", test_bad_input},
-                 {"slots", test_slots}};
+                 {"slots", test_slots}, {"move_cost", test_move_cost}};
     if (argc != 2) {
         fprintf(stderr, "usage: test_placement CASE\n");
         return 2;
