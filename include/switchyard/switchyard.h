@@ -541,6 +541,46 @@ SWY_EXPORT swy_status_t swy_comm_configure(swy_comm_t comm, const char *name,
 SWY_EXPORT swy_status_t swy_comm_query(swy_comm_t comm, const char *name,
                                        char *buf, size_t len);
 
+/** What a communicator knows of one of its ranks (swy_comm_peer_info()). */
+typedef struct {
+    size_t struct_size;  /**< set by the caller to sizeof */
+    char hostname[64];   /**< the rank's host */
+    int node;            /**< its host's index among the communicator's */
+    int numa;            /**< its NUMA node there, -1 unknown */
+    char link_class[16]; /**< from the caller: "self", "same_numa",
+                              "same_node" or "cross_node" */
+    double bandwidth;    /**< bytes/s of that link in the model (measured
+                              with SWY_TOPO_PROBE, or from SWY_TOPO_FILE) */
+    double latency;      /**< seconds, likewise */
+    char transport[32];  /**< the transport carrying host memory to it,
+                              "" when none reaches it */
+    char path[192];      /**< that transport's account of the path (UCX:
+                              the devices it uses), or "" */
+} swy_peer_info_t;
+
+/**
+ * @brief Describe rank @p peer of @p comm as this rank sees it: its host,
+ *        the link class and model, and the transport chosen for it.
+ *        Local; any thread.
+ * @return SWY_OK, SWY_ERR_INVALID_ARG (NULL comm or info, peer out of
+ *         range, struct_size not sizeof(swy_peer_info_t)).
+ */
+SWY_EXPORT swy_status_t swy_comm_peer_info(swy_comm_t comm, int peer,
+                                           swy_peer_info_t *info);
+
+/**
+ * @brief Text that tools show (swy-info): @p what is "host" (this host's
+ *        topology as hwloc finds it), "transports" (the transport plugins
+ *        that load, their memory types and scores, and the choice per link
+ *        class) or "config" (every SWY_* variable: value, default, type,
+ *        range, help, and the rule for bad values). Needs no communicator.
+ * @param buf Filled with a NUL-terminated text, cut at len - 1 bytes.
+ * @return SWY_OK, SWY_ERR_INVALID_ARG (NULL what or buf, len 0, unknown
+ *         what), SWY_ERR_SYSTEM (discovery or loading failed: the message
+ *         says why).
+ */
+SWY_EXPORT swy_status_t swy_describe(const char *what, char *buf, size_t len);
+
 /**
  * @brief Allocate host memory that the communicator's ranks on this host
  *        can reach directly, as ncclMemAlloc or MPI_Win_allocate_shared

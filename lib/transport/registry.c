@@ -300,8 +300,8 @@ static int set_serves(const swy_transport_set_t *set, const peer_addrs_t *pa,
            pa->has[(size_t)t * (size_t)set->nranks + (size_t)peer];
 }
 
-static void set_choose(swy_transport_set_t *set, const swy_topo_t *topo,
-                       const peer_addrs_t *pa)
+/* SWY_TRANSPORT's transport, or -1 (with a warning when it names none). */
+static int set_forced(const swy_transport_set_t *set)
 {
     const char *forced = swy_config_get("SWY_TRANSPORT");
     int forced_t = -1;
@@ -311,26 +311,80 @@ static void set_choose(swy_transport_set_t *set, const swy_topo_t *topo,
             swy_warn(TP_SUBSYS, "SWY_TRANSPORT=%s: no such transport loaded; "
                                 "choosing by score", forced);
     }
-    for (int m = 0; m < SWY_MEM_NTYPES; m++) {
-        for (int peer = 0; peer < set->nranks; peer++) {
-            swy_link_class_t cls = set_link_class(set, topo, peer);
-            int best = -1, best_score = 0;
-            for (int t = 0; t < set->count; t++) {
-                if (!set_serves(set, pa, t, (swy_mem_type_t)m, cls, peer))
-                    continue;
-                /* Ties go to the earlier one: self, then the plugin list's
-                 * order, which every rank shares. */
-                if (set->tps[t].caps.score[cls] > best_score) {
-                    best = t;
-                    best_score = set->tps[t].caps.score[cls];
-                }
-            }
-            if (forced_t >= 0 &&
-                set_serves(set, pa, forced_t, (swy_mem_type_t)m, cls, peer))
-                best = forced_t;
-            set->peer_tp[m][peer] = best;
+    return forced_t;
+}
+
+/* The transport for memory mem to peer over a link of class cls: the
+ * highest score among those that serve it, ties to the earlier one
+ * (self, then the plugin list's order, which every rank shares);
+ * forced_t wins where it serves. pa NULL: every transport reaches the
+ * peer (what swy_transport_set_describe shows). -1: none. */
+static int set_pick(const swy_transport_set_t *set, int forced_t,
+                    swy_mem_type_t mem, swy_link_class_t cls,
+                    const peer_addrs_t *pa, int peer)
+{
+    int best = -1, best_score = 0;
+    for (int t = 0; t < set->count; t++) {
+        const swy_transport_t *tp = &set->tps[t];
+        int serves = pa != NULL ? set_serves(set, pa, t, mem, cls, peer)
+                                : (tp->caps.mem_types & (1u << mem)) != 0 &&
+                                      tp->caps.score[cls] > 0;
+        if (!serves)
+            continue;
+        if (t == forced_t)
+            return t;
+        if (tp->caps.score[cls] > best_score) {
+            best = t;
+            best_score = tp->caps.score[cls];
         }
     }
+    return best;
+}
+
+static void set_choose(swy_transport_set_t *set, const swy_topo_t *topo,
+                       const peer_addrs_t *pa)
+{
+    int forced_t = set_forced(set);
+    for (int m = 0; m < SWY_MEM_NTYPES; m++)
+        for (int peer = 0; peer < set->nranks; peer++)
+            set->peer_tp[m][peer] =
+                set_pick(set, forced_t, (swy_mem_type_t)m,
+                         set_link_class(set, topo, peer), pa, peer);
+}
+
+void swy_transport_set_describe(const swy_transport_set_t *set, char *buf,
+                                size_t len)
+{
+    size_t at = 0;
+#define PUT(...)                                                              \
+    do {                                                                      \
+        if (at < len)                                                         \
+            at += (size_t)snprintf(buf + at, len - at, __VA_ARGS__);          \
+    } while (0)
+    buf[0] = '\0';
+    for (int i = 0; i < set->count; i++) {
+        const swy_transport_t *tp = &set->tps[i];
+        PUT("  %-6s %s\n         memory:%s%s  score self/numa/node/cross: "
+            "%d/%d/%d/%d\n", tp->ops->name, tp->path,
+            tp->caps.mem_types & (1u << SWY_MEM_HOST) ? " host" : "",
+            tp->caps.mem_types & (1u << SWY_MEM_CUDA) ? " cuda" : "",
+            tp->caps.score[SWY_LINK_SELF], tp->caps.score[SWY_LINK_SAME_NUMA],
+            tp->caps.score[SWY_LINK_SAME_NODE],
+            tp->caps.score[SWY_LINK_CROSS_NODE]);
+    }
+    const char *forced = swy_config_get("SWY_TRANSPORT");
+    int forced_t = set_forced(set);
+    PUT("\nChosen for host memory, per link class%s%s%s:\n",
+        forced ? " (SWY_TRANSPORT=" : "", forced ? forced : "",
+        forced ? ")" : "");
+    for (int cls = 0; cls < SWY_LINK_NCLASSES; cls++) {
+        int best = set_pick(set, forced_t, SWY_MEM_HOST,
+                            (swy_link_class_t)cls, NULL, 0);
+        PUT("  %-11s -> %s\n",
+            swy_topo_link_class_name((swy_link_class_t)cls),
+            best >= 0 ? set->tps[best].ops->name : "(none)");
+    }
+#undef PUT
 }
 
 swy_status_t swy_transport_set_address(swy_transport_set_t *set,

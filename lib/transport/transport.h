@@ -121,6 +121,11 @@ swy_status_t swy_transport_isend(swy_transport_t *tp, int peer, uint64_t tag,
 swy_transport_t *swy_transport_for_peer(swy_transport_set_t *set, int peer,
                                         swy_mem_type_t mem);
 
+/* The loaded transports (file, memory types, score per link class) and
+ * the one chosen for host memory per link class, as text (swy-info). */
+void swy_transport_set_describe(const swy_transport_set_t *set, char *buf,
+                                size_t len);
+
 /* Names of the loaded transports, ", "-separated ("self, ucx"). */
 void swy_transport_set_names(const swy_transport_set_t *set, char *buf,
                              size_t len);

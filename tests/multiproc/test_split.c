@@ -17,6 +17,7 @@
  *             other rank, the one without it goes on working
  *   reuse     a failed communicator's last messages do not reach the
  *             next one
+ *   info      swy_comm_peer_info on the world and a reversed split
  *   threads   17 communicators run on the threads of one
  *   join      a communicator from a unique id of its own, over the same
  *             processes, joins their engine (its counters count both
@@ -738,6 +739,55 @@ static int case_reuse(swy_comm_t comm, int rank, int w, void *arg)
     return 0;
 }
 
+/* swy_comm_peer_info on the world and on a reversed split: the split's
+ * rank r is the world's rank w - 1 - r, and so is what is said of it. */
+static int case_info(swy_comm_t comm, int rank, int w, void *arg)
+{
+    swy_peer_info_t a = {.struct_size = sizeof(a)};
+    CHECK_OK(swy_comm_peer_info(comm, rank, &a), comm);
+    CHECK(strcmp(a.link_class, "self") == 0 && strcmp(a.transport, "self") == 0,
+          "self: %s over %s", a.link_class, a.transport);
+    CHECK(a.bandwidth > 0 && a.latency > 0 && a.hostname[0] != '\0',
+          "model %g B/s %g s, host '%s'", a.bandwidth, a.latency, a.hostname);
+    int color[64] = {0}, key[64], m[64], n;
+    for (int p = 0; p < w; p++)
+        key[p] = -p;
+    swy_comm_t rev;
+    if (split_checked(comm, color, key, &rev, m, &n))
+        return 1;
+    for (int r = 0; r < n; r++) {
+        swy_peer_info_t s1 = {.struct_size = sizeof(s1)}, w1 = s1;
+        CHECK_OK(swy_comm_peer_info(rev, r, &s1), rev);
+        CHECK_OK(swy_comm_peer_info(comm, m[r], &w1), comm);
+        CHECK(strcmp(s1.link_class, w1.link_class) == 0 &&
+                  strcmp(s1.transport, w1.transport) == 0 &&
+                  strcmp(s1.hostname, w1.hostname) == 0 &&
+                  s1.bandwidth == w1.bandwidth,
+              "split rank %d (world %d): %s over %s, the world says %s over "
+              "%s", r, m[r], s1.link_class, s1.transport, w1.link_class,
+              w1.transport);
+        CHECK(strcmp(s1.link_class, m[r] == rank ? "self" : "same_numa") == 0,
+              "split rank %d: %s", r, s1.link_class);
+    }
+    /* Bad input: a clear error. */
+    swy_peer_info_t bad = {.struct_size = 8};
+    CHECK(swy_comm_peer_info(comm, 0, &bad) == SWY_ERR_INVALID_ARG,
+          "struct_size 8 accepted");
+    bad.struct_size = sizeof(bad);
+    CHECK(swy_comm_peer_info(comm, w, &bad) == SWY_ERR_INVALID_ARG &&
+              strstr(swy_last_error(comm), "out of range") != NULL,
+          "peer %d accepted: %s", w, swy_last_error(comm));
+    CHECK(swy_comm_peer_info(NULL, 0, &bad) == SWY_ERR_INVALID_ARG, "NULL");
+    char text[64];
+    CHECK(swy_describe("nonsense", text, sizeof(text)) == SWY_ERR_INVALID_ARG,
+          "describe nonsense");
+    CHECK_OK(swy_describe("transports", text, sizeof(text)), comm);
+    CHECK(strlen(text) == sizeof(text) - 1, "cut at len - 1: %zu",
+          strlen(text));
+    CHECK_OK(swy_comm_destroy(rev), comm);
+    return 0;
+}
+
 static int count_threads(void)
 {
     DIR *d = opendir("/proc/self/task");
@@ -797,6 +847,7 @@ int main(int argc, char **argv)
     else if (!strcmp(which, "threads")) fn = case_threads;
     else if (!strcmp(which, "join")) fn = case_join;
     else if (!strcmp(which, "reuse")) fn = case_reuse;
+    else if (!strcmp(which, "info")) fn = case_info;
     else if (!strcmp(which, "join_first")) fn = case_join_first;
     else if (!strcmp(which, "join_mismatch")) fn = case_join_mismatch;
     else if (!strcmp(which, "join_kill")) fn = case_join_kill;

@@ -8,94 +8,44 @@
  *                       the transport that carries its traffic */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "api/comm_impl.h"
-#include "switchyard/switchyard.h"
-#include "topo/topo.h"
-#include "transport/transport.h"
-#include "util/config.h"
+#include <switchyard/switchyard.h>
 
-static void print_var(const swy_config_entry_t *e, const char *value,
-                      void *arg)
+/* A describe text: enough for hundreds of variables or transports. */
+#define TEXT_BYTES (256u << 10)
+
+static int show_text(const char *what, const char *title)
 {
-    (void)arg;
-    char range[64] = "";
-    if (e->type == SWY_CONFIG_INT || e->type == SWY_CONFIG_SIZE)
-        snprintf(range, sizeof(range), " %.0f..%.0f", e->min, e->max);
-    else if (e->type == SWY_CONFIG_DOUBLE)
-        snprintf(range, sizeof(range), " %g..%g", e->min, e->max);
-    printf("%-22s = %-10s (default: %s; %s%s)\n    %s\n", e->name,
-           value ? value : "(unset)",
-           e->default_value ? e->default_value : "unset",
-           swy_config_type_name(e->type), range, e->help);
+    char *text = malloc(TEXT_BYTES);
+    if (text == NULL) {
+        fprintf(stderr, "swy-info: out of memory\n");
+        return 1;
+    }
+    swy_status_t st = swy_describe(what, text, TEXT_BYTES);
+    if (title != NULL)
+        printf("%s", title);
+    if (st != SWY_OK)
+        printf("  %s failed: %s\n", what, swy_last_error(NULL));
+    else
+        printf("%s", text);
+    free(text);
+    return st == SWY_OK ? 0 : 1;
 }
 
 static int show_config(void)
 {
     printf("Switchyard %s configuration variables "
-           "(environment > SWY_CONFIG file > default).\n%s\n\n",
-           swy_version(), SWY_CONFIG_RULE);
-    swy_config_foreach(print_var, NULL);
-    return 0;
-}
-
-static void show_transports(void)
-{
-    swy_transport_set_t *set;
-    printf("\nTransports:\n");
-    if (swy_transport_set_create(0, 1, &set) != SWY_OK) {
-        printf("  cannot load transports: %s\n", swy_last_error(NULL));
-        return;
-    }
-    for (int i = 0; i < set->count; i++) {
-        swy_transport_t *tp = &set->tps[i];
-        printf("  %-6s %s\n         memory:%s%s  score self/numa/node/cross: "
-               "%d/%d/%d/%d\n", tp->ops->name, tp->path,
-               tp->caps.mem_types & (1u << SWY_MEM_HOST) ? " host" : "",
-               tp->caps.mem_types & (1u << SWY_MEM_CUDA) ? " cuda" : "",
-               tp->caps.score[SWY_LINK_SELF],
-               tp->caps.score[SWY_LINK_SAME_NUMA],
-               tp->caps.score[SWY_LINK_SAME_NODE],
-               tp->caps.score[SWY_LINK_CROSS_NODE]);
-    }
-    const char *forced = swy_config_get("SWY_TRANSPORT");
-    printf("\nChosen for host memory, per link class%s%s%s:\n",
-           forced ? " (SWY_TRANSPORT=" : "", forced ? forced : "",
-           forced ? ")" : "");
-    for (int cls = 0; cls < SWY_LINK_NCLASSES; cls++) {
-        int best = -1;
-        for (int i = 0; i < set->count; i++) {
-            swy_transport_t *tp = &set->tps[i];
-            if (!(tp->caps.mem_types & (1u << SWY_MEM_HOST)) ||
-                tp->caps.score[cls] <= 0)
-                continue;
-            if (forced && strcmp(forced, tp->ops->name) == 0) {
-                best = i;
-                break;
-            }
-            if (best < 0 || tp->caps.score[cls] > set->tps[best].caps.score[cls])
-                best = i;
-        }
-        printf("  %-11s -> %s\n",
-               swy_topo_link_class_name((swy_link_class_t)cls),
-               best >= 0 ? set->tps[best].ops->name : "(none)");
-    }
-    swy_transport_set_destroy(set);
+           "(environment > SWY_CONFIG file > default).\n", swy_version());
+    return show_text("config", NULL);
 }
 
 static int show_local(void)
 {
-    swy_topo_local_t local;
-    char text[8192];
     printf("Switchyard %s\n\nTopology of this rank:\n", swy_version());
-    if (swy_topo_discover(&local) != SWY_OK) {
-        printf("  discovery failed: %s\n", swy_last_error(NULL));
-    } else {
-        swy_topo_describe_local(&local, text, sizeof(text));
-        printf("%s", text);
-    }
-    show_transports();
+    show_text("host", NULL);
+    show_text("transports", "\nTransports:\n");
     return 0;
 }
 
@@ -108,32 +58,36 @@ static int show_peers(void)
         return 1;
     }
     int rank = swy_comm_rank(comm), n = swy_comm_size(comm);
-    const swy_topo_local_t *me = swy_topo_rank_info(comm->topo, rank);
+    char partition[32] = "?";
+    (void)swy_comm_query(comm, "SWY_PARTITION_BYTES", partition,
+                         sizeof(partition));
+    swy_peer_info_t me = {.struct_size = sizeof(me)};
+    int rc = swy_comm_peer_info(comm, rank, &me) != SWY_OK;
     /* One block per rank, in rank order, so the output reads whole. */
-    for (int turn = 0; turn < n; turn++) {
+    for (int turn = 0; turn < n && rc == 0; turn++) {
         if (turn == rank) {
-            printf("rank %d of %d on %s (node %d, NUMA %d), partition %zu "
-                   "bytes:\n", rank, n, me->hostname,
-                   swy_topo_node_of(comm->topo, rank), me->numa,
-                   swy_sched_partition_bytes(comm->sched));
+            printf("rank %d of %d on %s (node %d, NUMA %d), partition %s "
+                   "bytes:\n", rank, n, me.hostname, me.node, me.numa,
+                   partition);
             for (int p = 0; p < n; p++) {
-                char desc[256] = "";
-                swy_transport_t *tp = swy_transport_for_peer(
-                    comm->transports, p, SWY_MEM_HOST);
-                if (tp != NULL && tp->ops->describe_peer != NULL)
-                    tp->ops->describe_peer(tp->ctx, p, desc, sizeof(desc));
+                swy_peer_info_t info = {.struct_size = sizeof(info)};
+                if (swy_comm_peer_info(comm, p, &info) != SWY_OK) {
+                    rc = 1;
+                    break;
+                }
                 printf("  peer %-3d %-10s %7.3f GB/s  %-5s %s\n", p,
-                       swy_topo_link_class_name(
-                           swy_topo_link_class(comm->topo, rank, p)),
-                       swy_topo_bandwidth(comm->topo, rank, p) / 1e9,
-                       tp ? tp->ops->name : "none", desc);
+                       info.link_class, info.bandwidth / 1e9,
+                       info.transport[0] ? info.transport : "none",
+                       info.path);
             }
             fflush(stdout);
         }
         if (swy_barrier(comm) != SWY_OK)
             break;
     }
-    return swy_comm_destroy(comm) == SWY_OK ? 0 : 1;
+    if (rc != 0)
+        fprintf(stderr, "swy-info: %s\n", swy_last_error(comm));
+    return swy_comm_destroy(comm) == SWY_OK ? rc : 1;
 }
 
 static void usage(FILE *out)

@@ -1,0 +1,105 @@
+/* Introspection for tools (swy-info) and frameworks: a communicator's
+ * view of a peer (swy_comm_peer_info), and the texts of this host's
+ * topology, the transports and the configuration (swy_describe). */
+#include <stdio.h>
+#include <string.h>
+
+#include "api/comm_impl.h"
+#include "util/config.h"
+
+swy_status_t swy_comm_peer_info(swy_comm_t comm, int peer,
+                                swy_peer_info_t *info)
+{
+    static const char fn[] = "swy_comm_peer_info";
+    swy_err_clear();
+    if (comm == NULL || info == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: %s is NULL", fn,
+                           comm == NULL ? "comm" : "info");
+    if (info->struct_size != sizeof(*info))
+        return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                            "%s: struct_size %zu, expected %zu (set it to "
+                            "sizeof(swy_peer_info_t))", fn, info->struct_size,
+                            sizeof(*info)));
+    if (peer < 0 || peer >= comm->nranks)
+        return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                            "%s: peer %d out of range 0..%d", fn, peer,
+                            comm->nranks - 1));
+    const swy_topo_local_t *them = swy_topo_rank_info(comm->topo, peer);
+    memset(info, 0, sizeof(*info));
+    info->struct_size = sizeof(*info);
+    snprintf(info->hostname, sizeof(info->hostname), "%s", them->hostname);
+    info->node = swy_topo_node_of(comm->topo, peer);
+    info->numa = them->numa;
+    snprintf(info->link_class, sizeof(info->link_class), "%s",
+             swy_topo_link_class_name(
+                 swy_topo_link_class(comm->topo, comm->rank, peer)));
+    info->bandwidth = swy_topo_bandwidth(comm->topo, comm->rank, peer);
+    info->latency = swy_topo_latency(comm->topo, comm->rank, peer);
+    /* The transports are the engine's, indexed by its peers. */
+    int lpeer = swy_api_peer(comm, peer);
+    swy_transport_t *tp =
+        swy_transport_for_peer(comm->transports, lpeer, SWY_MEM_HOST);
+    if (tp != NULL) {
+        snprintf(info->transport, sizeof(info->transport), "%s",
+                 tp->ops->name);
+        if (tp->ops->describe_peer != NULL)
+            tp->ops->describe_peer(tp->ctx, lpeer, info->path,
+                                   sizeof(info->path));
+    }
+    return SWY_OK;
+}
+
+typedef struct {
+    char *buf;
+    size_t len, at;
+} text_t;
+
+static void config_line(const swy_config_entry_t *e, const char *value,
+                        void *arg)
+{
+    text_t *t = arg;
+    char range[64] = "";
+    if (e->type == SWY_CONFIG_INT || e->type == SWY_CONFIG_SIZE)
+        snprintf(range, sizeof(range), " %.0f..%.0f", e->min, e->max);
+    else if (e->type == SWY_CONFIG_DOUBLE)
+        snprintf(range, sizeof(range), " %g..%g", e->min, e->max);
+    if (t->at < t->len)
+        t->at += (size_t)snprintf(
+            t->buf + t->at, t->len - t->at,
+            "%-22s = %-10s (default: %s; %s%s)\n    %s\n", e->name,
+            value ? value : "(unset)",
+            e->default_value ? e->default_value : "unset",
+            swy_config_type_name(e->type), range, e->help);
+}
+
+swy_status_t swy_describe(const char *what, char *buf, size_t len)
+{
+    swy_err_clear();
+    if (what == NULL || buf == NULL || len == 0)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api", "swy_describe: %s",
+                           what == NULL ? "what is NULL"
+                           : buf == NULL ? "buf is NULL"
+                                         : "len is 0");
+    buf[0] = '\0';
+    if (strcmp(what, "config") == 0) {
+        text_t t = {buf, len, 0};
+        t.at = (size_t)snprintf(buf, len, "%s\n\n", SWY_CONFIG_RULE);
+        swy_config_foreach(config_line, &t);
+        return SWY_OK;
+    }
+    if (strcmp(what, "host") == 0) {
+        swy_topo_local_t local;
+        SWY_CHECK(swy_topo_discover(&local));
+        swy_topo_describe_local(&local, buf, len);
+        return SWY_OK;
+    }
+    if (strcmp(what, "transports") == 0) {
+        swy_transport_set_t *set;
+        SWY_CHECK(swy_transport_set_create(0, 1, &set));
+        swy_transport_set_describe(set, buf, len);
+        swy_transport_set_destroy(set);
+        return SWY_OK;
+    }
+    return swy_err_set(SWY_ERR_INVALID_ARG, "api", "swy_describe: what is "
+                       "'%s'; use host, transports or config", what);
+}
