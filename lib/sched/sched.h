@@ -1,19 +1,21 @@
-/* lib/sched: micro-ops, per-link ready queues, the policy that orders and
- * admits them (policy.c: fifo, fair, lina, credit, or a swy_policy_v1
- * plugin), the progress engine (caller-driven or a progress thread), and
- * failure/timeout handling for in-flight ops.
+/* lib/sched: the process's engine. Micro-ops, one ready queue per peer
+ * process (link) shared by every communicator of the process, the policy
+ * that orders and admits them (policy.c: fifo, fair, lina, credit, or a
+ * swy_policy_v1 plugin), the progress engine (caller-driven or a progress
+ * thread), and failure/timeout handling for in-flight ops.
  *
- * A posted collective becomes a request (struct swy_request): its
- * algorithm (lib/coll) emits transfers, each a micro-op. Receives are
- * posted to the transport at once (receives early); sends wait in the
- * ready queue of their peer link in the policy's order and leave when the
- * policy admits them (sender-driven). Tags carry (op sequence, step,
- * chunk), so different ops may interleave differently on different ranks.
- * Each op first exchanges a small header with its peers (engine.c): it
- * detects ranks that disagree, and tells a sender when its peer has posted
- * the op, which keeps every policy free of deadlock.
+ * A posted collective becomes a request (struct swy_request) on one
+ * communicator's view of the engine: its algorithm (lib/coll) emits
+ * transfers, each a micro-op. Receives are posted to the transport at
+ * once (receives early); sends wait in the ready queue of their peer link
+ * in the policy's order and leave when the policy admits them
+ * (sender-driven). Tags carry (communicator, op sequence, step, chunk), so
+ * different ops may interleave differently on different ranks. Each op
+ * first exchanges a small header with its peers (header.c): it detects
+ * ranks that disagree, and tells a sender when its peer has posted the
+ * op, which keeps every policy free of deadlock. The files: engine_impl.h.
  *
- * Locking: one mutex per scheduler; every entry point takes it. */
+ * Locking: one mutex per engine; every entry point takes it. */
 #ifndef SWY_SCHED_SCHED_H
 #define SWY_SCHED_SCHED_H
 

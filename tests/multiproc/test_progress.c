@@ -5,7 +5,7 @@
  * only looks. Both must complete meanwhile and match a serial reference;
  * so must a broadcast posted after the ranks were idle.
  * A post hands its op to the thread when the caller does not wait within
- * the hand-off grace (lib/sched/engine.c): the times it took are printed,
+ * the hand-off grace (lib/sched/progress.c): the times it took are printed,
  * not asserted (performance belongs to the benchmarks). */
 #include <time.h>
 

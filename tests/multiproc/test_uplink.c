@@ -16,7 +16,7 @@
  * must (the local link runs on). Results are checked too.
  *
  * A send issued before its peer posted the op does not count yet (see
- * lib/sched/engine.c, "unconfirmed"), so in each round one node's ranks
+ * lib/sched/engine_impl.h, "UNCONFIRMED"), so in each round one node's ranks
  * post their local and high ops 30 ms after the other node's (whose
  * headers have then arrived): every high micro-op of the late ranks
  * counts, and they are the ones checked that round. Round 1 checks ranks
