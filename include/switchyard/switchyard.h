@@ -453,7 +453,8 @@ SWY_EXPORT swy_status_t swy_group_start(void);
  *        swy_group_start() together, so a batch of sends and receives to
  *        many peers cannot deadlock whatever the order of the calls, then
  *        wait for the blocking ones (req == NULL). Non-blocking calls of
- *        the group got their request at the call.
+ *        the group got their request at the call. End a group before
+ *        destroying a communicator it posted on.
  * @return SWY_OK, the first failure of a blocking call of the group, or
  *         SWY_ERR_INVALID_ARG without a matching swy_group_start().
  */
