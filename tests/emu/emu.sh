@@ -52,7 +52,10 @@ fault_start() { # fault_start ENV... -- STEPS PACE_MS: 2 nodes x 2 ranks
     shift
     segs_before=$(ns_segments)
     fault_t0=$(date +%s%N)
-    env "${envs[@]}" "$swy_run" --timeout 150 --grace 5 --nodes 2 \
+    # The grace outlasts a failed op's wait for its peers to stop reading
+    # its buffers (5 s at most, lib/sched), so every rank reports its own
+    # outcome after the first one exits.
+    env "${envs[@]}" "$swy_run" --timeout 150 --grace 12 --nodes 2 \
         --ranks-per-node 2 "$test_env" "$@" >"$work/out" 2>"$work/err" &
     pid=$!
     for i in $(seq 600); do
