@@ -17,15 +17,15 @@ starts N local ranks.
 """
 import argparse
 import json
-import multiprocessing
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 import torch
 import torch.distributed as dist
+
+from switchyard import launch
 
 
 def parse_args(argv):
@@ -117,39 +117,11 @@ def bench(args, rank, world):
                 "slowdown": lo / a}), flush=True)
 
 
-def run_rank(args, rank, world, init_method):
-    if args.backend == "switchyard":
-        import switchyard.torch  # noqa: F401  (registers the backend)
-    dist.init_process_group(args.backend, init_method=init_method,
-                            rank=rank, world_size=world)
-    try:
-        bench(args, rank, world)
-    finally:
-        dist.destroy_process_group()
-
-
 def main(argv=None):
     args = parse_args(argv)
-    if args.nproc <= 0:
-        run_rank(args, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
-                 "env://")
-        return 0
-    ctx = multiprocessing.get_context("fork")
-    with tempfile.TemporaryDirectory(prefix="swy-bench-a2a-") as tmp:
-        init = "file://" + os.path.join(tmp, "store")
-        procs = [ctx.Process(target=run_rank,
-                             args=(args, r, args.nproc, init))
-                 for r in range(args.nproc)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join()
-    failed = [r for r, p in enumerate(procs) if p.exitcode != 0]
-    if failed:
-        print(f"switchyard.bench_a2a: ranks {failed} failed",
-              file=sys.stderr)
-        return 1
-    return 0
+    if args.backend == "switchyard":
+        import switchyard.torch  # noqa: F401  (registers the backend)
+    return launch.run("switchyard.bench_a2a", args, bench)
 
 
 if __name__ == "__main__":

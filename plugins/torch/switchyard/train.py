@@ -19,10 +19,8 @@ without it the rank comes from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT
 import argparse
 import json
 import math
-import multiprocessing
 import os
 import sys
-import tempfile
 import time
 
 import torch
@@ -31,6 +29,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 import switchyard.torch as swy
+from switchyard import launch
 
 
 def parse_args(argv=None):
@@ -220,36 +219,8 @@ def train(args, rank, world):
                 "losses": losses, "step_ms_mean": mean_ms}), flush=True)
 
 
-def run_rank(args, rank, world, init_method):
-    dist.init_process_group(args.backend, init_method=init_method,
-                            rank=rank, world_size=world)
-    try:
-        train(args, rank, world)
-    finally:
-        dist.destroy_process_group()
-
-
 def main(argv=None):
-    args = parse_args(argv)
-    if args.nproc <= 0:
-        run_rank(args, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
-                 "env://")
-        return 0
-    ctx = multiprocessing.get_context("fork")
-    with tempfile.TemporaryDirectory(prefix="swy-train-") as tmp:
-        init = "file://" + os.path.join(tmp, "store")
-        procs = [ctx.Process(target=run_rank, args=(args, r, args.nproc,
-                                                    init))
-                 for r in range(args.nproc)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join()
-    failed = [r for r, p in enumerate(procs) if p.exitcode != 0]
-    if failed:
-        print(f"switchyard.train: ranks {failed} failed", file=sys.stderr)
-        return 1
-    return 0
+    return launch.run("switchyard.train", parse_args(argv), train)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,42 @@
+"""How the package's programs (switchyard.train, switchyard.bench_a2a) get
+their ranks: from a launcher's RANK and WORLD_SIZE (torchrun, or swy-run
+with a wrapper that sets them), or --nproc N local ranks forked here that
+meet through a file store."""
+import multiprocessing
+import os
+import sys
+import tempfile
+
+import torch.distributed as dist
+
+
+def run(prog, args, body):
+    """Run body(args, rank, world) on every rank inside a process group of
+    args.backend; returns the exit status (1 when a local rank failed)."""
+
+    def one_rank(rank, world, init_method):
+        dist.init_process_group(args.backend, init_method=init_method,
+                                rank=rank, world_size=world)
+        try:
+            body(args, rank, world)
+        finally:
+            dist.destroy_process_group()
+
+    if args.nproc <= 0:
+        one_rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
+                 "env://")
+        return 0
+    ctx = multiprocessing.get_context("fork")
+    with tempfile.TemporaryDirectory(prefix="swy-") as tmp:
+        init = "file://" + os.path.join(tmp, "store")
+        procs = [ctx.Process(target=one_rank, args=(r, args.nproc, init))
+                 for r in range(args.nproc)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+    failed = [r for r, p in enumerate(procs) if p.exitcode != 0]
+    if failed:
+        print(f"{prog}: ranks {failed} failed", file=sys.stderr)
+        return 1
+    return 0
