@@ -440,6 +440,27 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
                              contiguousFor(input), output, opts.reduceOp);
   }
 
+  // swy_alltoallv of byte counts and displacements (alltoall and
+  // alltoall_base), converted to the elements of dtype's movement.
+  c10::intrusive_ptr<c10d::Work> postAlltoallv(
+      const WorkPtr& work, at::ScalarType dtype,
+      const at::Tensor& send, const at::Tensor& recv,
+      std::vector<size_t>& send_counts, std::vector<size_t>& send_displs,
+      std::vector<size_t>& recv_counts, std::vector<size_t>& recv_displs) {
+    const Movement move = movement(dtype);
+    for (auto* v : {&send_counts, &send_displs, &recv_counts, &recv_displs}) {
+      for (auto& bytes : *v) {
+        bytes /= move.unit;
+      }
+    }
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_alltoallv(send.data_ptr(), send_counts.data(),
+                           send_displs.data(), recv.data_ptr(),
+                           recv_counts.data(), recv_displs.data(), move.dtype,
+                           comm_, attr, req);
+    });
+  }
+
   c10::intrusive_ptr<c10d::Work> alltoall_base(
       at::Tensor& output, at::Tensor& input,
       std::vector<int64_t>& output_splits, std::vector<int64_t>& input_splits,
@@ -462,18 +483,8 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
       at::Tensor user = output;
       work->on_success = [user, out]() mutable { user.copy_(out); };
     }
-    const Movement move = movement(in.scalar_type());
-    for (auto* v : {&send_counts, &send_displs, &recv_counts, &recv_displs}) {
-      for (auto& bytes : *v) {
-        bytes /= move.unit;
-      }
-    }
-    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
-      return swy_alltoallv(in.data_ptr(), send_counts.data(),
-                           send_displs.data(), out.data_ptr(),
-                           recv_counts.data(), recv_displs.data(), move.dtype,
-                           comm_, attr, req);
-    });
+    return postAlltoallv(work, in.scalar_type(), in, out, send_counts,
+                         send_displs, recv_counts, recv_displs);
   }
 
   c10::intrusive_ptr<c10d::Work> alltoall(
@@ -519,18 +530,8 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
                     .view(t.sizes()));
       }
     };
-    const Movement move = movement(inputs[0].scalar_type());
-    for (auto* v : {&send_counts, &send_displs, &recv_counts, &recv_displs}) {
-      for (auto& bytes : *v) {
-        bytes /= move.unit;
-      }
-    }
-    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
-      return swy_alltoallv(packed.data_ptr(), send_counts.data(),
-                           send_displs.data(), received.data_ptr(),
-                           recv_counts.data(), recv_displs.data(), move.dtype,
-                           comm_, attr, req);
-    });
+    return postAlltoallv(work, inputs[0].scalar_type(), packed, received,
+                         send_counts, send_displs, recv_counts, recv_displs);
   }
 
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors,
