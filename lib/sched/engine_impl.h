@@ -162,7 +162,7 @@ struct swy_request {
                                             in inflight_by_peer */
     uint64_t *fair_finish;               /* last finish tag per link */
     uint64_t post_ns;
-    int deferred_peer; /* peer whose data disagreed before its header */
+    int deferred_peer; /* peer whose data disagreed before the headers */
     int completed, released;
     int failing;    /* failed; completes once its buffers are free */
     int in_handler; /* handle_completion frees it (released) at its end */

@@ -34,6 +34,15 @@ uint64_t swy_sched_wire_tag(const struct swy_request *op,
            x->tag;
 }
 
+/* Whether a peer's header of this op has yet to arrive. */
+static int headers_expected(const struct swy_request *op)
+{
+    for (int p = 0; p < op->comm->nranks; p++)
+        if (op->hdr_seen[p] == HDR_EXPECTED)
+            return 1;
+    return 0;
+}
+
 void swy_sched_handle_header(struct swy_request *op, swy_uop_t *uop)
 {
     swy_sched_t *s = op->sched;
@@ -50,10 +59,11 @@ void swy_sched_handle_header(struct swy_request *op, swy_uop_t *uop)
     swy_status_t status = swy_coll_header_check(
         &op->args, op->seq, op_label(op), op->comm->rank, peer,
         &op->hdr_in[peer], msg, sizeof(msg));
-    if (status == SWY_OK && op->deferred_peer == peer) {
+    if (status == SWY_OK && op->deferred_peer >= 0 &&
+        !headers_expected(op)) {
         snprintf(msg, sizeof(msg), "op #%u '%s': rank %d sent a message of "
-                 "unexpected size although its header agreed", op->seq,
-                 op_label(op), peer);
+                 "unexpected size although every header agreed", op->seq,
+                 op_label(op), op->deferred_peer);
         status = SWY_ERR_MISMATCH;
     }
     if (status != SWY_OK) {
@@ -85,10 +95,12 @@ void swy_sched_handle_header(struct swy_request *op, swy_uop_t *uop)
 void swy_sched_data_size_mismatch(struct swy_request *op, swy_uop_t *uop)
 {
     /* The peer's header went out before its data on the same link, so its
-     * check (which names both counts) normally ran already; if not, wait
-     * for it rather than report a vaguer message. */
+     * check (which names both counts) normally ran already. A forwarded
+     * chunk (a ring) carries another rank's block, whose header comes on
+     * another link and may still be on its way: wait for every header
+     * rather than report a vaguer message. */
     int peer = uop->x.peer;
-    if (op->hdr_seen[peer] == HDR_EXPECTED) {
+    if (headers_expected(op)) {
         op->deferred_peer = peer;
         return;
     }
