@@ -265,6 +265,60 @@ SWY_EXPORT swy_status_t swy_alltoallv(const void *sendbuf,
                                       const swy_op_attr_t *attr,
                                       swy_request_t *req);
 
+/** Most chunks one swy_alltoallv_chunks() takes. */
+#define SWY_CHUNKS_MAX 1024
+/** swy_alltoallv_chunks() flag: each chunk starts at
+ *  swy_chunk_release() of its request. */
+#define SWY_CHUNKS_HELD 1u
+
+/**
+ * @brief An all-to-all in @p nchunks chunks that complete one by one: a
+ *        pipelined exchange (the chunks of an MoE dispatch).
+ *
+ * Chunk j is the alltoallv of sendcounts + j * nranks, sdispls +
+ * j * nranks, recvcounts + j * nranks and rdispls + j * nranks (arrays of
+ * nchunks * nranks, chunk-major; displacements into the one sendbuf and
+ * recvbuf; receive regions disjoint within a chunk), with the priority of
+ * @p attr (default high) and order attr->order + j; its request is
+ * reqs[j] (wait, test and free each). Every rank passes the same
+ * nchunks and, chunk by chunk, counts that agree. The chunks check their
+ * arguments across ranks once, in one header exchange (the first
+ * chunk's), instead of once each: the first chunk's header carries the
+ * number of chunks, the counts summed over them and a digest of each
+ * chunk's (a disagreement is SWY_ERR_MISMATCH on every rank, naming the
+ * ranks and the counts); a chunk's size is still checked when its data
+ * arrives. With SWY_CHUNKS_HELD chunk j moves nothing (neither reads
+ * its part of sendbuf nor writes its part of recvbuf) until
+ * swy_chunk_release(reqs[j]): fill a chunk's part of sendbuf, then
+ * release it; every rank must release every chunk (a chunk never
+ * released fails with SWY_ERR_TIMEOUT after SWY_TIMEOUT_S, as any op
+ * not completed). Non-blocking only.
+ * @return SWY_OK (every chunk posted) or, with no chunk posted,
+ *         SWY_ERR_INVALID_ARG (as swy_alltoallv() for any chunk, naming
+ *         it; reqs NULL; nchunks out of 1..SWY_CHUNKS_MAX; unknown flags),
+ *         SWY_ERR_UNSUPPORTED (device memory, as swy_alltoallv()),
+ *         SWY_ERR_NO_MEMORY, or the communicator's failure.
+ */
+SWY_EXPORT swy_status_t swy_alltoallv_chunks(const void *sendbuf,
+                                             const size_t *sendcounts,
+                                             const size_t *sdispls,
+                                             void *recvbuf,
+                                             const size_t *recvcounts,
+                                             const size_t *rdispls,
+                                             int nchunks, swy_dtype_t dtype,
+                                             swy_comm_t comm,
+                                             const swy_op_attr_t *attr,
+                                             unsigned flags,
+                                             swy_request_t *reqs);
+
+/**
+ * @brief Start a held chunk of swy_alltoallv_chunks() (SWY_CHUNKS_HELD):
+ *        its part of sendbuf is ready.
+ * @return SWY_OK, SWY_ERR_INVALID_ARG (req NULL, not a held chunk, or
+ *         released already).
+ */
+SWY_EXPORT swy_status_t swy_chunk_release(swy_request_t req);
+
 /**
  * @brief Reduce @p count elements over all ranks and leave the result on
  *        every rank. In place when sendbuf == recvbuf. SWY_AVG divides
@@ -507,6 +561,11 @@ typedef struct {
                                      became ready while lower
                                      priority was in flight on their
                                      link                            */
+    uint64_t headers_sent;      /**< op headers sent: one to each peer
+                                     an op checks its arguments with;
+                                     the chunks of
+                                     swy_alltoallv_chunks() share
+                                     their first chunk's             */
 } swy_comm_stats_t;
 
 /**

@@ -332,6 +332,60 @@ static swy_status_t check_recv_regions(const char *fn,
     return status;
 }
 
+/* An alltoallv's arrays and buffers (one chunk's, for
+ * swy_alltoallv_chunks: chunk >= 0 is named in messages); args filled. */
+static swy_status_t check_alltoallv(const char *fn, int chunk,
+                                    swy_comm_t comm, const void *sendbuf,
+                                    const size_t *sendcounts,
+                                    const size_t *sdispls, void *recvbuf,
+                                    const size_t *recvcounts,
+                                    const size_t *rdispls, swy_dtype_t dtype,
+                                    swy_coll_args_t *args, int *send_used_p,
+                                    int *recv_used_p)
+{
+    char where[32] = "";
+    if (chunk >= 0)
+        snprintf(where, sizeof(where), " (chunk %d)", chunk);
+    size_t dsize = swy_dtype_size(dtype);
+    int w = comm->nranks;
+    size_t send_total = 0, recv_total = 0, end;
+    for (int p = 0; p < w; p++) {
+        if (swy_add_overflow(sdispls[p], sendcounts[p], &end) != 0 ||
+            check_bytes(fn, "sdispls+sendcounts", end, dsize, NULL) != 0)
+            return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                "%s%s: counts/displacements for rank %d overflow (send %zu "
+                "at %zu)", fn, where, p, sendcounts[p], sdispls[p]);
+        send_total |= sendcounts[p];
+    }
+    SWY_CHECK(check_recv_regions(fn, recvcounts, rdispls, w, dsize,
+                                 &recv_total));
+    if ((send_total && sendbuf == NULL) || (recv_total && recvbuf == NULL))
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                           "%s%s: %s is NULL but counts are not all zero", fn,
+                           where, send_total && sendbuf == NULL ? "sendbuf"
+                                                                : "recvbuf");
+    *args = (swy_coll_args_t){
+        .kind = SWY_COLL_ALLTOALLV, .dtype = dtype, .sendbuf = sendbuf,
+        .recvbuf = recvbuf, .root = -1,
+        .sendcounts = (size_t *)sendcounts, .sdispls = (size_t *)sdispls,
+        .recvcounts = (size_t *)recvcounts, .rdispls = (size_t *)rdispls};
+    *send_used_p = send_total != 0;
+    *recv_used_p = recv_total != 0;
+    return SWY_OK;
+}
+
+static const char *a2a_null_array(const size_t *sendcounts,
+                                  const size_t *sdispls,
+                                  const size_t *recvcounts,
+                                  const size_t *rdispls)
+{
+    return !sendcounts   ? "sendcounts"
+           : !sdispls    ? "sdispls"
+           : !recvcounts ? "recvcounts"
+           : !rdispls    ? "rdispls"
+                         : NULL;
+}
+
 swy_status_t swy_alltoallv(const void *sendbuf, const size_t *sendcounts,
                            const size_t *sdispls, void *recvbuf,
                            const size_t *recvcounts, const size_t *rdispls,
@@ -345,40 +399,100 @@ swy_status_t swy_alltoallv(const void *sendbuf, const size_t *sendcounts,
                                        attr, &prio, &order);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
-    if (sendcounts == NULL || sdispls == NULL || recvcounts == NULL ||
-        rdispls == NULL)
+    const char *null = a2a_null_array(sendcounts, sdispls, recvcounts,
+                                      rdispls);
+    if (null != NULL)
         return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
-                            "%s: %s is NULL", fn,
-                            !sendcounts ? "sendcounts"
-                            : !sdispls  ? "sdispls"
-                            : !recvcounts ? "recvcounts" : "rdispls"));
-    size_t dsize = swy_dtype_size(dtype);
-    int w = comm->nranks;
-    size_t send_total = 0, recv_total = 0, end;
-    for (int p = 0; p < w; p++) {
-        if (swy_add_overflow(sdispls[p], sendcounts[p], &end) != 0 ||
-            check_bytes(fn, "sdispls+sendcounts", end, dsize, NULL) != 0)
-            return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
-                "%s: counts/displacements for rank %d overflow (send %zu at "
-                "%zu)", fn, p, sendcounts[p], sdispls[p]));
-        send_total |= sendcounts[p];
-    }
-    status = check_recv_regions(fn, recvcounts, rdispls, w, dsize,
-                                &recv_total);
+                            "%s: %s is NULL", fn, null));
+    swy_coll_args_t args;
+    int send_used, recv_used;
+    status = check_alltoallv(fn, -1, comm, sendbuf, sendcounts, sdispls,
+                             recvbuf, recvcounts, rdispls, dtype, &args,
+                             &send_used, &recv_used);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
-    if ((send_total && sendbuf == NULL) || (recv_total && recvbuf == NULL))
+    return post_or_run(fn, comm, &args, send_used, recv_used, prio, order,
+                       attr, req);
+}
+
+swy_status_t swy_alltoallv_chunks(const void *sendbuf,
+                                  const size_t *sendcounts,
+                                  const size_t *sdispls, void *recvbuf,
+                                  const size_t *recvcounts,
+                                  const size_t *rdispls, int nchunks,
+                                  swy_dtype_t dtype, swy_comm_t comm,
+                                  const swy_op_attr_t *attr, unsigned flags,
+                                  swy_request_t *reqs)
+{
+    static const char fn[] = "swy_alltoallv_chunks";
+    int prio = 0;
+    int64_t order = 0;
+    swy_status_t status = check_common(fn, comm, SWY_COLL_ALLTOALLV, dtype,
+                                       attr, &prio, &order);
+    if (status != SWY_OK)
+        return swy_api_fail(comm, status);
+    const char *null = a2a_null_array(sendcounts, sdispls, recvcounts,
+                                      rdispls);
+    if (null == NULL && reqs == NULL)
+        null = "reqs (the chunks are non-blocking only)";
+    if (null != NULL)
         return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
-                            "%s: %s is NULL but counts are not all zero", fn,
-                            send_total && sendbuf == NULL ? "sendbuf"
-                                                          : "recvbuf"));
-    swy_coll_args_t args = {
-        .kind = SWY_COLL_ALLTOALLV, .dtype = dtype, .sendbuf = sendbuf,
-        .recvbuf = recvbuf, .root = -1,
-        .sendcounts = (size_t *)sendcounts, .sdispls = (size_t *)sdispls,
-        .recvcounts = (size_t *)recvcounts, .rdispls = (size_t *)rdispls};
-    return post_or_run(fn, comm, &args, send_total != 0, recv_total != 0,
-                       prio, order, attr, req);
+                            "%s: %s is NULL", fn, null));
+    if (nchunks < 1 || nchunks > SWY_CHUNKS_MAX)
+        return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                            "%s: nchunks %d out of range 1..%d", fn, nchunks,
+                            SWY_CHUNKS_MAX));
+    if ((flags & ~(unsigned)SWY_CHUNKS_HELD) != 0)
+        return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                            "%s: unknown flags %#x", fn,
+                            flags & ~(unsigned)SWY_CHUNKS_HELD));
+    if (order > INT64_MAX - nchunks)
+        return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                            "%s: order %lld + %d chunks overflows", fn,
+                            (long long)order, nchunks));
+    swy_coll_args_t *args = swy_calloc((size_t)nchunks, sizeof(*args));
+    if (args == NULL)
+        return swy_api_fail(comm, swy_err_set(SWY_ERR_NO_MEMORY, "api",
+                            "%s: out of memory", fn));
+    size_t w = (size_t)comm->nranks;
+    for (int j = 0; j < nchunks && status == SWY_OK; j++) {
+        size_t at = (size_t)j * w;
+        int send_used, recv_used;
+        status = check_alltoallv(fn, j, comm, sendbuf, sendcounts + at,
+                                 sdispls + at, recvbuf, recvcounts + at,
+                                 rdispls + at, dtype, &args[j], &send_used,
+                                 &recv_used);
+        if (status == SWY_OK)
+            status = prepare_memory(fn, comm, &args[j], send_used,
+                                    recv_used, attr);
+        if (status == SWY_OK && j > 0 && args[j].mem != args[0].mem &&
+            (send_used || recv_used))
+            status = swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                                 "%s: chunk %d moves %s memory, chunk 0 %s",
+                                 fn, j, swy_mem_type_name(args[j].mem),
+                                 swy_mem_type_name(args[0].mem));
+    }
+    if (status == SWY_OK)
+        status = swy_sched_post_series(comm->view, args, nchunks,
+                                       (flags & SWY_CHUNKS_HELD) != 0, prio,
+                                       order, attr_name(attr)[0] != '\0'
+                                                  ? attr_name(attr)
+                                                  : "alltoallv",
+                                       reqs);
+    swy_free(args);
+    if (status != SWY_OK)
+        return swy_api_fail(comm, status);
+    swy_sched_handoff(comm->sched);
+    return SWY_OK;
+}
+
+swy_status_t swy_chunk_release(swy_request_t req)
+{
+    swy_err_clear();
+    if (req == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                           "swy_chunk_release: req is NULL");
+    return swy_sched_release_held(req);
 }
 
 swy_status_t swy_allreduce(const void *sendbuf, void *recvbuf, size_t count,

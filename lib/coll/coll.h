@@ -95,6 +95,13 @@ typedef struct {
     uint64_t recv_from_peer;/* alltoallv, allgatherv: elements I expect
                                from it */
     uint64_t partition_bytes; /* where I cut transfers into micro-ops */
+    /* The first chunk of swy_alltoallv_chunks speaks for all its chunks,
+     * which send no header of their own (lib/sched, "series"); 0 else. */
+    uint32_t series_chunks;   /* how many chunks */
+    uint64_t series_send;     /* elements I send the reader, all chunks */
+    uint64_t series_recv;     /* elements I expect from it, all chunks */
+    uint64_t series_send_digest; /* of my per-chunk counts to the reader */
+    uint64_t series_recv_digest; /* of my per-chunk counts from it */
 } swy_coll_header_t;
 
 #define SWY_COLL_HEADER_MAGIC 0x53575948u /* "SWYH" */

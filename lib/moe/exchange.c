@@ -60,22 +60,22 @@ swy_status_t swy_moe_rev_check_idle(swy_moe_route_t route, const char *fn)
     return SWY_OK;
 }
 
-/* Attributes of chunk j: default priority high, order + j, a name that
- * says which exchange and chunk. */
-static swy_op_attr_t chunk_attr(const swy_op_attr_t *attr,
-                                swy_moe_xchg_kind_t kind, int chunk, int d,
-                                char *name, size_t name_len)
+/* Attributes of an exchange's chunks: default priority high (the
+ * library gives chunk j order + j and appends "[j/d]" to the name), a
+ * name that says which exchange. */
+static swy_op_attr_t xchg_attr(const swy_op_attr_t *attr,
+                               swy_moe_xchg_kind_t kind, char *name,
+                               size_t name_len)
 {
     swy_op_attr_t a = SWY_OP_ATTR_INIT;
     if (attr != NULL)
         a = *attr;
     if (a.priority < 0)
         a.priority = SWY_PRIO_HIGH;
-    a.order += chunk;
-    snprintf(name, name_len, "%s%smoe.%s[%d/%d]",
+    snprintf(name, name_len, "%s%smoe.%s",
              attr != NULL && attr->name != NULL ? attr->name : "",
              attr != NULL && attr->name != NULL ? ":" : "",
-             swy_moe_xchg_name(kind), chunk, d);
+             swy_moe_xchg_name(kind));
     a.name = name;
     return a;
 }
@@ -84,7 +84,7 @@ static void start(swy_moe_route_t route, swy_moe_xchg_t *x,
                   swy_moe_xchg_kind_t kind, char *expert_buf)
 {
     x->kind = kind;
-    x->posted = x->completed = 0;
+    x->posted = x->completed = x->nreqs = 0;
     x->expert_buf = expert_buf;
     memset(x->chunk_done, 0, (size_t)route->d);
     memset(x->reqs, 0, (size_t)route->d * sizeof(swy_request_t));
@@ -94,7 +94,11 @@ void swy_moe_xchg_drain(swy_moe_route_t route, swy_moe_xchg_t *x)
 {
     if (route == NULL || x->kind == SWY_MOE_XCHG_NONE)
         return;
-    for (int j = 0; j < x->posted; j++)
+    /* Held chunks never released go as they are: every rank's exchange
+     * then completes, rather than its peers' waiting for them. */
+    for (int j = x->posted; j < x->nreqs; j++)
+        (void)swy_chunk_release(x->reqs[j]);
+    for (int j = 0; j < x->nreqs; j++)
         if (x->reqs[j] != NULL) {
             (void)swy_wait(x->reqs[j]);
             swy_request_free(x->reqs[j]);
@@ -126,55 +130,74 @@ static void restage_chunk(swy_moe_route_t route, int j, char *expert_buf,
         }
 }
 
-/* Counts and displacements (elements) of chunk j: token side to/from each
+/* Counts and displacements (elements) of every chunk, chunk-major
+ * ([d][W], as swy_alltoallv_chunks takes them): token side to/from each
  * peer, and staging side from/to each peer. */
-static void chunk_counts(swy_moe_route_t route, int j, size_t *tok_counts,
+static void chunk_counts(swy_moe_route_t route, size_t *tok_counts,
                          size_t *tok_displs, size_t *stg_counts,
                          size_t *stg_displs)
 {
     int W = route->W, nl = route->nl, d = route->d;
     size_t H = route->H;
-    for (int r = 0; r < W; r++) {
-        size_t ti = ((size_t)r * d + j) * nl, si = ((size_t)j * W + r) * nl;
-        tok_displs[r] = (size_t)route->tok_off[ti] * H;
-        tok_counts[r] = (size_t)(route->tok_off[ti + nl] -
-                                 route->tok_off[ti]) * H;
-        stg_displs[r] = (size_t)route->stg_off[si] * H;
-        stg_counts[r] = (size_t)(route->stg_off[si + nl] -
-                                 route->stg_off[si]) * H;
+    for (int j = 0; j < d; j++)
+        for (int r = 0; r < W; r++) {
+            size_t ti = ((size_t)r * d + j) * nl;
+            size_t si = ((size_t)j * W + r) * nl;
+            size_t c = (size_t)j * W + r;
+            tok_displs[c] = (size_t)route->tok_off[ti] * H;
+            tok_counts[c] = (size_t)(route->tok_off[ti + nl] -
+                                     route->tok_off[ti]) * H;
+            stg_displs[c] = (size_t)route->stg_off[si] * H;
+            stg_counts[c] = (size_t)(route->stg_off[si + nl] -
+                                     route->stg_off[si]) * H;
+        }
+}
+
+/* Post the exchange's d chunks as one swy_alltoallv_chunks (one
+ * argument check across ranks for all of them); held: each chunk starts
+ * at its swy_chunk_release. */
+static swy_status_t post_chunks(swy_moe_route_t route, swy_moe_xchg_t *x,
+                                swy_moe_xchg_kind_t kind, const void *sendbuf,
+                                void *recvbuf, int reverse,
+                                const swy_op_attr_t *attr, const char *fn)
+{
+    size_t cells = (size_t)route->W * (size_t)route->d;
+    size_t *tc = route->scratch, *td = tc + cells, *sc = td + cells,
+           *sd = sc + cells;
+    chunk_counts(route, tc, td, sc, sd);
+    char name[96];
+    swy_op_attr_t a = xchg_attr(attr, kind, name, sizeof(name));
+    swy_status_t status =
+        reverse ? swy_alltoallv_chunks(sendbuf, sc, sd, recvbuf, tc, td,
+                                       route->d, route->dtype,
+                                       route->plan->comm, &a, SWY_CHUNKS_HELD,
+                                       x->reqs)
+                : swy_alltoallv_chunks(sendbuf, tc, td, recvbuf, sc, sd,
+                                       route->d, route->dtype,
+                                       route->plan->comm, &a, 0, x->reqs);
+    if (status != SWY_OK) {
+        char msg[SWY_ERRMSG_MAX];
+        snprintf(msg, sizeof(msg), "%s: %s", fn, swy_err_last());
+        x->kind = SWY_MOE_XCHG_NONE;
+        swy_err_store(msg);
+        return status;
     }
+    x->nreqs = route->d;
+    return SWY_OK;
 }
 
 swy_status_t swy_moe_fwd_post(swy_moe_route_t route, swy_moe_xchg_kind_t kind,
                               void *expert_buf, const swy_op_attr_t *attr,
                               const char *fn)
 {
-    int W = route->W;
-    size_t *tc = route->scratch, *td = tc + W, *sc = td + W, *sd = sc + W;
     /* With one local expert the staging order is the expert order: land
      * in the user's buffer directly. */
     char *recvbuf = route->nl == 1 ? expert_buf : route->stage_buf;
     swy_moe_xchg_t *x = &route->fwd;
     start(route, x, kind, expert_buf);
-    for (int j = 0; j < route->d; j++) {
-        char name[96];
-        swy_op_attr_t a = chunk_attr(attr, kind, j, route->d, name,
-                                     sizeof(name));
-        chunk_counts(route, j, tc, td, sc, sd);
-        swy_status_t status = swy_alltoallv(route->tok_buf, tc, td, recvbuf,
-                                            sc, sd, route->dtype,
-                                            route->plan->comm, &a,
-                                            &x->reqs[j]);
-        if (status != SWY_OK) {
-            char msg[SWY_ERRMSG_MAX];
-            snprintf(msg, sizeof(msg), "%s: chunk %d of %d: %s", fn, j,
-                     route->d, swy_err_last());
-            swy_moe_xchg_drain(route, x);
-            swy_err_store(msg);
-            return status;
-        }
-        x->posted = j + 1;
-    }
+    SWY_CHECK(post_chunks(route, x, kind, route->tok_buf, recvbuf, 0, attr,
+                          fn));
+    x->posted = route->d;
     return SWY_OK;
 }
 
@@ -280,29 +303,27 @@ swy_status_t swy_moe_rev_post_chunk(swy_moe_route_t route,
         return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: the expert-side "
                            "buffer is NULL with %lld rows", fn,
                            (long long)route->recv_rows);
-    int W = route->W;
-    size_t *tc = route->scratch, *td = tc + W, *sc = td + W, *sd = sc + W;
-    const char *sendbuf = expert_buf;
-    if (route->nl > 1) {
-        /* The chunk is copied out now, so the caller may reuse the buffer
-         * rows at once; with one expert the rows go out in place. */
-        restage_chunk(route, chunk, (char *)expert_buf, 0);
-        sendbuf = route->stage_buf;
-    }
-    char *recvbuf = kind == SWY_MOE_XCHG_COMBINE ? route->comb_buf
-                                                 : route->tok_buf;
+    /* With several local experts each chunk is copied out to the staging
+     * buffer (the caller may reuse its rows at once); with one the rows go
+     * out in place, so every chunk must come from the same buffer. */
+    if (route->nl == 1 && chunk > 0 && expert_buf != x->expert_buf)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: chunk %d's "
+                           "expert-side buffer %p is not chunk 0's %p: with "
+                           "one local expert the rows are sent from it in "
+                           "place", fn, chunk, expert_buf, x->expert_buf);
     if (chunk == 0) {
-        start(route, x, kind, NULL);
+        const void *sendbuf = route->nl > 1 ? route->stage_buf : expert_buf;
+        char *recvbuf = kind == SWY_MOE_XCHG_COMBINE ? route->comb_buf
+                                                     : route->tok_buf;
+        start(route, x, kind, (char *)expert_buf);
         if (kind == SWY_MOE_XCHG_COMBINE)
             route->combined = 0; /* comb_buf is being overwritten */
+        SWY_CHECK(post_chunks(route, x, kind, sendbuf, recvbuf, 1, attr,
+                              fn));
     }
-    char name[96];
-    swy_op_attr_t a = chunk_attr(attr, kind, chunk, route->d, name,
-                                 sizeof(name));
-    chunk_counts(route, chunk, tc, td, sc, sd);
-    swy_status_t status = swy_alltoallv(sendbuf, sc, sd, recvbuf, tc, td,
-                                        route->dtype, route->plan->comm, &a,
-                                        &x->reqs[chunk]);
+    if (route->nl > 1)
+        restage_chunk(route, chunk, (char *)expert_buf, 0);
+    swy_status_t status = swy_chunk_release(x->reqs[chunk]);
     if (status != SWY_OK) {
         char msg[SWY_ERRMSG_MAX];
         snprintf(msg, sizeof(msg), "%s: chunk %d of %d: %s", fn, chunk,

@@ -69,7 +69,8 @@ typedef enum {
  * a reverse one in a token-side buffer. */
 typedef struct {
     swy_moe_xchg_kind_t kind;  /* SWY_MOE_XCHG_NONE when idle */
-    int posted;                /* chunks posted */
+    int posted;                /* chunks posted (reverse: released) */
+    int nreqs;                 /* requests in reqs (all d at chunk 0) */
     int completed;             /* chunks completed */
     swy_request_t *reqs;       /* [d] */
     unsigned char *chunk_done; /* [d] */
@@ -98,7 +99,7 @@ struct swy_moe_route {
     char *stage_buf;        /* [recv_rows] rows when nl > 1, else NULL */
     swy_moe_buf_t bufs[3];  /* the plan's buffers behind the three */
     float *acc;             /* [H]: a row summed in fp32 */
-    size_t *scratch;        /* 4*W counts and displacements */
+    size_t *scratch;        /* 4*W*d counts and displacements */
     /* At most one exchange per direction in flight, so that a pipelined
      * combine (reverse) overlaps the dispatch (forward) it follows. */
     swy_moe_xchg_t fwd, rev;

@@ -259,7 +259,7 @@ swy_status_t swy_moe_route(swy_moe_plan_t plan, const int *topk_idx, int S,
     route->stg_off = swy_calloc(blocks * d + 1, sizeof(int64_t));
     route->expert_offset = swy_calloc((size_t)nl + 1, sizeof(int64_t));
     route->chunk_offset = swy_calloc((size_t)nl * (d + 1), sizeof(int64_t));
-    route->scratch = swy_calloc(4 * (size_t)W, sizeof(size_t));
+    route->scratch = swy_calloc(4 * (size_t)W * d, sizeof(size_t));
     route->fwd.reqs = swy_calloc((size_t)d, sizeof(swy_request_t));
     route->fwd.chunk_done = swy_calloc((size_t)d, 1);
     route->rev.reqs = swy_calloc((size_t)d, sizeof(swy_request_t));

@@ -163,6 +163,13 @@ struct swy_request {
     uint64_t *fair_finish;               /* last finish tag per link */
     uint64_t post_ns;
     int deferred_peer; /* peer whose data disagreed before the headers */
+    /* The chunks of one swy_alltoallv_chunks share the id (unique in the
+     * communicator; 0: a lone op). The first chunk (series_head)
+     * exchanges the headers for all of them: the others start with its
+     * hdr_seen and hear of each header from it (swy_sched_series_seen). */
+    uint32_t series;
+    uint8_t series_head;
+    uint8_t held;           /* a chunk not released: not started */
     int completed, released;
     int failing;    /* failed; completes once its buffers are free */
     int in_handler; /* handle_completion frees it (released) at its end */
@@ -196,6 +203,7 @@ struct swy_sched_comm {
     swy_boot_t *boot; /* its own control plane, or NULL (the engine's) */
     int multi_host; /* some member is on another host than this rank */
     uint32_t next_seq;
+    uint32_t next_series; /* id of the next swy_alltoallv_chunks */
     uint32_t *p2p_send_seq, *p2p_recv_seq; /* [nranks]: per ordered pair */
     swy_list_t ops; /* incomplete ops in post order (op->clink) */
     swy_status_t failed;
@@ -322,6 +330,10 @@ static inline const char *op_label(const struct swy_request *op)
 uint64_t swy_sched_wire_tag(const struct swy_request *op,
                             const swy_coll_xfer_t *x);
 void swy_sched_handle_header(struct swy_request *op, swy_uop_t *uop);
+/* Fill the series fields of the header to peer of a series' head,
+ * chunks[0], from its n chunks. */
+void swy_sched_series_header(struct swy_request *const *chunks, int n,
+                             int peer);
 void swy_sched_data_size_mismatch(struct swy_request *op, swy_uop_t *uop);
 
 /* op.c: ops and micro-ops. */

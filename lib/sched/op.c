@@ -327,6 +327,16 @@ static void emit_post_recv(struct swy_request *op, swy_uop_t *uop)
                  uop->x.peer);
 }
 
+/* A send micro-op that may go: to its link's queue, or, device memory
+ * to a peer whose header has not come, to op->gated (engine_impl.h). */
+static void send_ready(struct swy_request *op, swy_uop_t *uop)
+{
+    if (uop->x.mem != SWY_MEM_HOST && op->hdr_seen[uop->x.peer] == HDR_EXPECTED)
+        swy_list_push_back(&op->gated, &uop->q_link);
+    else
+        swy_sched_ready_insert(op->sched, uop);
+}
+
 static void emit_post(void *ctx, const swy_coll_xfer_t *x)
 {
     struct swy_request *op = ctx;
@@ -346,10 +356,7 @@ static void emit_post(void *ctx, const swy_coll_xfer_t *x)
     }
     if (x->is_send) {
         uop->state = UOP_READY;
-        if (x->mem != SWY_MEM_HOST && op->hdr_seen[x->peer] == HDR_EXPECTED)
-            swy_list_push_back(&op->gated, &uop->q_link);
-        else
-            swy_sched_ready_insert(op->sched, uop);
+        send_ready(op, uop);
         return;
     }
     if (op->starting) { /* see op_post_sends_first */
@@ -416,7 +423,7 @@ void swy_sched_handle_completion(swy_sched_t *s, swy_uop_t *uop)
                      "%d failed", op->seq, op_label(op), uop->x.peer);
     }
     uop_release(s, uop);
-    if (op_alive(op) && op->n_live == 0)
+    if (op_alive(op) && op->n_live == 0 && !op->held)
         op_finish(op);
     op->in_handler = 0;
     if (op->completed && op->released)
@@ -468,9 +475,30 @@ static size_t op_partition_bytes(const swy_sched_comm_t *c,
     return SWY_MAX(s->p.partition_bytes, bulk);
 }
 
-swy_status_t swy_sched_post(swy_sched_comm_t *c, const swy_coll_args_t *args,
-                            int priority, int64_t order, const char *name,
-                            struct swy_request **req_p)
+/* Under s->lock: the algorithm starts the op (a held chunk's at its
+ * release): its first micro-ops go out. */
+static void op_run(struct swy_request *op)
+{
+    if (op_alive(op)) {
+        swy_coll_emit_t emit = {emit_post, op};
+        op->starting = 1;
+        swy_status_t status = op->algo->start(op->state, &emit);
+        op->starting = 0;
+        if (status != SWY_OK && op_alive(op))
+            op_error(op, status, "op #%u '%s': start failed: %s", op->seq,
+                     op_label(op), swy_err_last());
+        op_post_sends_first(op->sched, op);
+    }
+    if (op_alive(op) && op->n_live == 0)
+        op_finish(op);
+}
+
+/* A new op of view c for args, its arrays copied and its algorithm
+ * chosen; not yet known to the engine. */
+static swy_status_t op_prepare(swy_sched_comm_t *c,
+                               const swy_coll_args_t *args, int priority,
+                               int64_t order, const char *name, int held,
+                               struct swy_request **op_p)
 {
     swy_sched_t *s = c->sched;
     int w = c->nranks;
@@ -496,6 +524,17 @@ swy_status_t swy_sched_post(swy_sched_comm_t *c, const swy_coll_args_t *args,
     op->args.shm = args->mem == SWY_MEM_HOST ? c->shm : NULL;
     op->args.shm_a2a = args->mem == SWY_MEM_HOST ? c->shm_a2a : NULL;
     op->algo = swy_coll_algo_choose(&op->args, w);
+    /* A held chunk starts when the caller says, which need not be in the
+     * order of the ops' numbers, nor at the same point among other ops on
+     * every rank; the shared-memory channel takes ops in the order they
+     * start: such a chunk goes through the transports, which match by
+     * tag (the same choice on every rank: held is everyone's). */
+    op->held = (uint8_t)(held != 0);
+    if (held && args->kind == SWY_COLL_ALLTOALLV &&
+        op->args.alltoallv_algo == SWY_COLL_A2A_SHM) {
+        op->args.alltoallv_algo = SWY_COLL_A2A_PAIRWISE;
+        op->algo = swy_coll_algo_for(&op->args, w);
+    }
     swy_list_init(&op->uops);
     swy_list_init(&op->gated);
     swy_list_init(&op->start_recvs);
@@ -527,16 +566,23 @@ swy_status_t swy_sched_post(swy_sched_comm_t *c, const swy_coll_args_t *args,
         op->args.sendcounts = op->args.sdispls = NULL;
         op->args.recvcounts = op->args.rdispls = NULL;
     }
+    *op_p = op;
+    return SWY_OK;
+}
 
-    pthread_mutex_lock(&s->lock);
+/* Under s->lock: a failed view takes no op; else the op's sequence and
+ * the algorithm's state. On failure the op is not the engine's (the
+ * caller frees it). */
+static swy_status_t op_admit(struct swy_request *op)
+{
+    swy_sched_t *s = op->sched;
+    swy_sched_comm_t *c = op->comm;
+    const swy_coll_args_t *args = &op->args;
     if (c->failed == SWY_OK && c == s->world) /* the job's news first */
         swy_sched_check_control_plane(s, swy_time_s());
     if (c->failed != SWY_OK) {
-        swy_status_t status = c->failed;
         swy_err_store(c->failmsg);
-        pthread_mutex_unlock(&s->lock);
-        op_free(op);
-        return status;
+        return c->failed;
     }
     /* Sends and receives take their ordered pair's sequence: they match
      * in posting order per pair, whatever else either rank posts. */
@@ -552,12 +598,10 @@ swy_status_t swy_sched_post(swy_sched_comm_t *c, const swy_coll_args_t *args,
     op->post_ns = s->now_ns;
     op->deadline = (double)s->now_ns * 1e-9 + s->p.timeout_s;
     swy_err_clear(); /* what create() or start() set is theirs */
-    swy_status_t status = op->algo->create(&op->args, c->rank, w,
+    swy_status_t status = op->algo->create(&op->args, c->rank, c->nranks,
                                            op->args.partition_bytes,
                                            &op->state);
     if (status != SWY_OK) {
-        pthread_mutex_unlock(&s->lock);
-        op_free(op);
         /* The algorithm said why, or it is the size (tag space). */
         char why[SWY_ERRMSG_MAX];
         snprintf(why, sizeof(why), "%s", swy_err_last());
@@ -565,6 +609,20 @@ swy_status_t swy_sched_post(swy_sched_comm_t *c, const swy_coll_args_t *args,
                            swy_coll_kind_name(args->kind),
                            why[0] != '\0' ? ": " : " of this size", why);
     }
+    return SWY_OK;
+}
+
+/* Under s->lock, after op_admit: the op joins the engine, exchanges its
+ * headers and starts. In a series (chunks[0..n-1], NULL for a lone op)
+ * only the head, chunks[0], exchanges headers, for all: the others start
+ * with its view of them. */
+static void op_start(struct swy_request *op, struct swy_request *const *chunks,
+                     int n)
+{
+    const struct swy_request *head =
+        chunks != NULL && op != chunks[0] ? chunks[0] : NULL;
+    swy_sched_t *s = op->sched;
+    swy_sched_comm_t *c = op->comm;
     s->stats.ops_posted++;
     swy_list_push_back(&s->ops, &op->link);
     swy_list_push_back(&c->ops, &op->clink);
@@ -577,10 +635,16 @@ swy_status_t swy_sched_post(swy_sched_comm_t *c, const swy_coll_args_t *args,
 
     /* Headers first: they leave before any data on the same link. */
     int *peers = op->hdr_peers;
-    int npeers = swy_coll_header_peers(&op->args, c->rank, w, peers);
+    int npeers = swy_coll_header_peers(&op->args, c->rank, c->nranks, peers);
     for (int i = 0; i < npeers && op_alive(op); i++) {
         int peer = peers[i];
+        if (head != NULL) {
+            op->hdr_seen[peer] = head->hdr_seen[peer];
+            continue;
+        }
         swy_coll_header_make(&op->args, op->seq, peer, &op->hdr_out[peer]);
+        if (op->series_head)
+            swy_sched_series_header(chunks, n, peer);
         op->hdr_seen[peer] = HDR_EXPECTED;
         swy_coll_xfer_t rx = {.peer = peer, .is_send = 0,
                               .tag = SWY_COLL_TAG_HEADER,
@@ -605,25 +669,97 @@ swy_status_t swy_sched_post(swy_sched_comm_t *c, const swy_coll_args_t *args,
         suop->state = UOP_READY;
         swy_list_insert_before(s->links[suop->lpeer].ready.next,
                                &suop->q_link);
+        s->stats.headers_sent++;
     }
-    if (op_alive(op)) {
-        swy_coll_emit_t emit = {emit_post, op};
-        op->starting = 1;
-        status = op->algo->start(op->state, &emit);
-        op->starting = 0;
-        if (status != SWY_OK && op_alive(op))
-            op_error(op, status, "op #%u '%s': start failed: %s", op->seq,
-                     op_label(op), swy_err_last());
-        op_post_sends_first(s, op);
+    if (!op->held)
+        op_run(op);
+}
+
+swy_status_t swy_sched_post(swy_sched_comm_t *c, const swy_coll_args_t *args,
+                            int priority, int64_t order, const char *name,
+                            struct swy_request **req_p)
+{
+    swy_sched_t *s = c->sched;
+    struct swy_request *op;
+    SWY_CHECK(op_prepare(c, args, priority, order, name, 0, &op));
+    pthread_mutex_lock(&s->lock);
+    swy_status_t status = op_admit(op);
+    if (status != SWY_OK) {
+        pthread_mutex_unlock(&s->lock);
+        op_free(op);
+        return status;
     }
-    if (op_alive(op) && op->n_live == 0)
-        op_finish(op);
+    op_start(op, NULL, 0);
     swy_sched_progress_locked(s);
     pthread_mutex_unlock(&s->lock);
     /* A thread asleep on the transports' fds wakes for this op's incoming
      * traffic; one parked while a caller waited hears of the op from
      * swy_sched_handoff() if the caller will not wait for it at once. */
     *req_p = op;
+    return SWY_OK;
+}
+
+swy_status_t swy_sched_post_series(swy_sched_comm_t *c,
+                                   const swy_coll_args_t *args, int n,
+                                   int held, int priority, int64_t order,
+                                   const char *name,
+                                   struct swy_request **reqs)
+{
+    swy_sched_t *s = c->sched;
+    swy_status_t status = SWY_OK;
+    for (int j = 0; j < n; j++) {
+        char label[sizeof(reqs[0]->name)];
+        snprintf(label, sizeof(label), "%.*s[%d/%d]",
+                 (int)sizeof(label) - 24, name != NULL ? name : "chunk", j,
+                 n);
+        status = op_prepare(c, &args[j], priority, order + j, label, held,
+                            &reqs[j]);
+        if (status != SWY_OK) {
+            while (j-- > 0)
+                op_free(reqs[j]);
+            return status;
+        }
+    }
+    pthread_mutex_lock(&s->lock);
+    /* Every chunk admitted before any starts: a chunk that cannot be set
+     * up leaves none posted (the sequence numbers it took are lost as a
+     * lone op's are when its set-up fails). */
+    for (int j = 0; j < n && status == SWY_OK; j++)
+        status = op_admit(reqs[j]);
+    if (status != SWY_OK) {
+        pthread_mutex_unlock(&s->lock);
+        for (int j = 0; j < n; j++)
+            op_free(reqs[j]);
+        return status;
+    }
+    uint32_t id = ++c->next_series;
+    if (id == 0) /* 0 is a lone op's */
+        id = ++c->next_series;
+    for (int j = 0; j < n; j++) {
+        reqs[j]->series = id;
+        reqs[j]->series_head = j == 0;
+    }
+    for (int j = 0; j < n; j++)
+        op_start(reqs[j], reqs, n);
+    swy_sched_progress_locked(s);
+    pthread_mutex_unlock(&s->lock);
+    return SWY_OK;
+}
+
+swy_status_t swy_sched_release_held(struct swy_request *op)
+{
+    swy_sched_t *s = op->sched;
+    pthread_mutex_lock(&s->lock);
+    if (!op->held) {
+        pthread_mutex_unlock(&s->lock);
+        return swy_err_set(SWY_ERR_INVALID_ARG, "sched", "op #%u '%s': not "
+                           "a held chunk, or released already", op->seq,
+                           op_label(op));
+    }
+    op->held = 0;
+    op_run(op);
+    swy_sched_progress_locked(s);
+    pthread_mutex_unlock(&s->lock);
     return SWY_OK;
 }
 

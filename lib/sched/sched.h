@@ -139,6 +139,21 @@ swy_status_t swy_sched_post(swy_sched_comm_t *comm, const swy_coll_args_t *args,
                             int priority, int64_t order, const char *name,
                             struct swy_request **req_p);
 
+/* Post n alltoallv ops (args[0..n-1], priority, order + j, "name[j/n]")
+ * as the chunks of one series: only the first exchanges op headers, and
+ * its header speaks for every chunk (their number, the counts summed and
+ * a digest of each chunk's). With held, each chunk starts (reads its
+ * send buffer, posts its receives) at swy_sched_release_held(reqs[j]). All
+ * or nothing: on failure no chunk was posted. */
+swy_status_t swy_sched_post_series(swy_sched_comm_t *comm,
+                                   const swy_coll_args_t *args, int n,
+                                   int held, int priority, int64_t order,
+                                   const char *name,
+                                   struct swy_request **reqs);
+/* Start a held chunk. SWY_ERR_INVALID_ARG (with a message) if
+ * req is not a held chunk or was released already. */
+swy_status_t swy_sched_release_held(struct swy_request *req);
+
 swy_status_t swy_sched_test(struct swy_request *req, int *done_p);
 swy_status_t swy_sched_wait(struct swy_request *req);
 void swy_sched_release(struct swy_request *req);

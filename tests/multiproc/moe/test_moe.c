@@ -213,6 +213,11 @@ static int run_layer(swy_comm_t comm, swy_moe_plan_t plan, int rank, int W,
     attr.name = "test";
     attr.order = iter;
 
+    /* Every exchange checks its arguments across ranks once, however many
+     * chunks it is cut into: one op header to each peer per exchange. */
+    swy_comm_stats_t st0 = {.struct_size = sizeof(st0)};
+    CHECK(swy_comm_stats(comm, &st0) == SWY_OK, "stats");
+
     /* Forward. */
     if (!pipelined) {
         st = swy_moe_dispatch(route, me->tokens, expert_in, &attr,
@@ -278,6 +283,14 @@ static int run_layer(swy_comm_t comm, swy_moe_plan_t plan, int rank, int W,
         CHECK(st == SWY_OK, "dispatch backward finish: %s",
               swy_last_error(NULL));
     }
+
+    swy_comm_stats_t st1 = {.struct_size = sizeof(st1)};
+    CHECK(swy_comm_stats(comm, &st1) == SWY_OK, "stats");
+    CHECK(st1.headers_sent - st0.headers_sent == 4 * (uint64_t)(W - 1),
+          "4 exchanges of %d chunks sent %llu op headers, want %d (one per "
+          "peer per exchange)", d,
+          (unsigned long long)(st1.headers_sent - st0.headers_sent),
+          4 * (W - 1));
 
     /* Serial reference for this rank's tokens. */
     for (size_t t = 0; t < S; t++)

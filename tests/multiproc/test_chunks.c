@@ -1,0 +1,351 @@
+/* swy_alltoallv_chunks: an all-to-all in chunks that share one header
+ * exchange, against a serial reference computed here.
+ * Usage: test_chunks NRANKS CASE
+ *   basic     8 chunks of random counts (zeros among them): every chunk's
+ *             data right; the series sends one header to each peer,
+ *             where the same chunks as lone alltoallvs send one each
+ *   held      SWY_CHUNKS_HELD: each chunk's part of sendbuf is written
+ *             only just before its release, in reverse order; releasing
+ *             twice or a lone op is refused
+ *   args      bad arguments refused, naming the chunk; nothing posted
+ *   nchunks   rank 0 posts one chunk more: SWY_ERR_MISMATCH everywhere
+ *   totals    rank 1 expects one element more from rank 0 in chunk 2
+ *   divide    same totals, chunks 1 and 2 divide them differently */
+#include <unistd.h>
+
+#include "harness.h"
+
+#define NCHUNKS 8
+
+/* The value rank src sends rank dst at element i of chunk j. */
+static double val(int src, int dst, int j, size_t i)
+{
+    return (double)(src * 100000 + dst * 1000 + j * 100) + (double)(i % 97);
+}
+
+/* Elements rank src sends rank dst in chunk j (zeros included). */
+static size_t count_of(int src, int dst, int j, uint64_t seed)
+{
+    uint64_t st = seed ^ ((uint64_t)src << 40) ^ ((uint64_t)dst << 20) ^
+                  (uint64_t)j;
+    uint64_t r = swy_test_rand(&st);
+    return r % 5 == 0 ? 0 : (size_t)(r % 3000);
+}
+
+typedef struct {
+    size_t *sc, *sd, *rc, *rd; /* [NCHUNKS * w] */
+    double *send, *recv;
+    size_t send_total, recv_total;
+} plan_t;
+
+static int plan_make(plan_t *p, int rank, int w, int n, uint64_t seed)
+{
+    size_t cells = (size_t)n * (size_t)w;
+    p->sc = calloc(cells * 4, sizeof(size_t));
+    CHECK(p->sc != NULL, "malloc");
+    p->sd = p->sc + cells;
+    p->rc = p->sd + cells;
+    p->rd = p->rc + cells;
+    size_t so = 0, ro = 0;
+    for (int j = 0; j < n; j++)
+        for (int k = 0; k < w; k++) {
+            size_t c = (size_t)j * (size_t)w + (size_t)k;
+            p->sc[c] = count_of(rank, k, j, seed);
+            p->sd[c] = so;
+            so += p->sc[c];
+            p->rc[c] = count_of(k, rank, j, seed);
+            p->rd[c] = ro;
+            ro += p->rc[c];
+        }
+    p->send_total = so;
+    p->recv_total = ro;
+    p->send = malloc((so + 1) * sizeof(double));
+    p->recv = malloc((ro + 1) * sizeof(double));
+    CHECK(p->send != NULL && p->recv != NULL, "malloc");
+    for (size_t i = 0; i < ro; i++)
+        p->recv[i] = -1;
+    return 0;
+}
+
+static void fill_chunk(plan_t *p, int rank, int w, int j)
+{
+    for (int k = 0; k < w; k++) {
+        size_t c = (size_t)j * (size_t)w + (size_t)k;
+        for (size_t i = 0; i < p->sc[c]; i++)
+            p->send[p->sd[c] + i] = val(rank, k, j, i);
+    }
+}
+
+static int check_chunk(const plan_t *p, int rank, int w, int j)
+{
+    for (int k = 0; k < w; k++) {
+        size_t c = (size_t)j * (size_t)w + (size_t)k;
+        for (size_t i = 0; i < p->rc[c]; i++)
+            CHECK(p->recv[p->rd[c] + i] == val(k, rank, j, i),
+                  "chunk %d from rank %d [%zu]: %g, want %g", j, k, i,
+                  p->recv[p->rd[c] + i], val(k, rank, j, i));
+    }
+    return 0;
+}
+
+static void plan_free(plan_t *p)
+{
+    free(p->sc);
+    free(p->send);
+    free(p->recv);
+}
+
+static uint64_t headers_sent(swy_comm_t comm)
+{
+    swy_comm_stats_t st = {.struct_size = sizeof(st)};
+    if (swy_comm_stats(comm, &st) != SWY_OK)
+        return UINT64_MAX;
+    return st.headers_sent;
+}
+
+static int case_basic(swy_comm_t comm, int rank, int w, void *arg)
+{
+    (void)arg;
+    for (int round = 0; round < 3; round++) {
+        plan_t p;
+        if (plan_make(&p, rank, w, NCHUNKS, 77 + (uint64_t)round))
+            return 1;
+        for (int j = 0; j < NCHUNKS; j++)
+            fill_chunk(&p, rank, w, j);
+        swy_request_t reqs[NCHUNKS];
+        CHECK_OK(swy_barrier(comm), comm);
+        uint64_t h0 = headers_sent(comm);
+        swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+        attr.name = "chunks";
+        CHECK_OK(swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
+                                      NCHUNKS, SWY_FLOAT64, comm, &attr, 0,
+                                      reqs), comm);
+        /* The last chunk first: each completes on its own. */
+        for (int j = NCHUNKS - 1; j >= 0; j--) {
+            CHECK_OK(swy_wait(reqs[j]), comm);
+            swy_request_free(reqs[j]);
+            if (check_chunk(&p, rank, w, j))
+                return 1;
+        }
+        uint64_t series = headers_sent(comm) - h0;
+        /* The same chunks as lone alltoallvs: a header each. */
+        CHECK_OK(swy_barrier(comm), comm);
+        h0 = headers_sent(comm);
+        for (int j = 0; j < NCHUNKS; j++) {
+            size_t at = (size_t)j * (size_t)w;
+            CHECK_OK(swy_alltoallv(p.send, p.sc + at, p.sd + at, p.recv,
+                                   p.rc + at, p.rd + at, SWY_FLOAT64, comm,
+                                   NULL, &reqs[j]), comm);
+        }
+        for (int j = 0; j < NCHUNKS; j++) {
+            CHECK_OK(swy_wait(reqs[j]), comm);
+            swy_request_free(reqs[j]);
+        }
+        uint64_t lone = headers_sent(comm) - h0;
+        /* The barriers' own headers are outside both windows. */
+        CHECK(series == (uint64_t)(w - 1), "the series sent %llu headers, "
+              "want %d (one per peer)", (unsigned long long)series, w - 1);
+        CHECK(lone == (uint64_t)NCHUNKS * (uint64_t)(w - 1), "lone chunks "
+              "sent %llu headers, want %d", (unsigned long long)lone,
+              NCHUNKS * (w - 1));
+        plan_free(&p);
+    }
+    return 0;
+}
+
+static int case_held(swy_comm_t comm, int rank, int w, void *arg)
+{
+    (void)arg;
+    plan_t p;
+    if (plan_make(&p, rank, w, NCHUNKS, 4242))
+        return 1;
+    for (size_t i = 0; i < p.send_total; i++)
+        p.send[i] = -7; /* what a send before its release would carry */
+    swy_request_t reqs[NCHUNKS];
+    CHECK_OK(swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
+                                  NCHUNKS, SWY_FLOAT64, comm, NULL,
+                                  SWY_CHUNKS_HELD, reqs), comm);
+    usleep(20000); /* room for a send that would not wait */
+    for (int j = NCHUNKS - 1; j >= 0; j--) {
+        fill_chunk(&p, rank, w, j);
+        CHECK_OK(swy_chunk_release(reqs[j]), comm);
+        if (j == NCHUNKS - 1) {
+            swy_status_t st = swy_chunk_release(reqs[j]);
+            CHECK(st == SWY_ERR_INVALID_ARG, "a second release: %s",
+                  swy_status_string(st));
+            CHECK(strstr(swy_last_error(NULL), "released already") != NULL,
+                  "message: %s", swy_last_error(NULL));
+        }
+    }
+    for (int j = 0; j < NCHUNKS; j++) {
+        CHECK_OK(swy_wait(reqs[j]), comm);
+        swy_request_free(reqs[j]);
+        if (check_chunk(&p, rank, w, j))
+            return 1;
+    }
+    /* A lone op is not held. */
+    float x = 1, y = 0;
+    swy_request_t req;
+    CHECK_OK(swy_allreduce(&x, &y, 1, SWY_FLOAT32, SWY_SUM, comm, NULL, &req),
+             comm);
+    CHECK(swy_chunk_release(req) == SWY_ERR_INVALID_ARG, "lone op released");
+    CHECK_OK(swy_wait(req), comm);
+    swy_request_free(req);
+    CHECK(y == (float)w, "allreduce after the series: %g", (double)y);
+    CHECK(swy_chunk_release(NULL) == SWY_ERR_INVALID_ARG, "NULL released");
+    plan_free(&p);
+    return 0;
+}
+
+static int expect_refused(swy_comm_t comm, swy_status_t got,
+                          const char *needle)
+{
+    CHECK(got == SWY_ERR_INVALID_ARG, "got %s", swy_status_string(got));
+    CHECK(strstr(swy_last_error(comm), needle) != NULL, "message lacks "
+          "'%s': %s", needle, swy_last_error(comm));
+    return 0;
+}
+
+static int case_args(swy_comm_t comm, int rank, int w, void *arg)
+{
+    (void)arg;
+    plan_t p;
+    if (plan_make(&p, rank, w, 3, 5))
+        return 1;
+    swy_request_t reqs[3] = {NULL, NULL, NULL};
+    uint64_t posted0;
+    swy_comm_stats_t st = {.struct_size = sizeof(st)};
+    CHECK_OK(swy_comm_stats(comm, &st), comm);
+    posted0 = st.ops_posted;
+    if (expect_refused(comm, swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv,
+                       p.rc, p.rd, 0, SWY_FLOAT64, comm, NULL, 0, reqs),
+                       "nchunks 0"))
+        return 1;
+    if (expect_refused(comm, swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv,
+                       p.rc, p.rd, 3, SWY_FLOAT64, comm, NULL, 0, NULL),
+                       "reqs"))
+        return 1;
+    if (expect_refused(comm, swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv,
+                       p.rc, p.rd, 3, SWY_FLOAT64, comm, NULL, 6, reqs),
+                       "unknown flags"))
+        return 1;
+    if (expect_refused(comm, swy_alltoallv_chunks(p.send, NULL, p.sd, p.recv,
+                       p.rc, p.rd, 3, SWY_FLOAT64, comm, NULL, 0, reqs),
+                       "sendcounts is NULL"))
+        return 1;
+    /* Chunk 2 receives from rank 0 over chunk 2's region of rank w-1. */
+    size_t saved = p.rd[2 * (size_t)w];
+    p.rd[2 * (size_t)w] = p.rd[2 * (size_t)w + (size_t)w - 1];
+    size_t c0 = p.rc[2 * (size_t)w], c1 = p.rc[2 * (size_t)w + (size_t)w - 1];
+    p.rc[2 * (size_t)w] = p.rc[2 * (size_t)w + (size_t)w - 1] = 5;
+    if (w > 1 && expect_refused(comm, swy_alltoallv_chunks(p.send, p.sc, p.sd,
+                                p.recv, p.rc, p.rd, 3, SWY_FLOAT64, comm,
+                                NULL, 0, reqs), "overlap"))
+        return 1;
+    p.rd[2 * (size_t)w] = saved;
+    p.rc[2 * (size_t)w] = c0;
+    p.rc[2 * (size_t)w + (size_t)w - 1] = c1;
+    p.sc[2 * (size_t)w] = SIZE_MAX / 2;
+    if (expect_refused(comm, swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv,
+                       p.rc, p.rd, 3, SWY_FLOAT64, comm, NULL, 0, reqs),
+                       "(chunk 2)"))
+        return 1;
+    CHECK_OK(swy_comm_stats(comm, &st), comm);
+    CHECK(st.ops_posted == posted0, "a refused series posted %llu ops",
+          (unsigned long long)(st.ops_posted - posted0));
+    CHECK(reqs[0] == NULL, "a refused series set a request");
+    /* The comm works after the refusals. */
+    double x = rank, y = 0;
+    CHECK_OK(swy_allreduce(&x, &y, 1, SWY_FLOAT64, SWY_SUM, comm, NULL, NULL),
+             comm);
+    CHECK(y == (double)w * (w - 1) / 2, "allreduce %g", y);
+    plan_free(&p);
+    return 0;
+}
+
+/* A disagreement: every rank's chunks end in SWY_ERR_MISMATCH naming it. */
+static int mismatch(swy_comm_t comm, int rank, int w, const char *which)
+{
+    int n = 3 + (!strcmp(which, "nchunks") && rank == 0);
+    plan_t p;
+    if (plan_make(&p, rank, w, n, 99))
+        return 1;
+    for (int j = 0; j < n; j++) {
+        for (int k = 0; k < w; k++) { /* every count non-zero */
+            size_t c = (size_t)j * (size_t)w + (size_t)k;
+            p.sc[c] = p.rc[c] = 10;
+            p.sd[c] = p.rd[c] = c * 16;
+        }
+    }
+    const char *needle = "chunk";
+    size_t c1 = 1 * (size_t)w, c2 = 2 * (size_t)w; /* rank 1 gets from 0 */
+    if (!strcmp(which, "totals")) {
+        needle = "summed over the chunks";
+        if (rank == 1)
+            p.rc[c2] = 11;
+    } else if (!strcmp(which, "divide")) {
+        needle = "divide";
+        if (rank == 1) {
+            p.rc[c1] = 8;
+            p.rc[c2] = 12;
+        }
+    }
+    free(p.send);
+    free(p.recv);
+    p.send = calloc((size_t)n * (size_t)w * 16, sizeof(double));
+    p.recv = calloc((size_t)n * (size_t)w * 16, sizeof(double));
+    CHECK(p.send != NULL && p.recv != NULL, "malloc");
+    swy_request_t reqs[NCHUNKS];
+    swy_status_t st = swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc,
+                                           p.rd, n, SWY_FLOAT64, comm, NULL, 0,
+                                           reqs);
+    swy_status_t got = st;
+    if (st == SWY_OK) {
+        for (int j = 0; j < n; j++) {
+            swy_status_t s = swy_wait(reqs[j]);
+            if (got == SWY_OK)
+                got = s;
+            swy_request_free(reqs[j]);
+        }
+        if (got == SWY_OK) /* finished its part: the comm fails next */
+            got = swy_barrier(comm);
+    }
+    const char *msg = swy_last_error(comm);
+    fprintf(stderr, "rank %d: %s: %s\n", rank, swy_status_string(got), msg);
+    CHECK(got == SWY_ERR_MISMATCH, "got %s", swy_status_string(got));
+    CHECK(strstr(msg, needle) != NULL, "message lacks '%s'", needle);
+    plan_free(&p);
+    CHECK(swy_comm_destroy(comm) == SWY_OK, "destroy of a failed comm");
+    return 200; /* the comm is gone: the harness must not destroy it */
+}
+
+static int case_mismatch(swy_comm_t comm, int rank, int w, void *arg)
+{
+    return mismatch(comm, rank, w, arg);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_chunks NRANKS CASE\n");
+        return 2;
+    }
+    int w = atoi(argv[1]);
+    const char *which = argv[2];
+    swy_test_rank_fn fn = NULL;
+    int mism = 0;
+    if (!strcmp(which, "basic")) fn = case_basic;
+    else if (!strcmp(which, "held")) fn = case_held;
+    else if (!strcmp(which, "args")) fn = case_args;
+    else if (!strcmp(which, "nchunks") || !strcmp(which, "totals") ||
+             !strcmp(which, "divide"))
+        fn = case_mismatch, mism = 1;
+    if (fn == NULL || w < 1 || w > 64 || (mism && w < 2)) {
+        fprintf(stderr, "test_chunks: bad arguments\n");
+        return 2;
+    }
+    swy_test_result_t result;
+    int rc = swy_test_spawn(w, fn, (void *)which, 60, &result);
+    printf("%s: chunks %s on %d ranks\n", rc ? "FAIL" : "PASS", which, w);
+    return rc;
+}
