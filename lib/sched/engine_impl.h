@@ -39,8 +39,8 @@ enum { UOP_READY, UOP_POSTED, UOP_DONE };
  * against the link's window or credit, so it can never hold back the
  * older ops P is waiting for: no policy can deadlock, whatever the mix.
  * (Holding such sends back until the header arrives does the same but
- * costs every large op a message latency: 25% of a 4 MiB alltoallv on
- * 4 ranks sharing 2 cores.) Sends up to the eager size are small enough
+ * costs every large op a message latency, a large share of its time
+ * where ranks share cores.) Sends up to the eager size are small enough
  * to count at once. An op keeps at most UNCONFIRMED_PARTITIONS partitions
  * unconfirmed per link (its other micro-ops wait for the header, without
  * holding anyone else's back), and once the header arrives its unconfirmed
@@ -79,10 +79,10 @@ enum { HDR_NONE = 0, HDR_EXPECTED = 1, HDR_SEEN = 2 };
 #define TRANSPORT_CAUSE_WAIT_S 1.0
 #define UNCONFIRMED_MIN_BYTES 8192
 #define UNCONFIRMED_PARTITIONS 2
-/* Freed micro-ops kept for the next ops: an alltoallv on 4 ranks
- * allocated 24 blocks per op in the engine, 14 of them micro-ops, and
- * malloc and free took 8.5% of the samples of one of 4 KiB on the 2-core
- * VM (2.9% with the pool and op_alloc). */
+/* Freed micro-ops kept for the next ops: an alltoallv allocates a
+ * micro-op per peer and direction at least, and for small ops malloc and
+ * free showed up in profiles as a visible share of the op (see
+ * docs/performance.md, "overhead"). */
 #define UOP_POOL_MAX 4096
 
 /* How long after a caller stopped waiting the thread leaves progress to
@@ -96,11 +96,10 @@ enum { HDR_NONE = 0, HDR_EXPECTED = 1, HDR_SEEN = 2 };
  * waiting) arm the hand-off timer for the end of the grace instead of
  * waking the thread at once: a caller that waits again within the grace
  * costs no wake-up, and one that computes meanwhile has the thread at
- * the grace's end. Waking the thread at each such post made a barrier
- * plus alltoallv of 1 MiB on 4 ranks of 2 cores take 382 instead of 350
- * us (medians of 6 alternating runs; docs/performance.md, "coll"), and
- * looking every 2 ms instead of parking cost 4-8%. A blocking call waits
- * at once and needs no thread. */
+ * the grace's end. Waking the thread at each such post, or looking
+ * every few ms instead of parking, costs context switches that busy
+ * cores feel as a slower op (docs/performance.md, "coll"). A blocking
+ * call waits at once and needs no thread. */
 #define PARK_NS (20 * 1000 * 1000)
 
 typedef struct swy_uop {
@@ -261,9 +260,8 @@ struct swy_sched {
     /* The clock as a progress pass or a post last read it (a pass reads
      * it after the transports' progress and again after completions, if
      * any): the times of micro-ops and the waiters' spin and give-up
-     * checks use it (clock_gettime was 23% of the samples of a 1-rank
-     * alltoallv of 4 KiB when each read it, the benchmark's own two
-     * reads per op included). */
+     * checks use it (reading the clock at each of those was a large share
+     * of a small op's profile). */
     uint64_t now_ns;
     pthread_t thread;
     /* The thread parks in thread_park() on park_fd (thread_unpark writes

@@ -434,13 +434,10 @@ void swy_sched_handle_completion(swy_sched_t *s, swy_uop_t *uop)
  * receives: a receive that matches a rendezvous already waiting (a peer
  * that posted first) may copy the whole message inside irecv() (UCX's
  * CMA get), and with the receives first a late rank issued its own sends
- * only after those copies, while its peers waited for them (traced on the
- * 2-core VM: an alltoallv of 1 MiB per rank issued its sends 40-215 us
- * after the op began; now 1.5-3 us). On those 2 busy cores the copies
- * are the time either way (alltoallv 1 MiB 335 against 336 us, 16 MiB
- * 12.1 against 12.4 ms; allreduce 1 MiB 922 against 962 us: 15
- * alternating runs). Receives emitted later, by recv_done(), post at once
- * as before. */
+ * only after those copies, while its peers waited for them. The copies
+ * take the same time either way; what changes is that the peers no longer
+ * wait for a late rank's sends (docs/performance.md, "coll").
+ * Receives emitted later, by recv_done(), post at once as before. */
 static void op_post_sends_first(swy_sched_t *s, struct swy_request *op)
 {
     if (op_alive(op))

@@ -151,11 +151,11 @@ static int lina_admit(void *ctx, const swy_policy_link_v1_t *link,
      * bounded by the credit already. The top priority keeps about 4 ms of
      * its link in flight (at least two partitions: double buffering)
      * rather than the whole window: a burst of the window into a shaped
-     * or congested link overflows its queue (on the 1 gbit emulated link
-     * the all-to-all alone ran 20% slower that way), while partitions cut
-     * small for an uplink shared by many flows (64 KiB there) left it
-     * waiting for the receiver between micro-ops (alone: 14-71 ms for
-     * 2 MiB per rank, against 15-17 ms with 4 ms in flight). */
+     * or congested link overflows its queue and slows the all-to-all,
+     * while partitions cut small for an uplink shared by many flows left
+     * it waiting for the receiver between micro-ops, with a spread of
+     * several times its time alone (docs/performance.md,
+     * "interference"). */
     return fits(link->inflight_ge_bytes, uop->bytes, op_allowance(link))
                ? SWY_POLICY_ISSUE
                : SWY_POLICY_STOP;
