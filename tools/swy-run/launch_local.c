@@ -63,9 +63,16 @@ typedef struct {
     double                   kill_at;     /* when stopping turns to SIGKILL */
     double                   signal_kill_at; /* kill_after_signal; 0: none */
     double                   timeout_at;  /* 0: none */
+    double                   settle_at;   /* a rank failed: stop the others
+                                             then if still running; 0: none */
+    int                      settle_status;
     double                   drain_until; /* set when the last rank exits */
     int                      exit_status; /* 0 until something fails */
 } job_t;
+
+/* How long the other ranks may take to end on their own after one exited
+ * with a failure, before they are stopped. */
+#define SETTLE_S 0.5
 
 static double now_s(void)
 {
@@ -295,7 +302,13 @@ static void rank_exited(job_t *job, int r, int status)
         fprintf(stderr, "swy-run: rank %d exited with status %d%s\n", r,
                 WEXITSTATUS(status),
                 others > 0 ? "; stopping the other ranks" : "");
-        job_stop(job, WEXITSTATUS(status));
+        /* The others have a moment to end on their own: a bad option or
+         * a failed collective ends every rank, and the one that says why
+         * (rank 0, usually) must not be cut off by the first to exit. */
+        if (job->settle_at == 0) {
+            job->settle_at     = now_s() + SETTLE_S;
+            job->settle_status = WEXITSTATUS(status);
+        }
     } else if (WIFSIGNALED(status)) {
         fprintf(stderr, "swy-run: rank %d killed by signal %d (%s)%s\n", r,
                 WTERMSIG(status), strsignal(WTERMSIG(status)),
@@ -398,6 +411,10 @@ static int poll_timeout_ms(const job_t *job)
     } else if (!job->stopping && job->timeout_at > 0) {
         deadline = job->timeout_at;
     }
+    if (!job->stopping && job->settle_at > 0 &&
+        (deadline == 0 || job->settle_at < deadline)) {
+        deadline = job->settle_at;
+    }
     if (job->signal_kill_at > 0 && !job->killed &&
         (deadline == 0 || job->signal_kill_at < deadline)) {
         deadline = job->signal_kill_at;
@@ -416,6 +433,9 @@ static void deadlines_check(job_t *job)
 {
     double now = now_s();
 
+    if (!job->stopping && job->settle_at > 0 && now >= job->settle_at) {
+        job_stop(job, job->settle_status);
+    }
     if (!job->stopping && job->timeout_at > 0 && now >= job->timeout_at) {
         fprintf(stderr, "swy-run: timeout after %g s; stopping all ranks\n",
                 job->opts->timeout_s);
@@ -500,6 +520,9 @@ static int job_loop(job_t *job)
         deadlines_check(job);
     }
     free(pfds);
+    if (job->exit_status == 0) { /* every rank ended while settling */
+        job->exit_status = job->settle_status;
+    }
     return job->exit_status;
 }
 

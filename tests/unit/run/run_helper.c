@@ -153,6 +153,18 @@ int main(int argc, char **argv)
         sleep_s(60);
         return 0;
     }
+    if (strcmp(mode, "failall") == 0 && argc == 4) {
+        /* failall DIR CODE: every rank fails with CODE, rank 0 last and
+         * after saying why (as a tool that checks its options on every
+         * rank and reports on rank 0). */
+        pid_file_write();
+        all_ranks_ready_wait();
+        if (my_rank == 0) {
+            sleep_s(0.2);
+            fprintf(stderr, "rank 0: the reason\n");
+        }
+        return atoi(argv[3]);
+    }
     if (strcmp(mode, "sigkill") == 0 && argc == 4) {
         /* sigkill DIR RANK: RANK kills itself, the others sleep. */
         pid_file_write();

@@ -360,6 +360,22 @@ static void case_fail(void)
     result_free(&res);
 }
 
+/* Every rank fails, rank 0 a moment after the others with the reason:
+ * the first failure does not cut rank 0 off before it says why. */
+static void case_failall(void)
+{
+    const char *argv[] = {"swy-run", "-n", "3", helper_path, "failall",
+                          work_dir, "2", NULL};
+    result_t    res = swy_run(argv, NULL, 20);
+
+    CHECK(&res, exit_code(&res) == 2, "exit status %d, expected 2",
+          exit_code(&res));
+    CHECK(&res, strstr(res.err, "rank 0: the reason") != NULL,
+          "rank 0's reason was cut off");
+    ranks_gone_check(&res, 3);
+    result_free(&res);
+}
+
 /* (c) One rank is killed by SIGKILL. */
 static void case_sigkill(void)
 {
@@ -625,6 +641,7 @@ int main(int argc, char **argv)
         void (*run)(void);
     } cases[] = {
         {"env", case_env},         {"fail", case_fail},
+        {"failall", case_failall},
         {"sigkill", case_sigkill}, {"sigterm", case_sigterm},
         {"timeout", case_timeout}, {"grace", case_grace},
         {"noexec", case_noexec},   {"longline", case_longline},
