@@ -238,8 +238,9 @@ SWY_EXPORT int swy_comm_size(swy_comm_t comm);
  * link class and the transports loaded; a stream without device
  * services), SWY_ERR_TRANSPORT (a CUDA failure, named in the message).
  * swy_reduce_scatter(), swy_allgatherv(), swy_reduce(), swy_gather() and
- * swy_scatter() take host memory only (device buffers:
- * SWY_ERR_UNSUPPORTED on every rank, naming the algorithm).
+ * swy_scatter() move device buffers through pinned host copies (the
+ * whole receive region is copied in and out, so bytes the op does not
+ * write keep their values) and reduce on the host, as allreduce does.
  */
 
 /**

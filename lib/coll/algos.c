@@ -20,6 +20,7 @@ extern const swy_coll_algo_t swy_coll_broadcast_chain;
 extern const swy_coll_algo_t swy_coll_barrier_dissemination;
 extern const swy_coll_algo_t swy_coll_reduce_scatter_ring;
 extern const swy_coll_algo_t swy_coll_allgatherv_ring;
+extern const swy_coll_algo_t swy_coll_staged;
 extern const swy_coll_algo_t swy_coll_reduce_chain;
 extern const swy_coll_algo_t swy_coll_gather_direct;
 extern const swy_coll_algo_t swy_coll_scatter_direct;
@@ -222,6 +223,11 @@ const swy_coll_algo_t *swy_coll_algo_for(const swy_coll_args_t *args,
                        SWY_COLL_A2A_SHM
                    ? &swy_coll_alltoallv_shm
                    : &swy_coll_alltoallv_pairwise;
+    if (args->mem != SWY_MEM_HOST &&
+        (args->kind == SWY_COLL_REDUCE_SCATTER ||
+         args->kind == SWY_COLL_ALLGATHERV || args->kind == SWY_COLL_REDUCE ||
+         args->kind == SWY_COLL_GATHER || args->kind == SWY_COLL_SCATTER))
+        return &swy_coll_staged; /* staged.c */
     if (args->kind != SWY_COLL_ALLREDUCE)
         return swy_coll_algo(args->kind);
     switch (ar_algo_of(args, nranks)) {
