@@ -89,8 +89,8 @@ static void op_complete(struct swy_request *op)
         tally_sub(&s->pending_ops, op->priority, 1);
     s->stats.ops_completed++;
     if (s->trace != NULL) {
-        char name[40];
-        snprintf(name, sizeof(name), "%.28s #%u", op_label(op), op->seq);
+        char name[64];
+        snprintf(name, sizeof(name), "%.52s #%u", op_label(op), op->seq);
         swy_trace_event(s->trace, 0, name, swy_coll_kind_name(op->args.kind),
                         op->post_ns, swy_time_ns(), op->priority, 0, -1,
                         op->seq);
@@ -373,8 +373,8 @@ void swy_sched_handle_completion(swy_sched_t *s, swy_uop_t *uop)
     if (uop->x.is_send && uop->posted_ns != 0)
         swy_sched_link_account(s, uop, -1);
     if (s->trace != NULL && uop->posted_ns != 0 && !uop->is_header) {
-        char name[40];
-        snprintf(name, sizeof(name), "%.20s #%u/%u",
+        char name[64];
+        snprintf(name, sizeof(name), "%.44s #%u/%u",
                  op ? op_label(op) : "detached", uop->seq, uop->x.tag);
         swy_trace_event(s->trace, uop->x.is_send ? 1 + uop->lpeer
                                                  : 100000 + uop->lpeer,

@@ -10,14 +10,14 @@
 #include "util/config.h"
 #include "util/log.h"
 
-#define TRACE_MAX_EVENTS (1u << 20) /* ~64 MiB: beyond, events are counted */
+#define TRACE_MAX_EVENTS (1u << 20) /* ~112 MiB: beyond, events are counted */
 
 typedef struct {
     uint64_t start_ns, end_ns;
     size_t bytes;
     int tid, priority, peer;
     uint32_t seq;
-    char name[40];
+    char name[64];
     const char *cat;
 } trace_event_t;
 
