@@ -136,8 +136,13 @@ static int issue_link(swy_sched_t *s, int peer)
                           uop->op->hdr_seen[cpeer] == HDR_EXPECTED &&
                           uop->x.bytes >= UNCONFIRMED_MIN_BYTES;
         size_t unconf = unconfirmed ? uop->op->unconfirmed_by_peer[cpeer] : 0;
-        if (unconf > 0 && unconf + uop->x.bytes >
-                              UNCONFIRMED_PARTITIONS * s->p.partition_bytes) {
+        /* A series' head sends early for all its chunks: were every chunk
+         * to send its own allowance early, the chunks would share the
+         * link and land together instead of one after another. */
+        int later_chunk = uop->op->series != 0 && !uop->op->series_head;
+        if ((unconfirmed && later_chunk) ||
+            (unconf > 0 && unconf + uop->x.bytes >
+                               UNCONFIRMED_PARTITIONS * s->p.partition_bytes)) {
             /* Enough of this op is out unconfirmed: the rest waits for
              * the peer's header in op->gated, out of the queue (where it
              * would use up the scan's skips and hide other ops'
