@@ -5,7 +5,8 @@
  * A failed check prints one line on stderr,
  *     FILE:LINE: check failed: COND[: MESSAGE][ (last error: ...)]
  * where MESSAGE is an optional printf-style format and its arguments, and
- * then does what its variant says:
+ * the last error appears where a test defines CHECK_LAST_ERROR (below) and
+ * it is not empty; then the check does what its variant says:
  *   CHECK(cond, ...)       counts the failure in check_failures and goes on,
  *                          so that a test reports every wrong value before
  *                          it ends with `return check_failures != 0;` (the
@@ -17,6 +18,11 @@
  *                          tell: the boot tests, test_run).
  * A test that lacks what it needs (a GPU, root) exits TEST_SKIP, which meson
  * counts as skipped.
+ *
+ * A process whose CHECKs failed never exits 0: at exit, a count above zero
+ * turns any status into 1 (and the multiproc harness fails such a rank).
+ * So a test that forgets to return the count, or a multi-process rank
+ * written for a CHECK that returned, still fails.
  *
  * A test whose failures the library's last error explains defines
  * CHECK_LAST_ERROR() (an expression giving a string, e.g. swy_err_last())
@@ -31,11 +37,31 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define TEST_SKIP 77
 
-/* Atomic: the transport and boot tests check from several threads. */
-static atomic_int check_failures __attribute__((unused));
+/* One counter for the whole program (weak: every file that includes this
+ * header defines it, the linker keeps one), so that the multiproc harness
+ * sees the failures of a rank's function. Atomic: the transport tests
+ * check from several threads. */
+__attribute__((weak)) atomic_int check_failures;
+
+/* Registered before main, so it runs after the exit handlers a test
+ * registers (test_run's report of a failure); _exit skips the flush of
+ * stdio, hence fflush. */
+static void check_exit_status_(void)
+{
+    if (check_failures != 0) {
+        fflush(NULL);
+        _exit(1);
+    }
+}
+
+__attribute__((constructor)) static void check_exit_status_register_(void)
+{
+    atexit(check_exit_status_);
+}
 
 #ifndef CHECK_LAST_ERROR
 #define CHECK_LAST_ERROR() NULL
@@ -56,7 +82,7 @@ check_report_(const char *file, int line, const char *cond,
         vfprintf(stderr, note, ap);
         va_end(ap);
     }
-    if (last_error != NULL)
+    if (last_error != NULL && last_error[0] != '\0')
         fprintf(stderr, " (last error: %s)", last_error);
     fputc('\n', stderr);
     funlockfile(stderr);
