@@ -91,7 +91,9 @@ int swy_test_spawn(int nranks, swy_test_rank_fn fn, void *arg,
             close(p[1]);
             for (int q = 0; q < r; q++)
                 close(fds[q]);
-            _exit(child_main(p[0], r, nranks, fn, arg));
+            int code = child_main(p[0], r, nranks, fn, arg);
+            /* A counted CHECK (check.h) that failed fails the rank. */
+            _exit(code == 0 && check_failures != 0 ? 1 : code);
         }
         close(p[0]);
         pids[r] = pid;

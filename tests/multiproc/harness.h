@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_swy.h"
 #include "switchyard/switchyard.h"
 
 typedef int (*swy_test_rank_fn)(swy_comm_t comm, int rank, int nranks,
@@ -29,28 +30,6 @@ typedef struct {
  * after timeout_s. Returns 0 if every rank exited 0. */
 int swy_test_spawn(int nranks, swy_test_rank_fn fn, void *arg,
                    double timeout_s, swy_test_result_t *result);
-
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__,  \
-                    #cond);                                                   \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "\n");                                            \
-            return 1;                                                         \
-        }                                                                     \
-    } while (0)
-
-#define CHECK_OK(expr, comm)                                                  \
-    do {                                                                      \
-        swy_status_t check_status_ = (expr);                                  \
-        if (check_status_ != SWY_OK) {                                        \
-            fprintf(stderr, "%s:%d: %s failed: %s: %s\n", __FILE__, __LINE__, \
-                    #expr, swy_status_string(check_status_),                  \
-                    swy_last_error(comm));                                    \
-            return 1;                                                         \
-        }                                                                     \
-    } while (0)
 
 /* The number after key ("\"ts\":") in a line of a Chrome trace that
  * SWY_TRACE wrote. Returns 0, or -1 if the line has no such key. */

@@ -11,14 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_swy.h"
 #include "switchyard/switchyard.h"
-
-#define FAIL(...)                                                             \
-    do {                                                                      \
-        fprintf(stderr, __VA_ARGS__);                                         \
-        fprintf(stderr, "\n");                                                \
-        return 1;                                                             \
-    } while (0)
 
 static double now_s(void)
 {
@@ -34,23 +28,21 @@ static int expect_mismatch(swy_comm_t comm, swy_status_t got, double t0,
     double took = now_s() - t0;
     fprintf(stderr, "%s after %.2f s: %s\n", swy_status_string(got), took,
             msg);
-    if (got != SWY_ERR_MISMATCH)
-        FAIL("got %s, expected SWY_ERR_MISMATCH", swy_status_string(got));
-    if (strstr(msg, algo_a) == NULL || strstr(msg, algo_b) == NULL ||
-        strstr(msg, "SWY_ALLREDUCE_ALGO") == NULL)
-        FAIL("message does not name both choices (%s, %s)", algo_a, algo_b);
-    if (took > 10)
-        FAIL("took %.1f s", took);
+    CHECK_RET(got == SWY_ERR_MISMATCH, "got %s, expected SWY_ERR_MISMATCH",
+              swy_status_string(got));
+    CHECK_RET(strstr(msg, algo_a) != NULL && strstr(msg, algo_b) != NULL &&
+                  strstr(msg, "SWY_ALLREDUCE_ALGO") != NULL,
+              "message does not name both choices (%s, %s)", algo_a, algo_b);
+    CHECK_RET(took <= 10, "took %.1f s", took);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 5)
-        FAIL("usage: %s ALGO_OTHERS ALGO_LAST COUNT mismatch|ok", argv[0]);
+    CHECK_RET(argc == 5, "usage: %s ALGO_OTHERS ALGO_LAST COUNT mismatch|ok",
+              argv[0]);
     const char *rank_s = getenv("SWY_RANK"), *size_s = getenv("SWY_WORLD_SIZE");
-    if (rank_s == NULL || size_s == NULL)
-        FAIL("start me with swy-run");
+    CHECK_RET(rank_s != NULL && size_s != NULL, "start me with swy-run");
     int rank = atoi(rank_s), w = atoi(size_s);
     const char *mine = rank == w - 1 ? argv[2] : argv[1];
     size_t count = strtoull(argv[3], NULL, 10);
@@ -58,11 +50,9 @@ int main(int argc, char **argv)
     setenv("SWY_ALLREDUCE_ALGO", mine, 1);
 
     swy_comm_t comm;
-    if (swy_comm_init_env(&comm) != SWY_OK)
-        FAIL("init_env failed: %s", swy_last_error(NULL));
+    CHECK_OK_RET(swy_comm_init_env(&comm), NULL);
     float *buf = malloc(count * sizeof(float));
-    if (buf == NULL)
-        FAIL("out of memory");
+    CHECK_RET(buf != NULL, "out of memory");
     for (size_t i = 0; i < count; i++)
         buf[i] = (float)(rank + 1) * (float)(i % 5);
     double t0 = now_s();
@@ -85,13 +75,12 @@ int main(int argc, char **argv)
     }
     int rc = 0;
     if (want_ok) {
-        if (got != SWY_OK)
-            FAIL("allreduce failed: %s", swy_last_error(comm));
+        CHECK_RET(got == SWY_OK, "allreduce failed: %s", swy_last_error(comm));
         float scale = (float)w * (float)(w + 1) / 2;
         for (size_t i = 0; i < count; i++)
-            if (kept[i] != scale * (float)(i % 5))
-                FAIL("element %zu is %g, expected %g", i, kept[i],
-                     scale * (float)(i % 5));
+            CHECK_RET(kept[i] == scale * (float)(i % 5),
+                      "element %zu is %g, expected %g", i, kept[i],
+                      scale * (float)(i % 5));
         printf("rank %d (%s): ok\n", rank, mine);
     } else {
         /* A rank outside the disagreement may finish its part; the comm is
@@ -107,8 +96,9 @@ int main(int argc, char **argv)
      * report a transport error instead of the mismatch under test). */
     if (!want_ok)
         sleep(1);
-    if (swy_comm_destroy(comm) != SWY_OK && want_ok)
-        FAIL("destroy failed");
+    swy_status_t destroyed = swy_comm_destroy(comm);
+    CHECK_RET(destroyed == SWY_OK || !want_ok, "destroy failed: %s",
+              swy_status_string(destroyed));
     free(kept);
     return rc;
 }

@@ -42,7 +42,7 @@ static int plan_make(plan_t *p, int rank, int w, int n, uint64_t seed)
 {
     size_t cells = (size_t)n * (size_t)w;
     p->sc = calloc(cells * 4, sizeof(size_t));
-    CHECK(p->sc != NULL, "malloc");
+    CHECK_RET(p->sc != NULL, "malloc");
     p->sd = p->sc + cells;
     p->rc = p->sd + cells;
     p->rd = p->rc + cells;
@@ -61,7 +61,7 @@ static int plan_make(plan_t *p, int rank, int w, int n, uint64_t seed)
     p->recv_total = ro;
     p->send = malloc((so + 1) * sizeof(double));
     p->recv = malloc((ro + 1) * sizeof(double));
-    CHECK(p->send != NULL && p->recv != NULL, "malloc");
+    CHECK_RET(p->send != NULL && p->recv != NULL, "malloc");
     for (size_t i = 0; i < ro; i++)
         p->recv[i] = -1;
     return 0;
@@ -81,7 +81,7 @@ static int check_chunk(const plan_t *p, int rank, int w, int j)
     for (int k = 0; k < w; k++) {
         size_t c = (size_t)j * (size_t)w + (size_t)k;
         for (size_t i = 0; i < p->rc[c]; i++)
-            CHECK(p->recv[p->rd[c] + i] == val(k, rank, j, i),
+            CHECK_RET(p->recv[p->rd[c] + i] == val(k, rank, j, i),
                   "chunk %d from rank %d [%zu]: %g, want %g", j, k, i,
                   p->recv[p->rd[c] + i], val(k, rank, j, i));
     }
@@ -113,39 +113,39 @@ static int case_basic(swy_comm_t comm, int rank, int w, void *arg)
         for (int j = 0; j < NCHUNKS; j++)
             fill_chunk(&p, rank, w, j);
         swy_request_t reqs[NCHUNKS];
-        CHECK_OK(swy_barrier(comm), comm);
+        CHECK_OK_RET(swy_barrier(comm), comm);
         uint64_t h0 = headers_sent(comm);
         swy_op_attr_t attr = SWY_OP_ATTR_INIT;
         attr.name = "chunks";
-        CHECK_OK(swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
+        CHECK_OK_RET(swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
                                       NCHUNKS, SWY_FLOAT64, comm, &attr, 0,
                                       reqs), comm);
         /* The last chunk first: each completes on its own. */
         for (int j = NCHUNKS - 1; j >= 0; j--) {
-            CHECK_OK(swy_wait(reqs[j]), comm);
+            CHECK_OK_RET(swy_wait(reqs[j]), comm);
             swy_request_free(reqs[j]);
             if (check_chunk(&p, rank, w, j))
                 return 1;
         }
         uint64_t series = headers_sent(comm) - h0;
         /* The same chunks as lone alltoallvs: a header each. */
-        CHECK_OK(swy_barrier(comm), comm);
+        CHECK_OK_RET(swy_barrier(comm), comm);
         h0 = headers_sent(comm);
         for (int j = 0; j < NCHUNKS; j++) {
             size_t at = (size_t)j * (size_t)w;
-            CHECK_OK(swy_alltoallv(p.send, p.sc + at, p.sd + at, p.recv,
+            CHECK_OK_RET(swy_alltoallv(p.send, p.sc + at, p.sd + at, p.recv,
                                    p.rc + at, p.rd + at, SWY_FLOAT64, comm,
                                    NULL, &reqs[j]), comm);
         }
         for (int j = 0; j < NCHUNKS; j++) {
-            CHECK_OK(swy_wait(reqs[j]), comm);
+            CHECK_OK_RET(swy_wait(reqs[j]), comm);
             swy_request_free(reqs[j]);
         }
         uint64_t lone = headers_sent(comm) - h0;
         /* The barriers' own headers are outside both windows. */
-        CHECK(series == (uint64_t)(w - 1), "the series sent %llu headers, "
+        CHECK_RET(series == (uint64_t)(w - 1), "the series sent %llu headers, "
               "want %d (one per peer)", (unsigned long long)series, w - 1);
-        CHECK(lone == (uint64_t)NCHUNKS * (uint64_t)(w - 1), "lone chunks "
+        CHECK_RET(lone == (uint64_t)NCHUNKS * (uint64_t)(w - 1), "lone chunks "
               "sent %llu headers, want %d", (unsigned long long)lone,
               NCHUNKS * (w - 1));
         plan_free(&p);
@@ -162,23 +162,23 @@ static int case_held(swy_comm_t comm, int rank, int w, void *arg)
     for (size_t i = 0; i < p.send_total; i++)
         p.send[i] = -7; /* what a send before its release would carry */
     swy_request_t reqs[NCHUNKS];
-    CHECK_OK(swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
+    CHECK_OK_RET(swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
                                   NCHUNKS, SWY_FLOAT64, comm, NULL,
                                   SWY_CHUNKS_HELD, reqs), comm);
     usleep(20000); /* room for a send that would not wait */
     for (int j = NCHUNKS - 1; j >= 0; j--) {
         fill_chunk(&p, rank, w, j);
-        CHECK_OK(swy_chunk_release(reqs[j]), comm);
+        CHECK_OK_RET(swy_chunk_release(reqs[j]), comm);
         if (j == NCHUNKS - 1) {
             swy_status_t st = swy_chunk_release(reqs[j]);
-            CHECK(st == SWY_ERR_INVALID_ARG, "a second release: %s",
+            CHECK_RET(st == SWY_ERR_INVALID_ARG, "a second release: %s",
                   swy_status_string(st));
-            CHECK(strstr(swy_last_error(NULL), "released already") != NULL,
+            CHECK_RET(strstr(swy_last_error(NULL), "released already") != NULL,
                   "message: %s", swy_last_error(NULL));
         }
     }
     for (int j = 0; j < NCHUNKS; j++) {
-        CHECK_OK(swy_wait(reqs[j]), comm);
+        CHECK_OK_RET(swy_wait(reqs[j]), comm);
         swy_request_free(reqs[j]);
         if (check_chunk(&p, rank, w, j))
             return 1;
@@ -186,13 +186,13 @@ static int case_held(swy_comm_t comm, int rank, int w, void *arg)
     /* A lone op is not held. */
     float x = 1, y = 0;
     swy_request_t req;
-    CHECK_OK(swy_allreduce(&x, &y, 1, SWY_FLOAT32, SWY_SUM, comm, NULL, &req),
+    CHECK_OK_RET(swy_allreduce(&x, &y, 1, SWY_FLOAT32, SWY_SUM, comm, NULL, &req),
              comm);
-    CHECK(swy_chunk_release(req) == SWY_ERR_INVALID_ARG, "lone op released");
-    CHECK_OK(swy_wait(req), comm);
+    CHECK_RET(swy_chunk_release(req) == SWY_ERR_INVALID_ARG, "lone op released");
+    CHECK_OK_RET(swy_wait(req), comm);
     swy_request_free(req);
-    CHECK(y == (float)w, "allreduce after the series: %g", (double)y);
-    CHECK(swy_chunk_release(NULL) == SWY_ERR_INVALID_ARG, "NULL released");
+    CHECK_RET(y == (float)w, "allreduce after the series: %g", (double)y);
+    CHECK_RET(swy_chunk_release(NULL) == SWY_ERR_INVALID_ARG, "NULL released");
     plan_free(&p);
     return 0;
 }
@@ -200,8 +200,8 @@ static int case_held(swy_comm_t comm, int rank, int w, void *arg)
 static int expect_refused(swy_comm_t comm, swy_status_t got,
                           const char *needle)
 {
-    CHECK(got == SWY_ERR_INVALID_ARG, "got %s", swy_status_string(got));
-    CHECK(strstr(swy_last_error(comm), needle) != NULL, "message lacks "
+    CHECK_RET(got == SWY_ERR_INVALID_ARG, "got %s", swy_status_string(got));
+    CHECK_RET(strstr(swy_last_error(comm), needle) != NULL, "message lacks "
           "'%s': %s", needle, swy_last_error(comm));
     return 0;
 }
@@ -215,7 +215,7 @@ static int case_args(swy_comm_t comm, int rank, int w, void *arg)
     swy_request_t reqs[3] = {NULL, NULL, NULL};
     uint64_t posted0;
     swy_comm_stats_t st = {.struct_size = sizeof(st)};
-    CHECK_OK(swy_comm_stats(comm, &st), comm);
+    CHECK_OK_RET(swy_comm_stats(comm, &st), comm);
     posted0 = st.ops_posted;
     if (expect_refused(comm, swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv,
                        p.rc, p.rd, 0, SWY_FLOAT64, comm, NULL, 0, reqs),
@@ -250,15 +250,15 @@ static int case_args(swy_comm_t comm, int rank, int w, void *arg)
                        p.rc, p.rd, 3, SWY_FLOAT64, comm, NULL, 0, reqs),
                        "(chunk 2)"))
         return 1;
-    CHECK_OK(swy_comm_stats(comm, &st), comm);
-    CHECK(st.ops_posted == posted0, "a refused series posted %llu ops",
+    CHECK_OK_RET(swy_comm_stats(comm, &st), comm);
+    CHECK_RET(st.ops_posted == posted0, "a refused series posted %llu ops",
           (unsigned long long)(st.ops_posted - posted0));
-    CHECK(reqs[0] == NULL, "a refused series set a request");
+    CHECK_RET(reqs[0] == NULL, "a refused series set a request");
     /* The comm works after the refusals. */
     double x = rank, y = 0;
-    CHECK_OK(swy_allreduce(&x, &y, 1, SWY_FLOAT64, SWY_SUM, comm, NULL, NULL),
+    CHECK_OK_RET(swy_allreduce(&x, &y, 1, SWY_FLOAT64, SWY_SUM, comm, NULL, NULL),
              comm);
-    CHECK(y == (double)w * (w - 1) / 2, "allreduce %g", y);
+    CHECK_RET(y == (double)w * (w - 1) / 2, "allreduce %g", y);
     plan_free(&p);
     return 0;
 }
@@ -294,7 +294,7 @@ static int mismatch(swy_comm_t comm, int rank, int w, const char *which)
     free(p.recv);
     p.send = calloc((size_t)n * (size_t)w * 16, sizeof(double));
     p.recv = calloc((size_t)n * (size_t)w * 16, sizeof(double));
-    CHECK(p.send != NULL && p.recv != NULL, "malloc");
+    CHECK_RET(p.send != NULL && p.recv != NULL, "malloc");
     swy_request_t reqs[NCHUNKS];
     swy_status_t st = swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc,
                                            p.rd, n, SWY_FLOAT64, comm, NULL, 0,
@@ -312,10 +312,10 @@ static int mismatch(swy_comm_t comm, int rank, int w, const char *which)
     }
     const char *msg = swy_last_error(comm);
     fprintf(stderr, "rank %d: %s: %s\n", rank, swy_status_string(got), msg);
-    CHECK(got == SWY_ERR_MISMATCH, "got %s", swy_status_string(got));
-    CHECK(strstr(msg, needle) != NULL, "message lacks '%s'", needle);
+    CHECK_RET(got == SWY_ERR_MISMATCH, "got %s", swy_status_string(got));
+    CHECK_RET(strstr(msg, needle) != NULL, "message lacks '%s'", needle);
     plan_free(&p);
-    CHECK(swy_comm_destroy(comm) == SWY_OK, "destroy of a failed comm");
+    CHECK_RET(swy_comm_destroy(comm) == SWY_OK, "destroy of a failed comm");
     return 200; /* the comm is gone: the harness must not destroy it */
 }
 

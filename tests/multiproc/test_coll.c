@@ -48,13 +48,14 @@ static int test_allreduce(swy_comm_t comm, int rank, int w, size_t count,
             for (size_t i = 0; i < count; i++)
                 gen_value(di, iter, rank, i, op == SWY_PROD, in + i * ds);
             void *dst = in_place ? in : out;
-            CHECK_OK(swy_allreduce(in, dst, count, dtypes[di], op, comm, NULL,
-                                   NULL), comm);
+            CHECK_OK_RET(
+                swy_allreduce(in, dst, count, dtypes[di], op, comm, NULL, NULL),
+                comm);
             for (size_t i = 0; i < count; i++)
-                CHECK(check_allreduce_elem(di, op, iter, w, i,
-                                           (unsigned char *)dst + i * ds),
-                      "allreduce dtype %d op %d count %zu elem %zu", di, op,
-                      count, i);
+                CHECK_RET(check_allreduce_elem(di, op, iter, w, i,
+                                               (unsigned char *)dst + i * ds),
+                          "allreduce dtype %d op %d count %zu elem %zu", di, op,
+                          count, i);
             tfree(in);
             tfree(out);
         }
@@ -117,12 +118,12 @@ static int a2a_verify(a2a_case_t *c, int rank, int w)
     size_t pos = 0;
     for (int j = 0; j < w; j++) {
         for (size_t i = 0; i < c->rc[j]; i++)
-            CHECK(c->rbuf[c->rd[j] + i] == a2a_value(j, rank, i, c->iter),
-                  "alltoallv iter %d from %d elem %zu", c->iter, j, i);
+            CHECK_RET(c->rbuf[c->rd[j] + i] == a2a_value(j, rank, i, c->iter),
+                      "alltoallv iter %d from %d elem %zu", c->iter, j, i);
         pos = c->rd[j] + c->rc[j];
         for (size_t g = 0; g < 3 && pos + g < c->rlen; g++) /* no overrun */
-            CHECK(c->rbuf[pos + g] == 0xDEADBEEFu, "gap after block %d "
-                  "written (iter %d)", j, c->iter);
+            CHECK_RET(c->rbuf[pos + g] == 0xDEADBEEFu, "gap after block %d "
+                      "written (iter %d)", j, c->iter);
     }
     free(c->sc); free(c->sd); free(c->rc); free(c->rd);
     tfree(c->sbuf); tfree(c->rbuf);
@@ -134,8 +135,9 @@ static int test_alltoallv(swy_comm_t comm, int rank, int w, int iter,
 {
     a2a_case_t c;
     a2a_setup(&c, rank, w, iter, max);
-    CHECK_OK(swy_alltoallv(c.sbuf, c.sc, c.sd, c.rbuf, c.rc, c.rd, SWY_INT32,
-                           comm, NULL, NULL), comm);
+    CHECK_OK_RET(swy_alltoallv(c.sbuf, c.sc, c.sd, c.rbuf, c.rc, c.rd,
+                               SWY_INT32, comm, NULL, NULL),
+                 comm);
     return a2a_verify(&c, rank, w);
 }
 
@@ -150,12 +152,13 @@ static int test_allgather(swy_comm_t comm, int rank, int w, size_t count,
         mine[i] = rank * 1000000 + (int64_t)i;
     if (in_place)
         memcpy(buf + (size_t)rank * count, mine, count * 8);
-    CHECK_OK(swy_allgather(in_place ? buf + (size_t)rank * count : mine, buf,
-                           count, SWY_INT64, comm, NULL, NULL), comm);
+    CHECK_OK_RET(swy_allgather(in_place ? buf + (size_t)rank * count : mine,
+                               buf, count, SWY_INT64, comm, NULL, NULL),
+                 comm);
     for (int r = 0; r < w; r++)
         for (size_t i = 0; i < count; i++)
-            CHECK(buf[(size_t)r * count + i] == r * 1000000 + (int64_t)i,
-                  "allgather block %d elem %zu", r, i);
+            CHECK_RET(buf[(size_t)r * count + i] == r * 1000000 + (int64_t)i,
+                      "allgather block %d elem %zu", r, i);
     free(buf);
     free(mine);
     return 0;
@@ -167,11 +170,11 @@ static int test_broadcast(swy_comm_t comm, int rank, int w, size_t count)
         double *buf = malloc((count + 1) * 8);
         for (size_t i = 0; i < count; i++)
             buf[i] = rank == root ? root + i * 0.5 : -1;
-        CHECK_OK(swy_broadcast(buf, count, SWY_FLOAT64, root, comm, NULL,
-                               NULL), comm);
+        CHECK_OK_RET(swy_broadcast(buf, count, SWY_FLOAT64, root, comm, NULL,
+                                   NULL), comm);
         for (size_t i = 0; i < count; i++)
-            CHECK(buf[i] == root + i * 0.5, "broadcast root %d elem %zu",
-                  root, i);
+            CHECK_RET(buf[i] == root + i * 0.5, "broadcast root %d elem %zu",
+                      root, i);
         free(buf);
     }
     return 0;
@@ -196,40 +199,40 @@ static int test_in_flight(swy_comm_t comm, int rank, int w)
     int64_t *bc = malloc(count * 8);
     for (size_t i = 0; i < count; i++)
         bc[i] = rank == 0 ? (int64_t)i * 3 : 0;
-    CHECK_OK(swy_allreduce(ar_in[0], ar_out[0], count, SWY_FLOAT32, SWY_SUM,
-                           comm, NULL, &reqs[0]), comm);
+    CHECK_OK_RET(swy_allreduce(ar_in[0], ar_out[0], count, SWY_FLOAT32, SWY_SUM,
+                               comm, NULL, &reqs[0]), comm);
     for (int k = 0; k < NA2A; k++) {
         a2a_setup(&cases[k], rank, w, 1000 + k, 30000);
         swy_op_attr_t attr = SWY_OP_ATTR_INIT;
         attr.priority = k % 2 ? SWY_PRIO_HIGH : SWY_PRIO_LOW;
         attr.order = NA2A - k;
         attr.name = "inflight";
-        CHECK_OK(swy_alltoallv(cases[k].sbuf, cases[k].sc, cases[k].sd,
-                               cases[k].rbuf, cases[k].rc, cases[k].rd,
-                               SWY_INT32, comm, &attr, &reqs[1 + k]), comm);
+        CHECK_OK_RET(swy_alltoallv(cases[k].sbuf, cases[k].sc, cases[k].sd,
+                                   cases[k].rbuf, cases[k].rc, cases[k].rd,
+                                   SWY_INT32, comm, &attr, &reqs[1 + k]), comm);
         if (k == 1) { /* between the all-to-alls, at high priority */
             swy_op_attr_t ar_attr = SWY_OP_ATTR_INIT;
             ar_attr.priority = SWY_PRIO_HIGH;
-            CHECK_OK(swy_allreduce(ar_in[1], ar_out[1], count, SWY_FLOAT32,
-                                   SWY_SUM, comm, &ar_attr,
-                                   &reqs[NA2A + 1]), comm);
+            CHECK_OK_RET(swy_allreduce(ar_in[1], ar_out[1], count, SWY_FLOAT32,
+                                       SWY_SUM, comm, &ar_attr,
+                                       &reqs[NA2A + 1]), comm);
         }
     }
-    CHECK_OK(swy_allreduce(ar_in[2], ar_out[2], count, SWY_FLOAT32, SWY_SUM,
-                           comm, NULL, &reqs[NA2A + 2]), comm);
-    CHECK_OK(swy_broadcast(bc, count, SWY_INT64, 0, comm, NULL,
-                           &reqs[NA2A + NAR]), comm);
+    CHECK_OK_RET(swy_allreduce(ar_in[2], ar_out[2], count, SWY_FLOAT32, SWY_SUM,
+                               comm, NULL, &reqs[NA2A + 2]), comm);
+    CHECK_OK_RET(swy_broadcast(bc, count, SWY_INT64, 0, comm, NULL,
+                               &reqs[NA2A + NAR]), comm);
     for (int k = NA2A + NAR; k >= 0; k--) {
-        CHECK_OK(swy_wait(reqs[k]), comm);
+        CHECK_OK_RET(swy_wait(reqs[k]), comm);
         swy_request_free(reqs[k]);
     }
     float expect_scale = (float)w * (float)(w + 1) / 2;
     for (size_t i = 0; i < count; i++) {
         for (int a = 0; a < NAR; a++)
-            CHECK(ar_out[a][i] ==
-                      expect_scale * (float)((i + (size_t)a) % 7),
-                  "inflight allreduce %d element %zu", a, i);
-        CHECK(bc[i] == (int64_t)i * 3, "inflight broadcast %zu", i);
+            CHECK_RET(ar_out[a][i] ==
+                          expect_scale * (float)((i + (size_t)a) % 7),
+                      "inflight allreduce %d element %zu", a, i);
+        CHECK_RET(bc[i] == (int64_t)i * 3, "inflight broadcast %zu", i);
     }
     for (int k = 0; k < NA2A; k++)
         if (a2a_verify(&cases[k], rank, w))
@@ -268,12 +271,12 @@ static int test_mappings_dropped(swy_comm_t comm, int w)
     float *in = tbuf(count * 4), *out = tbuf(count * 4);
     for (size_t i = 0; i < count; i++)
         in[i] = 1.0f;
-    CHECK_OK(swy_allreduce(in, out, count, SWY_FLOAT32, SWY_SUM, comm, NULL,
-                           NULL), comm);
-    CHECK(out[count - 1] == (float)w, "allreduce of ones: %f", out[0]);
+    CHECK_OK_RET(swy_allreduce(in, out, count, SWY_FLOAT32, SWY_SUM, comm, NULL,
+                               NULL), comm);
+    CHECK_RET(out[count - 1] == (float)w, "allreduce of ones: %f", out[0]);
     int maps = memfd_mappings();
-    CHECK(maps >= 0 && maps <= 2 * w, "%d mappings of swy_mem_alloc memory "
-          "left (at most %d expected)", maps, 2 * w);
+    CHECK_RET(maps >= 0 && maps <= 2 * w, "%d mappings of swy_mem_alloc memory "
+              "left (at most %d expected)", maps, 2 * w);
     tfree(in);
     tfree(out);
     return 0;
@@ -286,8 +289,9 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
     g_comm = comm;
     g_shared = mem != NULL && (strcmp(mem, "shared") == 0 ||
                                (strcmp(mem, "mixed") == 0 && rank % 2));
-    CHECK(swy_comm_rank(comm) == rank && swy_comm_size(comm) == w, "rank/size");
-    CHECK_OK(swy_barrier(comm), comm);
+    CHECK_RET(swy_comm_rank(comm) == rank && swy_comm_size(comm) == w,
+              "rank/size");
+    CHECK_OK_RET(swy_barrier(comm), comm);
     size_t sizes[] = {0, 1, 7, 1000, big};
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
         if (test_allreduce(comm, rank, w, sizes[k], (int)k * 100, k % 2))
@@ -304,12 +308,14 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
         return 1;
     if (getenv("TEST_COLL_MEM") != NULL && test_mappings_dropped(comm, w))
         return 1;
-    CHECK_OK(swy_barrier(comm), comm);
+    CHECK_OK_RET(swy_barrier(comm), comm);
     swy_comm_stats_t stats = {.struct_size = sizeof(stats)};
-    CHECK_OK(swy_comm_stats(comm, &stats), comm);
-    CHECK(stats.ops_posted == stats.ops_completed, "stats %llu posted, %llu "
-          "completed", (unsigned long long)stats.ops_posted,
-          (unsigned long long)stats.ops_completed);
+    CHECK_OK_RET(swy_comm_stats(comm, &stats), comm);
+    CHECK_RET(stats.ops_posted == stats.ops_completed,
+              "stats %llu posted, %llu "
+              "completed",
+              (unsigned long long)stats.ops_posted,
+              (unsigned long long)stats.ops_completed);
     return 0;
 }
 

@@ -62,27 +62,28 @@ static int test_reduce_scatter(swy_comm_t comm, int rank, int w,
             size_t ds = dsizes[di], total = count * (size_t)w;
             unsigned char *in = guarded(total * ds);
             unsigned char *out = guarded(count * ds);
-            CHECK(in != NULL && out != NULL, "out of memory");
+            CHECK_RET(in != NULL && out != NULL, "out of memory");
             fill(in, di, iter, rank, 0, total, op == SWY_PROD);
             unsigned char *dst = in_place ? in + (size_t)rank * count * ds
                                           : out;
-            CHECK_OK(swy_reduce_scatter(in, dst, count, dtypes[di], op, comm,
-                                        NULL, NULL), comm);
+            CHECK_OK_RET(swy_reduce_scatter(in, dst, count, dtypes[di], op,
+                                            comm, NULL, NULL),
+                         comm);
             for (size_t i = 0; i < count; i++)
-                CHECK(check_allreduce_elem(di, op, iter, w,
-                                           (size_t)rank * count + i,
-                                           dst + i * ds),
-                      "reduce_scatter dtype %d op %d count %zu elem %zu%s",
-                      di, op, count, i, in_place ? " in place" : "");
-            CHECK(untouched(in + total * ds, GUARD_BYTES) &&
-                      untouched(out + (in_place ? 0 : count * ds),
-                                in_place ? count * ds + GUARD_BYTES
-                                         : GUARD_BYTES),
-                  "reduce_scatter wrote past its buffers (dtype %d)", di);
+                CHECK_RET(check_allreduce_elem(di, op, iter, w,
+                                               (size_t)rank * count + i,
+                                               dst + i * ds),
+                          "reduce_scatter dtype %d op %d count %zu elem %zu%s",
+                          di, op, count, i, in_place ? " in place" : "");
+            CHECK_RET(untouched(in + total * ds, GUARD_BYTES) &&
+                          untouched(out + (in_place ? 0 : count * ds),
+                                    in_place ? count * ds + GUARD_BYTES
+                                             : GUARD_BYTES),
+                      "reduce_scatter wrote past its buffers (dtype %d)", di);
             if (!in_place) /* the input is the caller's: left alone */
-                CHECK(first_diff(in, di, iter, rank, 0, total,
-                                 op == SWY_PROD) == total,
-                      "reduce_scatter changed its sendbuf");
+                CHECK_RET(first_diff(in, di, iter, rank, 0, total,
+                                     op == SWY_PROD) == total,
+                          "reduce_scatter changed its sendbuf");
             free(in);
             free(out);
         }
@@ -98,27 +99,27 @@ static int test_reduce(swy_comm_t comm, int rank, int w, size_t count,
             size_t ds = dsizes[di];
             unsigned char *in = guarded(count * ds);
             unsigned char *out = guarded(count * ds);
-            CHECK(in != NULL && out != NULL, "out of memory");
+            CHECK_RET(in != NULL && out != NULL, "out of memory");
             fill(in, di, iter, rank, 0, count, op == SWY_PROD);
             /* Elsewhere than the root recvbuf is unused: NULL every
              * other time, else a buffer that must stay as it is. */
             unsigned char *dst = rank != root ? (iter % 2 ? NULL : out)
                                  : in_place ? in : out;
-            CHECK_OK(swy_reduce(in, dst, count, dtypes[di], op, root, comm,
-                                NULL, NULL), comm);
+            CHECK_OK_RET(swy_reduce(in, dst, count, dtypes[di], op, root, comm,
+                                    NULL, NULL), comm);
             if (rank == root)
                 for (size_t i = 0; i < count; i++)
-                    CHECK(check_allreduce_elem(di, op, iter, w, i,
-                                               dst + i * ds),
-                          "reduce dtype %d op %d root %d count %zu elem %zu",
-                          di, op, root, count, i);
+                    CHECK_RET(
+                        check_allreduce_elem(di, op, iter, w, i, dst + i * ds),
+                        "reduce dtype %d op %d root %d count %zu elem %zu", di,
+                        op, root, count, i);
             else
-                CHECK(untouched(out, count * ds),
-                      "reduce wrote recvbuf of rank %d, not the root %d",
-                      rank, root);
-            CHECK(untouched(in + count * ds, GUARD_BYTES) &&
-                      untouched(out + count * ds, GUARD_BYTES),
-                  "reduce wrote past its buffers");
+                CHECK_RET(untouched(out, count * ds),
+                          "reduce wrote recvbuf of rank %d, not the root %d",
+                          rank, root);
+            CHECK_RET(untouched(in + count * ds, GUARD_BYTES) &&
+                          untouched(out + count * ds, GUARD_BYTES),
+                      "reduce wrote past its buffers");
             free(in);
             free(out);
         }
@@ -135,7 +136,7 @@ static int test_gather_scatter(swy_comm_t comm, int rank, int w,
         size_t ds = dsizes[di], total = count * (size_t)w;
         unsigned char *mine = guarded(count * ds);
         unsigned char *all = guarded(total * ds);
-        CHECK(mine != NULL && all != NULL, "out of memory");
+        CHECK_RET(mine != NULL && all != NULL, "out of memory");
 
         /* gather: rank r contributes block r */
         fill(mine, di, iter, rank, 0, count, 0);
@@ -144,21 +145,25 @@ static int test_gather_scatter(swy_comm_t comm, int rank, int w,
             send = all + (size_t)root * count * ds;
             memcpy(send, mine, count * ds);
         }
-        CHECK_OK(swy_gather(send, rank == root || iter % 2 == 0 ? all : NULL,
-                            count, dtypes[di], root, comm, NULL, NULL), comm);
+        CHECK_OK_RET(swy_gather(send,
+                                rank == root || iter % 2 == 0 ? all : NULL,
+                                count, dtypes[di], root, comm, NULL, NULL),
+                     comm);
         if (rank == root) {
             for (int r = 0; r < w; r++) {
                 size_t at = first_diff(all + (size_t)r * count * ds, di, iter,
                                        r, 0, count, 0);
-                CHECK(at == count, "gather dtype %d root %d count %zu: "
-                      "block %d elem %zu", di, root, count, r, at);
+                CHECK_RET(at == count, "gather dtype %d root %d count %zu: "
+                          "block %d elem %zu", di, root, count, r, at);
             }
         } else {
-            CHECK(untouched(all, total * ds), "gather wrote recvbuf of rank "
-                  "%d, not the root %d", rank, root);
+            CHECK_RET(untouched(all, total * ds),
+                      "gather wrote recvbuf of rank "
+                      "%d, not the root %d",
+                      rank, root);
         }
-        CHECK(untouched(all + total * ds, GUARD_BYTES),
-              "gather wrote past recvbuf");
+        CHECK_RET(untouched(all + total * ds, GUARD_BYTES),
+                  "gather wrote past recvbuf");
 
         /* scatter: the root's buffer holds its input, block r for rank r */
         iter += 1000;
@@ -168,20 +173,22 @@ static int test_gather_scatter(swy_comm_t comm, int rank, int w,
         unsigned char *recv = in_place && rank == root
                                   ? all + (size_t)root * count * ds
                                   : mine;
-        CHECK_OK(swy_scatter(rank == root || iter % 2 ? all : NULL, recv,
-                             count, dtypes[di], root, comm, NULL, NULL),
-                 comm);
+        CHECK_OK_RET(swy_scatter(rank == root || iter % 2 ? all : NULL, recv,
+                                 count, dtypes[di], root, comm, NULL, NULL),
+                     comm);
         size_t at = first_diff(recv, di, iter, root,
                                (size_t)rank * count, count, 0);
-        CHECK(at == count, "scatter dtype %d root %d count %zu: elem %zu on "
-              "rank %d", di, root, count, at, rank);
+        CHECK_RET(at == count,
+                  "scatter dtype %d root %d count %zu: elem %zu on "
+                  "rank %d",
+                  di, root, count, at, rank);
         if (rank == root) /* its input is the caller's: left alone */
-            CHECK(first_diff(all, di, iter, root, 0, total, 0) == total,
-                  "scatter changed the root's sendbuf");
-        CHECK(untouched(mine + count * ds, GUARD_BYTES) &&
-                  (recv != mine || rank != root ||
-                   untouched(all + total * ds, GUARD_BYTES)),
-              "scatter wrote past its buffers");
+            CHECK_RET(first_diff(all, di, iter, root, 0, total, 0) == total,
+                      "scatter changed the root's sendbuf");
+        CHECK_RET(untouched(mine + count * ds, GUARD_BYTES) &&
+                      (recv != mine || rank != root ||
+                       untouched(all + total * ds, GUARD_BYTES)),
+                  "scatter wrote past its buffers");
         free(mine);
         free(all);
     }
@@ -203,7 +210,7 @@ static int agv_setup(agv_case_t *c, int rank, int w, int di, int iter,
     size_t ds = dsizes[di];
     c->counts = calloc((size_t)w, sizeof(size_t));
     c->displs = calloc((size_t)w, sizeof(size_t));
-    CHECK(c->counts != NULL && c->displs != NULL, "out of memory");
+    CHECK_RET(c->counts != NULL && c->displs != NULL, "out of memory");
     c->di = di;
     c->iter = iter;
     c->in_place = in_place;
@@ -218,7 +225,7 @@ static int agv_setup(agv_case_t *c, int rank, int w, int di, int iter,
     }
     c->mine = guarded(c->counts[rank] * ds);
     c->recv = guarded(c->total * ds);
-    CHECK(c->mine != NULL && c->recv != NULL, "out of memory");
+    CHECK_RET(c->mine != NULL && c->recv != NULL, "out of memory");
     fill(c->mine, di, iter, rank, 0, c->counts[rank], 0);
     if (in_place)
         memcpy(c->recv + c->displs[rank] * ds, c->mine,
@@ -236,12 +243,12 @@ static int agv_post(agv_case_t *c, swy_comm_t comm, int rank, int w,
     const void *send = c->in_place ? c->recv + c->displs[rank] * ds
                                    : (const void *)c->mine;
     size_t *counts = malloc(bytes), *displs = malloc(bytes);
-    CHECK(counts != NULL && displs != NULL, "out of memory");
+    CHECK_RET(counts != NULL && displs != NULL, "out of memory");
     memcpy(counts, c->counts, bytes);
     memcpy(displs, c->displs, bytes);
-    CHECK_OK(swy_allgatherv(send, c->counts[rank], c->recv, counts, displs,
-                            dtypes[c->di], comm, attr, req),
-             comm);
+    CHECK_OK_RET(swy_allgatherv(send, c->counts[rank], c->recv, counts, displs,
+                                dtypes[c->di], comm, attr, req),
+                 comm);
     memset(counts, 0x5a, bytes);
     memset(displs, 0xa5, bytes);
     free(counts);
@@ -255,12 +262,12 @@ static int agv_verify(agv_case_t *c, int w)
     for (int r = 0; r < w; r++) {
         unsigned char *block = c->recv + c->displs[r] * ds;
         size_t at = first_diff(block, c->di, c->iter, r, 0, c->counts[r], 0);
-        CHECK(at == c->counts[r], "allgatherv dtype %d iter %d block %d "
-              "(%zu elements) elem %zu", c->di, c->iter, r, c->counts[r],
-              at);
-        CHECK(untouched(block + c->counts[r] * ds, 3 * ds),
-              "allgatherv wrote the gap after block %d (iter %d)", r,
-              c->iter);
+        CHECK_RET(at == c->counts[r], "allgatherv dtype %d iter %d block %d "
+                  "(%zu elements) elem %zu", c->di, c->iter, r, c->counts[r],
+                  at);
+        CHECK_RET(untouched(block + c->counts[r] * ds, 3 * ds),
+                  "allgatherv wrote the gap after block %d (iter %d)", r,
+                  c->iter);
     }
     free(c->counts);
     free(c->displs);
@@ -294,16 +301,16 @@ static int test_in_flight(swy_comm_t comm, int rank, int w, size_t count)
     unsigned char *rd_in = guarded(count * ds), *rd_out = guarded(count * ds);
     unsigned char *g_all = guarded(total * ds), *s_out = guarded(count * ds);
     unsigned char *g_in = guarded(count * ds), *s_all = guarded(total * ds);
-    CHECK(rs_in && rs_out && rd_in && rd_out && g_all && s_out && g_in &&
-              s_all, "out of memory");
+    CHECK_RET(rs_in && rs_out && rd_in && rd_out && g_all && s_out && g_in &&
+                  s_all, "out of memory");
     fill(rs_in, di, 9001, rank, 0, total, 0);
     fill(rd_in, di, 9002, rank, 0, count, 0);
     fill(g_in, di, 9003, rank, 0, count, 0);
     fill(s_all, di, 9004, root, 0, total, 0);
     swy_op_attr_t attr = SWY_OP_ATTR_INIT;
     attr.name = "inflight";
-    CHECK_OK(swy_reduce_scatter(rs_in, rs_out, count, dtypes[di], SWY_SUM,
-                                comm, &attr, &reqs[0]), comm);
+    CHECK_OK_RET(swy_reduce_scatter(rs_in, rs_out, count, dtypes[di], SWY_SUM,
+                                    comm, &attr, &reqs[0]), comm);
     for (int k = 0; k < NAGV; k++) {
         attr.priority = k ? SWY_PRIO_HIGH : SWY_PRIO_LOW;
         if (agv_setup(&agv[k], rank, w, k ? 3 : 0, 9100 + k, count, k) ||
@@ -311,32 +318,34 @@ static int test_in_flight(swy_comm_t comm, int rank, int w, size_t count)
             return 1;
     }
     attr.priority = -1;
-    CHECK_OK(swy_reduce(rd_in, rd_out, count, dtypes[di], SWY_MAX, root,
-                        comm, &attr, &reqs[NAGV + 1]), comm);
-    CHECK_OK(swy_gather(g_in, g_all, count, dtypes[di], 0, comm, &attr,
-                        &reqs[NAGV + 2]), comm);
-    CHECK_OK(swy_scatter(s_all, s_out, count, dtypes[di], root, comm, &attr,
-                         &reqs[NAGV + 3]), comm);
+    CHECK_OK_RET(swy_reduce(rd_in, rd_out, count, dtypes[di], SWY_MAX, root,
+                            comm, &attr, &reqs[NAGV + 1]), comm);
+    CHECK_OK_RET(swy_gather(g_in, g_all, count, dtypes[di], 0, comm, &attr,
+                            &reqs[NAGV + 2]), comm);
+    CHECK_OK_RET(swy_scatter(s_all, s_out, count, dtypes[di], root, comm, &attr,
+                             &reqs[NAGV + 3]), comm);
     for (int k = NREQ - 1; k >= 0; k--) {
-        CHECK_OK(swy_wait(reqs[k]), comm);
+        CHECK_OK_RET(swy_wait(reqs[k]), comm);
         swy_request_free(reqs[k]);
     }
     for (size_t i = 0; i < count; i++)
-        CHECK(check_allreduce_elem(di, SWY_SUM, 9001, w,
-                                   (size_t)rank * count + i,
-                                   rs_out + i * ds),
-              "inflight reduce_scatter elem %zu", i);
+        CHECK_RET(check_allreduce_elem(di, SWY_SUM, 9001, w,
+                                       (size_t)rank * count + i,
+                                       rs_out + i * ds),
+                  "inflight reduce_scatter elem %zu", i);
     if (rank == root)
         for (size_t i = 0; i < count; i++)
-            CHECK(check_allreduce_elem(di, SWY_MAX, 9002, w, i,
-                                       rd_out + i * ds),
-                  "inflight reduce elem %zu", i);
+            CHECK_RET(check_allreduce_elem(di, SWY_MAX, 9002, w, i,
+                                           rd_out + i * ds),
+                      "inflight reduce elem %zu", i);
     if (rank == 0)
         for (int r = 0; r < w; r++)
-            CHECK(first_diff(g_all + (size_t)r * count * ds, di, 9003, r, 0,
-                             count, 0) == count, "inflight gather block %d", r);
-    CHECK(first_diff(s_out, di, 9004, root, (size_t)rank * count, count, 0) ==
-              count, "inflight scatter");
+            CHECK_RET(first_diff(g_all + (size_t)r * count * ds, di, 9003, r, 0,
+                                 count, 0) == count,
+                      "inflight gather block %d", r);
+    CHECK_RET(first_diff(s_out, di, 9004, root, (size_t)rank * count, count,
+                         0) == count,
+              "inflight scatter");
     for (int k = 0; k < NAGV; k++)
         if (agv_verify(&agv[k], w))
             return 1;
@@ -348,7 +357,7 @@ static int test_in_flight(swy_comm_t comm, int rank, int w, size_t count)
 static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
 {
     size_t big = *(size_t *)arg;
-    CHECK_OK(swy_barrier(comm), comm);
+    CHECK_OK_RET(swy_barrier(comm), comm);
     /* big is the whole of a reduce_scatter's or gather's buffer */
     size_t sizes[] = {0, 1, 7, 1000, big / (size_t)w};
     size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
@@ -373,12 +382,14 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
             return 1;
     if (test_in_flight(comm, rank, w, big / (size_t)w))
         return 1;
-    CHECK_OK(swy_barrier(comm), comm);
+    CHECK_OK_RET(swy_barrier(comm), comm);
     swy_comm_stats_t stats = {.struct_size = sizeof(stats)};
-    CHECK_OK(swy_comm_stats(comm, &stats), comm);
-    CHECK(stats.ops_posted == stats.ops_completed, "stats %llu posted, %llu "
-          "completed", (unsigned long long)stats.ops_posted,
-          (unsigned long long)stats.ops_completed);
+    CHECK_OK_RET(swy_comm_stats(comm, &stats), comm);
+    CHECK_RET(stats.ops_posted == stats.ops_completed,
+              "stats %llu posted, %llu "
+              "completed",
+              (unsigned long long)stats.ops_posted,
+              (unsigned long long)stats.ops_completed);
     return 0;
 }
 
@@ -397,7 +408,7 @@ static int check_priorities(const char *trace_dir)
     char path[512], line[1024];
     snprintf(path, sizeof(path), "%s/more_trace.0.json", trace_dir);
     FILE *f = fopen(path, "r");
-    CHECK(f != NULL, "trace %s missing", path);
+    CHECK_RET(f != NULL, "trace %s missing", path);
     while (fgets(line, sizeof(line), f) != NULL) {
         double tid, prio;
         const char *cat = strstr(line, "\"cat\":\"");
@@ -411,14 +422,14 @@ static int check_priorities(const char *trace_dir)
             if (strncmp(cat, want[k].kind, len) != 0 || cat[len] != '"')
                 continue;
             want[k].seen++;
-            CHECK((int)prio == want[k].priority, "a %s op at priority %d, "
-                  "not %d by default", want[k].kind, (int)prio,
-                  want[k].priority);
+            CHECK_RET((int)prio == want[k].priority, "a %s op at priority %d, "
+                      "not %d by default", want[k].kind, (int)prio,
+                      want[k].priority);
         }
     }
     fclose(f);
     for (int k = 0; k < 5; k++)
-        CHECK(want[k].seen > 0, "no %s op in %s", want[k].kind, path);
+        CHECK_RET(want[k].seen > 0, "no %s op in %s", want[k].kind, path);
     return 0;
 }
 

@@ -29,11 +29,11 @@ static double now_s(void)
 #define EXPECT_STATUS(expr, want, comm, needle)                               \
     do {                                                                      \
         swy_status_t got_ = (expr);                                           \
-        CHECK(got_ == (want), "%s returned %s, expected %s (%s)", #expr,      \
-              swy_status_string(got_), swy_status_string(want),               \
-              swy_last_error(comm));                                          \
-        CHECK(strstr(swy_last_error(comm), (needle)) != NULL,                 \
-              "message '%s' lacks '%s'", swy_last_error(comm), (needle));     \
+        CHECK_RET(got_ == (want), "%s returned %s, expected %s (%s)", #expr,  \
+                  swy_status_string(got_), swy_status_string(want),           \
+                  swy_last_error(comm));                                      \
+        CHECK_RET(strstr(swy_last_error(comm), (needle)) != NULL,             \
+                  "message '%s' lacks '%s'", swy_last_error(comm), (needle)); \
     } while (0)
 
 /* The argument checks of reduce_scatter, allgatherv, reduce, gather and
@@ -144,18 +144,19 @@ static int args_more(swy_comm_t comm, int rank, int w)
     for (int i = 0; i < 4; i++)
         in[i] = (float)(rank + i);
     int root = w - 1;
-    CHECK_OK(swy_reduce(in, rank == root ? out : NULL, 4, SWY_FLOAT32,
-                        SWY_SUM, root, comm, NULL, NULL), comm);
+    CHECK_OK_RET(swy_reduce(in, rank == root ? out : NULL, 4, SWY_FLOAT32,
+                            SWY_SUM, root, comm, NULL, NULL), comm);
     if (rank == root)
-        CHECK(out[1] == (float)(w * (w - 1) / 2 + w), "reduce: %f", out[1]);
-    CHECK_OK(swy_gather(in, rank == root ? out : NULL, 4, SWY_FLOAT32, root,
-                        comm, NULL, NULL), comm);
+        CHECK_RET(out[1] == (float)(w * (w - 1) / 2 + w), "reduce: %f", out[1]);
+    CHECK_OK_RET(swy_gather(in, rank == root ? out : NULL, 4, SWY_FLOAT32, root,
+                            comm, NULL, NULL), comm);
     if (rank == root)
-        CHECK(out[4 * (w - 1)] == (float)(w - 1), "gather: %f",
-              out[4 * (w - 1)]);
-    CHECK_OK(swy_scatter(rank == root ? out : NULL, in, 4, SWY_FLOAT32, root,
-                         comm, NULL, NULL), comm);
-    CHECK(in[3] == (float)(rank + 3), "scatter: %f", in[3]);
+        CHECK_RET(out[4 * (w - 1)] == (float)(w - 1), "gather: %f",
+                  out[4 * (w - 1)]);
+    CHECK_OK_RET(swy_scatter(rank == root ? out : NULL, in, 4, SWY_FLOAT32,
+                             root, comm, NULL, NULL),
+                 comm);
+    CHECK_RET(in[3] == (float)(rank + 3), "scatter: %f", in[3]);
     return 0;
 }
 
@@ -241,11 +242,11 @@ static int case_args(swy_comm_t comm, int rank, int w, void *arg)
                   comm, "swy_mem_alloc");
     EXPECT_STATUS(swy_mem_alloc(comm, (size_t)1 << 60, &mem),
                   SWY_ERR_NO_MEMORY, comm, "more than this machine");
-    CHECK(mem == NULL, "a failed swy_mem_alloc left a pointer");
-    CHECK_OK(swy_mem_alloc(comm, 10, &mem), comm);
-    CHECK(mem != NULL && ((uintptr_t)mem & 4095) == 0, "not page aligned");
+    CHECK_RET(mem == NULL, "a failed swy_mem_alloc left a pointer");
+    CHECK_OK_RET(swy_mem_alloc(comm, 10, &mem), comm);
+    CHECK_RET(mem != NULL && ((uintptr_t)mem & 4095) == 0, "not page aligned");
     for (int i = 0; i < 4096; i++)
-        CHECK(((volatile char *)mem)[i] == 0, "byte %d not zero", i);
+        CHECK_RET(((volatile char *)mem)[i] == 0, "byte %d not zero", i);
     memset(mem, 7, 4096);
     EXPECT_STATUS(swy_mem_free(comm, buf), SWY_ERR_INVALID_ARG, comm,
                   "not an address swy_mem_alloc returned");
@@ -253,27 +254,29 @@ static int case_args(swy_comm_t comm, int rank, int w, void *arg)
                   comm, "not an address");
     EXPECT_STATUS(swy_mem_free(NULL, mem), SWY_ERR_INVALID_ARG, NULL,
                   "comm is NULL");
-    CHECK_OK(swy_mem_free(comm, mem), comm);
+    CHECK_OK_RET(swy_mem_free(comm, mem), comm);
     EXPECT_STATUS(swy_mem_free(comm, mem), SWY_ERR_INVALID_ARG, comm,
                   "was freed");
-    CHECK_OK(swy_mem_free(comm, NULL), comm);
-    CHECK_OK(swy_comm_configure(comm, "SWY_POLICY", "fair"), comm);
-    CHECK_OK(swy_comm_configure(comm, "SWY_PARTITION_BYTES", "4K"), comm);
-    CHECK_OK(swy_comm_query(comm, "SWY_POLICY", value, sizeof(value)), comm);
-    CHECK(strcmp(value, "fair") == 0, "policy now %s", value);
-    CHECK_OK(swy_comm_query(comm, "SWY_CREDIT_BYTES", value, sizeof(value)),
-             comm);
-    CHECK(strcmp(value, "4096") == 0, "credit follows partition: %s", value);
+    CHECK_OK_RET(swy_mem_free(comm, NULL), comm);
+    CHECK_OK_RET(swy_comm_configure(comm, "SWY_POLICY", "fair"), comm);
+    CHECK_OK_RET(swy_comm_configure(comm, "SWY_PARTITION_BYTES", "4K"), comm);
+    CHECK_OK_RET(swy_comm_query(comm, "SWY_POLICY", value, sizeof(value)),
+                 comm);
+    CHECK_RET(strcmp(value, "fair") == 0, "policy now %s", value);
+    CHECK_OK_RET(swy_comm_query(comm, "SWY_CREDIT_BYTES", value, sizeof(value)),
+                 comm);
+    CHECK_RET(strcmp(value, "4096") == 0, "credit follows partition: %s",
+              value);
     if (args_more(comm, rank, w))
         return 1;
     /* The comm is still usable after rejected calls. */
     for (int i = 0; i < 4; i++)
         buf[i] = (float)rank;
-    CHECK_OK(swy_allreduce(buf, buf, 4, SWY_FLOAT32, SWY_SUM, comm, NULL,
-                           &req), comm);
-    CHECK_OK(swy_wait(req), comm);
+    CHECK_OK_RET(swy_allreduce(buf, buf, 4, SWY_FLOAT32, SWY_SUM, comm, NULL,
+                               &req), comm);
+    CHECK_OK_RET(swy_wait(req), comm);
     swy_request_free(req);
-    CHECK(buf[3] == (float)(w * (w - 1) / 2), "sum after bad calls");
+    CHECK_RET(buf[3] == (float)(w * (w - 1) / 2), "sum after bad calls");
     return 0;
 }
 
@@ -295,15 +298,16 @@ static int expect_failure(swy_comm_t comm, swy_request_t req,
     const char *msg = swy_last_error(comm);
     fprintf(stderr, "rank %d: %s after %.2f s: %s\n", swy_comm_rank(comm),
             swy_status_string(got), took, msg);
-    CHECK(got == want, "got %s, expected %s", swy_status_string(got),
-          swy_status_string(want));
-    CHECK(strstr(msg, needle) != NULL, "message lacks '%s'", needle);
-    CHECK(took < limit_s, "took %.1f s (limit %.1f)", took, limit_s);
+    CHECK_RET(got == want, "got %s, expected %s", swy_status_string(got),
+              swy_status_string(want));
+    CHECK_RET(strstr(msg, needle) != NULL, "message lacks '%s'", needle);
+    CHECK_RET(took < limit_s, "took %.1f s (limit %.1f)", took, limit_s);
     /* Later calls fail at once with the same status. */
     float x = 0;
-    CHECK(swy_allreduce(&x, &x, 1, SWY_FLOAT32, SWY_SUM, comm, NULL, NULL) ==
-              want, "later call did not fail");
-    CHECK(swy_comm_destroy(comm) == SWY_OK, "destroy of a failed comm");
+    CHECK_RET(swy_allreduce(&x, &x, 1, SWY_FLOAT32, SWY_SUM, comm, NULL,
+                            NULL) == want,
+              "later call did not fail");
+    CHECK_RET(swy_comm_destroy(comm) == SWY_OK, "destroy of a failed comm");
     return 200;
 }
 
@@ -315,9 +319,9 @@ static int expect_post_failure(swy_comm_t comm, swy_status_t got,
     const char *msg = swy_last_error(comm);
     fprintf(stderr, "rank %d: post failed: %s: %s\n", swy_comm_rank(comm),
             swy_status_string(got), msg);
-    CHECK(got == want, "post got %s", swy_status_string(got));
-    CHECK(strstr(msg, needle) != NULL, "message lacks '%s'", needle);
-    CHECK(swy_comm_destroy(comm) == SWY_OK, "destroy of a failed comm");
+    CHECK_RET(got == want, "post got %s", swy_status_string(got));
+    CHECK_RET(strstr(msg, needle) != NULL, "message lacks '%s'", needle);
+    CHECK_RET(swy_comm_destroy(comm) == SWY_OK, "destroy of a failed comm");
     return 200;
 }
 
@@ -380,7 +384,7 @@ static int case_allreduce_algo(swy_comm_t comm, int rank, int w, void *arg)
     size_t big = (2u << 20) / sizeof(float); /* 2 MiB: direct */
     float *buf = calloc(big, sizeof(float));
     swy_request_t req;
-    CHECK(buf != NULL, "out of memory");
+    CHECK_RET(buf != NULL, "out of memory");
     POST_OR_EXPECT(swy_allreduce(buf, buf, rank == w - 1 ? big : 64,
                                  SWY_FLOAT32, SWY_SUM, comm, NULL, &req),
                    SWY_ERR_MISMATCH, "count");
@@ -396,7 +400,8 @@ static int case_partition(swy_comm_t comm, int rank, int w, void *arg)
     static float buf[1 << 16];
     swy_request_t req;
     if (rank == 0)
-        CHECK_OK(swy_comm_configure(comm, "SWY_PARTITION_BYTES", "4K"), comm);
+        CHECK_OK_RET(swy_comm_configure(comm, "SWY_PARTITION_BYTES", "4K"),
+                     comm);
     POST_OR_EXPECT(swy_allreduce(buf, buf, 1 << 16, SWY_FLOAT32, SWY_SUM,
                                  comm, NULL, &req), SWY_ERR_MISMATCH,
                    "SWY_PARTITION_BYTES");
@@ -413,17 +418,18 @@ static int kill_mid_allreduce(swy_comm_t comm, int rank, int w, int shared)
     float *buf = NULL;
     swy_request_t req;
     if (shared)
-        CHECK_OK(swy_mem_alloc(comm, count * sizeof(float), (void **)&buf),
-                 comm);
+        CHECK_OK_RET(swy_mem_alloc(comm, count * sizeof(float), (void **)&buf),
+                     comm);
     else
         buf = calloc(count, sizeof(float));
-    CHECK_OK(swy_barrier(comm), comm);
+    CHECK_OK_RET(swy_barrier(comm), comm);
     if (rank == w - 1) {
         usleep(200000); /* the others are inside the allreduce */
         raise(SIGKILL);
     }
-    CHECK_OK(swy_allreduce(buf, buf, count, SWY_FLOAT32, SWY_SUM, comm, NULL,
-                           &req), comm);
+    CHECK_OK_RET(
+        swy_allreduce(buf, buf, count, SWY_FLOAT32, SWY_SUM, comm, NULL, &req),
+        comm);
     return expect_failure(comm, req, SWY_ERR_REMOTE, "died", 5);
 }
 
@@ -445,8 +451,8 @@ static int case_allreduce_shared(swy_comm_t comm, int rank, int w, void *arg)
     size_t big = (1u << 20) / sizeof(float);
     float *in = NULL, *out = NULL;
     swy_request_t req;
-    CHECK_OK(swy_mem_alloc(comm, big * sizeof(float), (void **)&in), comm);
-    CHECK_OK(swy_mem_alloc(comm, big * sizeof(float), (void **)&out), comm);
+    CHECK_OK_RET(swy_mem_alloc(comm, big * sizeof(float), (void **)&in), comm);
+    CHECK_OK_RET(swy_mem_alloc(comm, big * sizeof(float), (void **)&out), comm);
     POST_OR_EXPECT(swy_allreduce(in, out, rank == w - 1 ? big : big - 1000,
                                  SWY_FLOAT32, SWY_SUM, comm, NULL, &req),
                    SWY_ERR_MISMATCH, "count");
@@ -512,14 +518,14 @@ static int case_abort(swy_comm_t comm, int rank, int w, void *arg)
 {
     float buf[16] = {0};
     swy_request_t req;
-    CHECK_OK(swy_barrier(comm), comm);
+    CHECK_OK_RET(swy_barrier(comm), comm);
     if (rank == 0) {
         usleep(100000);
-        CHECK_OK(swy_comm_abort(comm), NULL);
+        CHECK_OK_RET(swy_comm_abort(comm), NULL);
         return 200;
     }
-    CHECK_OK(swy_allreduce(buf, buf, 16, SWY_FLOAT32, SWY_SUM, comm, NULL,
-                           &req), comm);
+    CHECK_OK_RET(swy_allreduce(buf, buf, 16, SWY_FLOAT32, SWY_SUM, comm, NULL,
+                               &req), comm);
     return expect_failure(comm, req, SWY_ERR_REMOTE, "abort", 5);
 }
 
@@ -527,22 +533,22 @@ static int case_timeout(swy_comm_t comm, int rank, int w, void *arg)
 {
     float buf[16] = {0};
     swy_request_t req;
-    CHECK_OK(swy_barrier(comm), comm);
+    CHECK_OK_RET(swy_barrier(comm), comm);
     if (rank == w - 1) { /* silent but alive */
         sleep(6);
         return 200;
     }
-    CHECK_OK(swy_allreduce(buf, buf, 16, SWY_FLOAT32, SWY_SUM, comm, NULL,
-                           &req), comm);
+    CHECK_OK_RET(swy_allreduce(buf, buf, 16, SWY_FLOAT32, SWY_SUM, comm, NULL,
+                               &req), comm);
     swy_status_t got = swy_wait(req);
     const char *msg = swy_last_error(comm);
     fprintf(stderr, "rank %d: %s: %s\n", rank, swy_status_string(got), msg);
-    CHECK(got == SWY_ERR_TIMEOUT, "got %s", swy_status_string(got));
-    CHECK(strstr(msg, "timed out") != NULL, "message names the timeout");
+    CHECK_RET(got == SWY_ERR_TIMEOUT, "got %s", swy_status_string(got));
+    CHECK_RET(strstr(msg, "timed out") != NULL, "message names the timeout");
     char silent[32];
     snprintf(silent, sizeof(silent), "%d", w - 1);
     if (rank == 0 || rank == w - 2) /* the silent rank's ring neighbours */
-        CHECK(strstr(msg, silent) != NULL, "message names rank %d", w - 1);
+        CHECK_RET(strstr(msg, silent) != NULL, "message names rank %d", w - 1);
     swy_request_free(req);
     swy_comm_destroy(comm);
     return 200;
@@ -564,7 +570,7 @@ static int run_id_case(void)
     EXPECT_STATUS(swy_get_unique_id(NULL), SWY_ERR_INVALID_ARG, NULL, "id");
     /* A valid id whose secret we do not know: the job of another user. */
     swy_unique_id_t other;
-    CHECK_OK(swy_get_unique_id(&other), NULL);
+    CHECK_OK_RET(swy_get_unique_id(&other), NULL);
     unsigned char *b = other.bytes;
     for (size_t i = sizeof(other.bytes) - 40; i < sizeof(other.bytes); i++)
         b[i] ^= 0xff; /* flip the tail, where the secret lives */
@@ -572,7 +578,7 @@ static int run_id_case(void)
     swy_status_t st = swy_comm_init_rank(&comm, 1, &other, 0);
     fprintf(stderr, "foreign id: %s: %s\n", swy_status_string(st),
             swy_last_error(NULL));
-    CHECK(st != SWY_OK, "a foreign id was accepted");
+    CHECK_RET(st != SWY_OK, "a foreign id was accepted");
     printf("PASS: id\n");
     return 0;
 }

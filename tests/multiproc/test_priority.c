@@ -36,7 +36,7 @@ static int check_trace(int rank, int w)
     char path[512], line[1024];
     snprintf(path, sizeof(path), "%s/trace.%d.json", trace_dir, rank);
     FILE *f = fopen(path, "r");
-    CHECK(f != NULL, "trace %s missing", path);
+    CHECK_RET(f != NULL, "trace %s missing", path);
     enum { MAX_EVENTS = 200000 };
     static ev_t evs[MAX_EVENTS];
     size_t n = 0;
@@ -51,15 +51,15 @@ static int check_trace(int rank, int w)
             continue;
         if (strstr(line, "\"cat\":\"send\"")) {
             /* A trace longer than this is read whole or not at all. */
-            CHECK(n < MAX_EVENTS, "trace %s has more than %d send events",
-                  path, MAX_EVENTS);
+            CHECK_RET(n < MAX_EVENTS, "trace %s has more than %d send events",
+                      path, MAX_EVENTS);
             evs[n++] = (ev_t){ts, dur, (int)tid, (int)prio, (size_t)bytes};
         }
         else if (strstr(line, "\"name\":\"high #") && tid == 0)
             high_post = ts;
     }
     fclose(f);
-    CHECK(high_post > 0, "no op event for the high-priority op");
+    CHECK_RET(high_post > 0, "no op event for the high-priority op");
     int checked = 0;
     size_t low_bytes_behind = 0; /* low bytes issued after the high post */
     for (size_t i = 0; i < n; i++)
@@ -67,8 +67,8 @@ static int check_trace(int rank, int w)
             low_bytes_behind += evs[i].bytes;
     fprintf(stderr, "rank %d: %zu low-priority bytes were queued behind the "
             "high op\n", rank, low_bytes_behind);
-    CHECK(low_bytes_behind > 0, "rank %d: no low-priority bytes waited for "
-          "the high-priority op: the window was not exercised", rank);
+    CHECK_RET(low_bytes_behind > 0, "rank %d: no low-priority bytes waited for "
+              "the high-priority op: the window was not exercised", rank);
     for (int peer = 0; peer < w; peer++) {
         int tid = 1 + peer;
         double last_high = -1;
@@ -98,15 +98,17 @@ static int check_trace(int rank, int w)
                     o->ts <= e->ts && o->ts + o->dur > e->ts + 1.0)
                     inflight += o->bytes;
             }
-            CHECK(inflight <= CREDIT, "rank %d link %d: %zu bytes of low "
-                  "priority in flight at %.1f while high waited (credit %u)",
-                  rank, peer, inflight, e->ts, CREDIT);
+            CHECK_RET(
+                inflight <= CREDIT,
+                "rank %d link %d: %zu bytes of low "
+                "priority in flight at %.1f while high waited (credit %u)",
+                rank, peer, inflight, e->ts, CREDIT);
         }
         fprintf(stderr, "rank %d link %d: %zu low micro-ops issued while the "
                 "high op was issuing\n", rank, peer, nlow_after);
         checked++;
     }
-    CHECK(checked > 0, "no link carried the high-priority op");
+    CHECK_RET(checked > 0, "no link carried the high-priority op");
     return 0;
 }
 
@@ -116,7 +118,7 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
 {
     swy_comm_t hc = comm; /* the high op's communicator */
     if (split_mode)
-        CHECK_OK(swy_comm_split(comm, 0, w - rank, &hc), comm);
+        CHECK_OK_RET(swy_comm_split(comm, 0, w - rank, &hc), comm);
     int me = swy_comm_rank(hc);
     size_t low_count = (32u << 20) / 4, per_peer = (4u << 20) / 4;
     float *low_send = calloc(low_count, 4), *low_recv = calloc(low_count, 4);
@@ -142,31 +144,31 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
         low_displs[j] = (size_t)j * (low_count / (size_t)w);
     }
     if (w > 1)
-        CHECK_OK(swy_allreduce(low_send, low_recv, low_count, SWY_FLOAT32,
-                               SWY_SUM, comm, &low, &lreq), comm);
+        CHECK_OK_RET(swy_allreduce(low_send, low_recv, low_count, SWY_FLOAT32,
+                                   SWY_SUM, comm, &low, &lreq), comm);
     else
-        CHECK_OK(swy_alltoallv(low_send, low_counts, low_displs, low_recv,
-                               low_counts, low_displs, SWY_FLOAT32, comm,
-                               &low, &lreq), comm);
-    CHECK_OK(swy_alltoallv(hs, counts, displs, hr, counts, displs,
-                           SWY_FLOAT32, hc, &high, &hreq), hc);
-    CHECK_OK(swy_wait(hreq), comm);
-    CHECK_OK(swy_wait(lreq), comm);
+        CHECK_OK_RET(swy_alltoallv(low_send, low_counts, low_displs, low_recv,
+                                   low_counts, low_displs, SWY_FLOAT32, comm,
+                                   &low, &lreq), comm);
+    CHECK_OK_RET(swy_alltoallv(hs, counts, displs, hr, counts, displs,
+                               SWY_FLOAT32, hc, &high, &hreq), hc);
+    CHECK_OK_RET(swy_wait(hreq), comm);
+    CHECK_OK_RET(swy_wait(lreq), comm);
     swy_request_free(hreq);
     swy_request_free(lreq);
     for (int j = 0; j < w; j++)
         for (size_t i = 0; i < per_peer; i += 997)
-            CHECK(hr[(size_t)j * per_peer + i] ==
-                      (float)(j * 7 + (int)((me * per_peer + i) % 1000)),
-                  "a2a data from %d", j);
+            CHECK_RET(hr[(size_t)j * per_peer + i] ==
+                          (float)(j * 7 + (int)((me * per_peer + i) % 1000)),
+                      "a2a data from %d", j);
     swy_comm_stats_t st = {.struct_size = sizeof(st)};
-    CHECK_OK(swy_comm_stats(comm, &st), comm);
+    CHECK_OK_RET(swy_comm_stats(comm, &st), comm);
     fprintf(stderr, "rank %d: preemptions %llu, high waited %.3f ms\n", rank,
             (unsigned long long)st.preemptions, st.high_wait_s * 1e3);
-    CHECK(st.micro_ops_sent > 0, "counters");
+    CHECK_RET(st.micro_ops_sent > 0, "counters");
     if (hc != comm)
-        CHECK_OK(swy_comm_destroy(hc), hc);
-    CHECK_OK(swy_comm_destroy(comm), comm);
+        CHECK_OK_RET(swy_comm_destroy(hc), hc);
+    CHECK_OK_RET(swy_comm_destroy(comm), comm);
     if (check_trace(rank, w))
         return 201;
     return 200;

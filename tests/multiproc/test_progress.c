@@ -36,8 +36,8 @@ static int rank_main(swy_comm_t comm, int rank, int nranks, void *arg)
     float *ar_out = malloc(n * sizeof(float));
     size_t *counts = malloc((size_t)nranks * sizeof(size_t));
     size_t *displs = malloc((size_t)nranks * sizeof(size_t));
-    CHECK(sbuf && rbuf && ar_in && ar_out && counts && displs,
-          "out of memory");
+    CHECK_RET(sbuf && rbuf && ar_in && ar_out && counts && displs,
+              "out of memory");
     for (int p = 0; p < nranks; p++) {
         counts[p] = ELEMS_PER_PEER;
         displs[p] = (size_t)p * ELEMS_PER_PEER;
@@ -51,15 +51,15 @@ static int rank_main(swy_comm_t comm, int rank, int nranks, void *arg)
         memset(rbuf, 0, n * sizeof(float));
         memset(ar_out, 0, n * sizeof(float));
         /* Blocking: the caller waits, so the grace starts when it ends. */
-        CHECK_OK(swy_barrier(comm), comm);
+        CHECK_OK_RET(swy_barrier(comm), comm);
         swy_request_t reqs[2];
         double t0 = now_ms();
-        CHECK_OK(swy_alltoallv(sbuf, counts, displs, rbuf, counts, displs,
-                               SWY_FLOAT32, comm, NULL, &reqs[0]),
-                 comm);
-        CHECK_OK(swy_allreduce(ar_in, ar_out, n, SWY_FLOAT32, SWY_SUM, comm,
-                               NULL, &reqs[1]),
-                 comm);
+        CHECK_OK_RET(swy_alltoallv(sbuf, counts, displs, rbuf, counts, displs,
+                                   SWY_FLOAT32, comm, NULL, &reqs[0]),
+                     comm);
+        CHECK_OK_RET(swy_allreduce(ar_in, ar_out, n, SWY_FLOAT32, SWY_SUM, comm,
+                                   NULL, &reqs[1]),
+                     comm);
         int done[2] = {0, 0};
         double took = -1.0;
         while (now_ms() - t0 < GIVE_UP_MS) {
@@ -67,30 +67,32 @@ static int rank_main(swy_comm_t comm, int rank, int nranks, void *arg)
             nanosleep(&ms, NULL); /* compute, outside the library */
             for (int r = 0; r < 2; r++)
                 if (!done[r])
-                    CHECK_OK(swy_test(reqs[r], &done[r]), comm);
+                    CHECK_OK_RET(swy_test(reqs[r], &done[r]), comm);
             if (done[0] && done[1]) {
                 took = now_ms() - t0;
                 break;
             }
         }
-        CHECK(done[0] && done[1], "rank %d trial %d: alltoallv %s, allreduce "
-              "%s after %d ms of compute", rank, trial,
-              done[0] ? "done" : "not done", done[1] ? "done" : "not done",
-              GIVE_UP_MS);
+        CHECK_RET(done[0] && done[1],
+                  "rank %d trial %d: alltoallv %s, allreduce "
+                  "%s after %d ms of compute",
+                  rank, trial, done[0] ? "done" : "not done",
+                  done[1] ? "done" : "not done", GIVE_UP_MS);
         for (int r = 0; r < 2; r++)
             swy_request_free(reqs[r]);
         for (int p = 0; p < nranks; p++)
             for (size_t i = 0; i < ELEMS_PER_PEER; i++)
-                CHECK(rbuf[displs[p] + i] == value(p, rank, i + (size_t)trial),
-                      "rank %d trial %d: alltoallv element %zu from rank %d",
-                      rank, trial, i, p);
+                CHECK_RET(
+                    rbuf[displs[p] + i] == value(p, rank, i + (size_t)trial),
+                    "rank %d trial %d: alltoallv element %zu from rank %d",
+                    rank, trial, i, p);
         for (size_t i = 0; i < n; i++) {
             /* Small integers and halves: the sum is exact in any order. */
             float ref = 0.0f;
             for (int p = 0; p < nranks; p++)
                 ref += value(p, trial, i);
-            CHECK(ar_out[i] == ref, "rank %d trial %d: allreduce element "
-                  "%zu is %g, expected %g", rank, trial, i, ar_out[i], ref);
+            CHECK_RET(ar_out[i] == ref, "rank %d trial %d: allreduce element "
+                      "%zu is %g, expected %g", rank, trial, i, ar_out[i], ref);
         }
         if (rank == 0)
             printf("trial %d: both ops done after %.1f ms of compute\n",
@@ -105,28 +107,28 @@ static int rank_main(swy_comm_t comm, int rank, int nranks, void *arg)
         float *bbuf = ar_out; /* n floats */
         for (size_t i = 0; i < n; i++)
             bbuf[i] = rank == 0 ? value(0, trial + 7, i) : -1.0f;
-        CHECK_OK(swy_barrier(comm), comm);
+        CHECK_OK_RET(swy_barrier(comm), comm);
         struct timespec idle = {0, 20 * 1000000};
         nanosleep(&idle, NULL); /* past the grace: the thread goes idle */
         swy_request_t req;
         double t0 = now_ms();
-        CHECK_OK(swy_broadcast(bbuf, n, SWY_FLOAT32, 0, comm, NULL, &req),
-                 comm);
+        CHECK_OK_RET(swy_broadcast(bbuf, n, SWY_FLOAT32, 0, comm, NULL, &req),
+                     comm);
         int done = 0;
         double took = -1.0;
         while (!done && now_ms() - t0 < GIVE_UP_MS) {
             struct timespec ms = {0, 1000000};
             nanosleep(&ms, NULL);
-            CHECK_OK(swy_test(req, &done), comm);
+            CHECK_OK_RET(swy_test(req, &done), comm);
             if (done)
                 took = now_ms() - t0;
         }
-        CHECK(done, "rank %d broadcast trial %d: not done after %d ms of "
-              "compute", rank, trial, GIVE_UP_MS);
+        CHECK_RET(done, "rank %d broadcast trial %d: not done after %d ms of "
+                  "compute", rank, trial, GIVE_UP_MS);
         swy_request_free(req);
         for (size_t i = 0; i < n; i++)
-            CHECK(bbuf[i] == value(0, trial + 7, i), "rank %d broadcast "
-                  "trial %d: element %zu is %g", rank, trial, i, bbuf[i]);
+            CHECK_RET(bbuf[i] == value(0, trial + 7, i), "rank %d broadcast "
+                      "trial %d: element %zu is %g", rank, trial, i, bbuf[i]);
         printf("rank %d: broadcast %d done after %.1f ms of compute\n",
                rank, trial, took);
         fflush(stdout);

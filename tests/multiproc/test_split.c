@@ -44,40 +44,40 @@ static int exercise(swy_comm_t comm, const int *members, size_t count)
     int r = swy_comm_rank(comm), n = swy_comm_size(comm);
     double *in = malloc(count * sizeof(double) * (size_t)n);
     double *out = malloc(count * sizeof(double) * (size_t)n);
-    CHECK(in != NULL && out != NULL, "malloc");
+    CHECK_RET(in != NULL && out != NULL, "malloc");
     for (size_t i = 0; i < count; i++)
         in[i] = val(members[r], i);
     /* allreduce: sum and max */
-    CHECK_OK(swy_allreduce(in, out, count, SWY_FLOAT64, SWY_SUM, comm, NULL,
-                           NULL), comm);
+    CHECK_OK_RET(swy_allreduce(in, out, count, SWY_FLOAT64, SWY_SUM, comm, NULL,
+                               NULL), comm);
     for (size_t i = 0; i < count; i++) {
         double want = 0;
         for (int k = 0; k < n; k++)
             want += val(members[k], i);
-        CHECK(out[i] == want, "allreduce[%zu] %g want %g", i, out[i], want);
+        CHECK_RET(out[i] == want, "allreduce[%zu] %g want %g", i, out[i], want);
     }
-    CHECK_OK(swy_allreduce(in, out, count, SWY_FLOAT64, SWY_MAX, comm, NULL,
-                           NULL), comm);
+    CHECK_OK_RET(swy_allreduce(in, out, count, SWY_FLOAT64, SWY_MAX, comm, NULL,
+                               NULL), comm);
     for (size_t i = 0; i < count; i++) {
         double want = val(members[0], i);
         for (int k = 1; k < n; k++)
             want = val(members[k], i) > want ? val(members[k], i) : want;
-        CHECK(out[i] == want, "allreduce max[%zu]", i);
+        CHECK_RET(out[i] == want, "allreduce max[%zu]", i);
     }
     /* allgather */
-    CHECK_OK(swy_allgather(in, out, count, SWY_FLOAT64, comm, NULL, NULL),
-             comm);
+    CHECK_OK_RET(swy_allgather(in, out, count, SWY_FLOAT64, comm, NULL, NULL),
+                 comm);
     for (int k = 0; k < n; k++)
         for (size_t i = 0; i < count; i++)
-            CHECK(out[(size_t)k * count + i] == val(members[k], i),
-                  "allgather from %d [%zu]", k, i);
+            CHECK_RET(out[(size_t)k * count + i] == val(members[k], i),
+                      "allgather from %d [%zu]", k, i);
     /* broadcast from the last rank */
     for (size_t i = 0; i < count; i++)
         out[i] = r == n - 1 ? val(members[n - 1], i) : -1;
-    CHECK_OK(swy_broadcast(out, count, SWY_FLOAT64, n - 1, comm, NULL, NULL),
-             comm);
+    CHECK_OK_RET(
+        swy_broadcast(out, count, SWY_FLOAT64, n - 1, comm, NULL, NULL), comm);
     for (size_t i = 0; i < count; i++)
-        CHECK(out[i] == val(members[n - 1], i), "broadcast[%zu]", i);
+        CHECK_RET(out[i] == val(members[n - 1], i), "broadcast[%zu]", i);
     /* alltoallv: rank r sends (k + 1) * 3 elements to rank k, values
      * tagged with (source parent rank, destination rank) */
     size_t sc[64], sd[64], rc[64], rd[64], so = 0, ro = 0;
@@ -90,17 +90,18 @@ static int exercise(swy_comm_t comm, const int *members, size_t count)
         ro += rc[k];
     }
     double *a2s = malloc(so * sizeof(double)), *a2r = malloc(ro * sizeof(double));
-    CHECK(a2s != NULL && a2r != NULL, "malloc");
+    CHECK_RET(a2s != NULL && a2r != NULL, "malloc");
     for (int k = 0; k < n; k++)
         for (size_t i = 0; i < sc[k]; i++)
             a2s[sd[k] + i] = members[r] * 1000 + k * 10 + (double)i;
-    CHECK_OK(swy_alltoallv(a2s, sc, sd, a2r, rc, rd, SWY_FLOAT64, comm, NULL,
-                           NULL), comm);
+    CHECK_OK_RET(
+        swy_alltoallv(a2s, sc, sd, a2r, rc, rd, SWY_FLOAT64, comm, NULL, NULL),
+        comm);
     for (int k = 0; k < n; k++)
         for (size_t i = 0; i < rc[k]; i++)
-            CHECK(a2r[rd[k] + i] == members[k] * 1000 + r * 10 + (double)i,
-                  "alltoallv from %d [%zu]", k, i);
-    CHECK_OK(swy_barrier(comm), comm);
+            CHECK_RET(a2r[rd[k] + i] == members[k] * 1000 + r * 10 + (double)i,
+                      "alltoallv from %d [%zu]", k, i);
+    CHECK_OK_RET(swy_barrier(comm), comm);
     free(a2s);
     free(a2r);
     free(in);
@@ -135,9 +136,9 @@ static int split_checked(swy_comm_t comm, const int *color, const int *key,
                          swy_comm_t *sub, int *members, int *n_p)
 {
     int me = swy_comm_rank(comm), w = swy_comm_size(comm);
-    CHECK_OK(swy_comm_split(comm, color[me], key[me], sub), comm);
+    CHECK_OK_RET(swy_comm_split(comm, color[me], key[me], sub), comm);
     if (color[me] == SWY_SPLIT_NOCOLOR) {
-        CHECK(*sub == NULL, "NOCOLOR gave a communicator");
+        CHECK_RET(*sub == NULL, "NOCOLOR gave a communicator");
         *n_p = 0;
         return 0;
     }
@@ -146,11 +147,11 @@ static int split_checked(swy_comm_t comm, const int *color, const int *key,
     for (int i = 0; i < n; i++)
         if (members[i] == me)
             pos = i;
-    CHECK(*sub != NULL, "no communicator");
-    CHECK(swy_comm_size(*sub) == n, "size %d, want %d", swy_comm_size(*sub),
-          n);
-    CHECK(swy_comm_rank(*sub) == pos, "rank %d, want %d",
-          swy_comm_rank(*sub), pos);
+    CHECK_RET(*sub != NULL, "no communicator");
+    CHECK_RET(swy_comm_size(*sub) == n, "size %d, want %d", swy_comm_size(*sub),
+              n);
+    CHECK_RET(swy_comm_rank(*sub) == pos, "rank %d, want %d",
+              swy_comm_rank(*sub), pos);
     *n_p = n;
     return 0;
 }
@@ -174,8 +175,8 @@ static int case_basic(swy_comm_t comm, int rank, int w, void *arg)
         return 1;
     if (exercise(twin, twin_members, 777) || exercise(sub, members, 33))
         return 1;
-    CHECK_OK(swy_comm_destroy(twin), comm);
-    CHECK_OK(swy_comm_destroy(sub), comm);
+    CHECK_OK_RET(swy_comm_destroy(twin), comm);
+    CHECK_OK_RET(swy_comm_destroy(sub), comm);
     int world[64];
     for (int p = 0; p < w; p++)
         world[p] = p;
@@ -194,18 +195,18 @@ static int case_nocolor(swy_comm_t comm, int rank, int w, void *arg)
         return 1;
     if (sub != NULL && exercise(sub, members, 300))
         return 1;
-    CHECK_OK(swy_comm_destroy(sub), comm); /* NULL ok */
+    CHECK_OK_RET(swy_comm_destroy(sub), comm); /* NULL ok */
     /* Bad input: a clear error, nothing made. */
     swy_comm_t bad = (swy_comm_t)0x1;
-    CHECK(swy_comm_split(comm, -5, 0, &bad) == SWY_ERR_INVALID_ARG &&
-              bad == (swy_comm_t)0x1,
-          "color -5 accepted");
-    CHECK(strstr(swy_last_error(comm), "color -5") != NULL, "message: %s",
-          swy_last_error(comm));
-    CHECK(swy_comm_split(comm, 0, 0, NULL) == SWY_ERR_INVALID_ARG,
-          "NULL newcomm accepted");
-    CHECK(swy_comm_split(NULL, 0, 0, &bad) == SWY_ERR_INVALID_ARG,
-          "NULL comm accepted");
+    CHECK_RET(swy_comm_split(comm, -5, 0, &bad) == SWY_ERR_INVALID_ARG &&
+                  bad == (swy_comm_t)0x1,
+              "color -5 accepted");
+    CHECK_RET(strstr(swy_last_error(comm), "color -5") != NULL, "message: %s",
+              swy_last_error(comm));
+    CHECK_RET(swy_comm_split(comm, 0, 0, NULL) == SWY_ERR_INVALID_ARG,
+              "NULL newcomm accepted");
+    CHECK_RET(swy_comm_split(NULL, 0, 0, &bad) == SWY_ERR_INVALID_ARG,
+              "NULL comm accepted");
     return 0;
 }
 
@@ -242,14 +243,14 @@ static int case_nested(swy_comm_t comm, int rank, int w, void *arg)
     int ma[64], na;
     if (split_checked(comm, color, key, &alone, ma, &na))
         return 1;
-    CHECK(na == 1 && swy_comm_size(alone) == 1, "alone");
+    CHECK_RET(na == 1 && swy_comm_size(alone) == 1, "alone");
     if (exercise(alone, ma, 500) || exercise(half, m1, 200))
         return 1;
-    CHECK_OK(swy_comm_destroy(alone), comm);
-    CHECK_OK(swy_comm_destroy(half), comm); /* before its child */
+    CHECK_OK_RET(swy_comm_destroy(alone), comm);
+    CHECK_OK_RET(swy_comm_destroy(half), comm); /* before its child */
     if (exercise(pair, pm, 10))
         return 1;
-    CHECK_OK(swy_comm_destroy(pair), comm);
+    CHECK_OK_RET(swy_comm_destroy(pair), comm);
     return 0;
 }
 
@@ -263,10 +264,10 @@ static int case_parent(swy_comm_t comm, int rank, int w, void *arg)
     swy_comm_t sub;
     if (split_checked(comm, color, key, &sub, members, &n))
         return 1;
-    CHECK_OK(swy_comm_destroy(comm), comm);
+    CHECK_OK_RET(swy_comm_destroy(comm), comm);
     if (exercise(sub, members, 4000))
         return 1;
-    CHECK_OK(swy_comm_destroy(sub), sub);
+    CHECK_OK_RET(swy_comm_destroy(sub), sub);
     return 200; /* the harness must not destroy comm again */
 }
 
@@ -274,12 +275,13 @@ static int case_inflight(swy_comm_t comm, int rank, int w, void *arg)
 {
     size_t count = 200000;
     float *big = malloc(count * sizeof(float)), *bigr = malloc(count * 4);
-    CHECK(big != NULL && bigr != NULL, "malloc");
+    CHECK_RET(big != NULL && bigr != NULL, "malloc");
     for (size_t i = 0; i < count; i++)
         big[i] = (float)(rank + 1);
     swy_request_t req;
-    CHECK_OK(swy_allreduce(big, bigr, count, SWY_FLOAT32, SWY_SUM, comm, NULL,
-                           &req), comm);
+    CHECK_OK_RET(
+        swy_allreduce(big, bigr, count, SWY_FLOAT32, SWY_SUM, comm, NULL, &req),
+        comm);
     int color[64] = {0}, key[64] = {0}, mh[64], nh, mr[64], nr;
     for (int p = 0; p < w; p++) {
         color[p] = p < w / 2 ? 0 : 1;
@@ -294,10 +296,10 @@ static int case_inflight(swy_comm_t comm, int rank, int w, void *arg)
     }
     if (split_checked(comm, color, key, &rev, mr, &nr))
         return 1;
-    CHECK_OK(swy_wait(req), comm);
+    CHECK_OK_RET(swy_wait(req), comm);
     swy_request_free(req);
     for (size_t i = 0; i < count; i += 1013)
-        CHECK(bigr[i] == (float)(w * (w + 1) / 2), "allreduce in flight");
+        CHECK_RET(bigr[i] == (float)(w * (w + 1) / 2), "allreduce in flight");
     /* Rounds of ops on three communicators, all in flight together; each
      * rank posts the communicators in an order of its own (the order on
      * each communicator is the same everywhere). */
@@ -305,7 +307,7 @@ static int case_inflight(swy_comm_t comm, int rank, int w, void *arg)
     swy_comm_t comms[3] = {comm, half, rev};
     size_t n_el = 3000;
     float *src = malloc(n_el * 4), *dst = malloc(9 * ROUNDS * n_el * 4);
-    CHECK(src != NULL && dst != NULL, "malloc");
+    CHECK_RET(src != NULL && dst != NULL, "malloc");
     for (size_t i = 0; i < n_el; i++)
         src[i] = (float)(rank * 3 + (int)(i % 7));
     swy_request_t reqs[3 * ROUNDS * PER];
@@ -324,18 +326,19 @@ static int case_inflight(swy_comm_t comm, int rank, int w, void *arg)
             float *out = dst + (size_t)(round * 3 + c) * 3 * n_el;
             swy_op_attr_t a = SWY_OP_ATTR_INIT;
             a.priority = c == 1 ? SWY_PRIO_HIGH : SWY_PRIO_LOW;
-            CHECK_OK(swy_allreduce(src, out, n_el, SWY_FLOAT32, SWY_SUM,
-                                   comms[c], &a, &reqs[nreq++]), comms[c]);
-            CHECK_OK(swy_allgather(src, out + n_el,
-                                   n_el / (size_t)swy_comm_size(comms[c]),
-                                   SWY_FLOAT32, comms[c], &a, &reqs[nreq++]),
-                     comms[c]);
-            CHECK_OK(swy_broadcast(out + 2 * n_el, n_el, SWY_FLOAT32, 0,
-                                   comms[c], &a, &reqs[nreq++]), comms[c]);
+            CHECK_OK_RET(swy_allreduce(src, out, n_el, SWY_FLOAT32, SWY_SUM,
+                                       comms[c], &a, &reqs[nreq++]), comms[c]);
+            CHECK_OK_RET(swy_allgather(src, out + n_el,
+                                       n_el / (size_t)swy_comm_size(comms[c]),
+                                       SWY_FLOAT32, comms[c], &a,
+                                       &reqs[nreq++]),
+                         comms[c]);
+            CHECK_OK_RET(swy_broadcast(out + 2 * n_el, n_el, SWY_FLOAT32, 0,
+                                       comms[c], &a, &reqs[nreq++]), comms[c]);
         }
     }
     for (int i = 0; i < nreq; i++) {
-        CHECK_OK(swy_wait(reqs[i]), comm);
+        CHECK_OK_RET(swy_wait(reqs[i]), comm);
         swy_request_free(reqs[i]);
     }
     const int *mem[3] = {NULL, mh, mr};
@@ -347,11 +350,12 @@ static int case_inflight(swy_comm_t comm, int rank, int w, void *arg)
                 float want = 0;
                 for (int k = 0; k < sizes[c]; k++)
                     want += (float)((c ? mem[c][k] : k) * 3 + (int)(i % 7));
-                CHECK(out[i] == want, "round %d comm %d allreduce", round, c);
+                CHECK_RET(out[i] == want, "round %d comm %d allreduce", round,
+                          c);
             }
         }
-    CHECK_OK(swy_comm_destroy(half), comm);
-    CHECK_OK(swy_comm_destroy(rev), comm);
+    CHECK_OK_RET(swy_comm_destroy(half), comm);
+    CHECK_OK_RET(swy_comm_destroy(rev), comm);
     free(src);
     free(dst);
     free(big);
@@ -371,8 +375,9 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
     for (int k = 0; k < NMSG; k++)
         for (int p = 0; p < w; p++) {
             rbuf[p][k] = calloc(sizes[k] + 1, sizeof(int32_t));
-            CHECK_OK(swy_recv(rbuf[p][k], sizes[k], SWY_INT32, p, comm, NULL,
-                              &reqs[nreq++]), comm);
+            CHECK_OK_RET(swy_recv(rbuf[p][k], sizes[k], SWY_INT32, p, comm,
+                                  NULL, &reqs[nreq++]),
+                         comm);
         }
     for (int k = 0; k < NMSG; k++)
         for (int i = 1; i <= w; i++) {
@@ -381,20 +386,21 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
             for (size_t e = 0; e < sizes[k]; e++)
                 sbuf[p][k][e] = rank * 1000000 + p * 10000 + k * 1000 +
                                 (int32_t)(e % 1000);
-            CHECK_OK(swy_send(sbuf[p][k], sizes[k], SWY_INT32, p, comm, NULL,
-                              &reqs[nreq++]), comm);
+            CHECK_OK_RET(swy_send(sbuf[p][k], sizes[k], SWY_INT32, p, comm,
+                                  NULL, &reqs[nreq++]),
+                         comm);
         }
     for (int i = 0; i < nreq; i++) {
-        CHECK_OK(swy_wait(reqs[i]), comm);
+        CHECK_OK_RET(swy_wait(reqs[i]), comm);
         swy_request_free(reqs[i]);
     }
     for (int p = 0; p < w; p++)
         for (int k = 0; k < NMSG; k++) {
             for (size_t e = 0; e < sizes[k]; e++)
-                CHECK(rbuf[p][k][e] == p * 1000000 + rank * 10000 + k * 1000 +
-                                           (int32_t)(e % 1000),
-                      "message %d from %d [%zu] = %d", k, p, e,
-                      rbuf[p][k][e]);
+                CHECK_RET(rbuf[p][k][e] == p * 1000000 + rank * 10000 +
+                                               k * 1000 + (int32_t)(e % 1000),
+                          "message %d from %d [%zu] = %d", k, p, e,
+                          rbuf[p][k][e]);
             free(rbuf[p][k]);
             free(sbuf[p][k]);
         }
@@ -411,26 +417,26 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
     double token = me, got = -1;
     if (n == 1) { /* a blocking send to oneself waits for its receive */
         swy_request_t rr;
-        CHECK_OK(swy_recv(&got, 1, SWY_FLOAT64, 0, rev, NULL, &rr), rev);
-        CHECK_OK(swy_send(&token, 1, SWY_FLOAT64, 0, rev, NULL, NULL), rev);
-        CHECK_OK(swy_wait(rr), rev);
+        CHECK_OK_RET(swy_recv(&got, 1, SWY_FLOAT64, 0, rev, NULL, &rr), rev);
+        CHECK_OK_RET(swy_send(&token, 1, SWY_FLOAT64, 0, rev, NULL, NULL), rev);
+        CHECK_OK_RET(swy_wait(rr), rev);
         swy_request_free(rr);
     } else if (me % 2 == 0) {
-        CHECK_OK(swy_send(&token, 1, SWY_FLOAT64, (me + 1) % n, rev, NULL,
-                          NULL), rev);
-        CHECK_OK(swy_recv(&got, 1, SWY_FLOAT64, (me - 1 + n) % n, rev, NULL,
-                          NULL), rev);
+        CHECK_OK_RET(swy_send(&token, 1, SWY_FLOAT64, (me + 1) % n, rev, NULL,
+                              NULL), rev);
+        CHECK_OK_RET(swy_recv(&got, 1, SWY_FLOAT64, (me - 1 + n) % n, rev, NULL,
+                              NULL), rev);
     } else {
-        CHECK_OK(swy_recv(&got, 1, SWY_FLOAT64, (me - 1 + n) % n, rev, NULL,
-                          NULL), rev);
-        CHECK_OK(swy_send(&token, 1, SWY_FLOAT64, (me + 1) % n, rev, NULL,
-                          NULL), rev);
+        CHECK_OK_RET(swy_recv(&got, 1, SWY_FLOAT64, (me - 1 + n) % n, rev, NULL,
+                              NULL), rev);
+        CHECK_OK_RET(swy_send(&token, 1, SWY_FLOAT64, (me + 1) % n, rev, NULL,
+                              NULL), rev);
     }
-    CHECK(got == (double)((me - 1 + n) % n), "ring got %g", got);
-    CHECK(swy_send(&token, 1, SWY_FLOAT64, n, rev, NULL, NULL) ==
-              SWY_ERR_INVALID_ARG,
-          "peer out of range accepted");
-    CHECK_OK(swy_comm_destroy(rev), comm);
+    CHECK_RET(got == (double)((me - 1 + n) % n), "ring got %g", got);
+    CHECK_RET(swy_send(&token, 1, SWY_FLOAT64, n, rev, NULL, NULL) ==
+                  SWY_ERR_INVALID_ARG,
+              "peer out of range accepted");
+    CHECK_OK_RET(swy_comm_destroy(rev), comm);
     return 0;
 }
 
@@ -440,7 +446,7 @@ static int case_group(swy_comm_t comm, int rank, int w, void *arg)
 {
     size_t count = 1u << 20; /* 4 MiB: rendezvous */
     int32_t *s = malloc(count * 4 * (size_t)w), *r = malloc(count * 4 * (size_t)w);
-    CHECK(s != NULL && r != NULL, "malloc");
+    CHECK_RET(s != NULL && r != NULL, "malloc");
     for (int p = 0; p < w; p++)
         for (size_t e = 0; e < count; e += 1)
             s[(size_t)p * count + e] = rank * 100 + p + (int32_t)(e & 0xff);
@@ -457,25 +463,25 @@ static int case_group(swy_comm_t comm, int rank, int w, void *arg)
         calls[i] = calls[j];
         calls[j] = t;
     }
-    CHECK_OK(swy_group_start(), comm);
-    CHECK_OK(swy_group_start(), comm); /* nested */
+    CHECK_OK_RET(swy_group_start(), comm);
+    CHECK_OK_RET(swy_group_start(), comm); /* nested */
     for (int i = 0; i < ncalls; i++) {
         int p = calls[i] % 1000;
         if (calls[i] < 1000)
-            CHECK_OK(swy_send(s + (size_t)p * count, count, SWY_INT32, p,
-                              comm, NULL, NULL), comm);
+            CHECK_OK_RET(swy_send(s + (size_t)p * count, count, SWY_INT32, p,
+                                  comm, NULL, NULL), comm);
         else
-            CHECK_OK(swy_recv(r + (size_t)p * count, count, SWY_INT32, p,
-                              comm, NULL, NULL), comm);
+            CHECK_OK_RET(swy_recv(r + (size_t)p * count, count, SWY_INT32, p,
+                                  comm, NULL, NULL), comm);
     }
-    CHECK_OK(swy_group_end(), comm);
-    CHECK_OK(swy_group_end(), comm);
+    CHECK_OK_RET(swy_group_end(), comm);
+    CHECK_OK_RET(swy_group_end(), comm);
     for (int p = 0; p < w; p++)
         for (size_t e = 0; e < count; e += 4099)
-            CHECK(r[(size_t)p * count + e] ==
-                      p * 100 + rank + (int32_t)(e & 0xff),
-                  "from %d [%zu]", p, e);
-    CHECK(swy_group_end() == SWY_ERR_INVALID_ARG, "unmatched group_end");
+            CHECK_RET(r[(size_t)p * count + e] ==
+                          p * 100 + rank + (int32_t)(e & 0xff),
+                      "from %d [%zu]", p, e);
+    CHECK_RET(swy_group_end() == SWY_ERR_INVALID_ARG, "unmatched group_end");
     free(s);
     free(r);
     return 0;
@@ -491,10 +497,10 @@ static int case_p2p_mismatch(swy_comm_t comm, int rank, int w, void *arg)
         st = swy_recv(buf, 8, SWY_INT32, 0, comm, NULL, NULL);
     else
         return 0;
-    CHECK(st == SWY_ERR_MISMATCH, "rank %d got %s: %s", rank,
-          swy_status_string(st), swy_last_error(comm));
-    CHECK(strstr(swy_last_error(comm), "count") != NULL, "message: %s",
-          swy_last_error(comm));
+    CHECK_RET(st == SWY_ERR_MISMATCH, "rank %d got %s: %s", rank,
+              swy_status_string(st), swy_last_error(comm));
+    CHECK_RET(strstr(swy_last_error(comm), "count") != NULL, "message: %s",
+              swy_last_error(comm));
     return 201 - 1; /* exit 0, the comm failed */
 }
 
@@ -516,12 +522,12 @@ static int case_mismatch(swy_comm_t comm, int rank, int w, void *arg)
         size_t count = rank == 0 ? 8 : 16;
         swy_status_t st = swy_allreduce(v, v, count, SWY_FLOAT32, SWY_SUM,
                                         half, NULL, NULL);
-        CHECK(st == SWY_ERR_MISMATCH, "rank %d got %s", rank,
-              swy_status_string(st));
+        CHECK_RET(st == SWY_ERR_MISMATCH, "rank %d got %s", rank,
+                  swy_status_string(st));
         /* Failed for good, and says why. */
         st = swy_barrier(half);
-        CHECK(st == SWY_ERR_MISMATCH, "later op on the failed comm: %s",
-              swy_status_string(st));
+        CHECK_RET(st == SWY_ERR_MISMATCH, "later op on the failed comm: %s",
+                  swy_status_string(st));
     } else {
         if (exercise(half, m, 1000))
             return 1;
@@ -531,7 +537,7 @@ static int case_mismatch(swy_comm_t comm, int rank, int w, void *arg)
         world[p] = p;
     if (exercise(comm, world, 2000))
         return 1;
-    CHECK_OK(swy_comm_destroy(half), comm);
+    CHECK_OK_RET(swy_comm_destroy(half), comm);
     return 0;
 }
 
@@ -545,7 +551,7 @@ static int case_kill(swy_comm_t comm, int rank, int w, void *arg)
     swy_comm_t half;
     if (split_checked(comm, color, key, &half, m, &n))
         return 1;
-    CHECK_OK(swy_barrier(comm), comm);
+    CHECK_OK_RET(swy_barrier(comm), comm);
     if (rank == w - 1) {
         /* The others may still be finishing the barrier: die once they
          * are past it (inside the next op). */
@@ -557,16 +563,16 @@ static int case_kill(swy_comm_t comm, int rank, int w, void *arg)
         v[i] = (float)rank;
     swy_status_t st = swy_allreduce(v, v, 1000, SWY_FLOAT32, SWY_SUM, comm,
                                     NULL, NULL);
-    CHECK(st == SWY_ERR_REMOTE, "world: %s", swy_status_string(st));
+    CHECK_RET(st == SWY_ERR_REMOTE, "world: %s", swy_status_string(st));
     if (rank >= 2) {
         st = swy_allreduce(v, v, 1000, SWY_FLOAT32, SWY_SUM, half, NULL, NULL);
-        CHECK(st == SWY_ERR_REMOTE, "half with the victim: %s: %s",
-              swy_status_string(st), swy_last_error(half));
+        CHECK_RET(st == SWY_ERR_REMOTE, "half with the victim: %s: %s",
+                  swy_status_string(st), swy_last_error(half));
     } else {
         /* The half without the victim keeps working. */
         if (exercise(half, m, 3000))
             return 1;
-        CHECK_OK(swy_comm_destroy(half), half);
+        CHECK_OK_RET(swy_comm_destroy(half), half);
     }
     return 200;
 }
@@ -580,10 +586,10 @@ static int join_reversed(swy_comm_t comm, int rank, int w, swy_comm_t *c2,
     swy_unique_id_t id;
     memset(&id, 0, sizeof(id));
     if (rank == 0)
-        CHECK_OK(swy_get_unique_id(&id), comm);
-    CHECK_OK(swy_broadcast(&id, sizeof(id), SWY_UINT8, 0, comm, NULL, NULL),
-             comm);
-    CHECK_OK(swy_comm_init_rank(c2, w, &id, w - 1 - rank), *c2);
+        CHECK_OK_RET(swy_get_unique_id(&id), comm);
+    CHECK_OK_RET(swy_broadcast(&id, sizeof(id), SWY_UINT8, 0, comm, NULL, NULL),
+                 comm);
+    CHECK_OK_RET(swy_comm_init_rank(c2, w, &id, w - 1 - rank), *c2);
     for (int r = 0; r < w; r++)
         members[r] = w - 1 - r;
     return 0;
@@ -597,45 +603,45 @@ static int case_join(swy_comm_t comm, int rank, int w, void *arg)
         world[p] = p;
     if (join_reversed(comm, rank, w, &c2, members))
         return 1;
-    CHECK(swy_comm_rank(c2) == w - 1 - rank, "rank %d", swy_comm_rank(c2));
+    CHECK_RET(swy_comm_rank(c2) == w - 1 - rank, "rank %d", swy_comm_rank(c2));
     /* One engine: its counters count the ops of both communicators. */
     swy_comm_stats_t a = {.struct_size = sizeof(a)}, b = a;
-    CHECK_OK(swy_comm_stats(comm, &a), comm);
-    CHECK_OK(swy_barrier(c2), c2);
-    CHECK_OK(swy_comm_stats(comm, &b), comm);
-    CHECK(b.ops_posted == a.ops_posted + 1, "the world's engine saw %llu "
-          "ops for a barrier on the joined communicator, not 1",
-          (unsigned long long)(b.ops_posted - a.ops_posted));
+    CHECK_OK_RET(swy_comm_stats(comm, &a), comm);
+    CHECK_OK_RET(swy_barrier(c2), c2);
+    CHECK_OK_RET(swy_comm_stats(comm, &b), comm);
+    CHECK_RET(b.ops_posted == a.ops_posted + 1, "the world's engine saw %llu "
+              "ops for a barrier on the joined communicator, not 1",
+              (unsigned long long)(b.ops_posted - a.ops_posted));
     if (exercise(c2, members, 3000) || exercise(comm, world, 100))
         return 1;
     /* Ops of both in flight together, each rank in its own order. */
     size_t n = 4096;
     float *x = malloc(n * 4), *y = malloc(n * 4), *z = malloc(n * 4);
-    CHECK(x && y && z, "malloc");
+    CHECK_RET(x && y && z, "malloc");
     for (size_t i = 0; i < n; i++)
         x[i] = (float)(rank + 1);
     swy_request_t r1, r2;
     if (rank % 2) {
-        CHECK_OK(swy_allreduce(x, y, n, SWY_FLOAT32, SWY_SUM, c2, NULL, &r1),
-                 c2);
-        CHECK_OK(swy_allreduce(x, z, n, SWY_FLOAT32, SWY_MAX, comm, NULL,
-                               &r2), comm);
+        CHECK_OK_RET(
+            swy_allreduce(x, y, n, SWY_FLOAT32, SWY_SUM, c2, NULL, &r1), c2);
+        CHECK_OK_RET(swy_allreduce(x, z, n, SWY_FLOAT32, SWY_MAX, comm, NULL,
+                                   &r2), comm);
     } else {
-        CHECK_OK(swy_allreduce(x, z, n, SWY_FLOAT32, SWY_MAX, comm, NULL,
-                               &r2), comm);
-        CHECK_OK(swy_allreduce(x, y, n, SWY_FLOAT32, SWY_SUM, c2, NULL, &r1),
-                 c2);
+        CHECK_OK_RET(swy_allreduce(x, z, n, SWY_FLOAT32, SWY_MAX, comm, NULL,
+                                   &r2), comm);
+        CHECK_OK_RET(
+            swy_allreduce(x, y, n, SWY_FLOAT32, SWY_SUM, c2, NULL, &r1), c2);
     }
-    CHECK_OK(swy_wait(r1), c2);
-    CHECK_OK(swy_wait(r2), comm);
+    CHECK_OK_RET(swy_wait(r1), c2);
+    CHECK_OK_RET(swy_wait(r2), comm);
     swy_request_free(r1);
     swy_request_free(r2);
-    CHECK(y[n - 1] == (float)(w * (w + 1) / 2) && z[0] == (float)w,
-          "sum %g max %g", y[n - 1], z[0]);
+    CHECK_RET(y[n - 1] == (float)(w * (w + 1) / 2) && z[0] == (float)w,
+              "sum %g max %g", y[n - 1], z[0]);
     free(x);
     free(y);
     free(z);
-    CHECK_OK(swy_comm_destroy(c2), comm);
+    CHECK_OK_RET(swy_comm_destroy(c2), comm);
     return 0;
 }
 
@@ -646,10 +652,10 @@ static int case_join_first(swy_comm_t comm, int rank, int w, void *arg)
     int members[64];
     if (join_reversed(comm, rank, w, &c2, members))
         return 1;
-    CHECK_OK(swy_comm_destroy(comm), comm);
+    CHECK_OK_RET(swy_comm_destroy(comm), comm);
     if (exercise(c2, members, 2000))
         return 1;
-    CHECK_OK(swy_comm_destroy(c2), c2);
+    CHECK_OK_RET(swy_comm_destroy(c2), c2);
     return 200;
 }
 
@@ -666,10 +672,11 @@ static int case_join_mismatch(swy_comm_t comm, int rank, int w, void *arg)
     float v[64] = {0};
     swy_status_t st = swy_allreduce(v, v, rank == 1 ? 16 : 8, SWY_FLOAT32,
                                     SWY_SUM, c2, NULL, NULL);
-    CHECK(st == SWY_ERR_MISMATCH, "rank %d: %s", rank, swy_status_string(st));
+    CHECK_RET(st == SWY_ERR_MISMATCH, "rank %d: %s", rank,
+              swy_status_string(st));
     if (exercise(comm, world, 500))
         return 1;
-    CHECK_OK(swy_comm_destroy(c2), comm); /* failed: released at once */
+    CHECK_OK_RET(swy_comm_destroy(c2), comm); /* failed: released at once */
     return 0;
 }
 
@@ -680,7 +687,7 @@ static int case_join_kill(swy_comm_t comm, int rank, int w, void *arg)
     int members[64];
     if (join_reversed(comm, rank, w, &c2, members))
         return 1;
-    CHECK_OK(swy_barrier(c2), c2);
+    CHECK_OK_RET(swy_barrier(c2), c2);
     if (rank == w - 1) {
         /* The others may still be finishing the barrier: die once they
          * are past it (inside the next op). */
@@ -690,8 +697,8 @@ static int case_join_kill(swy_comm_t comm, int rank, int w, void *arg)
     float v[1000] = {0};
     swy_status_t st = swy_allreduce(v, v, 1000, SWY_FLOAT32, SWY_SUM, c2,
                                     NULL, NULL);
-    CHECK(st == SWY_ERR_REMOTE, "joined: %s: %s", swy_status_string(st),
-          swy_last_error(c2));
+    CHECK_RET(st == SWY_ERR_REMOTE, "joined: %s: %s", swy_status_string(st),
+              swy_last_error(c2));
     return 200;
 }
 
@@ -712,29 +719,30 @@ static int case_reuse(swy_comm_t comm, int rank, int w, void *arg)
              * disagrees with the first): the headers of the other two
              * reach rank 0 with nothing to meet them. */
             for (int i = 0; i < 3; i++)
-                CHECK_OK(swy_allreduce(v, v, 5, SWY_FLOAT32, SWY_SUM, g,
-                                       NULL, &req[i]), g);
+                CHECK_OK_RET(swy_allreduce(v, v, 5, SWY_FLOAT32, SWY_SUM, g,
+                                           NULL, &req[i]), g);
             for (int i = 0; i < 3; i++) {
                 swy_status_t st = swy_wait(req[i]);
-                CHECK(st == SWY_ERR_MISMATCH, "op %d: %s", i,
-                      swy_status_string(st));
+                CHECK_RET(st == SWY_ERR_MISMATCH, "op %d: %s", i,
+                          swy_status_string(st));
                 swy_request_free(req[i]);
             }
         } else {
             usleep(50000);
             swy_status_t st = swy_allreduce(v, v, 8, SWY_FLOAT32, SWY_SUM,
                                             g, NULL, NULL);
-            CHECK(st == SWY_ERR_MISMATCH, "%s", swy_status_string(st));
+            CHECK_RET(st == SWY_ERR_MISMATCH, "%s", swy_status_string(st));
         }
-        CHECK_OK(swy_comm_destroy(g), comm);
+        CHECK_OK_RET(swy_comm_destroy(g), comm);
         /* The next group runs three ops of other counts. */
         swy_comm_t h;
         if (split_checked(comm, color, key, &h, m, &n))
             return 1;
         for (int i = 0; i < 3; i++)
-            CHECK_OK(swy_allreduce(v, v, 7 + (size_t)i, SWY_FLOAT32, SWY_SUM,
-                                   h, NULL, NULL), h);
-        CHECK_OK(swy_comm_destroy(h), comm);
+            CHECK_OK_RET(swy_allreduce(v, v, 7 + (size_t)i, SWY_FLOAT32,
+                                       SWY_SUM, h, NULL, NULL),
+                         h);
+        CHECK_OK_RET(swy_comm_destroy(h), comm);
     }
     return 0;
 }
@@ -744,11 +752,13 @@ static int case_reuse(swy_comm_t comm, int rank, int w, void *arg)
 static int case_info(swy_comm_t comm, int rank, int w, void *arg)
 {
     swy_peer_info_t a = {.struct_size = sizeof(a)};
-    CHECK_OK(swy_comm_peer_info(comm, rank, &a), comm);
-    CHECK(strcmp(a.link_class, "self") == 0 && strcmp(a.transport, "self") == 0,
-          "self: %s over %s", a.link_class, a.transport);
-    CHECK(a.bandwidth > 0 && a.latency > 0 && a.hostname[0] != '\0',
-          "model %g B/s %g s, host '%s'", a.bandwidth, a.latency, a.hostname);
+    CHECK_OK_RET(swy_comm_peer_info(comm, rank, &a), comm);
+    CHECK_RET(strcmp(a.link_class, "self") == 0 &&
+                  strcmp(a.transport, "self") == 0,
+              "self: %s over %s", a.link_class, a.transport);
+    CHECK_RET(a.bandwidth > 0 && a.latency > 0 && a.hostname[0] != '\0',
+              "model %g B/s %g s, host '%s'", a.bandwidth, a.latency,
+              a.hostname);
     int color[64] = {0}, key[64], m[64], n;
     for (int p = 0; p < w; p++)
         key[p] = -p;
@@ -757,34 +767,37 @@ static int case_info(swy_comm_t comm, int rank, int w, void *arg)
         return 1;
     for (int r = 0; r < n; r++) {
         swy_peer_info_t s1 = {.struct_size = sizeof(s1)}, w1 = s1;
-        CHECK_OK(swy_comm_peer_info(rev, r, &s1), rev);
-        CHECK_OK(swy_comm_peer_info(comm, m[r], &w1), comm);
-        CHECK(strcmp(s1.link_class, w1.link_class) == 0 &&
-                  strcmp(s1.transport, w1.transport) == 0 &&
-                  strcmp(s1.hostname, w1.hostname) == 0 &&
-                  s1.bandwidth == w1.bandwidth,
-              "split rank %d (world %d): %s over %s, the world says %s over "
-              "%s", r, m[r], s1.link_class, s1.transport, w1.link_class,
-              w1.transport);
-        CHECK(strcmp(s1.link_class, m[r] == rank ? "self" : "same_numa") == 0,
-              "split rank %d: %s", r, s1.link_class);
+        CHECK_OK_RET(swy_comm_peer_info(rev, r, &s1), rev);
+        CHECK_OK_RET(swy_comm_peer_info(comm, m[r], &w1), comm);
+        CHECK_RET(
+            strcmp(s1.link_class, w1.link_class) == 0 &&
+                strcmp(s1.transport, w1.transport) == 0 &&
+                strcmp(s1.hostname, w1.hostname) == 0 &&
+                s1.bandwidth == w1.bandwidth,
+            "split rank %d (world %d): %s over %s, the world says %s over "
+            "%s",
+            r, m[r], s1.link_class, s1.transport, w1.link_class, w1.transport);
+        CHECK_RET(strcmp(s1.link_class, m[r] == rank ? "self" : "same_numa") ==
+                      0,
+                  "split rank %d: %s", r, s1.link_class);
     }
     /* Bad input: a clear error. */
     swy_peer_info_t bad = {.struct_size = 8};
-    CHECK(swy_comm_peer_info(comm, 0, &bad) == SWY_ERR_INVALID_ARG,
-          "struct_size 8 accepted");
+    CHECK_RET(swy_comm_peer_info(comm, 0, &bad) == SWY_ERR_INVALID_ARG,
+              "struct_size 8 accepted");
     bad.struct_size = sizeof(bad);
-    CHECK(swy_comm_peer_info(comm, w, &bad) == SWY_ERR_INVALID_ARG &&
-              strstr(swy_last_error(comm), "out of range") != NULL,
-          "peer %d accepted: %s", w, swy_last_error(comm));
-    CHECK(swy_comm_peer_info(NULL, 0, &bad) == SWY_ERR_INVALID_ARG, "NULL");
+    CHECK_RET(swy_comm_peer_info(comm, w, &bad) == SWY_ERR_INVALID_ARG &&
+                  strstr(swy_last_error(comm), "out of range") != NULL,
+              "peer %d accepted: %s", w, swy_last_error(comm));
+    CHECK_RET(swy_comm_peer_info(NULL, 0, &bad) == SWY_ERR_INVALID_ARG, "NULL");
     char text[64];
-    CHECK(swy_describe("nonsense", text, sizeof(text)) == SWY_ERR_INVALID_ARG,
-          "describe nonsense");
-    CHECK_OK(swy_describe("transports", text, sizeof(text)), comm);
-    CHECK(strlen(text) == sizeof(text) - 1, "cut at len - 1: %zu",
-          strlen(text));
-    CHECK_OK(swy_comm_destroy(rev), comm);
+    CHECK_RET(swy_describe("nonsense", text, sizeof(text)) ==
+                  SWY_ERR_INVALID_ARG,
+              "describe nonsense");
+    CHECK_OK_RET(swy_describe("transports", text, sizeof(text)), comm);
+    CHECK_RET(strlen(text) == sizeof(text) - 1, "cut at len - 1: %zu",
+              strlen(text));
+    CHECK_OK_RET(swy_comm_destroy(rev), comm);
     return 0;
 }
 
@@ -819,9 +832,9 @@ static int case_threads(swy_comm_t comm, int rank, int w, void *arg)
     int after = count_threads();
     fprintf(stderr, "rank %d: %d threads with 1 communicator, %d with 17\n",
             rank, before, after);
-    CHECK(after == before, "threads grew from %d to %d", before, after);
+    CHECK_RET(after == before, "threads grew from %d to %d", before, after);
     for (int i = 0; i < 16; i++)
-        CHECK_OK(swy_comm_destroy(subs[i]), comm);
+        CHECK_OK_RET(swy_comm_destroy(subs[i]), comm);
     return 0;
 }
 

@@ -100,8 +100,8 @@ static int op_check(op_t *op, int k, int rank, int w)
     case K_A2A:
         for (int j = 0; j < w; j++)
             for (size_t i = 0; i < op->rc[j]; i++)
-                CHECK(op->recv[op->rd[j] + i] == val(j, rank, i, k),
-                      "op %d a2a from %d", k, j);
+                CHECK_RET(op->recv[op->rd[j] + i] == val(j, rank, i, k),
+                          "op %d a2a from %d", k, j);
         free(op->sc);
         break;
     case K_AR:
@@ -109,18 +109,18 @@ static int op_check(op_t *op, int k, int rank, int w)
             int32_t sum = 0;
             for (int r = 0; r < w; r++)
                 sum += val(r, 0, i, k);
-            CHECK(op->recv[i] == sum, "op %d allreduce elem %zu", k, i);
+            CHECK_RET(op->recv[i] == sum, "op %d allreduce elem %zu", k, i);
         }
         break;
     case K_AG:
         for (int r = 0; r < w; r++)
             for (size_t i = 0; i < n; i++)
-                CHECK(op->recv[(size_t)r * n + i] == val(r, 0, i, k),
-                      "op %d allgather", k);
+                CHECK_RET(op->recv[(size_t)r * n + i] == val(r, 0, i, k),
+                          "op %d allgather", k);
         break;
     default:
         for (size_t i = 0; i < n; i++)
-            CHECK(op->recv[i] == val(op->root, 0, i, k), "op %d bcast", k);
+            CHECK_RET(op->recv[i] == val(op->root, 0, i, k), "op %d bcast", k);
     }
     free(op->send);
     free(op->recv);
@@ -139,11 +139,11 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
         int burst = (int)(swy_test_rand(&st) % 8) + 1;
         while (burst-- > 0 && next < nops && inflight < MAX_INFLIGHT) {
             op_make(&ops[inflight], next, rank, w);
-            CHECK_OK(op_post(&ops[inflight], comm), comm);
+            CHECK_OK_RET(op_post(&ops[inflight], comm), comm);
             ids[inflight++] = next++;
         }
         int victim = (int)(swy_test_rand(&st) % (uint64_t)inflight);
-        CHECK_OK(swy_wait(ops[victim].req), comm);
+        CHECK_OK_RET(swy_wait(ops[victim].req), comm);
         swy_request_free(ops[victim].req);
         if (op_check(&ops[victim], ids[victim], rank, w))
             return 1;

@@ -39,23 +39,23 @@ static int run_rank(swy_comm_t comm, int rank, int nranks, void *arg)
     const int E = W * EPR;
     double share[W], weight[W * EPR];
 
-    CHECK(nranks == W, "need %d ranks", W);
-    CHECK_OK(swy_moe_ta_target(comm, EPR, share, weight), comm);
+    CHECK_RET(nranks == W, "need %d ranks", W);
+    CHECK_OK_RET(swy_moe_ta_target(comm, EPR, share, weight), comm);
     double row = 0.0, sum = 0.0;
     for (int j = 0; j < W; j++)
         row += gbps[rank][j];
     for (int j = 0; j < W; j++) {
-        CHECK(fabs(share[j] - gbps[rank][j] / row) < 1e-12,
-              "rank %d share[%d] %g, expected %g", rank, j, share[j],
-              gbps[rank][j] / row);
+        CHECK_RET(fabs(share[j] - gbps[rank][j] / row) < 1e-12,
+                  "rank %d share[%d] %g, expected %g", rank, j, share[j],
+                  gbps[rank][j] / row);
         sum += share[j];
     }
-    CHECK(fabs(sum - 1.0) < 1e-12, "shares sum to %g", sum);
+    CHECK_RET(fabs(sum - 1.0) < 1e-12, "shares sum to %g", sum);
     double target[W * EPR];
     for (int e = 0; e < E; e++) {
         target[e] = share[e / EPR] / EPR;
-        CHECK(fabs(weight[e] - 1.0 / (E * target[e])) < 1e-9 * weight[e],
-              "weight[%d] %g", e, weight[e]);
+        CHECK_RET(fabs(weight[e] - 1.0 / (E * target[e])) < 1e-9 * weight[e],
+                  "weight[%d] %g", e, weight[e]);
     }
 
     /* The minimum of the weighted loss over the simplex is the target:
@@ -77,14 +77,14 @@ static int run_rank(swy_comm_t comm, int rank, int nranks, void *arg)
         if (!ok)
             continue;
         double l = weighted_loss(weight, f, E);
-        CHECK(l >= l0 - 1e-12, "loss %g below the target's %g (trial %d)",
-              l, l0, trial);
+        CHECK_RET(l >= l0 - 1e-12, "loss %g below the target's %g (trial %d)",
+                  l, l0, trial);
     }
     /* The uniform routing is worse than the target unless they agree. */
     double uni[W * EPR];
     for (int e = 0; e < E; e++)
         uni[e] = 1.0 / E;
-    CHECK(weighted_loss(weight, uni, E) > l0, "uniform not worse");
+    CHECK_RET(weighted_loss(weight, uni, E) > l0, "uniform not worse");
 
     /* Model: one node, no uplink; the slowest pair link bounds. Rank 0
      * sends 1 MB to rank 2 (1 GB/s, 5 us) and 1 MB to rank 1 (4 GB/s). */
@@ -93,34 +93,36 @@ static int run_rank(swy_comm_t comm, int rank, int nranks, void *arg)
     bytes[0 * W + 1] = 1e6;
     double t = 0.0;
     char why[96];
-    CHECK_OK(swy_moe_model_alltoall(comm, bytes, &t, why, sizeof(why)), comm);
-    CHECK(fabs(t - (1e6 / 1e9 + 5e-6)) < 1e-12, "model %g s", t);
-    CHECK(strstr(why, "link 0->2") != NULL, "bottleneck '%s'", why);
+    CHECK_OK_RET(swy_moe_model_alltoall(comm, bytes, &t, why, sizeof(why)),
+                 comm);
+    CHECK_RET(fabs(t - (1e6 / 1e9 + 5e-6)) < 1e-12, "model %g s", t);
+    CHECK_RET(strstr(why, "link 0->2") != NULL, "bottleneck '%s'", why);
 
     /* One host: every rank on node 0. */
     int node_of[W] = {-1, -1, -1}, nnodes = 0;
-    CHECK_OK(swy_moe_topo_nodes(comm, node_of, &nnodes), comm);
-    CHECK(nnodes == 1 && node_of[0] == 0 && node_of[1] == 0 &&
-          node_of[2] == 0, "nodes %d: %d %d %d", nnodes, node_of[0],
-          node_of[1], node_of[2]);
-    CHECK(swy_moe_topo_nodes(comm, NULL, NULL) == SWY_ERR_INVALID_ARG,
-          "NULL nodes");
+    CHECK_OK_RET(swy_moe_topo_nodes(comm, node_of, &nnodes), comm);
+    CHECK_RET(nnodes == 1 && node_of[0] == 0 && node_of[1] == 0 &&
+              node_of[2] == 0, "nodes %d: %d %d %d", nnodes, node_of[0],
+              node_of[1], node_of[2]);
+    CHECK_RET(swy_moe_topo_nodes(comm, NULL, NULL) == SWY_ERR_INVALID_ARG,
+              "NULL nodes");
 
     /* Bad input. */
-    CHECK(swy_moe_ta_target(NULL, EPR, share, weight) == SWY_ERR_INVALID_ARG,
-          "NULL comm");
-    CHECK(swy_moe_ta_target(comm, 0, share, weight) == SWY_ERR_INVALID_ARG,
-          "0 experts");
-    CHECK(strstr(swy_last_error(comm), "experts_per_rank") != NULL,
-          "message '%s'", swy_last_error(comm));
+    CHECK_RET(swy_moe_ta_target(NULL, EPR, share, weight) ==
+                  SWY_ERR_INVALID_ARG,
+              "NULL comm");
+    CHECK_RET(swy_moe_ta_target(comm, 0, share, weight) == SWY_ERR_INVALID_ARG,
+              "0 experts");
+    CHECK_RET(strstr(swy_last_error(comm), "experts_per_rank") != NULL,
+              "message '%s'", swy_last_error(comm));
     bytes[1] = -1.0;
-    CHECK(swy_moe_model_alltoall(comm, bytes, &t, NULL, 0) ==
-              SWY_ERR_INVALID_ARG, "negative bytes");
+    CHECK_RET(swy_moe_model_alltoall(comm, bytes, &t, NULL, 0) ==
+                  SWY_ERR_INVALID_ARG, "negative bytes");
     bytes[1] = NAN;
-    CHECK(swy_moe_model_alltoall(comm, bytes, &t, NULL, 0) ==
-              SWY_ERR_INVALID_ARG, "NaN bytes");
-    CHECK(swy_moe_model_alltoall(comm, NULL, &t, NULL, 0) ==
-              SWY_ERR_INVALID_ARG, "NULL bytes");
+    CHECK_RET(swy_moe_model_alltoall(comm, bytes, &t, NULL, 0) ==
+                  SWY_ERR_INVALID_ARG, "NaN bytes");
+    CHECK_RET(swy_moe_model_alltoall(comm, NULL, &t, NULL, 0) ==
+                  SWY_ERR_INVALID_ARG, "NULL bytes");
     return 0;
 }
 

@@ -38,22 +38,6 @@
 #include "switchyard/moe.h"
 #include "switchyard/switchyard.h"
 
-#define FAIL(...)                                                            \
-    do {                                                                     \
-        fprintf(stderr, "rank %d: FAIL: ", rank);                            \
-        fprintf(stderr, __VA_ARGS__);                                        \
-        fprintf(stderr, "\n");                                               \
-        return 1;                                                            \
-    } while (0)
-
-#define OK(expr)                                                             \
-    do {                                                                     \
-        swy_status_t st_ = (expr);                                           \
-        if (st_ != SWY_OK)                                                   \
-            FAIL("%s: %s: %s", #expr, swy_status_string(st_),                \
-                 swy_last_error(comm));                                      \
-    } while (0)
-
 typedef struct {
     double ts, end;
     int peer, prio, round;
@@ -113,11 +97,9 @@ static int check_trace(int rank, const char *path)
 {
     static ev_t evs[MAX_EVENTS];
     int n = 0, rc = read_sends(path, evs, MAX_EVENTS, &n);
-    if (rc == -1)
-        FAIL("trace %s missing", path);
-    if (rc == -2)
-        FAIL("trace %s has more than %d data send micro-ops: raise "
-             "MAX_EVENTS", path, MAX_EVENTS);
+    CHECK_RET(rc != -1, "rank %d: trace %s missing", rank, path);
+    CHECK_RET(rc != -2, "rank %d: trace %s has more than %d data send "
+              "micro-ops: raise MAX_EVENTS", rank, path, MAX_EVENTS);
     int far = rank ^ 2, other = rank ^ 3, near = rank ^ 1;
     for (int round = 1; round <= ROUNDS; round++) {
         int strict = round == strict_round(rank);
@@ -135,29 +117,29 @@ static int check_trace(int rank, const char *path)
                 if (o->round != round || o->prio != SWY_PRIO_LOW ||
                     o->ts <= evs[i].ts || o->ts >= evs[i].end - 100.0)
                     continue;
-                if (o->peer == other && strict)
-                    FAIL("round %d: low-priority micro-op to rank %d started "
-                         "at +%.3f ms while a high-priority one to rank %d "
-                         "was in flight (+0 .. +%.3f ms): both leave through "
-                         "the uplink", round, other,
-                         (o->ts - evs[i].ts) / 1e3, far,
-                         (evs[i].end - evs[i].ts) / 1e3);
+                CHECK_RET(o->peer != other || !strict,
+                          "rank %d: round %d: low-priority micro-op to rank "
+                          "%d started at +%.3f ms while a high-priority one "
+                          "to rank %d was in flight (+0 .. +%.3f ms): both "
+                          "leave through the uplink", rank, round, other,
+                          (o->ts - evs[i].ts) / 1e3, far,
+                          (evs[i].end - evs[i].ts) / 1e3);
                 other_low += o->peer == other;
                 near_low += o->peer == near;
             }
         }
-        if (high == 0)
-            FAIL("round %d: no high-priority micro-op to rank %d in the "
-                 "trace", round, far);
+        CHECK_RET(high != 0, "rank %d: round %d: no high-priority micro-op "
+                  "to rank %d in the trace", rank, round, far);
         fprintf(stderr, "rank %d, round %d%s: %d high micro-ops to rank %d; "
                 "low ones started under them: %d to rank %d (other host), "
                 "%d to rank %d (same host)\n", rank, round,
                 strict ? "" : " (not checked: posted before its peer)", high,
                 far, other_low, other, near_low, near);
-        if (strict && near_low == 0)
-            FAIL("round %d: no low-priority micro-op to rank %d (same host) "
-                 "started while the high op to rank %d was in flight: the "
-                 "uplink rule held the local link too", round, near, far);
+        CHECK_RET(!strict || near_low != 0,
+                  "rank %d: round %d: no low-priority micro-op to rank %d "
+                  "(same host) started while the high op to rank %d was in "
+                  "flight: the uplink rule held the local link too", rank,
+                  round, near, far);
     }
     return 0;
 }
@@ -177,32 +159,27 @@ int main(int argc, char **argv)
     setenv("SWY_POLICY", "lina", 1);
     setenv("SWY_PARTITION_BYTES", "64K", 1);
     swy_comm_t comm = NULL;
-    swy_status_t st = swy_comm_init_env(&comm);
-    if (st != SWY_OK) {
-        fprintf(stderr, "FAIL: swy_comm_init_env: %s: %s\n",
-                swy_status_string(st), swy_last_error(NULL));
-        return 1;
-    }
+    CHECK_OK_RET(swy_comm_init_env(&comm), NULL);
     rank = swy_comm_rank(comm);
     int w = swy_comm_size(comm);
-    if (w != 4)
-        FAIL("needs 4 ranks on 2 nodes, got %d", w);
+    CHECK_RET(w == 4, "rank %d: needs 4 ranks on 2 nodes, got %d", rank, w);
     int nodes = 0;
     /* Topology check: rank ^ 1 shares this host, rank ^ 2 does not. */
     {
         int node[4];
-        OK(swy_moe_topo_nodes(comm, node, &nodes));
-        if (nodes != 2 || node[rank] != node[rank ^ 1] ||
-            node[rank] == node[rank ^ 2])
-            FAIL("expected ranks {0,1} and {2,3} on two hosts");
+        CHECK_OK_RET(swy_moe_topo_nodes(comm, node, &nodes), comm);
+        CHECK_RET(nodes == 2 && node[rank] == node[rank ^ 1] &&
+                      node[rank] != node[rank ^ 2],
+                  "rank %d: expected ranks {0,1} and {2,3} on two hosts",
+                  rank);
     }
     size_t low_per = (8u << 20) / 4, high_per = (2u << 20) / 4;
     size_t near_per = (16u << 20) / 4;
     float *ls = malloc(4 * low_per * 4), *lr = malloc(4 * low_per * 4);
     float *hs = malloc(high_per * 4), *hr = malloc(high_per * 4);
     float *ns = malloc(near_per * 4), *nr = malloc(near_per * 4);
-    if (!ls || !lr || !hs || !hr || !ns || !nr)
-        FAIL("out of memory");
+    CHECK_RET(ls && lr && hs && hr && ns && nr, "rank %d: out of memory",
+              rank);
     size_t lc[4], ld[4], sc[4] = {0}, sd[4] = {0}, nc[4] = {0}, nd[4] = {0};
     for (int j = 0; j < 4; j++) {
         lc[j] = low_per;
@@ -220,11 +197,11 @@ int main(int argc, char **argv)
     swy_comm_t hcomm = comm;
     size_t hsc[2] = {0}, hsd[2] = {0};
     if (split) {
-        OK(swy_comm_split(comm, rank & 1, rank, &hcomm));
-        if (swy_comm_size(hcomm) != 2 ||
-            swy_comm_rank(hcomm) != (rank < (rank ^ 2) ? 0 : 1))
-            FAIL("the split gave rank %d of %d", swy_comm_rank(hcomm),
-                 swy_comm_size(hcomm));
+        CHECK_OK_RET(swy_comm_split(comm, rank & 1, rank, &hcomm), comm);
+        CHECK_RET(swy_comm_size(hcomm) == 2 &&
+                      swy_comm_rank(hcomm) == (rank < (rank ^ 2) ? 0 : 1),
+                  "rank %d: the split gave rank %d of %d", rank,
+                  swy_comm_rank(hcomm), swy_comm_size(hcomm));
         hsc[1 - swy_comm_rank(hcomm)] = high_per;
     }
     for (int round = 1; round <= ROUNDS; round++) {
@@ -243,46 +220,50 @@ int main(int argc, char **argv)
         memset(lr, 0, 4 * low_per * 4);
         memset(hr, 0, high_per * 4);
         memset(nr, 0, near_per * 4);
-        OK(swy_barrier(comm));
-        OK(swy_alltoallv(ls, lc, ld, lr, lc, ld, SWY_FLOAT32, comm, &low,
-                         &lreq));
+        CHECK_OK_RET(swy_barrier(comm), comm);
+        CHECK_OK_RET(swy_alltoallv(ls, lc, ld, lr, lc, ld, SWY_FLOAT32, comm,
+                                   &low, &lreq),
+                     comm);
         if (round == strict_round(rank)) {
             /* Let the backlog run; then post after the other node. */
             struct timespec ts = {0, 30 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
-        OK(swy_alltoallv(ns, nc, nd, nr, nc, nd, SWY_FLOAT32, comm, &nlow,
-                         &nreq));
+        CHECK_OK_RET(swy_alltoallv(ns, nc, nd, nr, nc, nd, SWY_FLOAT32, comm,
+                                   &nlow, &nreq),
+                     comm);
         if (split)
-            OK(swy_alltoallv(hs, hsc, hsd, hr, hsc, hsd, SWY_FLOAT32, hcomm,
-                             &hi, &hreq));
+            CHECK_OK_RET(swy_alltoallv(hs, hsc, hsd, hr, hsc, hsd, SWY_FLOAT32,
+                                       hcomm, &hi, &hreq),
+                         hcomm);
         else
-            OK(swy_alltoallv(hs, sc, sd, hr, sc, sd, SWY_FLOAT32, comm, &hi,
-                             &hreq));
-        OK(swy_wait(hreq));
-        OK(swy_wait(nreq));
-        OK(swy_wait(lreq));
+            CHECK_OK_RET(swy_alltoallv(hs, sc, sd, hr, sc, sd, SWY_FLOAT32,
+                                       comm, &hi, &hreq),
+                         comm);
+        CHECK_OK_RET(swy_wait(hreq), comm);
+        CHECK_OK_RET(swy_wait(nreq), comm);
+        CHECK_OK_RET(swy_wait(lreq), comm);
         swy_request_free(hreq);
         swy_request_free(nreq);
         swy_request_free(lreq);
         for (size_t i = 0; i < high_per; i++)
-            if (hr[i] != (float)((rank ^ 2) * 3 + (int)(i % 11)))
-                FAIL("round %d: high all-to-all: element %zu from rank %d",
-                     round, i, rank ^ 2);
+            CHECK_RET(hr[i] == (float)((rank ^ 2) * 3 + (int)(i % 11)),
+                      "rank %d: round %d: high all-to-all: element %zu from "
+                      "rank %d", rank, round, i, rank ^ 2);
         for (size_t i = 0; i < near_per; i += 97)
-            if (nr[i] != (float)((rank ^ 1) * 5 + (int)(i % 13)))
-                FAIL("round %d: local exchange: element %zu from rank %d",
-                     round, i, rank ^ 1);
+            CHECK_RET(nr[i] == (float)((rank ^ 1) * 5 + (int)(i % 13)),
+                      "rank %d: round %d: local exchange: element %zu from "
+                      "rank %d", rank, round, i, rank ^ 1);
         for (int j = 0; j < 4; j++)
             for (size_t i = 0; i < low_per; i += 101)
-                if (lr[ld[j] + i] !=
-                    (float)(j * 1000 + rank * 10 + (int)(i % 7)))
-                    FAIL("round %d: backlog: element %zu from rank %d",
-                         round, i, j);
+                CHECK_RET(lr[ld[j] + i] ==
+                              (float)(j * 1000 + rank * 10 + (int)(i % 7)),
+                          "rank %d: round %d: backlog: element %zu from "
+                          "rank %d", rank, round, i, j);
     }
     if (hcomm != comm)
-        OK(swy_comm_destroy(hcomm));
-    OK(swy_comm_destroy(comm));
+        CHECK_OK_RET(swy_comm_destroy(hcomm), comm);
+    CHECK_OK_RET(swy_comm_destroy(comm), comm);
     free(ls);
     free(lr);
     free(hs);

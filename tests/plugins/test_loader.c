@@ -153,8 +153,8 @@ int main(int argc, char **argv)
             dlclose(handle);
     }
 
-    if (failures != 0) {
-        fprintf(stderr, "%d checks failed\n", failures);
+    if (check_failures != 0) {
+        fprintf(stderr, "%d checks failed\n", check_failures);
         return 1;
     }
     printf("plugin loader: all checks passed\n");

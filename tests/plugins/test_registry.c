@@ -216,8 +216,8 @@ int main(int argc, char **argv)
                swy_config_get("SWY_TRANSPORT") ? swy_config_get("SWY_TRANSPORT")
                                                : "(unset)");
         scenarios[i].fn();
-        if (failures != 0) {
-            fprintf(stderr, "%d checks failed\n", failures);
+        if (check_failures != 0) {
+            fprintf(stderr, "%d checks failed\n", check_failures);
             return 1;
         }
         printf("transport registry %s: all checks passed\n", argv[1]);

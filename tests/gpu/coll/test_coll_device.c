@@ -19,17 +19,10 @@
 
 #include <cuda_runtime.h>
 
+#include "check_swy.h"
 #include "switchyard/switchyard.h"
 #include "transport/device.h"
 #include "../gputest.h"
-
-/* A Switchyard call that must succeed. */
-#define SWY_OK_OR_FAIL(comm, call)                                            \
-    do {                                                                      \
-        swy_status_t swy_st_ = (call);                                        \
-        CHECK(swy_st_ == SWY_OK, "%s returned %s: %s", #call,                 \
-              swy_status_string(swy_st_), swy_last_error(comm));              \
-    } while (0)
 
 #define NDTYPES 8
 static const swy_dtype_t dtypes[NDTYPES] = {
@@ -133,8 +126,8 @@ static void test_alltoallv(swy_comm_t comm, size_t count, size_t sdispl,
 
     size_t sc[1] = {count}, sd[1] = {sdispl}, rc[1] = {count},
            rd[1] = {rdispl};
-    SWY_OK_OR_FAIL(comm, swy_alltoallv(dsend, sc, sd, drecv, rc, rd, dtype,
-                                       comm, NULL, NULL));
+    CHECK_OK(swy_alltoallv(dsend, sc, sd, drecv, rc, rd, dtype,
+                           comm, NULL, NULL), comm);
     from_dev(hrecv, drecv, rbytes);
     long d = first_diff(hrecv, expect, rbytes);
     CHECK(d < 0, "alltoallv count %zu sdispl %zu rdispl %zu dsize %zu: "
@@ -163,8 +156,8 @@ static void test_allreduce(swy_comm_t comm, int di, swy_redop_t op,
     to_dev(dsend, hin, bytes);
     if (!in_place)
         CUDA_OK(cudaMemset(drecv, 0xA5, bytes > 0 ? bytes : 1));
-    SWY_OK_OR_FAIL(comm, swy_allreduce(dsend, drecv, count, dtypes[di], op,
-                                       comm, NULL, NULL));
+    CHECK_OK(swy_allreduce(dsend, drecv, count, dtypes[di], op,
+                           comm, NULL, NULL), comm);
     from_dev(hout, drecv, bytes);
     long d = first_diff(hout, hin, bytes);
     CHECK(d < 0, "allreduce %s op %d count %zu %s: byte %ld differs from "
@@ -173,8 +166,8 @@ static void test_allreduce(swy_comm_t comm, int di, swy_redop_t op,
     if (count <= 4096) {
         /* The host path on the same data: an independent implementation
          * of the one-rank reduction. */
-        SWY_OK_OR_FAIL(comm, swy_allreduce(hin, href, count, dtypes[di], op,
-                                           comm, NULL, NULL));
+        CHECK_OK(swy_allreduce(hin, href, count, dtypes[di], op,
+                               comm, NULL, NULL), comm);
         d = first_diff(hout, href, bytes);
         CHECK(d < 0, "allreduce %s op %d count %zu: device result differs "
               "from the host path at byte %ld", dtype_names[di], (int)op,
@@ -200,8 +193,8 @@ static void test_allgather(swy_comm_t comm, size_t count, int in_place)
     to_dev(dsend, hin, bytes);
     if (!in_place)
         CUDA_OK(cudaMemset(drecv, 0x5A, bytes > 0 ? bytes : 1));
-    SWY_OK_OR_FAIL(comm, swy_allgather(dsend, drecv, count, SWY_FLOAT32,
-                                       comm, NULL, NULL));
+    CHECK_OK(swy_allgather(dsend, drecv, count, SWY_FLOAT32,
+                           comm, NULL, NULL), comm);
     from_dev(hout, drecv, bytes);
     long d = first_diff(hout, hin, bytes);
     CHECK(d < 0, "allgather count %zu %s: byte %ld differs", count,
@@ -220,8 +213,8 @@ static void test_broadcast(swy_comm_t comm, size_t count)
     fill_pattern(hin, bytes, 8);
     void *dbuf = dev_alloc(bytes);
     to_dev(dbuf, hin, bytes);
-    SWY_OK_OR_FAIL(comm, swy_broadcast(dbuf, count, SWY_FLOAT64, 0, comm,
-                                       NULL, NULL));
+    CHECK_OK(swy_broadcast(dbuf, count, SWY_FLOAT64, 0, comm,
+                           NULL, NULL), comm);
     from_dev(hout, dbuf, bytes);
     CHECK(first_diff(hout, hin, bytes) < 0, "broadcast count %zu changed "
           "the root's buffer", count);
@@ -325,11 +318,11 @@ static void test_stream_order(swy_comm_t comm, int use_alltoallv,
     attr.name = "stream-order";
     size_t sc[1] = {count}, zero[1] = {0};
     if (use_alltoallv)
-        SWY_OK_OR_FAIL(comm, swy_alltoallv(dsend, sc, zero, drecv, sc, zero,
-                                           SWY_FLOAT32, comm, &attr, NULL));
+        CHECK_OK(swy_alltoallv(dsend, sc, zero, drecv, sc, zero,
+                               SWY_FLOAT32, comm, &attr, NULL), comm);
     else
-        SWY_OK_OR_FAIL(comm, swy_allreduce(dsend, drecv, count, SWY_FLOAT32,
-                                           SWY_SUM, comm, &attr, NULL));
+        CHECK_OK(swy_allreduce(dsend, drecv, count, SWY_FLOAT32,
+                               SWY_SUM, comm, &attr, NULL), comm);
     from_dev(hout, drecv, bytes);
     long d = first_diff(hout, hnew, bytes);
     if (control)
@@ -388,8 +381,8 @@ static void test_mixed(swy_comm_t comm)
     float *host2 = calloc(count, sizeof(float));
     for (size_t i = 0; i < count; i++)
         host[i] = (float)i;
-    SWY_OK_OR_FAIL(comm, swy_allreduce(host, host2, count, SWY_FLOAT32,
-                                       SWY_SUM, comm, &attr, NULL));
+    CHECK_OK(swy_allreduce(host, host2, count, SWY_FLOAT32,
+                           SWY_SUM, comm, &attr, NULL), comm);
     CHECK(memcmp(host, host2, count * sizeof(float)) == 0,
           "host allreduce with a stream: wrong result");
     CUDA_OK(cudaStreamDestroy(stream));
@@ -453,15 +446,14 @@ static void test_staged(swy_comm_t comm, size_t count)
     /* allgatherv into the middle of recvbuf, gaps on both sides. */
     size_t rc = count, rd = gap / 4;
     to_dev(drecv, hbg, total);
-    SWY_OK_OR_FAIL(comm, swy_allgatherv(dsend, count, drecv, &rc, &rd,
-                                        SWY_FLOAT32, comm, NULL, NULL));
+    CHECK_OK(swy_allgatherv(dsend, count, drecv, &rc, &rd, SWY_FLOAT32, comm,
+                            NULL, NULL), comm);
     memcpy(want, hbg, total);
     memcpy(want + gap, hin, bytes);
     staged_check("allgatherv", drecv, want, total);
     /* In place: the block already at rdispls[0]. */
-    SWY_OK_OR_FAIL(comm, swy_allgatherv((char *)drecv + gap, count, drecv,
-                                        &rc, &rd, SWY_FLOAT32, comm, NULL,
-                                        NULL));
+    CHECK_OK(swy_allgatherv((char *)drecv + gap, count, drecv, &rc, &rd,
+                            SWY_FLOAT32, comm, NULL, NULL), comm);
     staged_check("allgatherv in place", drecv, want, total);
 
     CUDA_OK(cudaFree(dsend));
@@ -518,7 +510,7 @@ static int run_full(void)
 
     swy_status_t st = swy_comm_destroy(comm);
     CHECK(st == SWY_OK, "swy_comm_destroy: %s", swy_status_string(st));
-    return failures;
+    return check_failures;
 }
 
 static int run_ucx_only(void)
@@ -543,14 +535,14 @@ static int run_ucx_only(void)
     memset(hs, 7, sizeof(hs));
     memset(hr, 0, sizeof(hr));
     size_t hc[1] = {sizeof(hs)};
-    SWY_OK_OR_FAIL(comm, swy_alltoallv(hs, hc, z, hr, hc, z, SWY_UINT8, comm,
-                                       NULL, NULL));
+    CHECK_OK(swy_alltoallv(hs, hc, z, hr, hc, z, SWY_UINT8, comm,
+                           NULL, NULL), comm);
     CHECK(memcmp(hs, hr, sizeof(hs)) == 0, "host alltoallv: wrong result");
     CUDA_OK(cudaFree(dsend));
     CUDA_OK(cudaFree(drecv));
     st = swy_comm_destroy(comm);
     CHECK(st == SWY_OK, "swy_comm_destroy: %s", swy_status_string(st));
-    return failures;
+    return check_failures;
 }
 
 int main(int argc, char **argv)
@@ -562,14 +554,14 @@ int main(int argc, char **argv)
     if (err != cudaSuccess || ndev == 0) {
         printf("SKIP: no GPU (cudaGetDeviceCount: %s, %d devices)\n",
                err != cudaSuccess ? cudaGetErrorString(err) : "ok", ndev);
-        return 77;
+        return TEST_SKIP;
     }
     if (swy_device_ops() == NULL) {
         printf("SKIP: %d GPU(s), but libswitchyard has no device services: "
                "swy-transport-nccl.so not found along SWY_PLUGIN_PATH=%s or "
                "it sees no device (SWY_LOG_LEVEL=debug says which)\n", ndev,
                getenv("SWY_PLUGIN_PATH") ? getenv("SWY_PLUGIN_PATH") : "");
-        return 77;
+        return TEST_SKIP;
     }
     int rc;
     if (strcmp(scenario, "full") == 0) {

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "swy_kernels.h"
 #include "swy_kernels_cuda.h"
 
@@ -31,13 +32,7 @@ static void *kct_stream;
 /* A CUDA-side failure ends the test at once: what follows would only
  * repeat it. */
 #define KCT_OK(call)                                                          \
-    do {                                                                      \
-        if ((call) != 0) {                                                    \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__,     \
-                    #call, swy_kc_error_string());                            \
-            exit(1);                                                          \
-        }                                                                     \
-    } while (0)
+    CHECK_EXIT((call) == 0, "%s", swy_kc_error_string())
 
 /* ---- Setup ------------------------------------------------------------- */
 
@@ -49,7 +44,7 @@ static inline void kct_init(const char *name)
         printf("%s: skipped: no CUDA device (%s)\n", name,
                swy_kc_error_string()[0] ? swy_kc_error_string()
                                         : "cudaGetDeviceCount returned 0");
-        exit(77);
+        exit(TEST_SKIP);
     }
     char dev[256];
     KCT_OK(swy_kc_set_device(0));

@@ -26,7 +26,6 @@
 #include "switchyard/swy_transport_v1.h"
 #include "../gputest.h"
 
-#define SKIP 77
 #define WAIT_S 10.0
 #define GUARD 64
 #define GUARD_BYTE 0xEE
@@ -158,7 +157,7 @@ static int run_no_gpu(void)
     if (count > 0) {
         printf("SKIP: %d CUDA device(s) here; this case is for machines "
                "without one\n", count);
-        return SKIP;
+        return TEST_SKIP;
     }
     const char *why = dev->error_string();
     CHECK(why != NULL && strstr(why, "cudaGetDeviceCount") != NULL,
@@ -174,7 +173,7 @@ static int run_no_gpu(void)
         tp->finalize(ctx);
     printf("no-GPU init: %s in %.3f s (%s)\n", status_name(st), took,
            why ? why : "");
-    return failures ? 1 : 0;
+    return check_failures ? 1 : 0;
 }
 
 /* ---- completions and waiting ------------------------------------------------ */
@@ -217,7 +216,7 @@ static int wait_all(void *ctx, completion_t **cs, int n, const char *what)
                 if (cs[i]->calls == 0)
                     fprintf(stderr, " #%d", i);
             fprintf(stderr, "\n");
-            failures++;
+            check_failures++;
             return -1;
         }
         if (events > 0 || fd < 0)
@@ -717,7 +716,7 @@ static int run_gpu(void)
     CUDA_OK(cudaFree(d));
     free(addr);
     fprintf(stderr, "finalize: %.2f s\n", took);
-    return failures ? 1 : 0;
+    return check_failures ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -733,13 +732,13 @@ int main(int argc, char **argv)
             printf("SKIP: no CUDA device (%s)\n",
                    err != cudaSuccess ? cudaGetErrorString(err)
                                       : "cudaGetDeviceCount found 0");
-            return SKIP;
+            return TEST_SKIP;
         }
     }
     plugin_load(path);
     int rc = no_gpu ? run_no_gpu() : run_gpu();
-    if (rc == 1 || failures > 0) {
-        fprintf(stderr, "FAILED: %d check(s)\n", failures);
+    if (rc == 1 || check_failures > 0) {
+        fprintf(stderr, "FAILED: %d check(s)\n", check_failures);
         return 1;
     }
     if (rc == 0)

@@ -139,25 +139,26 @@ static int check_expert_in(const float *expert_in, const swy_moe_layout_t *L,
                 int64_t b = n * j / d, len = n * (j + 1) / d - b;
                 int64_t i = ((int64_t)e * d + j) * W + r;
                 int64_t off = L->block_offset[i];
-                CHECK(L->block_offset[i + 1] - off == len, "expert %d chunk "
-                      "%d from rank %d: %lld rows, expected %lld", g, j, r,
-                      (long long)(L->block_offset[i + 1] - off),
-                      (long long)len);
+                CHECK_RET(L->block_offset[i + 1] - off == len,
+                          "expert %d chunk "
+                          "%d from rank %d: %lld rows, expected %lld",
+                          g, j, r, (long long)(L->block_offset[i + 1] - off),
+                          (long long)len);
                 for (int64_t q = 0; q < len; q++)
-                    CHECK(memcmp(expert_in + (off + q) * HIDDEN,
-                                 all[r].tokens + tok[b + q] * HIDDEN,
-                                 HIDDEN * sizeof(float)) == 0,
-                          "expert %d chunk %d from rank %d row %lld is not "
-                          "token %lld", g, j, r, (long long)q,
-                          (long long)tok[b + q]);
+                    CHECK_RET(memcmp(expert_in + (off + q) * HIDDEN,
+                                     all[r].tokens + tok[b + q] * HIDDEN,
+                                     HIDDEN * sizeof(float)) == 0,
+                              "expert %d chunk %d from rank %d row %lld is not "
+                              "token %lld", g, j, r, (long long)q,
+                              (long long)tok[b + q]);
                 total += len;
             }
-        CHECK(L->chunk_offset[e * (d + 1)] == L->expert_offset[e] &&
-              L->chunk_offset[e * (d + 1) + d] == L->expert_offset[e + 1],
-              "chunk offsets of expert %d do not span it", g);
+        CHECK_RET(L->chunk_offset[e * (d + 1)] == L->expert_offset[e] &&
+                  L->chunk_offset[e * (d + 1) + d] == L->expert_offset[e + 1],
+                  "chunk offsets of expert %d do not span it", g);
     }
-    CHECK(total == L->recv_rows, "recv_rows %lld, expected %lld",
-          (long long)L->recv_rows, (long long)total);
+    CHECK_RET(total == L->recv_rows, "recv_rows %lld, expected %lld",
+              (long long)L->recv_rows, (long long)total);
     free(tok);
     return 0;
 }
@@ -176,28 +177,28 @@ static int run_layer(swy_comm_t comm, swy_moe_plan_t plan, int rank, int W,
 
     swy_moe_route_t route;
     swy_status_t st = swy_moe_route(plan, me->idx, me->S, &route);
-    CHECK(st == SWY_OK, "route: %s: %s", swy_status_string(st),
-          swy_last_error(NULL));
+    CHECK_RET(st == SWY_OK, "route: %s: %s", swy_status_string(st),
+              swy_last_error(NULL));
     swy_moe_layout_t L = {.struct_size = sizeof(L)};
-    CHECK(swy_moe_route_layout(route, &L) == SWY_OK, "layout");
-    CHECK(L.num_local_experts == E_LOC * P->p && L.num_experts == E &&
-          L.first_expert == rank * E_LOC * P->p, "layout experts");
+    CHECK_RET(swy_moe_route_layout(route, &L) == SWY_OK, "layout");
+    CHECK_RET(L.num_local_experts == E_LOC * P->p && L.num_experts == E &&
+              L.first_expert == rank * E_LOC * P->p, "layout experts");
 
     /* Load counts against the inputs. */
     int64_t sent[64], recvd[16];
-    CHECK(swy_moe_route_counts(route, sent, recvd) == SWY_OK, "counts");
+    CHECK_RET(swy_moe_route_counts(route, sent, recvd) == SWY_OK, "counts");
     int64_t send_total = 0;
     for (int g = 0; g < E; g++) {
-        CHECK(sent[g] == rows_to(me, k, g, NULL), "sent to expert %d", g);
+        CHECK_RET(sent[g] == rows_to(me, k, g, NULL), "sent to expert %d", g);
         send_total += sent[g];
     }
-    CHECK(send_total == L.send_rows, "send_rows");
+    CHECK_RET(send_total == L.send_rows, "send_rows");
     for (int e = 0; e < L.num_local_experts; e++) {
         int64_t n = 0;
         for (int r = 0; r < W; r++)
             n += rows_to(&all[r], k, L.first_expert + e, NULL);
-        CHECK(recvd[e] == n, "expert %d received %lld rows, expected %lld",
-              L.first_expert + e, (long long)recvd[e], (long long)n);
+        CHECK_RET(recvd[e] == n, "expert %d received %lld rows, expected %lld",
+                  L.first_expert + e, (long long)recvd[e], (long long)n);
     }
 
     size_t R = (size_t)L.recv_rows;
@@ -216,38 +217,38 @@ static int run_layer(swy_comm_t comm, swy_moe_plan_t plan, int rank, int W,
     /* Every exchange checks its arguments across ranks once, however many
      * chunks it is cut into: one op header to each peer per exchange. */
     swy_comm_stats_t st0 = {.struct_size = sizeof(st0)};
-    CHECK(swy_comm_stats(comm, &st0) == SWY_OK, "stats");
+    CHECK_RET(swy_comm_stats(comm, &st0) == SWY_OK, "stats");
 
     /* Forward. */
     if (!pipelined) {
         st = swy_moe_dispatch(route, me->tokens, expert_in, &attr,
                               SWY_MOE_BLOCKING);
-        CHECK(st == SWY_OK, "dispatch: %s", swy_last_error(NULL));
+        CHECK_RET(st == SWY_OK, "dispatch: %s", swy_last_error(NULL));
         for (int e = 0; e < nl; e++)
             toy_expert(expert_out, expert_in, L.expert_offset[e],
                        L.expert_offset[e + 1], L.first_expert + e);
         st = swy_moe_combine(route, expert_out, me->w, tokens_out, &attr);
-        CHECK(st == SWY_OK, "combine: %s", swy_last_error(NULL));
+        CHECK_RET(st == SWY_OK, "combine: %s", swy_last_error(NULL));
     } else {
         st = swy_moe_dispatch(route, me->tokens, expert_in, &attr,
                               SWY_MOE_ASYNC);
-        CHECK(st == SWY_OK, "dispatch async: %s", swy_last_error(NULL));
+        CHECK_RET(st == SWY_OK, "dispatch async: %s", swy_last_error(NULL));
         for (int j = 0; j < d; j++) {
             int done = 0;
-            CHECK(swy_moe_test_chunk(route, j, &done) == SWY_OK, "test");
-            CHECK(swy_moe_wait_chunk(route, j) == SWY_OK, "wait chunk %d: "
-                  "%s", j, swy_last_error(NULL));
+            CHECK_RET(swy_moe_test_chunk(route, j, &done) == SWY_OK, "test");
+            CHECK_RET(swy_moe_wait_chunk(route, j) == SWY_OK, "wait chunk %d: "
+                      "%s", j, swy_last_error(NULL));
             for (int e = 0; e < nl; e++)
                 toy_expert(expert_out, expert_in,
                            L.chunk_offset[e * (d + 1) + j],
                            L.chunk_offset[e * (d + 1) + j + 1],
                            L.first_expert + e);
             st = swy_moe_combine_post_chunk(route, j, expert_out, &attr);
-            CHECK(st == SWY_OK, "combine chunk %d: %s", j,
-                  swy_last_error(NULL));
+            CHECK_RET(st == SWY_OK, "combine chunk %d: %s", j,
+                      swy_last_error(NULL));
         }
         st = swy_moe_combine_finish(route, me->w, tokens_out);
-        CHECK(st == SWY_OK, "combine finish: %s", swy_last_error(NULL));
+        CHECK_RET(st == SWY_OK, "combine finish: %s", swy_last_error(NULL));
     }
     if (check_expert_in(expert_in, &L, all, k))
         return 1;
@@ -256,18 +257,18 @@ static int run_layer(swy_comm_t comm, swy_moe_plan_t plan, int rank, int W,
     if (!pipelined) {
         st = swy_moe_combine_backward(route, me->grad_out, me->w, grad_eout,
                                       grad_w, &attr, SWY_MOE_BLOCKING);
-        CHECK(st == SWY_OK, "combine backward: %s", swy_last_error(NULL));
+        CHECK_RET(st == SWY_OK, "combine backward: %s", swy_last_error(NULL));
         for (int e = 0; e < nl; e++)
             toy_expert_backward(grad_ein, grad_eout, L.expert_offset[e],
                                 L.expert_offset[e + 1], L.first_expert + e);
         st = swy_moe_dispatch_backward(route, grad_ein, grad_tokens, &attr);
-        CHECK(st == SWY_OK, "dispatch backward: %s", swy_last_error(NULL));
+        CHECK_RET(st == SWY_OK, "dispatch backward: %s", swy_last_error(NULL));
     } else {
         st = swy_moe_combine_backward(route, me->grad_out, me->w, grad_eout,
                                       grad_w, &attr, SWY_MOE_ASYNC);
-        CHECK(st == SWY_OK, "combine backward: %s", swy_last_error(NULL));
+        CHECK_RET(st == SWY_OK, "combine backward: %s", swy_last_error(NULL));
         for (int j = d - 1; j >= 0; j--) /* any order may be completed... */
-            CHECK(swy_moe_wait_chunk(route, j) == SWY_OK, "wait %d", j);
+            CHECK_RET(swy_moe_wait_chunk(route, j) == SWY_OK, "wait %d", j);
         for (int j = 0; j < d; j++) { /* ...but posted only in order */
             for (int e = 0; e < nl; e++)
                 toy_expert_backward(grad_ein, grad_eout,
@@ -276,17 +277,17 @@ static int run_layer(swy_comm_t comm, swy_moe_plan_t plan, int rank, int W,
                                     L.first_expert + e);
             st = swy_moe_dispatch_backward_post_chunk(route, j, grad_ein,
                                                       &attr);
-            CHECK(st == SWY_OK, "dispatch backward chunk %d: %s", j,
-                  swy_last_error(NULL));
+            CHECK_RET(st == SWY_OK, "dispatch backward chunk %d: %s", j,
+                      swy_last_error(NULL));
         }
         st = swy_moe_dispatch_backward_finish(route, grad_tokens);
-        CHECK(st == SWY_OK, "dispatch backward finish: %s",
-              swy_last_error(NULL));
+        CHECK_RET(st == SWY_OK, "dispatch backward finish: %s",
+                  swy_last_error(NULL));
     }
 
     swy_comm_stats_t st1 = {.struct_size = sizeof(st1)};
-    CHECK(swy_comm_stats(comm, &st1) == SWY_OK, "stats");
-    CHECK(st1.headers_sent - st0.headers_sent == 4 * (uint64_t)(W - 1),
+    CHECK_RET(swy_comm_stats(comm, &st1) == SWY_OK, "stats");
+    CHECK_RET(st1.headers_sent - st0.headers_sent == 4 * (uint64_t)(W - 1),
           "4 exchanges of %d chunks sent %llu op headers, want %d (one per "
           "peer per exchange)", d,
           (unsigned long long)(st1.headers_sent - st0.headers_sent),
@@ -305,12 +306,12 @@ static int run_layer(swy_comm_t comm, swy_moe_plan_t plan, int rank, int W,
                 y += me->w[t * k + s] * ((g + 1.0) * x + g);
                 gx += (g + 1.0) * me->w[t * k + s] * gy;
             }
-            CHECK(close_enough(tokens_out[t * HIDDEN + h], y),
-                  "tokens_out[%zu][%d] = %.7g, reference %.7g", t, h,
-                  tokens_out[t * HIDDEN + h], y);
-            CHECK(close_enough(grad_tokens[t * HIDDEN + h], gx),
-                  "grad_tokens[%zu][%d] = %.7g, reference %.7g", t, h,
-                  grad_tokens[t * HIDDEN + h], gx);
+            CHECK_RET(close_enough(tokens_out[t * HIDDEN + h], y),
+                      "tokens_out[%zu][%d] = %.7g, reference %.7g", t, h,
+                      tokens_out[t * HIDDEN + h], y);
+            CHECK_RET(close_enough(grad_tokens[t * HIDDEN + h], gx),
+                      "grad_tokens[%zu][%d] = %.7g, reference %.7g", t, h,
+                      grad_tokens[t * HIDDEN + h], gx);
         }
     for (size_t t = 0; t < S; t++)
         for (int s = 0; s < k; s++) {
@@ -319,8 +320,10 @@ static int run_layer(swy_comm_t comm, swy_moe_plan_t plan, int rank, int W,
             for (int h = 0; g >= 0 && h < HIDDEN; h++)
                 ref += (double)me->grad_out[t * HIDDEN + h] *
                        ((g + 1.0) * me->tokens[t * HIDDEN + h] + g);
-            CHECK(close_enough(grad_w[t * k + s], ref), "grad_topk_w[%zu][%d]"
-                  " = %.7g, reference %.7g", t, s, grad_w[t * k + s], ref);
+            CHECK_RET(close_enough(grad_w[t * k + s], ref),
+                      "grad_topk_w[%zu][%d]"
+                      " = %.7g, reference %.7g",
+                      t, s, grad_w[t * k + s], ref);
         }
 
     swy_moe_route_destroy(route);
@@ -348,13 +351,13 @@ static int rank_correct(swy_comm_t comm, int rank, int W, void *arg)
     cfg.packing_factor = P->p;
     swy_moe_plan_t plan;
     swy_status_t st = swy_moe_plan_create(comm, &cfg, &plan);
-    CHECK(st == SWY_OK, "plan: %s: %s", swy_status_string(st),
-          swy_last_error(NULL));
+    CHECK_RET(st == SWY_OK, "plan: %s: %s", swy_status_string(st),
+              swy_last_error(NULL));
     for (int iter = 0; iter < 4; iter++)
         if (run_layer(comm, plan, rank, W, P, iter, iter % 2))
             return 1;
     swy_moe_plan_destroy(plan);
-    CHECK_OK(swy_barrier(comm), comm);
+    CHECK_OK_RET(swy_barrier(comm), comm);
     return 0;
 }
 
@@ -364,12 +367,12 @@ static int expect_plan(swy_comm_t comm, const swy_moe_config_t *cfg,
 {
     swy_moe_plan_t plan = NULL;
     swy_status_t st = swy_moe_plan_create(comm, cfg, &plan);
-    CHECK(st == want, "plan_create gave %s, expected %s (%s)",
-          swy_status_string(st), swy_status_string(want),
-          swy_last_error(NULL));
-    CHECK(plan == NULL, "plan set on failure");
-    CHECK(strstr(swy_last_error(NULL), needle) != NULL, "message '%s' does "
-          "not name '%s'", swy_last_error(NULL), needle);
+    CHECK_RET(st == want, "plan_create gave %s, expected %s (%s)",
+              swy_status_string(st), swy_status_string(want),
+              swy_last_error(NULL));
+    CHECK_RET(plan == NULL, "plan set on failure");
+    CHECK_RET(strstr(swy_last_error(NULL), needle) != NULL, "message '%s' does "
+              "not name '%s'", swy_last_error(NULL), needle);
     return 0;
 }
 
@@ -413,8 +416,8 @@ static int rank_errors(swy_comm_t comm, int rank, int W, void *arg)
         return 1;
 
     swy_moe_plan_t plan;
-    CHECK(swy_moe_plan_create(comm, &cfg, &plan) == SWY_OK, "plan: %s",
-          swy_last_error(NULL));
+    CHECK_RET(swy_moe_plan_create(comm, &cfg, &plan) == SWY_OK, "plan: %s",
+              swy_last_error(NULL));
     int E = W * E_LOC, k = 2;
     rank_input_t in;
     gen_input(rank, W, E, k, 7, &in);
@@ -428,14 +431,14 @@ static int rank_errors(swy_comm_t comm, int rank, int W, void *arg)
     }
     swy_moe_route_t route = NULL;
     swy_status_t st = swy_moe_route(plan, in.idx, in.S, &route);
-    CHECK(st == SWY_ERR_INVALID_ARG && route == NULL, "route with a bad "
-          "index on rank %d gave %s", W - 1, swy_status_string(st));
+    CHECK_RET(st == SWY_ERR_INVALID_ARG && route == NULL, "route with a bad "
+              "index on rank %d gave %s", W - 1, swy_status_string(st));
     char want[128];
     snprintf(want, sizeof(want), rank == W - 1 ? "topk_idx[3][1] = %d"
              : "rank %d passed invalid routing input (token 3, slot 1, "
                "value %d", rank == W - 1 ? E + 5 : W - 1, E + 5);
-    CHECK(strstr(swy_last_error(NULL), want) != NULL, "message '%s' lacks "
-          "'%s'", swy_last_error(NULL), want);
+    CHECK_RET(strstr(swy_last_error(NULL), want) != NULL, "message '%s' lacks "
+              "'%s'", swy_last_error(NULL), want);
     if (rank == W - 1)
         in.idx[3 * k + 1] = saved;
     /* -2 is not "dropped". */
@@ -444,51 +447,51 @@ static int rank_errors(swy_comm_t comm, int rank, int W, void *arg)
         in.idx[0] = -2;
     }
     st = swy_moe_route(plan, in.idx, in.S, &route);
-    CHECK(st == SWY_ERR_INVALID_ARG, "route with -2 gave %s",
-          swy_status_string(st));
+    CHECK_RET(st == SWY_ERR_INVALID_ARG, "route with -2 gave %s",
+              swy_status_string(st));
     if (rank == 0)
         in.idx[0] = saved;
     /* A negative S on rank 0. */
     st = swy_moe_route(plan, in.idx, rank == 0 ? -1 : in.S, &route);
-    CHECK(st == SWY_ERR_INVALID_ARG, "route with S = -1 gave %s",
-          swy_status_string(st));
+    CHECK_RET(st == SWY_ERR_INVALID_ARG, "route with S = -1 gave %s",
+              swy_status_string(st));
 
     /* The comm is still usable: a good route and misuse of its calls. */
     st = swy_moe_route(plan, in.idx, in.S, &route);
-    CHECK(st == SWY_OK, "route after errors: %s", swy_last_error(NULL));
+    CHECK_RET(st == SWY_OK, "route after errors: %s", swy_last_error(NULL));
     swy_moe_layout_t L = {.struct_size = 4};
-    CHECK(swy_moe_route_layout(route, &L) == SWY_ERR_INVALID_ARG,
-          "layout with a bad struct_size");
+    CHECK_RET(swy_moe_route_layout(route, &L) == SWY_ERR_INVALID_ARG,
+              "layout with a bad struct_size");
     L.struct_size = sizeof(L);
-    CHECK(swy_moe_route_layout(route, &L) == SWY_OK, "layout");
+    CHECK_RET(swy_moe_route_layout(route, &L) == SWY_OK, "layout");
     size_t R = (size_t)L.recv_rows, S = (size_t)in.S;
     float *ein = malloc((R * HIDDEN + 1) * sizeof(float));
     float *out = malloc((S * HIDDEN + 1) * sizeof(float));
     float *gw = malloc((S * k + 1) * sizeof(float));
-    CHECK(swy_moe_wait_chunk(route, 0) == SWY_ERR_INVALID_ARG,
-          "wait_chunk with nothing in flight");
-    CHECK(swy_moe_combine_backward(route, in.grad_out, in.w, ein, gw, NULL,
-                                   SWY_MOE_BLOCKING) == SWY_ERR_INVALID_ARG,
-          "combine_backward before combine");
-    CHECK(swy_moe_combine_post_chunk(route, 1, ein, NULL) ==
-          SWY_ERR_INVALID_ARG, "combine chunk 1 before chunk 0");
-    CHECK(swy_moe_combine_finish(route, in.w, out) == SWY_ERR_INVALID_ARG,
-          "combine_finish with nothing posted");
-    CHECK(swy_moe_dispatch(route, in.tokens, ein, NULL, 7) ==
-          SWY_ERR_INVALID_ARG, "dispatch with bad flags");
-    CHECK(swy_moe_dispatch(NULL, in.tokens, ein, NULL, 0) ==
-          SWY_ERR_INVALID_ARG, "dispatch without a route");
+    CHECK_RET(swy_moe_wait_chunk(route, 0) == SWY_ERR_INVALID_ARG,
+              "wait_chunk with nothing in flight");
+    CHECK_RET(swy_moe_combine_backward(route, in.grad_out, in.w, ein, gw, NULL,
+                                       SWY_MOE_BLOCKING) == SWY_ERR_INVALID_ARG,
+              "combine_backward before combine");
+    CHECK_RET(swy_moe_combine_post_chunk(route, 1, ein, NULL) ==
+              SWY_ERR_INVALID_ARG, "combine chunk 1 before chunk 0");
+    CHECK_RET(swy_moe_combine_finish(route, in.w, out) == SWY_ERR_INVALID_ARG,
+              "combine_finish with nothing posted");
+    CHECK_RET(swy_moe_dispatch(route, in.tokens, ein, NULL, 7) ==
+              SWY_ERR_INVALID_ARG, "dispatch with bad flags");
+    CHECK_RET(swy_moe_dispatch(NULL, in.tokens, ein, NULL, 0) ==
+              SWY_ERR_INVALID_ARG, "dispatch without a route");
     st = swy_moe_dispatch(route, in.tokens, ein, NULL, SWY_MOE_ASYNC);
-    CHECK(st == SWY_OK, "dispatch: %s", swy_last_error(NULL));
-    CHECK(swy_moe_combine(route, ein, in.w, out, NULL) ==
-          SWY_ERR_INVALID_ARG, "combine while a dispatch is in flight");
-    CHECK(swy_moe_wait_chunk(route, 2) == SWY_ERR_INVALID_ARG,
-          "wait_chunk out of range");
-    CHECK(swy_moe_wait_chunk(route, 1) == SWY_OK, "wait 1");
-    CHECK(swy_moe_wait_chunk(route, 1) == SWY_OK, "wait 1 again");
-    CHECK(swy_moe_wait_chunk(route, 0) == SWY_OK, "wait 0");
-    CHECK(swy_moe_combine(route, ein, in.w, out, NULL) == SWY_OK,
-          "combine: %s", swy_last_error(NULL));
+    CHECK_RET(st == SWY_OK, "dispatch: %s", swy_last_error(NULL));
+    CHECK_RET(swy_moe_combine(route, ein, in.w, out, NULL) ==
+              SWY_ERR_INVALID_ARG, "combine while a dispatch is in flight");
+    CHECK_RET(swy_moe_wait_chunk(route, 2) == SWY_ERR_INVALID_ARG,
+              "wait_chunk out of range");
+    CHECK_RET(swy_moe_wait_chunk(route, 1) == SWY_OK, "wait 1");
+    CHECK_RET(swy_moe_wait_chunk(route, 1) == SWY_OK, "wait 1 again");
+    CHECK_RET(swy_moe_wait_chunk(route, 0) == SWY_OK, "wait 0");
+    CHECK_RET(swy_moe_combine(route, ein, in.w, out, NULL) == SWY_OK,
+              "combine: %s", swy_last_error(NULL));
     swy_moe_route_destroy(route);
     swy_moe_route_destroy(NULL);
     swy_moe_plan_destroy(plan);
@@ -497,7 +500,7 @@ static int rank_errors(swy_comm_t comm, int rank, int W, void *arg)
     free(out);
     free(gw);
     free_input(&in);
-    CHECK_OK(swy_barrier(comm), comm);
+    CHECK_OK_RET(swy_barrier(comm), comm);
     return 0;
 }
 
@@ -513,7 +516,7 @@ static int rank_diverge(swy_comm_t comm, int rank, int W, void *arg)
     cfg.top_k = 2;
     cfg.pipeline_degree = 2;
     swy_moe_plan_t plan;
-    CHECK(swy_moe_plan_create(comm, &cfg, &plan) == SWY_OK, "plan");
+    CHECK_RET(swy_moe_plan_create(comm, &cfg, &plan) == SWY_OK, "plan");
     rank_input_t in;
     gen_input(rank, W, W * E_LOC, 2, 3, &in);
     struct timespec t0, t1;
@@ -526,7 +529,7 @@ static int rank_diverge(swy_comm_t comm, int rank, int W, void *arg)
     swy_status_t st = swy_moe_route(plan, in.idx, in.S, &route);
     if (st == SWY_OK) {
         swy_moe_layout_t L = {.struct_size = sizeof(L)};
-        CHECK(swy_moe_route_layout(route, &L) == SWY_OK, "layout");
+        CHECK_RET(swy_moe_route_layout(route, &L) == SWY_OK, "layout");
         ein = malloc(((size_t)L.recv_rows * HIDDEN + 1) * sizeof(float));
         if (rank == W - 1) {
             float x[16] = {0};
@@ -537,7 +540,7 @@ static int rank_diverge(swy_comm_t comm, int rank, int W, void *arg)
                                   SWY_MOE_BLOCKING);
         }
     } else {
-        CHECK(route == NULL, "a failed route handed out a route");
+        CHECK_RET(route == NULL, "a failed route handed out a route");
     }
     /* A rank not involved in the disagreement may finish its part; the
      * comm is poisoned all the same, so its next call fails. */
@@ -548,14 +551,14 @@ static int rank_diverge(swy_comm_t comm, int rank, int W, void *arg)
                   (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
     fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank,
             swy_status_string(st), took, swy_last_error(NULL));
-    CHECK(st == SWY_ERR_MISMATCH, "got %s, expected a mismatch",
-          swy_status_string(st));
-    CHECK(took < 20, "took %.1f s", took);
+    CHECK_RET(st == SWY_ERR_MISMATCH, "got %s, expected a mismatch",
+              swy_status_string(st));
+    CHECK_RET(took < 20, "took %.1f s", took);
     swy_moe_route_destroy(route); /* nothing left in flight: no wait */
     swy_moe_plan_destroy(plan);
     free(ein);
     free_input(&in);
-    CHECK(swy_comm_destroy(comm) == SWY_OK, "destroy of a failed comm");
+    CHECK_RET(swy_comm_destroy(comm) == SWY_OK, "destroy of a failed comm");
     return 200;
 }
 
@@ -608,7 +611,8 @@ static int rank_dtype16(swy_comm_t comm, int rank, int W, void *arg)
         cfg.dtype = dt;
         swy_moe_plan_t plan;
         swy_status_t st = swy_moe_plan_create(comm, &cfg, &plan);
-        CHECK(st == SWY_OK, "plan (dtype %d): %s", dt, swy_last_error(NULL));
+        CHECK_RET(st == SWY_OK, "plan (dtype %d): %s", dt,
+                  swy_last_error(NULL));
         int E = W * E_LOC;
         rank_input_t in;
         gen_input(rank, W, E, k, 7 + ti, &in);
@@ -623,17 +627,17 @@ static int rank_dtype16(swy_comm_t comm, int rank, int W, void *arg)
             gout16[i] = enc16(in.grad_out[i], dt);
         }
         swy_moe_route_t route;
-        CHECK(swy_moe_route(plan, in.idx, in.S, &route) == SWY_OK, "route");
+        CHECK_RET(swy_moe_route(plan, in.idx, in.S, &route) == SWY_OK, "route");
         swy_moe_layout_t L = {.struct_size = sizeof(L)};
-        CHECK(swy_moe_route_layout(route, &L) == SWY_OK, "layout");
+        CHECK_RET(swy_moe_route_layout(route, &L) == SWY_OK, "layout");
         size_t R = (size_t)L.recv_rows;
         uint16_t *ein = malloc((R * HIDDEN + 1) * 2);
         uint16_t *eout = malloc((R * HIDDEN + 1) * 2);
         uint16_t *tout = malloc((S * HIDDEN + 1) * 2);
         uint16_t *gtok = malloc((S * HIDDEN + 1) * 2);
         float *gw = malloc((S * k + 1) * sizeof(float));
-        CHECK(swy_moe_dispatch(route, tok16, ein, NULL, SWY_MOE_BLOCKING) ==
-                  SWY_OK, "dispatch: %s", swy_last_error(NULL));
+        CHECK_RET(swy_moe_dispatch(route, tok16, ein, NULL, SWY_MOE_BLOCKING) ==
+                      SWY_OK, "dispatch: %s", swy_last_error(NULL));
         for (int e = 0; e < L.num_local_experts; e++) {
             int g = L.first_expert + e;
             for (int64_t i = L.expert_offset[e] * HIDDEN;
@@ -641,14 +645,14 @@ static int rank_dtype16(swy_comm_t comm, int rank, int W, void *arg)
                 eout[i] = enc16((float)(g + 1) * dec16(ein[i], dt) +
                                 (float)g, dt);
         }
-        CHECK(swy_moe_combine(route, eout, in.w, tout, NULL) == SWY_OK,
-              "combine: %s", swy_last_error(NULL));
+        CHECK_RET(swy_moe_combine(route, eout, in.w, tout, NULL) == SWY_OK,
+                  "combine: %s", swy_last_error(NULL));
         /* The expert gradient is the combine-backward rows as they came. */
-        CHECK(swy_moe_combine_backward(route, gout16, in.w, eout, gw, NULL,
-                                       SWY_MOE_BLOCKING) == SWY_OK,
-              "combine backward: %s", swy_last_error(NULL));
-        CHECK(swy_moe_dispatch_backward(route, eout, gtok, NULL) == SWY_OK,
-              "dispatch backward: %s", swy_last_error(NULL));
+        CHECK_RET(swy_moe_combine_backward(route, gout16, in.w, eout, gw, NULL,
+                                           SWY_MOE_BLOCKING) == SWY_OK,
+                  "combine backward: %s", swy_last_error(NULL));
+        CHECK_RET(swy_moe_dispatch_backward(route, eout, gtok, NULL) == SWY_OK,
+                  "dispatch backward: %s", swy_last_error(NULL));
         for (size_t t = 0; t < S; t++) {
             for (int h = 0; h < HIDDEN; h++) {
                 double y = 0, gx = 0;
@@ -665,12 +669,13 @@ static int rank_dtype16(swy_comm_t comm, int rank, int W, void *arg)
                 }
                 double got_y = dec16(tout[t * HIDDEN + h], dt);
                 double got_g = dec16(gtok[t * HIDDEN + h], dt);
-                CHECK(fabs(got_y - y) <= tol * fmax(1.0, fabs(y)),
-                      "dtype %d tokens_out[%zu][%d] = %.6g, reference %.6g",
-                      dt, t, h, got_y, y);
-                CHECK(fabs(got_g - gx) <= 2 * tol * fmax(1.0, fabs(gx)),
-                      "dtype %d grad_tokens[%zu][%d] = %.6g, reference %.6g",
-                      dt, t, h, got_g, gx);
+                CHECK_RET(fabs(got_y - y) <= tol * fmax(1.0, fabs(y)),
+                          "dtype %d tokens_out[%zu][%d] = %.6g, reference %.6g",
+                          dt, t, h, got_y, y);
+                CHECK_RET(
+                    fabs(got_g - gx) <= 2 * tol * fmax(1.0, fabs(gx)),
+                    "dtype %d grad_tokens[%zu][%d] = %.6g, reference %.6g", dt,
+                    t, h, got_g, gx);
             }
             for (int s = 0; s < k; s++) {
                 int g = in.idx[t * k + s];
@@ -678,9 +683,10 @@ static int rank_dtype16(swy_comm_t comm, int rank, int W, void *arg)
                 for (int h = 0; g >= 0 && h < HIDDEN; h++)
                     ref += (double)in.grad_out[t * HIDDEN + h] *
                            ((g + 1.0) * in.tokens[t * HIDDEN + h] + g);
-                CHECK(fabs(gw[t * k + s] - ref) <= tol * fmax(1.0, fabs(ref)),
-                      "dtype %d grad_topk_w[%zu][%d] = %.6g, reference %.6g",
-                      dt, t, s, gw[t * k + s], ref);
+                CHECK_RET(
+                    fabs(gw[t * k + s] - ref) <= tol * fmax(1.0, fabs(ref)),
+                    "dtype %d grad_topk_w[%zu][%d] = %.6g, reference %.6g", dt,
+                    t, s, gw[t * k + s], ref);
             }
         }
         swy_moe_route_destroy(route);
@@ -694,7 +700,7 @@ static int rank_dtype16(swy_comm_t comm, int rank, int W, void *arg)
         free(gw);
         free_input(&in);
     }
-    CHECK_OK(swy_barrier(comm), comm);
+    CHECK_OK_RET(swy_barrier(comm), comm);
     return 0;
 }
 

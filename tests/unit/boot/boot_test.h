@@ -10,30 +10,14 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Failed checks end with the library's last error (check.h). */
+#define CHECK_LAST_ERROR() swy_err_last()
+
 #include "boot/boot.h"
+#include "check_swy.h"
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/status.h"
-
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n",     \
-                    __FILE__, __LINE__, #cond, swy_err_last());               \
-            exit(1);                                                          \
-        }                                                                     \
-    } while (0)
-
-#define CHECK_OK(expr)                                                        \
-    do {                                                                      \
-        swy_status_t check_ok_status_ = (expr);                               \
-        if (check_ok_status_ != SWY_OK) {                                     \
-            fprintf(stderr, "%s:%d: %s returned %d (%s): %s\n", __FILE__,     \
-                    __LINE__, #expr, (int)check_ok_status_,                   \
-                    swy_status_string(check_ok_status_), swy_err_last());     \
-            exit(1);                                                          \
-        }                                                                     \
-    } while (0)
 
 /* A fixed, known secret (tests only). */
 static inline void test_secret(uint8_t secret[SWY_BOOT_SECRET_LEN],
@@ -63,13 +47,13 @@ static inline void test_run_ranks(int n, const int *ranks, test_rank_fn_t fn,
 {
     pthread_t threads[64];
     test_thread_t args[64];
-    CHECK(n <= 64);
+    CHECK_EXIT(n <= 64);
     for (int i = 0; i < n; i++) {
         args[i].fn = fn;
         args[i].rank = ranks != NULL ? ranks[i] : i;
         args[i].arg = arg;
-        CHECK(pthread_create(&threads[i], NULL, test_thread_main,
-                             &args[i]) == 0);
+        CHECK_EXIT(pthread_create(&threads[i], NULL, test_thread_main,
+                                  &args[i]) == 0);
     }
     for (int i = 0; i < n; i++)
         pthread_join(threads[i], NULL);
@@ -81,7 +65,7 @@ static inline void test_write_all(int fd, const void *buf, size_t len)
     size_t done = 0;
     while (done < len) {
         ssize_t n = write(fd, (const char *)buf + done, len - done);
-        CHECK(n > 0);
+        CHECK_EXIT(n > 0);
         done += (size_t)n;
     }
 }
@@ -103,11 +87,11 @@ static inline pid_t test_fork_rank(int rank, int nranks, int *to_child_p,
                        int *from_child_p)
 {
     int to_child[2], from_child[2];
-    CHECK(pipe(to_child) == 0 && pipe(from_child) == 0);
+    CHECK_EXIT(pipe(to_child) == 0 && pipe(from_child) == 0);
     pid_t pid = fork();
     if (pid == 0)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-    CHECK(pid >= 0);
+    CHECK_EXIT(pid >= 0);
     if (pid == 0) {
         close(to_child[1]);
         close(from_child[0]);

@@ -37,23 +37,23 @@ static void rank_main(int rank, void *arg)
 {
     (void)arg;
     swy_boot_t *boot = NULL;
-    CHECK_OK(swy_boot_connect(&g_addr, rank, NRANKS, 10.0, &boot));
-    CHECK(swy_boot_rank(boot) == rank);
-    CHECK(swy_boot_nranks(boot) == NRANKS);
-    CHECK(swy_boot_failure_fd(boot) >= 0);
+    CHECK_OK_EXIT(swy_boot_connect(&g_addr, rank, NRANKS, 10.0, &boot), NULL);
+    CHECK_EXIT(swy_boot_rank(boot) == rank);
+    CHECK_EXIT(swy_boot_nranks(boot) == NRANKS);
+    CHECK_EXIT(swy_boot_failure_fd(boot) >= 0);
 
     uint8_t *mine = swy_malloc(blob_len(rank, ROUNDS + BIG_ROUNDS) + 64);
-    CHECK(mine != NULL);
+    CHECK_EXIT(mine != NULL);
     for (int k = 0; k < ROUNDS + BIG_ROUNDS; k++) {
         fill_blob(mine, rank, k);
         void *all = NULL;
         size_t lens[NRANKS];
         memset(lens, 0xff, sizeof(lens));
-        CHECK_OK(swy_boot_allgather(boot, mine, blob_len(rank, k), 10.0,
-                                    &all, lens));
+        CHECK_OK_EXIT(swy_boot_allgather(boot, mine, blob_len(rank, k), 10.0,
+                                         &all, lens), NULL);
         const uint8_t *cursor = all;
         for (int r = 0; r < NRANKS; r++) {
-            CHECK(lens[r] == blob_len(r, k));
+            CHECK_EXIT(lens[r] == blob_len(r, k));
             for (size_t i = 0; i < lens[r]; i++) {
                 if (cursor[i] != blob_byte(r, k, i)) {
                     fprintf(stderr,
@@ -66,22 +66,22 @@ static void rank_main(int rank, void *arg)
             cursor += lens[r];
         }
         swy_free(all);
-        CHECK_OK(swy_boot_barrier(boot, 10.0));
+        CHECK_OK_EXIT(swy_boot_barrier(boot, 10.0), NULL);
     }
     swy_free(mine);
-    CHECK(swy_boot_failure(boot, NULL, 0) == SWY_OK);
+    CHECK_EXIT(swy_boot_failure(boot, NULL, 0) == SWY_OK);
     swy_boot_finalize(boot);
 }
 
 int main(void)
 {
     uint8_t secret[SWY_BOOT_SECRET_LEN];
-    CHECK_OK(swy_boot_secret_random(secret));
+    CHECK_OK_EXIT(swy_boot_secret_random(secret), NULL);
     swy_boot_root_t *root = NULL;
     /* NULL host: this host's first non-loopback IPv4 (or loopback). */
-    CHECK_OK(swy_boot_root_start(NULL, 0, secret, &root, &g_addr));
-    CHECK(g_addr.port != 0);
-    CHECK(memcmp(g_addr.secret, secret, sizeof(secret)) == 0);
+    CHECK_OK_EXIT(swy_boot_root_start(NULL, 0, secret, &root, &g_addr), NULL);
+    CHECK_EXIT(g_addr.port != 0);
+    CHECK_EXIT(memcmp(g_addr.secret, secret, sizeof(secret)) == 0);
 
     double t0 = swy_time_s();
     test_run_ranks(NRANKS, NULL, rank_main, NULL);
@@ -89,7 +89,7 @@ int main(void)
     swy_boot_root_release(root);
     double t2 = swy_time_s();
     /* Every rank said goodbye: the release must not wait. */
-    CHECK(t2 - t1 < 2.0);
+    CHECK_EXIT(t2 - t1 < 2.0);
     printf("boot allgather: %d rounds + %d multi-MiB rounds on %s:%u in "
            "%.2f s; release %.3f s\n",
            ROUNDS, BIG_ROUNDS, g_addr.host, g_addr.port, t1 - t0, t2 - t1);
@@ -99,13 +99,13 @@ int main(void)
     swy_status_t status = swy_boot_root_start("::1", 0, secret, &root,
                                               &addr6);
     if (status == SWY_OK) {
-        CHECK(strcmp(addr6.host, "::1") == 0);
+        CHECK_EXIT(strcmp(addr6.host, "::1") == 0);
         swy_boot_t *boot = NULL;
-        CHECK_OK(swy_boot_connect(&addr6, 0, 1, 5.0, &boot));
+        CHECK_OK_EXIT(swy_boot_connect(&addr6, 0, 1, 5.0, &boot), NULL);
         size_t len = 0;
         void *all = NULL;
-        CHECK_OK(swy_boot_allgather(boot, "v6", 2, 5.0, &all, &len));
-        CHECK(len == 2 && memcmp(all, "v6", 2) == 0);
+        CHECK_OK_EXIT(swy_boot_allgather(boot, "v6", 2, 5.0, &all, &len), NULL);
+        CHECK_EXIT(len == 2 && memcmp(all, "v6", 2) == 0);
         swy_free(all);
         swy_boot_finalize(boot);
         swy_boot_root_release(root);

@@ -20,7 +20,7 @@
 
 static void io_send(int fd, const void *buf, size_t len)
 {
-    CHECK(send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len);
+    CHECK_EXIT(send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len);
 }
 
 static int io_recv(int fd, void *buf, size_t len)
@@ -53,7 +53,7 @@ static int recv_frame(int fd, uint8_t *payload, size_t cap, size_t *len_p)
     if (io_recv(fd, header, sizeof(header)) != 0)
         return -1;
     size_t len = swy_boot_get_u32(header + 4);
-    CHECK(len <= cap);
+    CHECK_EXIT(len <= cap);
     if (len > 0 && io_recv(fd, payload, len) != 0)
         return -1;
     *len_p = len;
@@ -63,15 +63,15 @@ static int recv_frame(int fd, uint8_t *payload, size_t cap, size_t *len_p)
 static int listen_any(uint16_t *port_p)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    CHECK(fd >= 0);
+    CHECK_EXIT(fd >= 0);
     struct sockaddr_in sin;
     memset(&sin, 0, sizeof(sin));
     sin.sin_family = AF_INET;
     inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
-    CHECK(bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
-    CHECK(listen(fd, 8) == 0);
+    CHECK_EXIT(bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+    CHECK_EXIT(listen(fd, 8) == 0);
     socklen_t len = sizeof(sin);
-    CHECK(getsockname(fd, (struct sockaddr *)&sin, &len) == 0);
+    CHECK_EXIT(getsockname(fd, (struct sockaddr *)&sin, &len) == 0);
     *port_p = ntohs(sin.sin_port);
     return fd;
 }
@@ -79,13 +79,13 @@ static int listen_any(uint16_t *port_p)
 static int connect_to(const swy_boot_addr_t *addr)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    CHECK(fd >= 0);
+    CHECK_EXIT(fd >= 0);
     struct sockaddr_in sin;
     memset(&sin, 0, sizeof(sin));
     sin.sin_family = AF_INET;
     sin.sin_port = htons(addr->port);
     inet_pton(AF_INET, addr->host, &sin.sin_addr);
-    CHECK(connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+    CHECK_EXIT(connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
     struct timeval tv = {10, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     return fd;
@@ -109,20 +109,20 @@ static void *fake_root_main(void *arg)
 {
     fake_root_t *fake = arg;
     int fd = accept(fake->listen_fd, NULL, NULL);
-    CHECK(fd >= 0);
+    CHECK_EXIT(fd >= 0);
     struct timeval tv = {10, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     uint8_t nonce[SWY_BOOT_NONCE_LEN];
-    CHECK_OK(swy_boot_secret_random(nonce));
+    CHECK_OK_EXIT(swy_boot_secret_random(nonce), NULL);
     send_frame(fd, SWY_BOOT_MSG_CHALLENGE, nonce, sizeof(nonce));
 
     uint8_t proof[256], hello[1024];
     size_t proof_len, hello_len;
-    CHECK(recv_frame(fd, proof, sizeof(proof), &proof_len) ==
-          SWY_BOOT_MSG_PROOF);
-    CHECK(proof_len == SWY_BOOT_RANK_PROOF_LEN);
-    CHECK(recv_frame(fd, hello, sizeof(hello), &hello_len) ==
-          SWY_BOOT_MSG_HELLO);
+    CHECK_EXIT(recv_frame(fd, proof, sizeof(proof), &proof_len) ==
+               SWY_BOOT_MSG_PROOF);
+    CHECK_EXIT(proof_len == SWY_BOOT_RANK_PROOF_LEN);
+    CHECK_EXIT(recv_frame(fd, hello, sizeof(hello), &hello_len) ==
+               SWY_BOOT_MSG_HELLO);
 
     uint8_t answer[SWY_BOOT_DIGEST_LEN];
     if (fake->mode == FAKE_NO_SECRET)
@@ -140,7 +140,7 @@ static void *fake_root_main(void *arg)
         while ((type = recv_frame(fd, coll, sizeof(coll), &coll_len)) ==
                SWY_BOOT_MSG_HEARTBEAT)
             ;
-        CHECK(type == SWY_BOOT_MSG_COLL);
+        CHECK_EXIT(type == SWY_BOOT_MSG_COLL);
         fake->saw_coll = 1;
         /* Two ranks, lengths 2^64-8 and L+8: they add up to L modulo
          * 2^64, the bytes that follow. */
@@ -173,7 +173,7 @@ static void start_fake(fake_root_t *fake, fake_mode_t mode,
     test_secret(addr->secret, "the job's secret");
     if (mode == FAKE_FORGED_LENGTHS)
         memcpy(fake->secret, addr->secret, SWY_BOOT_SECRET_LEN);
-    CHECK(pthread_create(thread, NULL, fake_root_main, fake) == 0);
+    CHECK_EXIT(pthread_create(thread, NULL, fake_root_main, fake) == 0);
 }
 
 static void test_fake_root_without_secret(void)
@@ -185,10 +185,10 @@ static void test_fake_root_without_secret(void)
     swy_boot_t *boot = NULL;
     double t0 = swy_time_s();
     swy_status_t status = swy_boot_connect(&addr, 0, 1, 10.0, &boot);
-    CHECK(status == SWY_ERR_INVALID_ARG);
-    CHECK(boot == NULL);
-    CHECK(strstr(swy_err_last(), "does not know the job secret") != NULL);
-    CHECK(swy_time_s() - t0 < 5.0); /* refused, not timed out */
+    CHECK_EXIT(status == SWY_ERR_INVALID_ARG);
+    CHECK_EXIT(boot == NULL);
+    CHECK_EXIT(strstr(swy_err_last(), "does not know the job secret") != NULL);
+    CHECK_EXIT(swy_time_s() - t0 < 5.0); /* refused, not timed out */
     pthread_join(thread, NULL);
     close(fake.listen_fd);
 }
@@ -200,16 +200,16 @@ static void test_forged_lengths(void)
     pthread_t thread;
     start_fake(&fake, FAKE_FORGED_LENGTHS, &addr, &thread);
     swy_boot_t *boot = NULL;
-    CHECK_OK(swy_boot_connect(&addr, 0, 2, 10.0, &boot));
+    CHECK_OK_EXIT(swy_boot_connect(&addr, 0, 2, 10.0, &boot), NULL);
     uint64_t mine = 7;
     void *all = NULL;
     size_t lens[2] = {0, 0};
     swy_status_t status =
         swy_boot_allgather(boot, &mine, sizeof(mine), 10.0, &all, lens);
-    CHECK(fake.saw_coll);
-    CHECK(status == SWY_ERR_REMOTE);
-    CHECK(all == NULL);
-    CHECK(strstr(swy_err_last(), "do not add up") != NULL);
+    CHECK_EXIT(fake.saw_coll);
+    CHECK_EXIT(status == SWY_ERR_REMOTE);
+    CHECK_EXIT(all == NULL);
+    CHECK_EXIT(strstr(swy_err_last(), "do not add up") != NULL);
     swy_boot_finalize(boot);
     pthread_join(thread, NULL);
     close(fake.listen_fd);
@@ -228,20 +228,20 @@ static void *relay_main(void *arg)
 {
     relay_t *relay = arg;
     int victim = accept(relay->listen_fd, NULL, NULL);
-    CHECK(victim >= 0);
+    CHECK_EXIT(victim >= 0);
     int root = connect_to(&relay->root_addr);
     uint8_t buf[1024];
     size_t len;
-    CHECK(recv_frame(root, buf, sizeof(buf), &len) ==
-          SWY_BOOT_MSG_CHALLENGE);
+    CHECK_EXIT(recv_frame(root, buf, sizeof(buf), &len) ==
+               SWY_BOOT_MSG_CHALLENGE);
     send_frame(victim, SWY_BOOT_MSG_CHALLENGE, buf, len);
     uint8_t proof[256], hello[1024];
     size_t proof_len, hello_len;
-    CHECK(recv_frame(victim, proof, sizeof(proof), &proof_len) ==
-          SWY_BOOT_MSG_PROOF);
-    CHECK(recv_frame(victim, hello, sizeof(hello), &hello_len) ==
-          SWY_BOOT_MSG_HELLO);
-    CHECK(hello_len >= 12 && swy_boot_get_u32(hello) == 0);
+    CHECK_EXIT(recv_frame(victim, proof, sizeof(proof), &proof_len) ==
+               SWY_BOOT_MSG_PROOF);
+    CHECK_EXIT(recv_frame(victim, hello, sizeof(hello), &hello_len) ==
+               SWY_BOOT_MSG_HELLO);
+    CHECK_EXIT(hello_len >= 12 && swy_boot_get_u32(hello) == 0);
     /* The victim's proof, with a HELLO for rank 1 instead of 0. */
     swy_boot_put_u32(hello, 1);
     send_frame(root, SWY_BOOT_MSG_PROOF, proof, proof_len);
@@ -268,18 +268,18 @@ static void test_relayed_nonce(void)
     relay_t relay;
     memset(&relay, 0, sizeof(relay));
     swy_boot_root_t *root = NULL;
-    CHECK_OK(swy_boot_root_start("127.0.0.1", 0, secret, &root,
-                                 &relay.root_addr));
+    CHECK_OK_EXIT(swy_boot_root_start("127.0.0.1", 0, secret, &root,
+                                      &relay.root_addr), NULL);
     swy_boot_addr_t via_relay = relay.root_addr;
     relay.listen_fd = listen_any(&via_relay.port);
     pthread_t thread;
-    CHECK(pthread_create(&thread, NULL, relay_main, &relay) == 0);
+    CHECK_EXIT(pthread_create(&thread, NULL, relay_main, &relay) == 0);
     swy_boot_t *boot = NULL;
     swy_status_t status = swy_boot_connect(&via_relay, 0, 2, 3.0, &boot);
-    CHECK(status != SWY_OK);
+    CHECK_EXIT(status != SWY_OK);
     pthread_join(thread, NULL);
-    CHECK(relay.reject_seen);
-    CHECK(!relay.proof_seen);
+    CHECK_EXIT(relay.reject_seen);
+    CHECK_EXIT(!relay.proof_seen);
     close(relay.listen_fd);
     swy_boot_root_release(root);
 }

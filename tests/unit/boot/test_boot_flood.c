@@ -27,7 +27,7 @@ static char g_log_path[64];
 static double cpu_s(void)
 {
     struct rusage usage;
-    CHECK(getrusage(RUSAGE_SELF, &usage) == 0);
+    CHECK_EXIT(getrusage(RUSAGE_SELF, &usage) == 0);
     return (double)usage.ru_utime.tv_sec + usage.ru_utime.tv_usec * 1e-6 +
            (double)usage.ru_stime.tv_sec + usage.ru_stime.tv_usec * 1e-6;
 }
@@ -35,7 +35,7 @@ static double cpu_s(void)
 static size_t log_lines(const char *needle)
 {
     FILE *file = fopen(g_log_path, "r");
-    CHECK(file != NULL);
+    CHECK_EXIT(file != NULL);
     char line[4096];
     size_t count = 0;
     while (fgets(line, sizeof(line), file) != NULL)
@@ -49,9 +49,9 @@ static size_t log_lines(const char *needle)
 static pid_t start_flooder(int *to_child_p, int *from_child_p)
 {
     int to_child[2], from_child[2];
-    CHECK(pipe(to_child) == 0 && pipe(from_child) == 0);
+    CHECK_EXIT(pipe(to_child) == 0 && pipe(from_child) == 0);
     pid_t pid = fork();
-    CHECK(pid >= 0);
+    CHECK_EXIT(pid >= 0);
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         close(to_child[1]);
@@ -95,16 +95,16 @@ static void job_rank(int rank, void *arg)
 {
     (void)arg;
     swy_boot_t *boot = NULL;
-    CHECK_OK(swy_boot_connect(&g_addr, rank, 2, 20.0, &boot));
+    CHECK_OK_EXIT(swy_boot_connect(&g_addr, rank, 2, 20.0, &boot), NULL);
     int value = 40 + rank;
     void *all = NULL;
     size_t lens[2];
-    CHECK_OK(swy_boot_allgather(boot, &value, sizeof(value), 20.0, &all,
-                                lens));
+    CHECK_OK_EXIT(swy_boot_allgather(boot, &value, sizeof(value), 20.0, &all,
+                                     lens), NULL);
     int got[2];
-    CHECK(lens[0] == sizeof(int) && lens[1] == sizeof(int));
+    CHECK_EXIT(lens[0] == sizeof(int) && lens[1] == sizeof(int));
     memcpy(got, all, sizeof(got));
-    CHECK(got[0] == 40 && got[1] == 41);
+    CHECK_EXIT(got[0] == 40 && got[1] == 41);
     swy_free(all);
     swy_boot_finalize(boot);
 }
@@ -113,8 +113,8 @@ static void flood(int to_child, int from_child)
 {
     test_write_all(to_child, &g_addr, sizeof(g_addr));
     char done;
-    CHECK(test_read_all(from_child, &done, 1) == 0);
-    CHECK(done == 'f');
+    CHECK_EXIT(test_read_all(from_child, &done, 1) == 0);
+    CHECK_EXIT(done == 'f');
 }
 
 static void test_idle_flood(int to_child, int from_child)
@@ -122,7 +122,8 @@ static void test_idle_flood(int to_child, int from_child)
     uint8_t secret[SWY_BOOT_SECRET_LEN];
     test_secret(secret, "idle flood");
     swy_boot_root_t *root = NULL;
-    CHECK_OK(swy_boot_root_start("127.0.0.1", 0, secret, &root, &g_addr));
+    CHECK_OK_EXIT(swy_boot_root_start("127.0.0.1", 0, secret, &root, &g_addr),
+                  NULL);
     size_t lines_before = log_lines(NULL);
     double cpu0 = cpu_s();
     flood(to_child, from_child);
@@ -130,14 +131,14 @@ static void test_idle_flood(int to_child, int from_child)
     double cpu = cpu_s() - cpu0;
     fprintf(stderr, "idle flood: %.3f s of CPU in 3 s, %d fds open\n", cpu,
             open_fds());
-    CHECK(cpu < 1.0);
+    CHECK_EXIT(cpu < 1.0);
     test_run_ranks(2, NULL, job_rank, NULL);
     swy_boot_root_release(root);
     fprintf(stderr, "idle flood: %d fds open after the job\n", open_fds());
     size_t lines = log_lines(NULL) - lines_before;
     fprintf(stderr, "idle flood: %zu log lines\n", lines);
-    CHECK(log_lines("dropping the oldest") == 1);
-    CHECK(lines < 40);
+    CHECK_EXIT(log_lines("dropping the oldest") == 1);
+    CHECK_EXIT(lines < 40);
 }
 
 static void test_emfile(int to_child, int from_child)
@@ -145,7 +146,8 @@ static void test_emfile(int to_child, int from_child)
     uint8_t secret[SWY_BOOT_SECRET_LEN];
     test_secret(secret, "emfile");
     swy_boot_root_t *root = NULL;
-    CHECK_OK(swy_boot_root_start("127.0.0.1", 0, secret, &root, &g_addr));
+    CHECK_OK_EXIT(swy_boot_root_start("127.0.0.1", 0, secret, &root, &g_addr),
+                  NULL);
     size_t lines_before = log_lines(NULL);
     /* Take every free fd (as other parts of a rank might). */
     int hoard[FD_LIMIT];
@@ -154,7 +156,7 @@ static void test_emfile(int to_child, int from_child)
         int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             break;
-        CHECK(nhoard < FD_LIMIT);
+        CHECK_EXIT(nhoard < FD_LIMIT);
         hoard[nhoard++] = fd;
     }
     double cpu0 = cpu_s();
@@ -166,9 +168,9 @@ static void test_emfile(int to_child, int from_child)
     size_t lines = log_lines(NULL) - lines_before;
     fprintf(stderr, "EMFILE: %.3f s of CPU in 3 s, %zu log lines\n", cpu,
             lines);
-    CHECK(cpu < 1.0);
-    CHECK(lines < 30);
-    CHECK(log_lines("accept failed") >= 1);
+    CHECK_EXIT(cpu < 1.0);
+    CHECK_EXIT(lines < 30);
+    CHECK_EXIT(log_lines("accept failed") >= 1);
     /* Listening again after the back-off: a job joins. */
     test_run_ranks(2, NULL, job_rank, NULL);
     swy_boot_root_release(root);
@@ -181,15 +183,15 @@ int main(void)
     setenv("SWY_LOG_FILE", g_log_path, 1);
     setenv("SWY_LOG_LEVEL", "warn", 1);
     /* Open the log now, before the fds run out. */
-    CHECK(swy_log_enabled(SWY_LOG_WARN, "boot"));
+    CHECK_EXIT(swy_log_enabled(SWY_LOG_WARN, "boot"));
     swy_log(SWY_LOG_WARN, "boot", "test_boot_flood: start");
 
     int to_child, from_child;
     pid_t flooder = start_flooder(&to_child, &from_child);
     struct rlimit limit;
-    CHECK(getrlimit(RLIMIT_NOFILE, &limit) == 0);
+    CHECK_EXIT(getrlimit(RLIMIT_NOFILE, &limit) == 0);
     limit.rlim_cur = FD_LIMIT;
-    CHECK(setrlimit(RLIMIT_NOFILE, &limit) == 0);
+    CHECK_EXIT(setrlimit(RLIMIT_NOFILE, &limit) == 0);
 
     test_idle_flood(to_child, from_child);
     test_emfile(to_child, from_child);

@@ -18,7 +18,7 @@
 static double wait_failure_fd(swy_boot_t *boot)
 {
     struct pollfd pfd = {.fd = swy_boot_failure_fd(boot), .events = POLLIN};
-    CHECK(poll(&pfd, 1, 20000) == 1);
+    CHECK_EXIT(poll(&pfd, 1, 20000) == 1);
     return swy_time_s();
 }
 
@@ -28,8 +28,8 @@ static double wait_failure_fd(swy_boot_t *boot)
 static void stop_child(pid_t pid)
 {
     int wstatus = 0;
-    CHECK(kill(pid, SIGSTOP) == 0);
-    CHECK(waitpid(pid, &wstatus, WUNTRACED) == pid && WIFSTOPPED(wstatus));
+    CHECK_EXIT(kill(pid, SIGSTOP) == 0);
+    CHECK_EXIT(waitpid(pid, &wstatus, WUNTRACED) == pid && WIFSTOPPED(wstatus));
 }
 
 static void test_silent_rank(void)
@@ -38,27 +38,28 @@ static void test_silent_rank(void)
     pid_t pid = test_fork_rank(1, 2, &to_child, &from_child);
 
     uint8_t secret[SWY_BOOT_SECRET_LEN];
-    CHECK_OK(swy_boot_secret_random(secret));
+    CHECK_OK_EXIT(swy_boot_secret_random(secret), NULL);
     swy_boot_root_t *root = NULL;
     swy_boot_addr_t addr;
-    CHECK_OK(swy_boot_root_start("127.0.0.1", 0, secret, &root, &addr));
+    CHECK_OK_EXIT(swy_boot_root_start("127.0.0.1", 0, secret, &root, &addr),
+                  NULL);
     test_write_all(to_child, &addr, sizeof(addr));
     swy_boot_t *boot = NULL;
-    CHECK_OK(swy_boot_connect(&addr, 0, 2, 10.0, &boot));
+    CHECK_OK_EXIT(swy_boot_connect(&addr, 0, 2, 10.0, &boot), NULL);
     char joined;
-    CHECK(test_read_all(from_child, &joined, 1) == 0);
+    CHECK_EXIT(test_read_all(from_child, &joined, 1) == 0);
 
     /* Idle for well over 5 heartbeats: heartbeats keep everyone alive. */
     swy_sleep_us(3000000);
-    CHECK(swy_boot_failure(boot, NULL, 0) == SWY_OK);
+    CHECK_EXIT(swy_boot_failure(boot, NULL, 0) == SWY_OK);
 
     /* Stopped for 3 s, less than the 5 s outage (and more than the 5
      * heartbeats that were once fatal whatever SWY_TIMEOUT_S said). */
     stop_child(pid);
     swy_sleep_us(3000000);
-    CHECK(kill(pid, SIGCONT) == 0);
+    CHECK_EXIT(kill(pid, SIGCONT) == 0);
     swy_sleep_us(1500000);
-    CHECK(swy_boot_failure(boot, NULL, 0) == SWY_OK);
+    CHECK_EXIT(swy_boot_failure(boot, NULL, 0) == SWY_OK);
 
     double stopped = swy_time_s();
     stop_child(pid);
@@ -68,19 +69,19 @@ static void test_silent_rank(void)
      * two before the stop (seen once: CI beside benchmarks). More than
      * two heartbeats still tells "counted the silence" from "gave up at
      * the first miss". */
-    CHECK(noticed - stopped > OUTAGE_S - 2 * HEARTBEAT_S);
-    CHECK(noticed - stopped < OUTAGE_S + 5.0);
+    CHECK_EXIT(noticed - stopped > OUTAGE_S - 2 * HEARTBEAT_S);
+    CHECK_EXIT(noticed - stopped < OUTAGE_S + 5.0);
     char msg[512];
-    CHECK(swy_boot_failure(boot, msg, sizeof(msg)) == SWY_ERR_TIMEOUT);
+    CHECK_EXIT(swy_boot_failure(boot, msg, sizeof(msg)) == SWY_ERR_TIMEOUT);
     char expected[64];
     snprintf(expected, sizeof(expected), "rank 1 (pid %d on ", (int)pid);
-    CHECK(strstr(msg, expected) != NULL);
-    CHECK(strstr(msg, "silent for") != NULL);
-    CHECK(strstr(msg, "SWY_OUTAGE_S") != NULL);
+    CHECK_EXIT(strstr(msg, expected) != NULL);
+    CHECK_EXIT(strstr(msg, "silent for") != NULL);
+    CHECK_EXIT(strstr(msg, "SWY_OUTAGE_S") != NULL);
 
     kill(pid, SIGKILL);
     int wstatus;
-    CHECK(waitpid(pid, &wstatus, 0) == pid);
+    CHECK_EXIT(waitpid(pid, &wstatus, 0) == pid);
     close(to_child);
     close(from_child);
     swy_boot_finalize(boot);
@@ -90,11 +91,11 @@ static void test_silent_rank(void)
 static void test_silent_root(void)
 {
     int from_child[2];
-    CHECK(pipe(from_child) == 0);
+    CHECK_EXIT(pipe(from_child) == 0);
     pid_t pid = fork();
     if (pid == 0)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-    CHECK(pid >= 0);
+    CHECK_EXIT(pid >= 0);
     if (pid == 0) {
         close(from_child[0]);
         uint8_t secret[SWY_BOOT_SECRET_LEN];
@@ -110,13 +111,13 @@ static void test_silent_root(void)
     }
     close(from_child[1]);
     swy_boot_addr_t addr;
-    CHECK(test_read_all(from_child[0], &addr, sizeof(addr)) == 0);
+    CHECK_EXIT(test_read_all(from_child[0], &addr, sizeof(addr)) == 0);
     close(from_child[0]);
 
     swy_boot_t *boot = NULL;
-    CHECK_OK(swy_boot_connect(&addr, 0, 1, 10.0, &boot));
+    CHECK_OK_EXIT(swy_boot_connect(&addr, 0, 1, 10.0, &boot), NULL);
     swy_sleep_us(3000000);
-    CHECK(swy_boot_failure(boot, NULL, 0) == SWY_OK);
+    CHECK_EXIT(swy_boot_failure(boot, NULL, 0) == SWY_OK);
 
     double stopped = swy_time_s();
     stop_child(pid);
@@ -132,22 +133,22 @@ static void test_silent_root(void)
         status = swy_boot_barrier(boot, 20.0);
     }
     double noticed = swy_time_s();
-    CHECK(status == SWY_ERR_TIMEOUT);
-    CHECK(noticed - stopped < OUTAGE_S + 5.0);
+    CHECK_EXIT(status == SWY_ERR_TIMEOUT);
+    CHECK_EXIT(noticed - stopped < OUTAGE_S + 5.0);
     char msg[512], expected[160];
-    CHECK(swy_boot_failure(boot, msg, sizeof(msg)) == SWY_ERR_TIMEOUT);
+    CHECK_EXIT(swy_boot_failure(boot, msg, sizeof(msg)) == SWY_ERR_TIMEOUT);
     snprintf(expected, sizeof(expected),
              "lost the control connection to the root at %s:%u",
              addr.host, addr.port);
-    CHECK(strstr(msg, expected) == msg);
-    CHECK(strstr(msg, "silent for") != NULL);
+    CHECK_EXIT(strstr(msg, expected) == msg);
+    CHECK_EXIT(strstr(msg, "silent for") != NULL);
 
     kill(pid, SIGKILL);
     int wstatus;
-    CHECK(waitpid(pid, &wstatus, 0) == pid);
+    CHECK_EXIT(waitpid(pid, &wstatus, 0) == pid);
     double t0 = swy_time_s();
     swy_boot_finalize(boot);
-    CHECK(swy_time_s() - t0 < 3.0);
+    CHECK_EXIT(swy_time_s() - t0 < 3.0);
 }
 
 int main(void)

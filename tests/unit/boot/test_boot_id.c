@@ -56,13 +56,13 @@ static void test_secret_derivation(void)
     swy_boot_secret_from_text("job-1234", a);
     swy_boot_secret_from_text("job-1234", b);
     swy_boot_secret_from_text("job-1235", c);
-    CHECK(memcmp(a, b, sizeof(a)) == 0);
-    CHECK(memcmp(a, c, sizeof(a)) != 0);
+    CHECK_EXIT(memcmp(a, b, sizeof(a)) == 0);
+    CHECK_EXIT(memcmp(a, c, sizeof(a)) != 0);
 
     uint8_t r1[SWY_BOOT_SECRET_LEN], r2[SWY_BOOT_SECRET_LEN];
-    CHECK_OK(swy_boot_secret_random(r1));
-    CHECK_OK(swy_boot_secret_random(r2));
-    CHECK(memcmp(r1, r2, sizeof(r1)) != 0);
+    CHECK_OK_EXIT(swy_boot_secret_random(r1), NULL);
+    CHECK_OK_EXIT(swy_boot_secret_random(r2), NULL);
+    CHECK_EXIT(memcmp(r1, r2, sizeof(r1)) != 0);
 
     /* The proofs are HMAC-SHA256 (RFC 2104) keyed with the secret; the
      * reference digests come from Python's hmac module:
@@ -87,10 +87,10 @@ static void test_secret_derivation(void)
     char hex[65];
     for (int i = 0; i < 32; i++)
         snprintf(hex + 2 * i, 3, "%02x", p1[i]);
-    CHECK(strcmp(hex, rank_hex) == 0);
+    CHECK_EXIT(strcmp(hex, rank_hex) == 0);
     for (int i = 0; i < 32; i++)
         snprintf(hex + 2 * i, 3, "%02x", p2[i]);
-    CHECK(strcmp(hex, root_hex) == 0);
+    CHECK_EXIT(strcmp(hex, root_hex) == 0);
     /* ... and on every input: secret, each nonce, the HELLO (the rank). */
     swy_boot_proof(c, SWY_BOOT_PROOF_RANK, root_nonce, rank_nonce, hello,
                    sizeof(hello), p3);
@@ -105,11 +105,11 @@ static void test_secret_derivation(void)
     hello[3] = 0; /* rank 0 instead of 1 */
     swy_boot_proof(a, SWY_BOOT_PROOF_RANK, root_nonce, rank_nonce, hello,
                    sizeof(hello), p6);
-    CHECK(!swy_boot_digest_equal(p1, p3, 32));
-    CHECK(!swy_boot_digest_equal(p1, p4, 32));
-    CHECK(!swy_boot_digest_equal(p1, p5, 32));
-    CHECK(!swy_boot_digest_equal(p1, p6, 32));
-    CHECK(swy_boot_digest_equal(p1, p1, 32));
+    CHECK_EXIT(!swy_boot_digest_equal(p1, p3, 32));
+    CHECK_EXIT(!swy_boot_digest_equal(p1, p4, 32));
+    CHECK_EXIT(!swy_boot_digest_equal(p1, p5, 32));
+    CHECK_EXIT(!swy_boot_digest_equal(p1, p6, 32));
+    CHECK_EXIT(swy_boot_digest_equal(p1, p1, 32));
 }
 
 static void test_id_roundtrip(void)
@@ -121,51 +121,52 @@ static void test_id_roundtrip(void)
     for (int i = 0; i < SWY_BOOT_SECRET_LEN; i++)
         addr.secret[i] = (uint8_t)(i * 37 + 5);
     swy_unique_id_t id;
-    CHECK_OK(swy_boot_id_encode(&addr, &id));
-    CHECK(memcmp(id.bytes, "SWYID", 5) == 0);
+    CHECK_OK_EXIT(swy_boot_id_encode(&addr, &id), NULL);
+    CHECK_EXIT(memcmp(id.bytes, "SWYID", 5) == 0);
     swy_boot_addr_t back;
     memset(&back, 0xee, sizeof(back));
-    CHECK_OK(swy_boot_id_decode(&id, &back));
-    CHECK(strcmp(back.host, "10.1.2.3") == 0);
-    CHECK(back.port == 51234);
-    CHECK(memcmp(back.secret, addr.secret, SWY_BOOT_SECRET_LEN) == 0);
+    CHECK_OK_EXIT(swy_boot_id_decode(&id, &back), NULL);
+    CHECK_EXIT(strcmp(back.host, "10.1.2.3") == 0);
+    CHECK_EXIT(back.port == 51234);
+    CHECK_EXIT(memcmp(back.secret, addr.secret, SWY_BOOT_SECRET_LEN) == 0);
 
     /* IPv6 host. */
     snprintf(addr.host, sizeof(addr.host), "fd00:1234::42");
-    CHECK_OK(swy_boot_id_encode(&addr, &id));
-    CHECK_OK(swy_boot_id_decode(&id, &back));
-    CHECK(strcmp(back.host, "fd00:1234::42") == 0);
+    CHECK_OK_EXIT(swy_boot_id_encode(&addr, &id), NULL);
+    CHECK_OK_EXIT(swy_boot_id_decode(&id, &back), NULL);
+    CHECK_EXIT(strcmp(back.host, "fd00:1234::42") == 0);
 
     /* Bad magic and bad version are rejected; the output is untouched. */
     swy_unique_id_t bad = id;
     bad.bytes[0] = 'X';
     swy_boot_addr_t untouched;
     memset(&untouched, 0x5a, sizeof(untouched));
-    CHECK(swy_boot_id_decode(&bad, &untouched) == SWY_ERR_INVALID_ARG);
-    CHECK(strstr(swy_err_last(), "magic") != NULL);
-    CHECK(((uint8_t *)&untouched)[0] == 0x5a);
+    CHECK_EXIT(swy_boot_id_decode(&bad, &untouched) == SWY_ERR_INVALID_ARG);
+    CHECK_EXIT(strstr(swy_err_last(), "magic") != NULL);
+    CHECK_EXIT(((uint8_t *)&untouched)[0] == 0x5a);
     bad = id;
     bad.bytes[5] = 7;
-    CHECK(swy_boot_id_decode(&bad, &untouched) == SWY_ERR_INVALID_ARG);
-    CHECK(strstr(swy_err_last(), "version 7") != NULL);
+    CHECK_EXIT(swy_boot_id_decode(&bad, &untouched) == SWY_ERR_INVALID_ARG);
+    CHECK_EXIT(strstr(swy_err_last(), "version 7") != NULL);
     swy_unique_id_t zero;
     memset(&zero, 0, sizeof(zero));
-    CHECK(swy_boot_id_decode(&zero, &untouched) == SWY_ERR_INVALID_ARG);
+    CHECK_EXIT(swy_boot_id_decode(&zero, &untouched) == SWY_ERR_INVALID_ARG);
 }
 
 static void test_parse_hostport(void)
 {
     char host[64];
     uint16_t port = 0;
-    CHECK_OK(swy_boot_parse_hostport("127.0.0.1:29500", host, sizeof(host),
-                                     &port));
-    CHECK(strcmp(host, "127.0.0.1") == 0 && port == 29500);
-    CHECK_OK(swy_boot_parse_hostport("[::1]:80", host, sizeof(host), &port));
-    CHECK(strcmp(host, "::1") == 0 && port == 80);
-    CHECK_OK(swy_boot_parse_hostport("localhost:1234", host, sizeof(host),
-                                     &port));
-    CHECK((strcmp(host, "127.0.0.1") == 0 || strcmp(host, "::1") == 0) &&
-          port == 1234);
+    CHECK_OK_EXIT(swy_boot_parse_hostport("127.0.0.1:29500", host, sizeof(host),
+                                          &port), NULL);
+    CHECK_EXIT(strcmp(host, "127.0.0.1") == 0 && port == 29500);
+    CHECK_OK_EXIT(
+        swy_boot_parse_hostport("[::1]:80", host, sizeof(host), &port), NULL);
+    CHECK_EXIT(strcmp(host, "::1") == 0 && port == 80);
+    CHECK_OK_EXIT(swy_boot_parse_hostport("localhost:1234", host, sizeof(host),
+                                          &port), NULL);
+    CHECK_EXIT((strcmp(host, "127.0.0.1") == 0 || strcmp(host, "::1") == 0) &&
+               port == 1234);
 
     const char *bad[] = {"127.0.0.1",      "127.0.0.1:",  "127.0.0.1:0",
                          "127.0.0.1:70000", "::1:80",     "[::1]80",
@@ -177,9 +178,9 @@ static void test_parse_hostport(void)
             exit(1);
         }
     }
-    CHECK(swy_boot_parse_hostport("no-such-host.invalid:80", host,
-                                  sizeof(host),
-                                  &port) == SWY_ERR_INVALID_ARG);
+    CHECK_EXIT(swy_boot_parse_hostport("no-such-host.invalid:80", host,
+                                       sizeof(host),
+                                       &port) == SWY_ERR_INVALID_ARG);
 }
 
 int main(void)

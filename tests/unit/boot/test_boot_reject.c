@@ -24,20 +24,21 @@ static void job_rank(int rank, void *arg)
 {
     job_t *job = arg;
     swy_boot_t *boot = NULL;
-    CHECK_OK(swy_boot_connect(&g_addr, rank, job->nranks, 10.0, &boot));
+    CHECK_OK_EXIT(swy_boot_connect(&g_addr, rank, job->nranks, 10.0, &boot),
+                  NULL);
     int value = job->base_rank_value + rank;
     void *all = NULL;
     size_t lens[8];
-    CHECK_OK(swy_boot_allgather(boot, &value, sizeof(value), 10.0, &all,
-                                lens));
+    CHECK_OK_EXIT(swy_boot_allgather(boot, &value, sizeof(value), 10.0, &all,
+                                     lens), NULL);
     for (int r = 0; r < job->nranks; r++) {
-        CHECK(lens[r] == sizeof(int));
+        CHECK_EXIT(lens[r] == sizeof(int));
         int got;
         memcpy(&got, (char *)all + r * sizeof(int), sizeof(int));
-        CHECK(got == job->base_rank_value + r);
+        CHECK_EXIT(got == job->base_rank_value + r);
     }
     swy_free(all);
-    CHECK_OK(swy_boot_barrier(boot, 10.0));
+    CHECK_OK_EXIT(swy_boot_barrier(boot, 10.0), NULL);
     swy_boot_finalize(boot);
 }
 
@@ -47,7 +48,8 @@ static swy_boot_root_t *start_root(const char *secret_text)
     uint8_t secret[SWY_BOOT_SECRET_LEN];
     test_secret(secret, secret_text);
     swy_boot_root_t *root = NULL;
-    CHECK_OK(swy_boot_root_start("127.0.0.1", 0, secret, &root, &g_addr));
+    CHECK_OK_EXIT(swy_boot_root_start("127.0.0.1", 0, secret, &root, &g_addr),
+                  NULL);
     return root;
 }
 
@@ -62,13 +64,13 @@ static void run_job(int nranks, int base_value)
 static int raw_connect(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(fd >= 0);
+    CHECK_EXIT(fd >= 0);
     struct sockaddr_in sin;
     memset(&sin, 0, sizeof(sin));
     sin.sin_family = AF_INET;
     sin.sin_port = htons(g_addr.port);
     inet_pton(AF_INET, g_addr.host, &sin.sin_addr);
-    CHECK(connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+    CHECK_EXIT(connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
     struct timeval tv = {5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     return fd;
@@ -76,7 +78,7 @@ static int raw_connect(void)
 
 static void raw_send(int fd, const void *buf, size_t len)
 {
-    CHECK(send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len);
+    CHECK_EXIT(send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len);
 }
 
 static void raw_recv_challenge(int fd, uint8_t nonce[SWY_BOOT_NONCE_LEN])
@@ -85,11 +87,11 @@ static void raw_recv_challenge(int fd, uint8_t nonce[SWY_BOOT_NONCE_LEN])
     size_t got = 0;
     while (got < sizeof(frame)) {
         ssize_t n = recv(fd, frame + got, sizeof(frame) - got, 0);
-        CHECK(n > 0);
+        CHECK_EXIT(n > 0);
         got += (size_t)n;
     }
-    CHECK(swy_boot_get_u32(frame) == SWY_BOOT_MSG_CHALLENGE);
-    CHECK(swy_boot_get_u32(frame + 4) == SWY_BOOT_NONCE_LEN);
+    CHECK_EXIT(swy_boot_get_u32(frame) == SWY_BOOT_MSG_CHALLENGE);
+    CHECK_EXIT(swy_boot_get_u32(frame + 4) == SWY_BOOT_NONCE_LEN);
     if (nonce != NULL)
         memcpy(nonce, frame + SWY_BOOT_HEADER_LEN, SWY_BOOT_NONCE_LEN);
 }
@@ -110,7 +112,7 @@ static int raw_expect_closed(int fd, const char *what)
             exit(1);
         }
         have += (size_t)n;
-        CHECK(have < sizeof(buf));
+        CHECK_EXIT(have < sizeof(buf));
     }
     close(fd);
     size_t off = 0;
@@ -156,10 +158,10 @@ static void test_wrong_secret(void)
     swy_boot_t *boot = NULL;
     double t0 = swy_time_s();
     swy_status_t status = swy_boot_connect(&wrong, 0, 2, 10.0, &boot);
-    CHECK(status == SWY_ERR_INVALID_ARG);
-    CHECK(boot == NULL);
-    CHECK(strstr(swy_err_last(), "secret") != NULL);
-    CHECK(swy_time_s() - t0 < 5.0); /* rejected, not timed out */
+    CHECK_EXIT(status == SWY_ERR_INVALID_ARG);
+    CHECK_EXIT(boot == NULL);
+    CHECK_EXIT(strstr(swy_err_last(), "secret") != NULL);
+    CHECK_EXIT(swy_time_s() - t0 < 5.0); /* rejected, not timed out */
     run_job(2, 100);
     swy_boot_root_release(root);
 }
@@ -179,14 +181,14 @@ static void test_raw_abuse(void)
     for (size_t i = 0; i < sizeof(garbage); i++)
         garbage[i] = (uint8_t)(i * 151 + 7);
     raw_send(fd, garbage, sizeof(garbage));
-    CHECK(raw_expect_closed(fd, "garbage"));
+    CHECK_EXIT(raw_expect_closed(fd, "garbage"));
 
     /* A 2 GiB length prefix. */
     fd = raw_connect();
     uint8_t header[SWY_BOOT_HEADER_LEN];
     put_header(header, SWY_BOOT_MSG_PROOF, 0x80000000u);
     raw_send(fd, header, sizeof(header));
-    CHECK(raw_expect_closed(fd, "2 GiB length"));
+    CHECK_EXIT(raw_expect_closed(fd, "2 GiB length"));
 
     /* Wrong proof. */
     fd = raw_connect();
@@ -195,20 +197,20 @@ static void test_raw_abuse(void)
     put_header(proof, SWY_BOOT_MSG_PROOF, SWY_BOOT_DIGEST_LEN);
     memset(proof + SWY_BOOT_HEADER_LEN, 0xab, SWY_BOOT_DIGEST_LEN);
     raw_send(fd, proof, sizeof(proof));
-    CHECK(raw_expect_closed(fd, "wrong proof"));
+    CHECK_EXIT(raw_expect_closed(fd, "wrong proof"));
 
     /* Unknown message type. */
     fd = raw_connect();
     put_header(header, 0x7777, 4);
     raw_send(fd, header, sizeof(header));
-    CHECK(raw_expect_closed(fd, "unknown type"));
+    CHECK_EXIT(raw_expect_closed(fd, "unknown type"));
 
     /* A collective before the handshake. */
     fd = raw_connect();
     put_header(header, SWY_BOOT_MSG_COLL, 8);
     raw_send(fd, header, sizeof(header));
     raw_send(fd, garbage, 8);
-    CHECK(raw_expect_closed(fd, "COLL before PROOF"));
+    CHECK_EXIT(raw_expect_closed(fd, "COLL before PROOF"));
 
     /* Half a frame, then close (nothing to read back). */
     fd = raw_connect();
@@ -227,7 +229,7 @@ static void test_raw_abuse(void)
     put_header(header, SWY_BOOT_MSG_HELLO, 3);
     raw_send(fd, header, sizeof(header));
     raw_send(fd, "abc", 3);
-    CHECK(raw_expect_closed(fd, "malformed HELLO"));
+    CHECK_EXIT(raw_expect_closed(fd, "malformed HELLO"));
 
     /* Proven, then a frame over the handshake limit (the secret is right
      * but the rank has not joined yet). */
@@ -235,7 +237,7 @@ static void test_raw_abuse(void)
     raw_prove(fd, "raw abuse", NULL, 0);
     put_header(header, SWY_BOOT_MSG_HELLO, 1u << 20);
     raw_send(fd, header, sizeof(header));
-    CHECK(raw_expect_closed(fd, "oversized HELLO"));
+    CHECK_EXIT(raw_expect_closed(fd, "oversized HELLO"));
 
     /* Proven, HELLO with a rank out of range. */
     fd = raw_connect();
@@ -247,7 +249,7 @@ static void test_raw_abuse(void)
     memcpy(hello + 20, "host", 4);
     raw_prove(fd, "raw abuse", hello + SWY_BOOT_HEADER_LEN, 16);
     raw_send(fd, hello, sizeof(hello));
-    CHECK(raw_expect_closed(fd, "rank out of range"));
+    CHECK_EXIT(raw_expect_closed(fd, "rank out of range"));
 
     /* The root still serves a real job. */
     run_job(2, 200);
@@ -272,14 +274,14 @@ static void test_joined_rank_garbage(void)
     raw_send(fd, hello, sizeof(hello));
 
     swy_boot_t *boot = NULL;
-    CHECK_OK(swy_boot_connect(&g_addr, 0, 2, 10.0, &boot));
+    CHECK_OK_EXIT(swy_boot_connect(&g_addr, 0, 2, 10.0, &boot), NULL);
     uint8_t header[SWY_BOOT_HEADER_LEN];
     put_header(header, 0xdead, 0);
     raw_send(fd, header, sizeof(header));
-    CHECK(swy_boot_barrier(boot, 10.0) == SWY_ERR_REMOTE);
+    CHECK_EXIT(swy_boot_barrier(boot, 10.0) == SWY_ERR_REMOTE);
     char msg[512];
-    CHECK(swy_boot_failure(boot, msg, sizeof(msg)) == SWY_ERR_REMOTE);
-    CHECK(strstr(msg, "rank 1 (pid 4242 on raw)") != NULL);
+    CHECK_EXIT(swy_boot_failure(boot, msg, sizeof(msg)) == SWY_ERR_REMOTE);
+    CHECK_EXIT(strstr(msg, "rank 1 (pid 4242 on raw)") != NULL);
     raw_expect_closed(fd, "joined garbage");
     swy_boot_finalize(boot);
     swy_boot_root_release(root);
@@ -291,8 +293,8 @@ static void mismatch_rank0(int rank, void *arg)
 {
     (void)arg;
     swy_boot_t *boot = NULL;
-    CHECK_OK(swy_boot_connect(&g_addr, rank, 4, 10.0, &boot));
-    CHECK_OK(swy_boot_barrier(boot, 10.0));
+    CHECK_OK_EXIT(swy_boot_connect(&g_addr, rank, 4, 10.0, &boot), NULL);
+    CHECK_OK_EXIT(swy_boot_barrier(boot, 10.0), NULL);
     swy_boot_finalize(boot);
 }
 
@@ -300,8 +302,8 @@ static void late_rank(int rank, void *arg)
 {
     (void)arg;
     swy_boot_t *boot = NULL;
-    CHECK_OK(swy_boot_connect(&g_addr, rank, 4, 10.0, &boot));
-    CHECK_OK(swy_boot_barrier(boot, 10.0));
+    CHECK_OK_EXIT(swy_boot_connect(&g_addr, rank, 4, 10.0, &boot), NULL);
+    CHECK_OK_EXIT(swy_boot_barrier(boot, 10.0), NULL);
     swy_boot_finalize(boot);
 }
 
@@ -310,32 +312,32 @@ static void test_mismatch(void)
     swy_boot_root_t *root = start_root("mismatch");
     pthread_t first;
     test_thread_t first_arg = {mismatch_rank0, 0, NULL};
-    CHECK(pthread_create(&first, NULL, test_thread_main, &first_arg) == 0);
+    CHECK_EXIT(pthread_create(&first, NULL, test_thread_main, &first_arg) == 0);
     /* Let rank 0 (nranks 4) be the first to join. */
     swy_sleep_us(500000);
 
     swy_boot_t *boot = NULL;
     swy_status_t status = swy_boot_connect(&g_addr, 1, 3, 10.0, &boot);
-    CHECK(status == SWY_ERR_MISMATCH);
-    CHECK(strstr(swy_err_last(), "nranks 3") != NULL);
-    CHECK(strstr(swy_err_last(), "nranks 4") != NULL);
+    CHECK_EXIT(status == SWY_ERR_MISMATCH);
+    CHECK_EXIT(strstr(swy_err_last(), "nranks 3") != NULL);
+    CHECK_EXIT(strstr(swy_err_last(), "nranks 4") != NULL);
 
     /* Rank 1 properly, then a second rank 1. */
     int ranks[3] = {1, 2, 3};
     pthread_t others[3];
     test_thread_t other_args[3];
     other_args[0] = (test_thread_t){late_rank, ranks[0], NULL};
-    CHECK(pthread_create(&others[0], NULL, test_thread_main,
-                         &other_args[0]) == 0);
+    CHECK_EXIT(pthread_create(&others[0], NULL, test_thread_main,
+                              &other_args[0]) == 0);
     swy_sleep_us(300000);
     status = swy_boot_connect(&g_addr, 1, 4, 10.0, &boot);
-    CHECK(status == SWY_ERR_MISMATCH);
-    CHECK(strstr(swy_err_last(), "rank 1 is already taken") != NULL);
+    CHECK_EXIT(status == SWY_ERR_MISMATCH);
+    CHECK_EXIT(strstr(swy_err_last(), "rank 1 is already taken") != NULL);
 
     for (int i = 1; i < 3; i++) {
         other_args[i] = (test_thread_t){late_rank, ranks[i], NULL};
-        CHECK(pthread_create(&others[i], NULL, test_thread_main,
-                             &other_args[i]) == 0);
+        CHECK_EXIT(pthread_create(&others[i], NULL, test_thread_main,
+                                  &other_args[i]) == 0);
     }
     pthread_join(first, NULL);
     for (int i = 0; i < 3; i++)

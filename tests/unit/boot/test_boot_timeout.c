@@ -16,22 +16,23 @@ static void joining_rank(int rank, void *arg)
     double t0 = swy_time_s();
     swy_status_t status = swy_boot_connect(&g_addr, rank, 4, 1.0, &boot);
     double took = swy_time_s() - t0;
-    CHECK(status == SWY_ERR_TIMEOUT);
-    CHECK(boot == NULL);
+    CHECK_EXIT(status == SWY_ERR_TIMEOUT);
+    CHECK_EXIT(boot == NULL);
     const char *msg = swy_err_last();
     if (strstr(msg, "3 of 4 ranks joined; missing ranks: 3") == NULL) {
         fprintf(stderr, "rank %d: unexpected message: %s\n", rank, msg);
         exit(1);
     }
-    CHECK(took >= 1.0 && took < 3.5);
+    CHECK_EXIT(took >= 1.0 && took < 3.5);
 }
 
 static void test_join_timeout(void)
 {
     uint8_t secret[SWY_BOOT_SECRET_LEN];
-    CHECK_OK(swy_boot_secret_random(secret));
+    CHECK_OK_EXIT(swy_boot_secret_random(secret), NULL);
     swy_boot_root_t *root = NULL;
-    CHECK_OK(swy_boot_root_start("127.0.0.1", 0, secret, &root, &g_addr));
+    CHECK_OK_EXIT(swy_boot_root_start("127.0.0.1", 0, secret, &root, &g_addr),
+                  NULL);
     test_run_ranks(3, NULL, joining_rank, NULL);
     swy_boot_root_release(root);
 }
@@ -40,10 +41,10 @@ static void collective_rank(int rank, void *arg)
 {
     (void)arg;
     swy_boot_t *boot = NULL;
-    CHECK_OK(swy_boot_connect(&g_addr, rank, 4, 10.0, &boot));
-    CHECK_OK(swy_boot_barrier(boot, 10.0));
+    CHECK_OK_EXIT(swy_boot_connect(&g_addr, rank, 4, 10.0, &boot), NULL);
+    CHECK_OK_EXIT(swy_boot_barrier(boot, 10.0), NULL);
     if (rank != 2 && rank != 3) {
-        CHECK(swy_boot_barrier(boot, 1.0) == SWY_ERR_TIMEOUT);
+        CHECK_EXIT(swy_boot_barrier(boot, 1.0) == SWY_ERR_TIMEOUT);
         const char *msg = swy_err_last();
         if (strstr(msg, "#2") == NULL ||
             strstr(msg, "have not entered it: 2-3") == NULL) {
@@ -60,9 +61,10 @@ static void collective_rank(int rank, void *arg)
 static void test_collective_timeout(void)
 {
     uint8_t secret[SWY_BOOT_SECRET_LEN];
-    CHECK_OK(swy_boot_secret_random(secret));
+    CHECK_OK_EXIT(swy_boot_secret_random(secret), NULL);
     swy_boot_root_t *root = NULL;
-    CHECK_OK(swy_boot_root_start("127.0.0.1", 0, secret, &root, &g_addr));
+    CHECK_OK_EXIT(swy_boot_root_start("127.0.0.1", 0, secret, &root, &g_addr),
+                  NULL);
     atomic_store(&g_done, 0);
     test_run_ranks(4, NULL, collective_rank, NULL);
     swy_boot_root_release(root);
@@ -73,8 +75,8 @@ static void early_rank(int rank, void *arg)
 {
     (void)arg;
     swy_boot_t *boot = NULL;
-    CHECK_OK(swy_boot_connect(&g_addr, rank, 2, 10.0, &boot));
-    CHECK_OK(swy_boot_barrier(boot, 10.0));
+    CHECK_OK_EXIT(swy_boot_connect(&g_addr, rank, 2, 10.0, &boot), NULL);
+    CHECK_OK_EXIT(swy_boot_barrier(boot, 10.0), NULL);
     swy_boot_finalize(boot);
 }
 
@@ -83,9 +85,9 @@ static void *late_root_main(void *arg)
     swy_boot_root_t **root_p = arg;
     swy_sleep_us(700000);
     swy_boot_addr_t addr;
-    CHECK_OK(swy_boot_root_start("127.0.0.1", g_addr.port, g_addr.secret,
-                                 root_p, &addr));
-    CHECK(addr.port == g_addr.port);
+    CHECK_OK_EXIT(swy_boot_root_start("127.0.0.1", g_addr.port, g_addr.secret,
+                                      root_p, &addr), NULL);
+    CHECK_EXIT(addr.port == g_addr.port);
     return NULL;
 }
 
@@ -93,30 +95,31 @@ static void test_late_root(void)
 {
     /* Find a free port: start a root and release it at once. */
     uint8_t secret[SWY_BOOT_SECRET_LEN];
-    CHECK_OK(swy_boot_secret_random(secret));
+    CHECK_OK_EXIT(swy_boot_secret_random(secret), NULL);
     swy_boot_root_t *root = NULL;
-    CHECK_OK(swy_boot_root_start("127.0.0.1", 0, secret, &root, &g_addr));
+    CHECK_OK_EXIT(swy_boot_root_start("127.0.0.1", 0, secret, &root, &g_addr),
+                  NULL);
     swy_boot_root_release(root);
     root = NULL;
 
     pthread_t late;
-    CHECK(pthread_create(&late, NULL, late_root_main, &root) == 0);
+    CHECK_EXIT(pthread_create(&late, NULL, late_root_main, &root) == 0);
     test_run_ranks(2, NULL, early_rank, NULL);
     pthread_join(late, NULL);
     /* The port is taken now: a second root cannot bind it. */
     swy_boot_root_t *second = NULL;
     swy_boot_addr_t second_addr;
-    CHECK(swy_boot_root_start("127.0.0.1", g_addr.port, secret, &second,
-                              &second_addr) == SWY_ERR_SYSTEM);
-    CHECK(strstr(swy_err_last(), "cannot bind 127.0.0.1:") != NULL);
-    CHECK(second == NULL);
+    CHECK_EXIT(swy_boot_root_start("127.0.0.1", g_addr.port, secret, &second,
+                                   &second_addr) == SWY_ERR_SYSTEM);
+    CHECK_EXIT(strstr(swy_err_last(), "cannot bind 127.0.0.1:") != NULL);
+    CHECK_EXIT(second == NULL);
     swy_boot_root_release(root);
 
     /* Nobody listening: the error names the root and the cause. */
     swy_boot_t *boot = NULL;
-    CHECK(swy_boot_connect(&g_addr, 0, 1, 0.5, &boot) == SWY_ERR_TIMEOUT);
-    CHECK(strstr(swy_err_last(), "could not connect to the root at "
-                                 "127.0.0.1:") != NULL);
+    CHECK_EXIT(swy_boot_connect(&g_addr, 0, 1, 0.5, &boot) == SWY_ERR_TIMEOUT);
+    CHECK_EXIT(strstr(swy_err_last(), "could not connect to the root at "
+                                      "127.0.0.1:") != NULL);
 }
 
 int main(void)

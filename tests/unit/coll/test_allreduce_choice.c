@@ -5,18 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "coll/coll.h"
-
-static int failures;
-
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,  \
-                    #cond);                                                   \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
 
 static swy_coll_args_t allreduce(size_t bytes, swy_coll_ar_algo_t algo)
 {
@@ -245,6 +235,6 @@ int main(void)
     test_shm();
     test_alltoallv();
     test_header();
-    printf("%s (%d failed checks)\n", failures ? "FAIL" : "PASS", failures);
-    return failures != 0;
+    printf("%s (%d failed checks)\n", check_failures ? "FAIL" : "PASS", check_failures);
+    return check_failures != 0;
 }

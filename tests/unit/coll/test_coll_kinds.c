@@ -6,19 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "coll/coll.h"
 #include "util/status.h"
-
-static int failures;
-
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,  \
-                    #cond);                                                   \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
 
 #define W 6
 
@@ -184,6 +174,6 @@ int main(void)
     test_algos();
     test_peers();
     test_header();
-    printf("%s: coll kinds\n", failures ? "FAIL" : "PASS");
-    return failures != 0;
+    printf("%s: coll kinds\n", check_failures ? "FAIL" : "PASS");
+    return check_failures != 0;
 }

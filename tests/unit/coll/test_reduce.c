@@ -12,9 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "coll/coll.h"
-
-static int failures;
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 
@@ -174,12 +173,10 @@ static void check(swy_dtype_t dtype, swy_redop_t op, size_t count, int alias)
     reference(want, x, y, count, dtype, op);
     swy_coll_reduce(dst, x, y, count, dtype, op);
     size_t where = 0;
-    if (!same(dst, want, count, dtype, &where)) {
-        fprintf(stderr, "%s %s count %zu %s: element %zu differs from the "
-                "reference\n", swy_dtype_name(dtype), swy_redop_name(op),
-                count, alias_names[alias], where);
-        failures++;
-    }
+    CHECK(same(dst, want, count, dtype, &where),
+          "%s %s count %zu %s: element %zu differs from the reference",
+          swy_dtype_name(dtype), swy_redop_name(op), count,
+          alias_names[alias], where);
     free(a);
     free(b);
     free(d);
@@ -215,14 +212,11 @@ static void check_n(swy_dtype_t dtype, swy_redop_t op, size_t count, int n,
     void *dst = alias >= 0 ? (void *)srcs[alias] : d;
     swy_coll_reduce_n(dst, srcs, n, count, dtype, op);
     size_t where = 0;
-    if (!same(dst, want, count, dtype, &where)) {
-        fprintf(stderr, "%s %s count %zu, %d sources, dst %s%d%s: element "
-                "%zu differs from the chain of pairs\n", swy_dtype_name(dtype),
-                swy_redop_name(op), count, n,
-                alias >= 0 ? "is source " : "disjoint", alias >= 0 ? alias : 0,
-                twice ? ", source 1 is source 0" : "", where);
-        failures++;
-    }
+    CHECK(same(dst, want, count, dtype, &where),
+          "%s %s count %zu, %d sources, dst %s%d%s: element %zu differs "
+          "from the chain of pairs", swy_dtype_name(dtype),
+          swy_redop_name(op), count, n, alias >= 0 ? "is source " : "disjoint",
+          alias >= 0 ? alias : 0, twice ? ", source 1 is source 0" : "", where);
     for (int k = 0; k < n; k++)
         free(buf[k]);
     free(d);
@@ -268,8 +262,8 @@ int main(void)
                     }
                 }
     }
-    if (failures > 0) {
-        fprintf(stderr, "%d of %d checks failed\n", failures, checks);
+    if (check_failures > 0) {
+        fprintf(stderr, "%d of %d checks failed\n", check_failures, checks);
         return 1;
     }
     printf("%d checks passed\n", checks);

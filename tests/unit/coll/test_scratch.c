@@ -5,21 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "coll/coll.h"
 
 #define PAGE 4096u
-
-static int failures;
-
-#define EXPECT(cond, ...)                                                     \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond);        \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "\n");                                            \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
 
 static void test_blocks(void)
 {
@@ -27,9 +16,9 @@ static void test_blocks(void)
     void *kept[sizeof(sizes) / sizeof(sizes[0])];
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         kept[i] = swy_coll_scratch_get(sizes[i]);
-        EXPECT(kept[i] != NULL, "get(%zu)", sizes[i]);
-        EXPECT(((uintptr_t)kept[i] & (PAGE - 1)) == 0,
-               "get(%zu) = %p is not page-aligned", sizes[i], kept[i]);
+        CHECK(kept[i] != NULL, "get(%zu)", sizes[i]);
+        CHECK(((uintptr_t)kept[i] & (PAGE - 1)) == 0,
+              "get(%zu) = %p is not page-aligned", sizes[i], kept[i]);
         if (kept[i] != NULL)
             memset(kept[i], 0x5a, sizes[i]); /* all of it is ours */
     }
@@ -37,8 +26,8 @@ static void test_blocks(void)
         swy_coll_scratch_put(kept[i], sizes[i]);
     /* A kept block comes back, still aligned. */
     void *again = swy_coll_scratch_get(1u << 20);
-    EXPECT(again != NULL && ((uintptr_t)again & (PAGE - 1)) == 0,
-           "reused block %p", again);
+    CHECK(again != NULL && ((uintptr_t)again & (PAGE - 1)) == 0,
+          "reused block %p", again);
     swy_coll_scratch_put(again, 1u << 20);
     swy_coll_scratch_put(NULL, 123);
 }
@@ -58,41 +47,41 @@ static void test_place(void)
                                3 * PAGE + offsets[a]);
             size_t at = SIZE_MAX;
             int rc = swy_coll_slot_place(&end, sizes[b], mirror, &at);
-            EXPECT(rc == 0, "place(%zu, offset %zu)", sizes[b], offsets[a]);
+            CHECK(rc == 0, "place(%zu, offset %zu)", sizes[b], offsets[a]);
             /* Below 4 KiB a slot only starts on a 64-byte line. */
             size_t align = sizes[b] < 4096 ? 64 : PAGE;
             size_t want = sizes[b] < 4096 ? 0 : offsets[a];
-            EXPECT(at % align == want, "slot of %zu at %zu for page offset "
-                   "%zu", sizes[b], at, offsets[a]);
-            EXPECT(at >= prev_end, "slot at %zu overlaps the one ending at "
-                   "%zu", at, prev_end);
-            EXPECT(at - prev_end < align, "slot at %zu wastes %zu bytes", at,
-                   at - prev_end);
-            EXPECT(end == at + sizes[b], "end %zu after slot at %zu of %zu",
-                   end, at, sizes[b]);
+            CHECK(at % align == want, "slot of %zu at %zu for page offset "
+                  "%zu", sizes[b], at, offsets[a]);
+            CHECK(at >= prev_end, "slot at %zu overlaps the one ending at "
+                  "%zu", at, prev_end);
+            CHECK(at - prev_end < align, "slot at %zu wastes %zu bytes", at,
+                  at - prev_end);
+            CHECK(end == at + sizes[b], "end %zu after slot at %zu of %zu",
+                  end, at, sizes[b]);
             prev_end = end;
         }
     }
     /* Overflow of the padding or of the size: -1, *end unchanged. */
     size_t end = SIZE_MAX - 10, at = 7;
-    EXPECT(swy_coll_slot_place(&end, 1, (const void *)(uintptr_t)100, &at) ==
-               -1,
-           "padding past SIZE_MAX");
-    EXPECT(end == SIZE_MAX - 10 && at == 7, "end %zu at %zu after overflow",
-           end, at);
+    CHECK(swy_coll_slot_place(&end, 1, (const void *)(uintptr_t)100, &at) ==
+              -1,
+          "padding past SIZE_MAX");
+    CHECK(end == SIZE_MAX - 10 && at == 7, "end %zu at %zu after overflow",
+          end, at);
     end = 0;
-    EXPECT(swy_coll_slot_place(&end, SIZE_MAX, (const void *)(uintptr_t)16,
-                               &at) == -1,
-           "size past SIZE_MAX");
-    EXPECT(end == 0 && at == 7, "end %zu at %zu after overflow", end, at);
+    CHECK(swy_coll_slot_place(&end, SIZE_MAX, (const void *)(uintptr_t)16,
+                              &at) == -1,
+          "size past SIZE_MAX");
+    CHECK(end == 0 && at == 7, "end %zu at %zu after overflow", end, at);
 }
 
 int main(void)
 {
     test_blocks();
     test_place();
-    if (failures > 0) {
-        printf("FAIL: %d checks\n", failures);
+    if (check_failures > 0) {
+        printf("FAIL: %d checks\n", check_failures);
         return 1;
     }
     printf("PASS: scratch blocks and slot placement\n");

@@ -14,19 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "coll/coll.h"
 #include "util/status.h"
-
-static int failures;
-
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,  \
-                    #cond);                                                   \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
 
 static void test_segment(int nranks)
 {
@@ -134,6 +124,6 @@ int main(void)
     CHECK(swy_coll_shm_create(0, 33, name, sizeof(name), &none) ==
               SWY_ERR_INVALID_ARG && none == NULL);
     test_line();
-    printf("%s (%d failed checks)\n", failures ? "FAIL" : "PASS", failures);
-    return failures != 0;
+    printf("%s (%d failed checks)\n", check_failures ? "FAIL" : "PASS", check_failures);
+    return check_failures != 0;
 }

@@ -12,19 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "switchyard/switchyard.h"
-
-static int failures;
-#define EXPECT(cond, ...)                                                     \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__,  \
-                    #cond);                                                   \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "\n");                                            \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
 
 static char *arena;
 static size_t arena_bytes;
@@ -52,6 +41,11 @@ static void test_copies(swy_comm_t comm, size_t count)
     size_t bytes = count * sizeof(float), pad = 64;
     char *dsend = arena, *drecv = arena + (arena_bytes / 2);
     char *want = malloc(bytes + 2 * pad + 1);
+    if (want == NULL || bytes + pad > arena_bytes / 2) {
+        CHECK(0, "%zu elements: no room", count);
+        free(want);
+        return;
+    }
     for (int k = 0; k < 4; k++) {
         values((float *)dsend, count, (float)k);
         background(drecv, bytes + pad, (unsigned)k);
@@ -66,11 +60,11 @@ static void test_copies(swy_comm_t comm, size_t count)
                                   NULL, NULL)
                      : swy_scatter(dsend, drecv, count, SWY_FLOAT32, 0, comm,
                                    NULL, NULL);
-        EXPECT(st == SWY_OK, "%s of %zu: %s: %s", kind_name[k], count,
-               swy_status_string(st), swy_last_error(comm));
-        EXPECT(memcmp(drecv, want, bytes + pad) == 0,
-               "%s of %zu: result or the bytes past it differ", kind_name[k],
-               count);
+        CHECK(st == SWY_OK, "%s of %zu: %s: %s", kind_name[k], count,
+              swy_status_string(st), swy_last_error(comm));
+        CHECK(memcmp(drecv, want, bytes + pad) == 0,
+              "%s of %zu: result or the bytes past it differ", kind_name[k],
+              count);
     }
     free(want);
 }
@@ -79,10 +73,17 @@ static void test_copies(swy_comm_t comm, size_t count)
  * place and in place. */
 static void test_allgatherv(swy_comm_t comm, size_t count)
 {
+    if (count > ((size_t)1 << 22))
+        count = (size_t)1 << 22; /* within half the arena */
     size_t bytes = count * sizeof(float), gap = 40;
     size_t total = gap + bytes + gap;
     char *dsend = arena, *drecv = arena + (arena_bytes / 2);
     char *want = malloc(total + 1);
+    if (want == NULL || total > arena_bytes / 2) {
+        CHECK(0, "allgatherv of %zu: no room", count);
+        free(want);
+        return;
+    }
     values((float *)dsend, count, 7);
     background(drecv, total, 9);
     memcpy(want, drecv, total);
@@ -90,13 +91,13 @@ static void test_allgatherv(swy_comm_t comm, size_t count)
     size_t rc = count, rd = gap / sizeof(float);
     swy_status_t st = swy_allgatherv(dsend, count, drecv, &rc, &rd,
                                      SWY_FLOAT32, comm, NULL, NULL);
-    EXPECT(st == SWY_OK, "allgatherv of %zu: %s", count, swy_last_error(comm));
-    EXPECT(memcmp(drecv, want, total) == 0, "allgatherv of %zu: the block "
+    CHECK(st == SWY_OK, "allgatherv of %zu: %s", count, swy_last_error(comm));
+    CHECK(memcmp(drecv, want, total) == 0, "allgatherv of %zu: the block "
            "or the gaps differ", count);
     st = swy_allgatherv(drecv + gap, count, drecv, &rc, &rd, SWY_FLOAT32,
                         comm, NULL, NULL);
-    EXPECT(st == SWY_OK, "allgatherv in place: %s", swy_last_error(comm));
-    EXPECT(memcmp(drecv, want, total) == 0, "allgatherv of %zu in place "
+    CHECK(st == SWY_OK, "allgatherv in place: %s", swy_last_error(comm));
+    CHECK(memcmp(drecv, want, total) == 0, "allgatherv of %zu in place "
            "changed the buffer", count);
     free(want);
 }
@@ -107,9 +108,9 @@ static void test_mixed(swy_comm_t comm)
     float host[4] = {1, 2, 3, 4};
     swy_status_t st = swy_reduce(arena, host, 4, SWY_FLOAT32, SWY_SUM, 0,
                                  comm, NULL, NULL);
-    EXPECT(st == SWY_ERR_UNSUPPORTED, "device -> host reduce: %s",
+    CHECK(st == SWY_ERR_UNSUPPORTED, "device -> host reduce: %s",
            swy_status_string(st));
-    EXPECT(strstr(swy_last_error(comm), "both must be host or both device")
+    CHECK(strstr(swy_last_error(comm), "both must be host or both device")
                != NULL, "message: %s", swy_last_error(comm));
 }
 
@@ -150,9 +151,10 @@ int main(int argc, char **argv)
         test_allgatherv(comm, counts[i]);
     }
     test_mixed(comm);
-    EXPECT(stage_live() == 0, "%zu bytes of staging not returned",
+    CHECK(stage_live() == 0, "%zu bytes of staging not returned",
            stage_live());
-    EXPECT(swy_comm_destroy(comm) == SWY_OK, "destroy");
-    printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
-    return failures != 0;
+    CHECK(swy_comm_destroy(comm) == SWY_OK, "destroy");
+    printf("%s: %d failure(s)\n", check_failures ? "FAIL" : "PASS",
+           (int)check_failures);
+    return check_failures != 0;
 }

@@ -1,4 +1,5 @@
-/* Helpers shared by the kernel tests: expectations, a seeded generator,
+/* Helpers shared by the kernel tests: kt_finish (the end of a test that
+ * counts its failures with check.h's CHECK), a seeded generator,
  * comparison against double references and central finite differences.
  *
  * Tolerances used throughout (stated once here, repeated at each use):
@@ -15,24 +16,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "check.h"
+
 #define KT_FWD_TOL 1e-5
 #define KT_GRAD_TOL 1e-3
 
-static int kt_failures;
-
-#define EXPECT(cond)                                                          \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__,       \
-                    #cond);                                                   \
-            kt_failures++;                                                    \
-        }                                                                     \
-    } while (0)
-
 static inline int kt_finish(const char *name)
 {
-    if (kt_failures != 0) {
-        fprintf(stderr, "%s: %d failure(s)\n", name, kt_failures);
+    if (check_failures != 0) {
+        fprintf(stderr, "%s: %d failure(s)\n", name, check_failures);
         return 1;
     }
     printf("%s: ok\n", name);
@@ -109,7 +101,7 @@ static inline int kt_check_fwd(const char *what, const float *got,
     if (!(e <= KT_FWD_TOL)) {
         fprintf(stderr, "forward %s: error %.3g > %.1g\n", what, e,
                 KT_FWD_TOL);
-        kt_failures++;
+        check_failures++;
         return 0;
     }
     return 1;
@@ -125,7 +117,7 @@ static inline int kt_check_grad(const char *what, const float *got,
         for (size_t i = 0; i < n && i < 8; i++)
             fprintf(stderr, "  [%zu] kernel %.7g  fd %.7g\n", i,
                     (double)got[i], fd[i]);
-        kt_failures++;
+        check_failures++;
         return 0;
     }
     return 1;

@@ -55,34 +55,34 @@ static uint16_t ref_bf16(float f)
 int main(void)
 {
     /* Exact values stay. */
-    EXPECT(conv(0x3f800000) == 0x3f80);     /* 1.0 */
-    EXPECT(conv(0x00000000) == 0x0000);
-    EXPECT(conv(0x80000000) == 0x8000);     /* -0.0 */
+    CHECK(conv(0x3f800000) == 0x3f80);     /* 1.0 */
+    CHECK(conv(0x00000000) == 0x0000);
+    CHECK(conv(0x80000000) == 0x8000);     /* -0.0 */
     /* Halfway cases go to the even neighbour. */
-    EXPECT(conv(0x3f808000) == 0x3f80);     /* between 3f80 and 3f81 */
-    EXPECT(conv(0x3f818000) == 0x3f82);     /* between 3f81 and 3f82 */
-    EXPECT(conv(0xbf808000) == 0xbf80);
-    EXPECT(conv(0xbf818000) == 0xbf82);
-    EXPECT(conv(0x00008000) == 0x0000);     /* subnormal, to even 0 */
-    EXPECT(conv(0x00018000) == 0x0002);
+    CHECK(conv(0x3f808000) == 0x3f80);     /* between 3f80 and 3f81 */
+    CHECK(conv(0x3f818000) == 0x3f82);     /* between 3f81 and 3f82 */
+    CHECK(conv(0xbf808000) == 0xbf80);
+    CHECK(conv(0xbf818000) == 0xbf82);
+    CHECK(conv(0x00008000) == 0x0000);     /* subnormal, to even 0 */
+    CHECK(conv(0x00018000) == 0x0002);
     /* Off the midpoint, to the nearer. */
-    EXPECT(conv(0x3f808001) == 0x3f81);
-    EXPECT(conv(0x3f807fff) == 0x3f80);
-    EXPECT(conv(0x3f80ffff) == 0x3f81);
+    CHECK(conv(0x3f808001) == 0x3f81);
+    CHECK(conv(0x3f807fff) == 0x3f80);
+    CHECK(conv(0x3f80ffff) == 0x3f81);
     /* Carry into the exponent: 1.99999 -> 2.0. */
-    EXPECT(conv(0x3fffffff) == 0x4000);
+    CHECK(conv(0x3fffffff) == 0x4000);
     /* Overflow to infinity, and the largest bf16 below it. */
-    EXPECT(conv(0x7f7fffff) == 0x7f80);
-    EXPECT(conv(0x7f7f8000) == 0x7f80);     /* tie, 7f7f odd -> up */
-    EXPECT(conv(0x7f7f7fff) == 0x7f7f);
-    EXPECT(conv(0xff7fffff) == 0xff80);
-    EXPECT(conv(0x7f800000) == 0x7f80);     /* +inf */
-    EXPECT(conv(0xff800000) == 0xff80);     /* -inf */
+    CHECK(conv(0x7f7fffff) == 0x7f80);
+    CHECK(conv(0x7f7f8000) == 0x7f80);     /* tie, 7f7f odd -> up */
+    CHECK(conv(0x7f7f7fff) == 0x7f7f);
+    CHECK(conv(0xff7fffff) == 0xff80);
+    CHECK(conv(0x7f800000) == 0x7f80);     /* +inf */
+    CHECK(conv(0xff800000) == 0xff80);     /* -inf */
     /* NaN stays NaN, signalling ones with only low payload bits too. */
-    EXPECT(conv(0x7fc00000) == 0x7fc0);
-    EXPECT(is_nan16(conv(0x7f800001)));
-    EXPECT(is_nan16(conv(0xff800001)) && (conv(0xff800001) & 0x8000));
-    EXPECT(is_nan16(conv(0x7fffffff)));
+    CHECK(conv(0x7fc00000) == 0x7fc0);
+    CHECK(is_nan16(conv(0x7f800001)));
+    CHECK(is_nan16(conv(0xff800001)) && (conv(0xff800001) & 0x8000));
+    CHECK(is_nan16(conv(0x7fffffff)));
 
     /* Every non-NaN bf16 survives bf16 -> float -> bf16. */
     for (uint32_t h = 0; h < 0x10000; h++) {
@@ -93,7 +93,7 @@ int main(void)
         swy_k_bf16_to_f32(&h16, 1, &f);
         swy_k_f32_to_bf16(&f, 1, &back);
         if (back != h16) {
-            EXPECT(back == h16);
+            CHECK(back == h16);
             break;
         }
     }
@@ -115,13 +115,13 @@ int main(void)
             bad++;
         }
     }
-    EXPECT(bad == 0);
+    CHECK(bad == 0);
 
     /* Arrays convert element by element. */
     float a[3] = {1.0f, -2.5f, 3.140625f}, b[3];
     uint16_t h[3];
     swy_k_f32_to_bf16(a, 3, h);
     swy_k_bf16_to_f32(h, 3, b);
-    EXPECT(memcmp(a, b, sizeof(a)) == 0); /* all exact in bf16 */
+    CHECK(memcmp(a, b, sizeof(a)) == 0); /* all exact in bf16 */
     return kt_finish("kernels_bf16");
 }

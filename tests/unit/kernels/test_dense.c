@@ -70,7 +70,7 @@ static void check_linear(int N, int in, int out, int with_bias)
     float *dw2 = kt_alloc(nw * 4);
     swy_k_linear_bwd(x, w, g, N, in, out, NULL, dw2, NULL);
     for (size_t i = 0; i < nw; i++)
-        EXPECT(fabs(dw2[i] - dw[i]) <= 1e-5 * fmax(1, fabs(dw[i])));
+        CHECK(fabs(dw2[i] - dw[i]) <= 1e-5 * fmax(1, fabs(dw[i])));
     free(dw2);
     free(c.x);
     free(c.w);
@@ -87,9 +87,9 @@ static void test_linear_zero_rows(void)
     float w[6] = {1, 2, 3, 4, 5, 6}, b[3] = {1, 1, 1}, dw[6] = {7}, db[3] = {7};
     float y[1] = {42}, x[1] = {0}, dx[1] = {42};
     swy_k_linear_fwd(x, w, b, 0, 2, 3, y);
-    EXPECT(y[0] == 42); /* nothing written */
+    CHECK(y[0] == 42); /* nothing written */
     swy_k_linear_bwd(x, w, y, 0, 2, 3, dx, dw, db);
-    EXPECT(dx[0] == 42 && dw[0] == 7 && dw[1] == 0 && db[0] == 7);
+    CHECK(dx[0] == 42 && dw[0] == 7 && dw[1] == 0 && db[0] == 7);
 }
 
 static double gelu_at;
@@ -122,11 +122,11 @@ static void test_gelu_add(void)
     float z = 0.0f, one = 1.0f, g0, g1;
     swy_k_gelu_fwd(&z, 1, &g0);
     swy_k_gelu_fwd(&one, 1, &g1);
-    EXPECT(g0 == 0.0f && fabs(g1 - 0.8411920) < 1e-6);
+    CHECK(g0 == 0.0f && fabs(g1 - 0.8411920) < 1e-6);
 
     float a[3] = {1, 2, 3}, s[3] = {10, 20, 30};
     swy_k_add(a, 3, s);
-    EXPECT(s[0] == 11 && s[1] == 22 && s[2] == 33);
+    CHECK(s[0] == 11 && s[1] == 22 && s[2] == 33);
 }
 
 static void test_embed(void)
@@ -138,7 +138,7 @@ static void test_embed(void)
     kt_fill(dout, S * H, -1, 1);
     swy_k_embed_fwd(table, ids, S, H, out);
     for (int t = 0; t < S; t++)
-        EXPECT(memcmp(out + t * H, table + ids[t] * H, H * 4) == 0);
+        CHECK(memcmp(out + t * H, table + ids[t] * H, H * 4) == 0);
     for (int i = 0; i < V * H; i++)
         dtab[i] = 0.5f;
     swy_k_embed_bwd(dout, ids, S, H, dtab);
@@ -148,10 +148,10 @@ static void test_embed(void)
             for (int t = 0; t < S; t++)
                 if (ids[t] == v)
                     want += dout[t * H + h];
-            EXPECT(fabs(dtab[v * H + h] - want) < 1e-6);
+            CHECK(fabs(dtab[v * H + h] - want) < 1e-6);
         }
     /* Row 4 is never looked up: untouched. */
-    EXPECT(dtab[4 * H] == 0.5f);
+    CHECK(dtab[4 * H] == 0.5f);
 }
 
 typedef struct {
@@ -190,12 +190,12 @@ static void test_xent(void)
     float loss = swy_k_xent_fwd(x, labels, S, C, p);
     xent_ctx c = {S, C, kt_dup_d(x, S * C), labels};
     double want = ref_xent(&c);
-    EXPECT(fabs(loss - want) < 1e-5 * fmax(1, want));
+    CHECK(fabs(loss - want) < 1e-5 * fmax(1, want));
     double pd[S * C];
     for (int t = 0; t < S; t++)
         kt_softmax(c.logits + t * C, C, pd + t * C);
     kt_check_fwd("xent probs", p, pd, S * C);
-    EXPECT(swy_k_xent_fwd(x, labels, S, C, NULL) == loss);
+    CHECK(swy_k_xent_fwd(x, labels, S, C, NULL) == loss);
 
     const float dloss = 1.7f;
     swy_k_xent_bwd(x, labels, S, C, dloss, dl);
@@ -205,18 +205,18 @@ static void test_xent(void)
         fd[i] *= dloss;
     kt_check_grad("xent", dl, fd, S * C);
     for (int i = 0; i < C; i++)
-        EXPECT(dl[2 * C + i] == 0.0f); /* ignored token */
+        CHECK(dl[2 * C + i] == 0.0f); /* ignored token */
 
     /* Uniform logits over C classes: loss log C. */
     float u[C] = {0};
     int lab = 3;
-    EXPECT(fabs(swy_k_xent_fwd(u, &lab, 1, C, NULL) - log(C)) < 1e-6);
+    CHECK(fabs(swy_k_xent_fwd(u, &lab, 1, C, NULL) - log(C)) < 1e-6);
     /* Nothing counted: loss and gradient 0. */
     const int none[2] = {-1, -1};
-    EXPECT(swy_k_xent_fwd(x, none, 2, C, NULL) == 0.0f);
+    CHECK(swy_k_xent_fwd(x, none, 2, C, NULL) == 0.0f);
     swy_k_xent_bwd(x, none, 2, C, 1.0f, dl);
     for (int i = 0; i < 2 * C; i++)
-        EXPECT(dl[i] == 0.0f);
+        CHECK(dl[i] == 0.0f);
     free(c.logits);
 }
 
@@ -252,31 +252,31 @@ static void test_adam(void)
     swy_k_adam_step(p, g1, m, v, 2, &hp, 1);
     /* v to 1e-4 relative: 0.999f is 0.99900001, so 1 - beta2 in fp32 is
      * 1.3e-5 off; bias correction cancels it in p. */
-    EXPECT(fabs(p[0] - 0.9) < 1e-6 && fabs(m[0] - 0.05) < 1e-7 &&
-           fabs(v[0] - 0.00025) < 1e-4 * 0.00025);
-    EXPECT(p[1] == -2.0f && m[1] == 0.0f && v[1] == 0.0f);
+    CHECK(fabs(p[0] - 0.9) < 1e-6 && fabs(m[0] - 0.05) < 1e-7 &&
+          fabs(v[0] - 0.00025) < 1e-4 * 0.00025);
+    CHECK(p[1] == -2.0f && m[1] == 0.0f && v[1] == 0.0f);
     swy_k_adam_step(p, g2, m, v, 2, &hp, 2);
-    EXPECT(fabs(p[0] - 0.8733663) < 1e-6);
-    EXPECT(fabs(m[0] - 0.02) < 1e-7 &&
-           fabs(v[0] - 0.00031225) < 1e-4 * 0.00031225);
-    EXPECT(fabs(p[1] - -2.0744137) < 1e-6);
+    CHECK(fabs(p[0] - 0.8733663) < 1e-6);
+    CHECK(fabs(m[0] - 0.02) < 1e-7 &&
+          fabs(v[0] - 0.00031225) < 1e-4 * 0.00031225);
+    CHECK(fabs(p[1] - -2.0744137) < 1e-6);
 
     hp.weight_decay = 0.1f;
     hp.decoupled = 1;
     p[0] = 1.0f;
     m[0] = v[0] = 0.0f;
     swy_k_adam_step(p, g1, m, v, 1, &hp, 1);
-    EXPECT(fabs(p[0] - 0.89) < 1e-6);
+    CHECK(fabs(p[0] - 0.89) < 1e-6);
     swy_k_adam_step(p, g2, m, v, 1, &hp, 2);
-    EXPECT(fabs(p[0] - 0.8544663) < 1e-6);
+    CHECK(fabs(p[0] - 0.8544663) < 1e-6);
 
     hp.decoupled = 0;
     p[0] = 1.0f;
     m[0] = v[0] = 0.0f;
     swy_k_adam_step(p, g1, m, v, 1, &hp, 1);
-    EXPECT(fabs(p[0] - 0.9) < 1e-6 && fabs(m[0] - 0.06) < 1e-7);
+    CHECK(fabs(p[0] - 0.9) < 1e-6 && fabs(m[0] - 0.06) < 1e-7);
     swy_k_adam_step(p, g2, m, v, 1, &hp, 2);
-    EXPECT(fabs(p[0] - 0.8544413) < 1e-6 && fabs(m[0] - 0.038) < 1e-7);
+    CHECK(fabs(p[0] - 0.8544413) < 1e-6 && fabs(m[0] - 0.038) < 1e-7);
 }
 
 int main(void)

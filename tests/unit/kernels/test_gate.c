@@ -57,7 +57,7 @@ static void test_softmax(void)
         double sum = 0;
         for (int e = 0; e < E; e++)
             sum += p[t * E + e];
-        EXPECT(fabs(sum - 1.0) < 1e-6);
+        CHECK(fabs(sum - 1.0) < 1e-6);
     }
     kt_check_fwd("softmax", p, ref, S * E);
 
@@ -65,7 +65,7 @@ static void test_softmax(void)
     float y[S * E];
     memcpy(y, x, sizeof(y));
     swy_k_softmax_fwd(y, S, E, y);
-    EXPECT(memcmp(y, p, sizeof(y)) == 0);
+    CHECK(memcmp(y, p, sizeof(y)) == 0);
 
     /* Backward: dlogits = J^T dp, with J from the double softmax. */
     kt_fill(dp, S * E, -1, 1);
@@ -103,15 +103,15 @@ static void test_topk_values(void)
                 for (int j = 0; j < k; j++)
                     z += pd[ref_idx[j]];
                 for (int j = 0; j < k; j++) {
-                    EXPECT(idx[t * k + j] == ref_idx[j]);
+                    CHECK(idx[t * k + j] == ref_idx[j]);
                     double want = pd[ref_idx[j]] / (renorm ? z : 1.0);
-                    EXPECT(fabs(w[t * k + j] - want) < 1e-6);
+                    CHECK(fabs(w[t * k + j] - want) < 1e-6);
                 }
                 double wsum = 0;
                 for (int j = 0; j < k; j++)
                     wsum += w[t * k + j];
                 if (renorm)
-                    EXPECT(fabs(wsum - 1.0) < 1e-6);
+                    CHECK(fabs(wsum - 1.0) < 1e-6);
             }
         }
 }
@@ -125,21 +125,21 @@ static void test_topk_ties(void)
     float p[15], w[15];
     int idx[15];
     swy_k_gate_topk(x, 3, 5, 2, 1, idx, w, p);
-    EXPECT(idx[0] == 1 && idx[1] == 2);
-    EXPECT(idx[2] == 0 && idx[3] == 1);
-    EXPECT(idx[4] == 1 && idx[5] == 3);
-    EXPECT(w[0] == 0.5f && w[1] == 0.5f && w[2] == 0.5f);
+    CHECK(idx[0] == 1 && idx[1] == 2);
+    CHECK(idx[2] == 0 && idx[3] == 1);
+    CHECK(idx[4] == 1 && idx[5] == 3);
+    CHECK(w[0] == 0.5f && w[1] == 0.5f && w[2] == 0.5f);
     swy_k_gate_topk(x, 3, 5, 3, 0, idx, w, p);
-    EXPECT(idx[0] == 1 && idx[1] == 2 && idx[2] == 4);
-    EXPECT(idx[3] == 0 && idx[4] == 1 && idx[5] == 2);
-    EXPECT(idx[6] == 1 && idx[7] == 3 && idx[8] == 2);
-    EXPECT(w[3] == 0.2f && w[5] == p[7]);
+    CHECK(idx[0] == 1 && idx[1] == 2 && idx[2] == 4);
+    CHECK(idx[3] == 0 && idx[4] == 1 && idx[5] == 2);
+    CHECK(idx[6] == 1 && idx[7] == 3 && idx[8] == 2);
+    CHECK(w[3] == 0.2f && w[5] == p[7]);
     /* k = E takes everything, in the tie order. */
     swy_k_gate_topk(x, 3, 5, 5, 1, idx, w, p);
-    EXPECT(idx[5] == 0 && idx[6] == 1 && idx[7] == 2 && idx[8] == 3 &&
-           idx[9] == 4);
-    EXPECT(idx[10] == 1 && idx[11] == 3 && idx[12] == 2 && idx[13] == 4 &&
-           idx[14] == 0);
+    CHECK(idx[5] == 0 && idx[6] == 1 && idx[7] == 2 && idx[8] == 3 &&
+          idx[9] == 4);
+    CHECK(idx[10] == 1 && idx[11] == 3 && idx[12] == 2 && idx[13] == 4 &&
+          idx[14] == 0);
 }
 
 /* Double reference of the gate loss used for the FD checks:
@@ -246,7 +246,7 @@ static void test_topo_reroute(void)
             int budget = 3; /* floor(0.3 * 10) */
             int rr = swy_k_gate_topo_reroute(p, S, E, k, renorm, node, 0, 0.3,
                                              idx, w);
-            EXPECT(rr == (n_cross > budget ? n_cross - budget : 0));
+            CHECK(rr == (n_cross > budget ? n_cross - budget : 0));
             int still = 0;
             for (int t = 0; t < S; t++) {
                 int cross = 0, changed = 0;
@@ -264,7 +264,7 @@ static void test_topo_reroute(void)
                     for (int j = 0; j < k; j++)
                         ucross |= node[idx[u * k + j]] != 0;
                     if (ucross)
-                        EXPECT(score[u] >= score[t]);
+                        CHECK(score[u] >= score[t]);
                 }
                 /* The new choices: the top-k local experts, in order. */
                 double lp[E];
@@ -276,12 +276,12 @@ static void test_topo_reroute(void)
                 for (int j = 0; j < k; j++)
                     z += p[t * E + lidx[j]];
                 for (int j = 0; j < k; j++) {
-                    EXPECT(idx[t * k + j] == lidx[j]);
+                    CHECK(idx[t * k + j] == lidx[j]);
                     double want = p[t * E + lidx[j]] / (renorm ? z : 1.0);
-                    EXPECT(fabs(w[t * k + j] - want) <= 1e-6);
+                    CHECK(fabs(w[t * k + j] - want) <= 1e-6);
                 }
             }
-            EXPECT(still == (n_cross < budget ? n_cross : budget));
+            CHECK(still == (n_cross < budget ? n_cross : budget));
 
             kt_fill(gw, S * k, -1, 1);
             for (int s = 0; s < S * k; s++)
@@ -302,20 +302,20 @@ static void test_topo_reroute(void)
     distinct_logits(x, S, E);
     swy_k_gate_topk(x, S, E, 2, 1, idx, w, p);
     memcpy(orig, idx, sizeof(int) * S * 2);
-    EXPECT(swy_k_gate_topo_reroute(p, S, E, 2, 1, few, 0, 0.0, idx, w) == 0);
-    EXPECT(memcmp(orig, idx, sizeof(int) * S * 2) == 0);
+    CHECK(swy_k_gate_topo_reroute(p, S, E, 2, 1, few, 0, 0.0, idx, w) == 0);
+    CHECK(memcmp(orig, idx, sizeof(int) * S * 2) == 0);
 }
 
 static void test_capacity(void)
 {
-    EXPECT(swy_k_gate_capacity(1.2, 50, 2, 12) == 10);  /* 1.2*100/12 = 10 */
-    EXPECT(swy_k_gate_capacity(1.2, 10, 1, 1) == 12);
-    EXPECT(swy_k_gate_capacity(1.0, 10, 1, 3) == 4);    /* 3.33 -> 4 */
-    EXPECT(swy_k_gate_capacity(2.4, 5, 1, 1) == 12);
-    EXPECT(swy_k_gate_capacity(1.25, 8, 2, 4) == 5);
-    EXPECT(swy_k_gate_capacity(1.1, 100, 1, 10) == 11); /* 1.1*10 */
-    EXPECT(swy_k_gate_capacity(1.0, 0, 2, 4) == 0);
-    EXPECT(swy_k_gate_capacity(0.0, 7, 2, 4) == 14);    /* no limit */
+    CHECK(swy_k_gate_capacity(1.2, 50, 2, 12) == 10);  /* 1.2*100/12 = 10 */
+    CHECK(swy_k_gate_capacity(1.2, 10, 1, 1) == 12);
+    CHECK(swy_k_gate_capacity(1.0, 10, 1, 3) == 4);    /* 3.33 -> 4 */
+    CHECK(swy_k_gate_capacity(2.4, 5, 1, 1) == 12);
+    CHECK(swy_k_gate_capacity(1.25, 8, 2, 4) == 5);
+    CHECK(swy_k_gate_capacity(1.1, 100, 1, 10) == 11); /* 1.1*10 */
+    CHECK(swy_k_gate_capacity(1.0, 0, 2, 4) == 0);
+    CHECK(swy_k_gate_capacity(0.0, 7, 2, 4) == 14);    /* no limit */
 
     /* Per-expert shares: uniform shares give the uniform capacity. */
     double uniform[12], ta[4] = {0.45, 0.45, 0.05, 0.05};
@@ -324,12 +324,12 @@ static void test_capacity(void)
         uniform[e] = 1.0 / 12;
     swy_k_gate_capacity_shares(1.2, 50, 2, 12, uniform, cap);
     for (int e = 0; e < 12; e++)
-        EXPECT(cap[e] == swy_k_gate_capacity(1.2, 50, 2, 12));
+        CHECK(cap[e] == swy_k_gate_capacity(1.2, 50, 2, 12));
     /* TA-MoE's shares: 1.25 * 64 * 2 * 0.45 = 72, 0.05 -> 8. */
     swy_k_gate_capacity_shares(1.25, 64, 2, 4, ta, cap);
-    EXPECT(cap[0] == 72 && cap[1] == 72 && cap[2] == 8 && cap[3] == 8);
+    CHECK(cap[0] == 72 && cap[1] == 72 && cap[2] == 8 && cap[3] == 8);
     swy_k_gate_capacity_shares(0.0, 64, 2, 4, ta, cap);
-    EXPECT(cap[0] == -1 && cap[3] == -1);                /* no limit */
+    CHECK(cap[0] == -1 && cap[3] == -1);                /* no limit */
 }
 
 static void test_drop_by_hand(void)
@@ -344,10 +344,10 @@ static void test_drop_by_hand(void)
     memcpy(idx, idx0, sizeof(idx));
     int d = swy_k_gate_drop(idx, w, 4, 2, 2, 2, SWY_K_DROP_TOKEN_ORDER, load);
     const int want_tok[8] = {0, 1, 0, 1, -1, -1, -1, -1};
-    EXPECT(d == 4 && load[0] == 2 && load[1] == 2);
+    CHECK(d == 4 && load[0] == 2 && load[1] == 2);
     for (int i = 0; i < 8; i++) {
-        EXPECT(idx[i] == want_tok[i]);
-        EXPECT(w[i] == (want_tok[i] < 0 ? 0.0f : 0.1f * (float)(i + 1)));
+        CHECK(idx[i] == want_tok[i]);
+        CHECK(w[i] == (want_tok[i] < 0 ? 0.0f : 0.1f * (float)(i + 1)));
     }
 
     /* Choice order: first choices t0 e0, t1 e0, t2 e1 kept, t3 e0 dropped
@@ -358,18 +358,18 @@ static void test_drop_by_hand(void)
         w[i] = 0.1f * (float)(i + 1);
     d = swy_k_gate_drop(idx, w, 4, 2, 2, 2, SWY_K_DROP_CHOICE_ORDER, load);
     const int want_choice[8] = {0, 1, 0, -1, 1, -1, -1, -1};
-    EXPECT(d == 4 && load[0] == 2 && load[1] == 2);
+    CHECK(d == 4 && load[0] == 2 && load[1] == 2);
     for (int i = 0; i < 8; i++)
-        EXPECT(idx[i] == want_choice[i]);
+        CHECK(idx[i] == want_choice[i]);
 
     /* No limit, and slots already dropped stay dropped and uncounted. */
     int idx2[4] = {1, -1, 1, 0};
     float w2[4] = {1, 0, 1, 1};
     d = swy_k_gate_drop(idx2, w2, 2, 2, 2, -1, SWY_K_DROP_TOKEN_ORDER, load);
-    EXPECT(d == 0 && load[0] == 1 && load[1] == 2 && idx2[1] == -1);
+    CHECK(d == 0 && load[0] == 1 && load[1] == 2 && idx2[1] == -1);
     /* Capacity 0 drops everything. */
     d = swy_k_gate_drop(idx2, w2, 2, 2, 2, 0, SWY_K_DROP_TOKEN_ORDER, load);
-    EXPECT(d == 3 && load[0] == 0 && load[1] == 0);
+    CHECK(d == 3 && load[0] == 0 && load[1] == 0);
 
     /* A capacity per expert: e0 keeps 3, e1 keeps 1 (token order). */
     const int cap_each[2] = {3, 1};
@@ -379,17 +379,17 @@ static void test_drop_by_hand(void)
     d = swy_k_gate_drop_each(idx, w, 4, 2, 2, cap_each,
                              SWY_K_DROP_TOKEN_ORDER, load);
     const int want_each[8] = {0, 1, 0, -1, -1, 0, -1, -1};
-    EXPECT(d == 4 && load[0] == 3 && load[1] == 1);
+    CHECK(d == 4 && load[0] == 3 && load[1] == 1);
     for (int i = 0; i < 8; i++)
-        EXPECT(idx[i] == want_each[i]);
+        CHECK(idx[i] == want_each[i]);
     /* Equal capacities give swy_k_gate_drop's result. */
     const int cap_same[2] = {2, 2};
     memcpy(idx, idx0, sizeof(idx));
     d = swy_k_gate_drop_each(idx, w, 4, 2, 2, cap_same,
                              SWY_K_DROP_CHOICE_ORDER, load);
-    EXPECT(d == 4);
+    CHECK(d == 4);
     for (int i = 0; i < 8; i++)
-        EXPECT(idx[i] == want_choice[i]);
+        CHECK(idx[i] == want_choice[i]);
 }
 
 static void test_drop_random(void)
@@ -419,12 +419,12 @@ static void test_drop_random(void)
                 keep[s] = seen++ < cap;
                 dropped += !keep[s];
             }
-            EXPECT(load[e] == (seen < cap ? seen : cap));
+            CHECK(load[e] == (seen < cap ? seen : cap));
         }
-        EXPECT(d == dropped && dropped > 0);
+        CHECK(d == dropped && dropped > 0);
         for (int s = 0; s < S * K; s++) {
-            EXPECT(idx[s] == (keep[s] ? idx0[s] : -1));
-            EXPECT(w[s] == (keep[s] ? w0[s] : 0.0f));
+            CHECK(idx[s] == (keep[s] ? idx0[s] : -1));
+            CHECK(w[s] == (keep[s] ? w0[s] : 0.0f));
         }
     }
 }
@@ -440,9 +440,9 @@ static void test_aux_loss(void)
     for (int i = 0; i < S * E; i++)
         x[i] = 0.5f;
     swy_k_softmax_fwd(x, S, E, p);
-    EXPECT(fabs(swy_k_gate_aux_loss(p, S, E, 1, f) - 1.0) < 1e-6);
-    EXPECT(f[0] == 1.0f && f[1] == 0.0f);
-    EXPECT(swy_k_gate_aux_loss(p, 0, E, 1, f) == 0.0f);
+    CHECK(fabs(swy_k_gate_aux_loss(p, S, E, 1, f) - 1.0) < 1e-6);
+    CHECK(f[0] == 1.0f && f[1] == 0.0f);
+    CHECK(swy_k_gate_aux_loss(p, 0, E, 1, f) == 0.0f);
 
     for (int f_slots = 1; f_slots <= 2; f_slots++) {
         distinct_logits(x, S, E);
@@ -464,7 +464,7 @@ static void test_aux_loss(void)
         double want = 0;
         for (int e = 0; e < E; e++)
             want += E * fd_f[e] * m[e];
-        EXPECT(fabs(l - want) < 1e-6 * fmax(1, want));
+        CHECK(fabs(l - want) < 1e-6 * fmax(1, want));
         kt_check_fwd("aux f", f, fd_f, E);
 
         /* Gradient through m only, by FD with f frozen; and together with

@@ -41,21 +41,21 @@ static void check_sort(int S, int k, int n_ranks, int epr, int drop_pct)
     for (int r = 0; r < n_ranks; r++)
         for (int i = 0; i < epr; i++) {
             int e = r * epr + i, c = 0;
-            EXPECT(offsets[e] == next);
+            CHECK(offsets[e] == next);
             for (int s = 0; s < S * k; s++)
                 if (idx[s] == e) {
-                    EXPECT(row[s] == next);
+                    CHECK(row[s] == next);
                     next++;
                     c++;
                 }
-            EXPECT(counts[e] == c);
+            CHECK(counts[e] == c);
         }
     for (int s = 0; s < S * k; s++) {
         kept += idx[s] >= 0;
         if (idx[s] < 0)
-            EXPECT(row[s] == -1);
+            CHECK(row[s] == -1);
     }
-    EXPECT(n == kept && offsets[E] == kept && next == kept);
+    CHECK(n == kept && offsets[E] == kept && next == kept);
 
     /* Structural properties, stated directly: a permutation of [0, n);
      * each row inside its expert's group; rank groups contiguous; stable. */
@@ -63,31 +63,31 @@ static void check_sort(int S, int k, int n_ranks, int epr, int drop_pct)
     for (int s = 0; s < S * k; s++) {
         if (row[s] < 0)
             continue;
-        EXPECT(row[s] < n && !hit[row[s]]);
+        CHECK(row[s] < n && !hit[row[s]]);
         hit[row[s]] = 1;
         int e = idx[s];
-        EXPECT(row[s] >= offsets[e] && row[s] < offsets[e + 1]);
+        CHECK(row[s] >= offsets[e] && row[s] < offsets[e + 1]);
         for (int s2 = s + 1; s2 < S * k; s2++)
             if (idx[s2] == e)
-                EXPECT(row[s2] > row[s]);
+                CHECK(row[s2] > row[s]);
     }
     swy_k_sort_rank_counts(counts, n_ranks, epr, rank_counts);
     int rank_start = 0;
     for (int r = 0; r < n_ranks; r++) {
-        EXPECT(offsets[r * epr] == rank_start);
+        CHECK(offsets[r * epr] == rank_start);
         rank_start += rank_counts[r];
-        EXPECT(offsets[(r + 1) * epr] == rank_start);
+        CHECK(offsets[(r + 1) * epr] == rank_start);
         for (int s = 0; s < S * k; s++)
             if (idx[s] >= 0 && idx[s] / epr == r)
-                EXPECT(row[s] >= offsets[r * epr] &&
-                       row[s] < offsets[(r + 1) * epr]);
+                CHECK(row[s] >= offsets[r * epr] &&
+                      row[s] < offsets[(r + 1) * epr]);
     }
 
     /* Inverse. */
     int *slot = kt_alloc((size_t)(n + 1) * sizeof(int));
     swy_k_sort_invert(row, S * k, n, slot);
     for (int r = 0; r < n; r++)
-        EXPECT(slot[r] >= 0 && row[slot[r]] == r);
+        CHECK(slot[r] >= 0 && row[slot[r]] == r);
     free(slot);
     free(hit);
     free(idx);
@@ -105,17 +105,17 @@ static void test_sort_by_hand(void)
     int n = swy_k_sort_slots(idx, 4, 2, 2, 2, counts, offsets, row);
     /* e0: slots 1, 5; e1: slots 2, 7; e2: slot 6; e3: slots 0, 3. */
     const int want_row[8] = {5, 0, 2, 6, -1, 1, 4, 3};
-    EXPECT(n == 7);
-    EXPECT(counts[0] == 2 && counts[1] == 2 && counts[2] == 1 &&
-           counts[3] == 2);
-    EXPECT(offsets[0] == 0 && offsets[1] == 2 && offsets[2] == 4 &&
-           offsets[3] == 5 && offsets[4] == 7);
+    CHECK(n == 7);
+    CHECK(counts[0] == 2 && counts[1] == 2 && counts[2] == 1 &&
+          counts[3] == 2);
+    CHECK(offsets[0] == 0 && offsets[1] == 2 && offsets[2] == 4 &&
+          offsets[3] == 5 && offsets[4] == 7);
     for (int s = 0; s < 8; s++)
-        EXPECT(row[s] == want_row[s]);
+        CHECK(row[s] == want_row[s]);
     swy_k_sort_invert(row, 8, 7, slot);
     const int want_slot[7] = {1, 5, 2, 7, 6, 0, 3};
     for (int r = 0; r < 7; r++)
-        EXPECT(slot[r] == want_slot[r]);
+        CHECK(slot[r] == want_slot[r]);
 }
 
 static void test_pack(int S, int k, int E, int H)
@@ -135,16 +135,16 @@ static void test_pack(int S, int k, int E, int H)
     /* Every send row is its slot's token row. */
     for (int s = 0; s < S * k; s++)
         if (row[s] >= 0)
-            EXPECT(memcmp(send + (size_t)row[s] * H, x + (size_t)(s / k) * H,
-                          (size_t)H * sizeof(float)) == 0);
+            CHECK(memcmp(send + (size_t)row[s] * H, x + (size_t)(s / k) * H,
+                         (size_t)H * sizeof(float)) == 0);
     /* Round trip: unpack gives each kept slot its token back, zeros for a
      * dropped slot. */
     memset(slots, 0xff, (size_t)S * k * H * sizeof(float));
     swy_k_unpack(send, row, S, k, H, slots);
     for (int s = 0; s < S * k; s++)
         for (int h = 0; h < H; h++)
-            EXPECT(slots[(size_t)s * H + h] ==
-                   (row[s] >= 0 ? x[(size_t)(s / k) * H + h] : 0.0f));
+            CHECK(slots[(size_t)s * H + h] ==
+                  (row[s] >= 0 ? x[(size_t)(s / k) * H + h] : 0.0f));
     /* pack_bwd sums a token's kept rows (naive: per token, per h). */
     swy_k_pack_bwd(send, row, S, k, H, dx);
     for (int t = 0; t < S; t++)
@@ -153,7 +153,7 @@ static void test_pack(int S, int k, int E, int H)
             for (int j = 0; j < k; j++)
                 if (row[t * k + j] >= 0)
                     want += send[(size_t)row[t * k + j] * H + h];
-            EXPECT(fabs(dx[(size_t)t * H + h] - want) <= 1e-6 * k);
+            CHECK(fabs(dx[(size_t)t * H + h] - want) <= 1e-6 * k);
         }
     /* gather_rows with the inverse permutation rebuilds the send buffer
      * from the slots. */
@@ -161,7 +161,7 @@ static void test_pack(int S, int k, int E, int H)
     float *again = kt_alloc((size_t)n * H * sizeof(float) + 1);
     swy_k_sort_invert(row, S * k, n, slot);
     swy_k_gather_rows(slots, slot, n, H, again);
-    EXPECT(memcmp(again, send, (size_t)n * H * sizeof(float)) == 0);
+    CHECK(memcmp(again, send, (size_t)n * H * sizeof(float)) == 0);
     free(slot);
     free(again);
     free(idx);

@@ -30,37 +30,38 @@ static double gauss(void)
 static swy_load_predictor_t make(swy_load_predictor_config_t c, int E)
 {
     swy_load_predictor_t p;
-    CHECK_OK(swy_load_predictor_create(&c, E, &p));
+    CHECK_OK_EXIT(swy_load_predictor_create(&c, E, &p), NULL);
     return p;
 }
 
 static void test_tracker(void)
 {
     swy_load_tracker_t t;
-    CHECK_OK(swy_load_tracker_create(2, 3, 4, &t));
+    CHECK_OK_EXIT(swy_load_tracker_create(2, 3, 4, &t), NULL);
     /* Steps 10..16; layer 1 is missing at step 12, step 13 gets no
      * tokens in layer 0. Capacity 4: steps 13..16 remain. */
     for (int64_t s = 10; s <= 16; s++) {
         int64_t c0[3] = {s, 2 * s, 3 * s}, c1[3] = {1, 1, s};
         if (s == 13)
             c0[0] = c0[1] = c0[2] = 0;
-        CHECK_OK(swy_load_record(t, s, 0, c0));
+        CHECK_OK_EXIT(swy_load_record(t, s, 0, c0), NULL);
         if (s != 12)
-            CHECK_OK(swy_load_record(t, s, 1, c1));
+            CHECK_OK_EXIT(swy_load_record(t, s, 1, c1), NULL);
     }
     int n, L, E;
-    CHECK_OK(swy_load_tracker_info(t, &n, &L, &E));
+    CHECK_OK_EXIT(swy_load_tracker_info(t, &n, &L, &E), NULL);
     CHECK(n == 4 && L == 2 && E == 3, "info %d %d %d", n, L, E);
     int64_t step, c[3];
-    CHECK_OK(swy_load_tracker_get(t, 0, 0, &step, c));
+    CHECK_OK_EXIT(swy_load_tracker_get(t, 0, 0, &step, c), NULL);
     CHECK(step == 13 && c[0] == 0, "oldest step %lld", (long long)step);
-    CHECK_OK(swy_load_tracker_get(t, 3, 0, &step, c));
+    CHECK_OK_EXIT(swy_load_tracker_get(t, 3, 0, &step, c), NULL);
     CHECK(step == 16 && c[0] == 16 && c[1] == 32 && c[2] == 48,
           "newest %lld: %lld %lld %lld", (long long)step, (long long)c[0],
           (long long)c[1], (long long)c[2]);
     double props[4 * 3];
     int64_t steps[4];
-    CHECK_OK(swy_load_tracker_proportions(t, 0, 4, props, steps, &n));
+    CHECK_OK_EXIT(swy_load_tracker_proportions(t, 0, 4, props, steps, &n),
+                  NULL);
     /* Step 13 has no tokens in layer 0: left out. */
     CHECK(n == 3 && steps[0] == 14 && steps[2] == 16, "n %d first %lld", n,
           (long long)steps[0]);
@@ -68,14 +69,15 @@ static void test_tracker(void)
         for (int e = 0; e < 3; e++)
             CHECK(fabs(props[i * 3 + e] - (e + 1) / 6.0) < 1e-15,
                   "prop %d %d = %g", i, e, props[i * 3 + e]);
-    CHECK_OK(swy_load_tracker_proportions(t, 1, 2, props, steps, &n));
+    CHECK_OK_EXIT(swy_load_tracker_proportions(t, 1, 2, props, steps, &n),
+                  NULL);
     CHECK(n == 2 && steps[0] == 15 && fabs(props[3 + 2] - 16.0 / 18) < 1e-15,
           "layer 1 newest 2: n %d step %lld", n, (long long)steps[0]);
     /* Going back in time is refused; re-recording the newest replaces. */
     int64_t c1[3] = {5, 5, 5};
     CHECK(swy_load_record(t, 15, 0, c1) == SWY_ERR_INVALID_ARG, "old step");
-    CHECK_OK(swy_load_record(t, 16, 0, c1));
-    CHECK_OK(swy_load_tracker_get(t, 3, 0, &step, c));
+    CHECK_OK_EXIT(swy_load_record(t, 16, 0, c1), NULL);
+    CHECK_OK_EXIT(swy_load_tracker_get(t, 3, 0, &step, c), NULL);
     CHECK(c[0] == 5 && step == 16, "replace");
     swy_load_tracker_destroy(t);
 }
@@ -92,13 +94,13 @@ static void test_window_ema(void)
     }
     c.window = 10;
     swy_load_predictor_t w = make(c, E);
-    CHECK_OK(swy_load_predictor_predict(w, s, N, 1000, out));
+    CHECK_OK_EXIT(swy_load_predictor_predict(w, s, N, 1000, out), NULL);
     CHECK(fabs(out[0] - 0.3) < 1e-15 && fabs(out[1] - 0.7) < 1e-15,
           "window const %g %g", out[0], out[1]);
     c.kind = SWY_LOAD_PRED_EMA;
     c.theta = 0.9;
     swy_load_predictor_t m = make(c, E);
-    CHECK_OK(swy_load_predictor_predict(m, s, N, 1, out));
+    CHECK_OK_EXIT(swy_load_predictor_predict(m, s, N, 1, out), NULL);
     CHECK(fabs(out[0] - 0.3) < 1e-15, "ema const %g", out[0]);
     /* Step from (0.3, 0.7) to (0.6, 0.4) at step 280, 20 steps ago:
      * window 10 sees only the new value; window 40 half and half;
@@ -107,19 +109,20 @@ static void test_window_ema(void)
         s[t * E] = 0.6;
         s[t * E + 1] = 0.4;
     }
-    CHECK_OK(swy_load_predictor_predict(w, s, N, 100, out));
+    CHECK_OK_EXIT(swy_load_predictor_predict(w, s, N, 100, out), NULL);
     CHECK(fabs(out[0] - 0.6) < 1e-15, "window 10 after step %g", out[0]);
     swy_load_predictor_destroy(w);
     c.kind = SWY_LOAD_PRED_WINDOW;
     c.window = 40;
     w = make(c, E);
-    CHECK_OK(swy_load_predictor_predict(w, s, N, 1, out));
+    CHECK_OK_EXIT(swy_load_predictor_predict(w, s, N, 1, out), NULL);
     CHECK(fabs(out[0] - 0.45) < 1e-15 && fabs(out[1] - 0.55) < 1e-15,
           "window 40 after step %g %g", out[0], out[1]);
     /* A window longer than the history averages all of it. */
-    CHECK_OK(swy_load_predictor_predict(w, s + (N - 20) * E, 20, 1, out));
+    CHECK_OK_EXIT(swy_load_predictor_predict(w, s + (N - 20) * E, 20, 1, out),
+                  NULL);
     CHECK(fabs(out[0] - 0.6) < 1e-15, "short history %g", out[0]);
-    CHECK_OK(swy_load_predictor_predict(m, s, N, 1, out));
+    CHECK_OK_EXIT(swy_load_predictor_predict(m, s, N, 1, out), NULL);
     double want = 0.6 - 0.3 * pow(0.9, 20);
     CHECK(fabs(out[0] - want) < 1e-12 && fabs(out[0] + out[1] - 1) < 1e-15,
           "ema after step %.15g want %.15g", out[0], want);
@@ -146,10 +149,10 @@ static void test_arima_trend(void)
         c.d = orders[i][1];
         c.q = orders[i][2];
         swy_load_predictor_t a = make(c, E);
-        CHECK_OK(swy_load_predictor_fit(a, s, 300));
+        CHECK_OK_EXIT(swy_load_predictor_fit(a, s, 300), NULL);
         for (int h = 1; h <= 1000; h *= 10) {
             /* From data up to step 299, the value at 299 + h. */
-            CHECK_OK(swy_load_predictor_predict(a, s, 300, h, out));
+            CHECK_OK_EXIT(swy_load_predictor_predict(a, s, 300, h, out), NULL);
             double want = 0.2 + 0.0005 * (299 + h);
             CHECK(fabs(out[0] - want) < 1e-7,
                   "ARIMA(%d,1,%d) h %d: %.12g want %.12g", c.p, c.q, h,
@@ -181,8 +184,8 @@ static void test_ar2(void)
     c.q = 0;
     c.normalize = 0;
     swy_load_predictor_t a = make(c, 1);
-    CHECK_OK(swy_load_predictor_fit(a, s, N));
-    CHECK_OK(swy_load_predictor_arima_coefs(a, 0, ar, ma, &c0));
+    CHECK_OK_EXIT(swy_load_predictor_fit(a, s, N), NULL);
+    CHECK_OK_EXIT(swy_load_predictor_arima_coefs(a, 0, ar, ma, &c0), NULL);
     printf("AR(2): ar %.4f %.4f c %.5f (true 0.6 -0.3 0.05)\n", ar[0], ar[1],
            c0);
     CHECK(fabs(ar[0] - 0.6) < 0.03 && fabs(ar[1] + 0.3) < 0.03 &&
@@ -190,10 +193,10 @@ static void test_ar2(void)
           "AR(2) coefficients %g %g %g", ar[0], ar[1], c0);
     /* Far ahead the forecast is the process mean c / (1 - ar1 - ar2). */
     double out;
-    CHECK_OK(swy_load_predictor_predict(a, s, N, 1000, &out));
+    CHECK_OK_EXIT(swy_load_predictor_predict(a, s, N, 1000, &out), NULL);
     CHECK(fabs(out - c0 / (1 - ar[0] - ar[1])) < 1e-9, "mean %g", out);
     /* One step ahead: exactly the fitted recursion. */
-    CHECK_OK(swy_load_predictor_predict(a, s, N, 1, &out));
+    CHECK_OK_EXIT(swy_load_predictor_predict(a, s, N, 1, &out), NULL);
     double want = c0 + ar[0] * s[N - 1] + ar[1] * s[N - 2];
     CHECK(fabs(out - want) < 1e-12, "1 step %g want %g", out, want);
     swy_load_predictor_destroy(a);
@@ -224,8 +227,8 @@ static void test_arima111(void)
     c.q = 1;
     c.normalize = 0;
     swy_load_predictor_t a = make(c, 1);
-    CHECK_OK(swy_load_predictor_fit(a, s, N));
-    CHECK_OK(swy_load_predictor_arima_coefs(a, 0, ar, ma, &c0));
+    CHECK_OK_EXIT(swy_load_predictor_fit(a, s, N), NULL);
+    CHECK_OK_EXIT(swy_load_predictor_arima_coefs(a, 0, ar, ma, &c0), NULL);
     printf("ARIMA(1,1,1): ar %.4f ma %.4f c %g (true 0.5 0.4 0)\n", ar[0],
            ma[0], c0);
     CHECK(fabs(ar[0] - 0.5) < 0.05 && fabs(ma[0] - 0.4) < 0.05 && c0 == 0.0,
@@ -234,8 +237,8 @@ static void test_arima111(void)
      * increments w_{n+k} (decaying as ar^k); check it lies between the
      * last value and that plus w's 1-step forecast / (1 - ar). */
     double f1, f1000;
-    CHECK_OK(swy_load_predictor_predict(a, s, N, 1, &f1));
-    CHECK_OK(swy_load_predictor_predict(a, s, N, 1000, &f1000));
+    CHECK_OK_EXIT(swy_load_predictor_predict(a, s, N, 1, &f1), NULL);
+    CHECK_OK_EXIT(swy_load_predictor_predict(a, s, N, 1000, &f1000), NULL);
     double inc = f1 - s[N - 1];
     double want = s[N - 1] + inc / (1.0 - ar[0]);
     CHECK(fabs(f1000 - want) < 1e-9, "h 1000 %.12g want %.12g", f1000, want);
@@ -264,13 +267,14 @@ static void test_lstm(void)
     c.lstm_epochs = 60;
     c.lstm_learning_rate = 0.01;
     swy_load_predictor_t m = make(c, E);
-    CHECK_OK(swy_load_predictor_fit(m, s, 1000));
+    CHECK_OK_EXIT(swy_load_predictor_fit(m, s, 1000), NULL);
     int horizons[] = {1, 5};
     for (int i = 0; i < 2; i++) {
         double err = 0.0;
         int n = 0;
         for (int t = 1000; t < 1200; t++, n++) {
-            CHECK_OK(swy_load_predictor_predict(m, s, t, horizons[i], out));
+            CHECK_OK_EXIT(swy_load_predictor_predict(m, s, t, horizons[i], out),
+                          NULL);
             err += fabs(out[0] - s[(t - 1 + horizons[i]) * E]);
         }
         err = 100.0 * err / n;
@@ -281,17 +285,17 @@ static void test_lstm(void)
     /* Deterministic: the same seed gives the same weights. */
     swy_load_predictor_t m2 = make(c, E);
     double o1[E], o2[E];
-    CHECK_OK(swy_load_predictor_fit(m2, s, 1000));
-    CHECK_OK(swy_load_predictor_predict(m, s, 1100, 3, o1));
-    CHECK_OK(swy_load_predictor_predict(m2, s, 1100, 3, o2));
+    CHECK_OK_EXIT(swy_load_predictor_fit(m2, s, 1000), NULL);
+    CHECK_OK_EXIT(swy_load_predictor_predict(m, s, 1100, 3, o1), NULL);
+    CHECK_OK_EXIT(swy_load_predictor_predict(m2, s, 1100, 3, o2), NULL);
     CHECK(o1[0] == o2[0], "not deterministic %.17g %.17g", o1[0], o2[0]);
     /* A constant series is learned too (standardization keeps it 0). */
     for (int t = 0; t < N; t++) {
         s[t * E] = 0.25;
         s[t * E + 1] = 0.75;
     }
-    CHECK_OK(swy_load_predictor_fit(m2, s, 1000));
-    CHECK_OK(swy_load_predictor_predict(m2, s, 1000, 100, out));
+    CHECK_OK_EXIT(swy_load_predictor_fit(m2, s, 1000), NULL);
+    CHECK_OK_EXIT(swy_load_predictor_predict(m2, s, 1000, 100, out), NULL);
     CHECK(fabs(out[0] - 0.25) < 0.005, "LSTM constant %g", out[0]);
     swy_load_predictor_destroy(m);
     swy_load_predictor_destroy(m2);
@@ -327,7 +331,7 @@ static void test_state(void)
     }
     swy_load_state_config_t c = SWY_LOAD_STATE_CONFIG_INIT;
     swy_load_state_t *st = malloc(N * sizeof(*st));
-    CHECK_OK(swy_load_state(&c, s, N, E, st));
+    CHECK_OK_EXIT(swy_load_state(&c, s, N, E, st), NULL);
     int first = -1, transient_after = 0, stable_before = 0;
     for (int t = 0; t < N; t++) {
         if (st[t] == SWY_LOAD_STABLE && first < 0)
@@ -345,7 +349,7 @@ static void test_state(void)
           stable_before);
     /* Smoothing over 50 steps: the switch comes 49 steps later. */
     c.smooth = 50;
-    CHECK_OK(swy_load_state(&c, s, N, E, st));
+    CHECK_OK_EXIT(swy_load_state(&c, s, N, E, st), NULL);
     int first_s = -1;
     for (int t = 0; t < N && first_s < 0; t++)
         if (st[t] == SWY_LOAD_STABLE)
@@ -356,7 +360,7 @@ static void test_state(void)
     c.smooth = 1;
     c.max_range = -1.0;
     c.max_variance = 0.0001;
-    CHECK_OK(swy_load_state(&c, s, N, E, st));
+    CHECK_OK_EXIT(swy_load_state(&c, s, N, E, st), NULL);
     first_s = -1;
     for (int t = 0; t < N && first_s < 0; t++)
         if (st[t] == SWY_LOAD_STABLE)
@@ -422,13 +426,13 @@ static void test_bad_input(void)
     CHECK(strstr(swy_last_error(NULL), "need at least 200 steps") != NULL,
           "message: %s", swy_last_error(NULL));
     sc.window = 4;
-    CHECK_OK(swy_load_state_calibrate(&sc, s, 40, 2, 0.9));
+    CHECK_OK_EXIT(swy_load_state_calibrate(&sc, s, 40, 2, 0.9), NULL);
     CHECK(sc.max_range >= 0.0, "calibrated range %g", sc.max_range);
     sc.window = 1;
     CHECK(swy_load_state(&sc, s, 40, 2, st) == SWY_ERR_INVALID_ARG,
           "state window 1");
     swy_load_predictor_destroy(p);
-    CHECK_OK(swy_load_tracker_create(1, 2, 10, &t));
+    CHECK_OK_EXIT(swy_load_tracker_create(1, 2, 10, &t), NULL);
     int64_t neg[2] = {3, -1};
     CHECK(swy_load_record(t, 0, 0, neg) == SWY_ERR_INVALID_ARG, "negative");
     CHECK(swy_load_record(t, 0, 1, neg) == SWY_ERR_INVALID_ARG, "layer 1");
@@ -681,9 +685,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         if (strcmp(argv[1], cases[i].name) == 0) {
             cases[i].fn();
-            if (failures)
-                fprintf(stderr, "%d check(s) failed\n", failures);
-            return failures ? 1 : 0;
+            if (check_failures)
+                fprintf(stderr, "%d check(s) failed\n", check_failures);
+            return check_failures ? 1 : 0;
         }
     fprintf(stderr, "test_load: no case %s\n", argv[1]);
     return 2;

@@ -43,7 +43,7 @@ static void plan(const swy_load_placement_config_t *c, const double *load,
     pl->p.shadow = pl->shadow;
     pl->p.home = pl->home;
     pl->p.cold = pl->cold;
-    CHECK_OK(swy_load_placement_plan(c, load, &pl->p));
+    CHECK_OK_EXIT(swy_load_placement_plan(c, load, &pl->p), NULL);
 }
 
 static void check_ints(const char *what, const int *got, const int *want,
@@ -191,7 +191,7 @@ static void test_ffd(void)
     swy_load_placement_t bare = {.struct_size = sizeof(bare),
                                  .n_shadowed = -1, .n_cold = -1,
                                  .n_moved = -1};
-    CHECK_OK(swy_load_placement_plan(&c, load, &bare));
+    CHECK_OK_EXIT(swy_load_placement_plan(&c, load, &bare), NULL);
     CHECK(bare.n_moved == 2, "moved %d without arrays", bare.n_moved);
 }
 
@@ -445,9 +445,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         if (strcmp(argv[1], cases[i].name) == 0) {
             cases[i].fn();
-            if (failures == 0)
+            if (check_failures == 0)
                 printf("ok %s\n", argv[1]);
-            return failures ? 1 : 0;
+            return check_failures ? 1 : 0;
         }
     fprintf(stderr, "unknown case %s\n", argv[1]);
     return 2;

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
+
 static const char *swy_run_path;
 static const char *helper_path;
 static char        work_dir[4096];
@@ -21,6 +22,9 @@ static char        work_dir[4096];
 static bool        stdout_reader_gone;
 /* swy-run leads its own process group, as a terminal's foreground job. */
 static bool        own_process_group;
+/* The case ran to its end; otherwise a check failed (check.h's CHECK_EXIT)
+ * and failure_show tells what swy-run printed. */
+static bool        case_done;
 
 typedef struct {
     int    status;   /* as from waitpid */
@@ -97,30 +101,30 @@ static void work_dir_remove(void)
     rmdir(work_dir);
 }
 
-static void fail(const result_t *res, const char *fmt, ...)
+/* At exit before the case's end: the last swy-run's output, from the
+ * work directory that is kept for a look. */
+static void failure_show(void)
 {
-    va_list ap;
+    char   path[8192];
+    char  *out, *err;
+    size_t out_len = 0;
 
-    fputs("FAIL: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    if (res != NULL) {
+    if (case_done) {
+        return;
+    }
+    snprintf(path, sizeof(path), "%s/stdout", work_dir);
+    out = file_read(path, &out_len);
+    snprintf(path, sizeof(path), "%s/stderr", work_dir);
+    err = file_read(path, NULL);
+    if (out != NULL || err != NULL) {
         fprintf(stderr, "--- swy-run stdout (%zu bytes, first 2000) ---\n"
-                "%.2000s\n--- swy-run stderr ---\n%s\n", res->out_len,
-                res->out ? res->out : "", res->err ? res->err : "");
+                "%.2000s\n--- swy-run stderr ---\n%s\n", out_len,
+                out ? out : "", err ? err : "");
     }
     fprintf(stderr, "(work directory kept: %s)\n", work_dir);
-    exit(1);
+    free(out);
+    free(err);
 }
-
-#define CHECK(res, cond, ...) \
-    do { \
-        if (!(cond)) { \
-            fail(res, __VA_ARGS__); \
-        } \
-    } while (0)
 
 /* Starts swy-run with argv (argv[0] is ignored) and extra NAME=value
  * variables; its stdout and stderr go to files in the work directory. */
@@ -128,9 +132,7 @@ static pid_t swy_run_start(const char *const *argv, const char *const *env)
 {
     pid_t pid = fork();
 
-    if (pid < 0) {
-        fail(NULL, "fork: %s", strerror(errno));
-    }
+    CHECK_EXIT(pid >= 0, "fork: %s", strerror(errno));
     if (own_process_group) {
         setpgid(pid, pid);
     }
@@ -175,24 +177,23 @@ static result_t swy_run_wait(pid_t pid, double start_s, double limit_s)
     pid_t    done;
 
     while ((done = waitpid(pid, &res.status, WNOHANG)) == 0) {
-        if (now_s() - start_s > limit_s) {
+        bool hung = now_s() - start_s > limit_s;
+
+        if (hung) {
             kill(pid, SIGKILL);
             waitpid(pid, &res.status, 0);
-            fail(NULL, "swy-run still running after %.1f s", limit_s);
         }
+        CHECK_EXIT(!hung, "swy-run still running after %.1f s", limit_s);
         sleep_s(0.01);
     }
-    if (done < 0) {
-        fail(NULL, "waitpid: %s", strerror(errno));
-    }
+    CHECK_EXIT(done >= 0, "waitpid: %s", strerror(errno));
     res.elapsed_s = now_s() - start_s;
     snprintf(path, sizeof(path), "%s/stdout", work_dir);
     res.out = file_read(path, &res.out_len);
     snprintf(path, sizeof(path), "%s/stderr", work_dir);
     res.err = file_read(path, NULL);
-    if (res.out == NULL || res.err == NULL) {
-        fail(NULL, "cannot read swy-run's output files");
-    }
+    CHECK_EXIT(res.out != NULL && res.err != NULL,
+               "cannot read swy-run's output files");
     return res;
 }
 
@@ -234,15 +235,15 @@ static pid_t rank_pid_read(int rank)
 }
 
 /* Every rank wrote its pid, and none of those processes exists now. */
-static void ranks_gone_check(const result_t *res, int world_size)
+static void ranks_gone_check(int world_size)
 {
     for (int r = 0; r < world_size; ++r) {
         pid_t pid = rank_pid_read(r);
 
-        CHECK(res, pid > 0, "rank %d wrote no pid file", r);
-        CHECK(res, kill(pid, 0) != 0 && errno == ESRCH,
-              "rank %d (pid %d) still exists after swy-run exited", r,
-              (int)pid);
+        CHECK_EXIT(pid > 0, "rank %d wrote no pid file", r);
+        CHECK_EXIT(kill(pid, 0) != 0 && errno == ESRCH,
+                   "rank %d (pid %d) still exists after swy-run exited", r,
+                   (int)pid);
     }
 }
 
@@ -266,58 +267,58 @@ static void case_env(void)
     bool        seen[4] = {false};
     char       *line, *save;
 
-    CHECK(&res, exit_code(&res) == 0, "exit status %d, expected 0",
-          exit_code(&res));
-    CHECK(&res, count_lines(res.out) == 4, "expected 4 stdout lines");
+    CHECK_EXIT(exit_code(&res) == 0, "exit status %d, expected 0",
+               exit_code(&res));
+    CHECK_EXIT(count_lines(res.out) == 4, "expected 4 stdout lines");
     for (line = strtok_r(res.out, "\n", &save); line != NULL;
          line = strtok_r(NULL, "\n", &save)) {
         int  prefix_rank, rank, size, local, local_size, port, used = 0;
         char line_root[256], line_key[256];
 
-        CHECK(&res, sscanf(line, "[%d] rank=%d size=%d local=%d "
-                           "localsize=%d root=127.0.0.1:%d key=%255s%n",
-                           &prefix_rank, &rank, &size, &local, &local_size,
-                           &port, line_key, &used) == 7 &&
-                        line[used] == '\0',
-              "malformed line '%s'", line);
-        CHECK(&res, prefix_rank == rank && rank >= 0 && rank < 4,
-              "line '%s': prefix and SWY_RANK disagree", line);
-        CHECK(&res, !seen[rank], "rank %d appears twice", rank);
+        CHECK_EXIT(sscanf(line, "[%d] rank=%d size=%d local=%d "
+                          "localsize=%d root=127.0.0.1:%d key=%255s%n",
+                          &prefix_rank, &rank, &size, &local, &local_size,
+                          &port, line_key, &used) == 7 &&
+                       line[used] == '\0',
+                   "malformed line '%s'", line);
+        CHECK_EXIT(prefix_rank == rank && rank >= 0 && rank < 4,
+                   "line '%s': prefix and SWY_RANK disagree", line);
+        CHECK_EXIT(!seen[rank], "rank %d appears twice", rank);
         seen[rank] = true;
-        CHECK(&res, size == 4 && local == rank && local_size == 4,
-              "line '%s': wrong SWY_WORLD_SIZE, SWY_LOCAL_RANK or "
-              "SWY_LOCAL_WORLD_SIZE", line);
-        CHECK(&res, port > 0 && port < 65536, "line '%s': bad port", line);
-        CHECK(&res, strlen(line_key) == 64, "line '%s': key not 64 chars",
-              line);
+        CHECK_EXIT(size == 4 && local == rank && local_size == 4,
+                   "line '%s': wrong SWY_WORLD_SIZE, SWY_LOCAL_RANK or "
+                   "SWY_LOCAL_WORLD_SIZE", line);
+        CHECK_EXIT(port > 0 && port < 65536, "line '%s': bad port", line);
+        CHECK_EXIT(strlen(line_key) == 64, "line '%s': key not 64 chars",
+                   line);
         for (int i = 0; i < 64; ++i) {
-            CHECK(&res, isxdigit((unsigned char)line_key[i]),
-                  "line '%s': key not hex", line);
+            CHECK_EXIT(isxdigit((unsigned char)line_key[i]),
+                       "line '%s': key not hex", line);
         }
         snprintf(line_root, sizeof(line_root), "127.0.0.1:%d", port);
         if (root[0] == '\0') {
             strcpy(root, line_root);
             strcpy(key, line_key);
         }
-        CHECK(&res, strcmp(root, line_root) == 0 && strcmp(key, line_key) == 0,
-              "ranks disagree on SWY_ROOT or SWY_JOB_KEY");
+        CHECK_EXIT(strcmp(root, line_root) == 0 && strcmp(key, line_key) == 0,
+                   "ranks disagree on SWY_ROOT or SWY_JOB_KEY");
     }
-    CHECK(&res, count_lines(res.err) == 4, "expected 4 stderr lines");
+    CHECK_EXIT(count_lines(res.err) == 4, "expected 4 stderr lines");
     for (int r = 0; r < 4; ++r) {
         char expected[64];
 
         snprintf(expected, sizeof(expected), "[%d] stderr of rank %d\n", r,
                  r);
-        CHECK(&res, strstr(res.err, expected) != NULL, "no '%s' on stderr",
-              expected);
+        CHECK_EXIT(strstr(res.err, expected) != NULL, "no '%s' on stderr",
+                   expected);
     }
 
     /* A second job gets a fresh key. */
     {
         result_t again = swy_run(argv, clean_env, 20);
 
-        CHECK(&again, strstr(again.out, key) == NULL,
-              "two jobs got the same SWY_JOB_KEY");
+        CHECK_EXIT(strstr(again.out, key) == NULL,
+                   "two jobs got the same SWY_JOB_KEY");
         result_free(&again);
     }
 
@@ -329,15 +330,15 @@ static void case_env(void)
                                  helper_path, "env", NULL};
         result_t    kept = swy_run(np_argv, set_env, 20);
 
-        CHECK(&kept, exit_code(&kept) == 0, "exit status %d",
-              exit_code(&kept));
-        CHECK(&kept, strstr(kept.out, "rank=0 size=2 local=0 localsize=2 "
-                            "root=10.1.2.3:4567 key=feedface\n") != NULL &&
-                     strstr(kept.out, "rank=1 size=2 local=1 localsize=2 "
-                            "root=10.1.2.3:4567 key=feedface\n") != NULL,
-              "caller's SWY_ROOT/SWY_JOB_KEY not kept");
-        CHECK(&kept, strchr(kept.out, '[') == NULL,
-              "--no-prefix still prefixed");
+        CHECK_EXIT(exit_code(&kept) == 0, "exit status %d",
+                   exit_code(&kept));
+        CHECK_EXIT(strstr(kept.out, "rank=0 size=2 local=0 localsize=2 "
+                          "root=10.1.2.3:4567 key=feedface\n") != NULL &&
+                   strstr(kept.out, "rank=1 size=2 local=1 localsize=2 "
+                          "root=10.1.2.3:4567 key=feedface\n") != NULL,
+                   "caller's SWY_ROOT/SWY_JOB_KEY not kept");
+        CHECK_EXIT(strchr(kept.out, '[') == NULL,
+                   "--no-prefix still prefixed");
         result_free(&kept);
     }
     result_free(&res);
@@ -350,13 +351,13 @@ static void case_fail(void)
                           work_dir, "2", "3", NULL};
     result_t    res = swy_run(argv, NULL, 20);
 
-    CHECK(&res, exit_code(&res) == 3, "exit status %d, expected 3",
-          exit_code(&res));
-    CHECK(&res, res.elapsed_s < 5, "took %.1f s", res.elapsed_s);
-    CHECK(&res, strstr(res.err, "swy-run: rank 2 exited with status 3; "
-                       "stopping the other ranks\n") != NULL,
-          "no failure message");
-    ranks_gone_check(&res, 4);
+    CHECK_EXIT(exit_code(&res) == 3, "exit status %d, expected 3",
+               exit_code(&res));
+    CHECK_EXIT(res.elapsed_s < 5, "took %.1f s", res.elapsed_s);
+    CHECK_EXIT(strstr(res.err, "swy-run: rank 2 exited with status 3; "
+                      "stopping the other ranks\n") != NULL,
+               "no failure message");
+    ranks_gone_check(4);
     result_free(&res);
 }
 
@@ -368,11 +369,11 @@ static void case_failall(void)
                           work_dir, "2", NULL};
     result_t    res = swy_run(argv, NULL, 20);
 
-    CHECK(&res, exit_code(&res) == 2, "exit status %d, expected 2",
-          exit_code(&res));
-    CHECK(&res, strstr(res.err, "rank 0: the reason") != NULL,
-          "rank 0's reason was cut off");
-    ranks_gone_check(&res, 3);
+    CHECK_EXIT(exit_code(&res) == 2, "exit status %d, expected 2",
+               exit_code(&res));
+    CHECK_EXIT(strstr(res.err, "rank 0: the reason") != NULL,
+               "rank 0's reason was cut off");
+    ranks_gone_check(3);
     result_free(&res);
 }
 
@@ -383,11 +384,11 @@ static void case_sigkill(void)
                           work_dir, "1", NULL};
     result_t    res = swy_run(argv, NULL, 20);
 
-    CHECK(&res, exit_code(&res) == 128 + SIGKILL,
-          "exit status %d, expected %d", exit_code(&res), 128 + SIGKILL);
-    CHECK(&res, strstr(res.err, "swy-run: rank 1 killed by signal 9 "
-                       "(Killed)") != NULL, "no failure message");
-    ranks_gone_check(&res, 3);
+    CHECK_EXIT(exit_code(&res) == 128 + SIGKILL,
+               "exit status %d, expected %d", exit_code(&res), 128 + SIGKILL);
+    CHECK_EXIT(strstr(res.err, "swy-run: rank 1 killed by signal 9 "
+                      "(Killed)") != NULL, "no failure message");
+    ranks_gone_check(3);
     result_free(&res);
 }
 
@@ -398,14 +399,18 @@ static void ranks_ready_wait(pid_t swy_run_pid, int world_size)
     int    r = 0;
 
     while (r < world_size) {
+        bool late;
+
         if (rank_pid_read(r) > 0) {
             ++r;
-        } else if (now_s() - start > 10) {
-            kill(swy_run_pid, SIGKILL);
-            fail(NULL, "rank %d never got ready", r);
-        } else {
-            sleep_s(0.01);
+            continue;
         }
+        late = now_s() - start > 10;
+        if (late) {
+            kill(swy_run_pid, SIGKILL);
+        }
+        CHECK_EXIT(!late, "rank %d never got ready", r);
+        sleep_s(0.01);
     }
 }
 
@@ -429,20 +434,20 @@ static void case_sigint(void)
     sleep_s(0.2);
     kill(pid, SIGTERM);
     res = swy_run_wait(pid, now_s(), 5);
-    CHECK(&res, exit_code(&res) == 0, "exit status %d, expected 0",
-          exit_code(&res));
+    CHECK_EXIT(exit_code(&res) == 0, "exit status %d, expected 0",
+               exit_code(&res));
     for (int r = 0; r < 3; ++r) {
         char  path[8192];
         char *counts;
 
         snprintf(path, sizeof(path), "%s/count.%d", work_dir, r);
         counts = file_read(path, NULL);
-        CHECK(&res, counts != NULL, "rank %d got no SIGTERM", r);
-        CHECK(&res, strcmp(counts, "int=1 usr1=2\n") == 0,
-              "rank %d counted %s (expected int=1 usr1=2)", r, counts);
+        CHECK_EXIT(counts != NULL, "rank %d got no SIGTERM", r);
+        CHECK_EXIT(strcmp(counts, "int=1 usr1=2\n") == 0,
+                   "rank %d counted %s (expected int=1 usr1=2)", r, counts);
         free(counts);
     }
-    ranks_gone_check(&res, 3);
+    ranks_gone_check(3);
     result_free(&res);
 }
 
@@ -458,18 +463,18 @@ static void case_sigterm(void)
     ranks_ready_wait(pid, 3);
     kill(pid, SIGTERM);
     res = swy_run_wait(pid, now_s(), 5);
-    CHECK(&res, WIFEXITED(res.status), "swy-run died from signal %d",
-          WTERMSIG(res.status));
+    CHECK_EXIT(WIFEXITED(res.status), "swy-run died from signal %d",
+               WTERMSIG(res.status));
     for (r = 0; r < 3; ++r) {
         char path[8192];
 
         snprintf(path, sizeof(path), "%s/term.%d", work_dir, r);
-        CHECK(&res, access(path, F_OK) == 0, "rank %d got no SIGTERM", r);
+        CHECK_EXIT(access(path, F_OK) == 0, "rank %d got no SIGTERM", r);
     }
     /* The ranks' handlers exit 0, so the job ends successfully. */
-    CHECK(&res, exit_code(&res) == 0, "exit status %d, expected 0",
-          exit_code(&res));
-    ranks_gone_check(&res, 3);
+    CHECK_EXIT(exit_code(&res) == 0, "exit status %d, expected 0",
+               exit_code(&res));
+    ranks_gone_check(3);
     result_free(&res);
 }
 
@@ -480,13 +485,13 @@ static void case_timeout(void)
                           helper_path, "sleep", work_dir, NULL};
     result_t    res = swy_run(argv, NULL, 20);
 
-    CHECK(&res, exit_code(&res) == 124, "exit status %d, expected 124",
-          exit_code(&res));
-    CHECK(&res, res.elapsed_s >= 1 && res.elapsed_s < 4,
-          "took %.2f s for --timeout 1", res.elapsed_s);
-    CHECK(&res, strstr(res.err, "swy-run: timeout after 1 s") != NULL,
-          "no timeout message");
-    ranks_gone_check(&res, 2);
+    CHECK_EXIT(exit_code(&res) == 124, "exit status %d, expected 124",
+               exit_code(&res));
+    CHECK_EXIT(res.elapsed_s >= 1 && res.elapsed_s < 4,
+               "took %.2f s for --timeout 1", res.elapsed_s);
+    CHECK_EXIT(strstr(res.err, "swy-run: timeout after 1 s") != NULL,
+               "no timeout message");
+    ranks_gone_check(2);
     result_free(&res);
 }
 
@@ -497,11 +502,11 @@ static void case_grace(void)
                           helper_path, "ignore-term", work_dir, NULL};
     result_t    res = swy_run(argv, NULL, 20);
 
-    CHECK(&res, exit_code(&res) == 1, "exit status %d, expected 1",
-          exit_code(&res));
-    CHECK(&res, res.elapsed_s >= 0.5 && res.elapsed_s < 4,
-          "took %.2f s with --grace 0.5", res.elapsed_s);
-    ranks_gone_check(&res, 3);
+    CHECK_EXIT(exit_code(&res) == 1, "exit status %d, expected 1",
+               exit_code(&res));
+    CHECK_EXIT(res.elapsed_s >= 0.5 && res.elapsed_s < 4,
+               "took %.2f s with --grace 0.5", res.elapsed_s);
+    ranks_gone_check(3);
     result_free(&res);
 }
 
@@ -515,11 +520,11 @@ static void case_brokenpipe(void)
 
     stdout_reader_gone = true;
     res = swy_run(argv, NULL, 20);
-    CHECK(&res, exit_code(&res) == 128 + SIGPIPE,
-          "exit status %d, expected %d", exit_code(&res), 128 + SIGPIPE);
-    CHECK(&res, strstr(res.err, "killed by signal 13") != NULL,
-          "no failure message");
-    ranks_gone_check(&res, 2);
+    CHECK_EXIT(exit_code(&res) == 128 + SIGPIPE,
+               "exit status %d, expected %d", exit_code(&res), 128 + SIGPIPE);
+    CHECK_EXIT(strstr(res.err, "killed by signal 13") != NULL,
+               "no failure message");
+    ranks_gone_check(2);
     result_free(&res);
 }
 
@@ -532,11 +537,11 @@ static void case_noexec(void)
 
     snprintf(prog, sizeof(prog), "%s/no-such-program", work_dir);
     res = swy_run(argv, NULL, 20);
-    CHECK(&res, exit_code(&res) == 127, "exit status %d, expected 127",
-          exit_code(&res));
+    CHECK_EXIT(exit_code(&res) == 127, "exit status %d, expected 127",
+               exit_code(&res));
     snprintf(expected, sizeof(expected),
              "rank 0: cannot run '%s': No such file or directory", prog);
-    CHECK(&res, strstr(res.err, expected) != NULL, "no '%s'", expected);
+    CHECK_EXIT(strstr(res.err, expected) != NULL, "no '%s'", expected);
     result_free(&res);
 }
 
@@ -551,22 +556,22 @@ static void case_longline(void)
     bool        seen[2] = {false};
     const char *line = res.out;
 
-    CHECK(&res, exit_code(&res) == 0, "exit status %d", exit_code(&res));
-    CHECK(&res, res.out_len == 2 * (4 + LINE_BYTES + 1),
-          "stdout has %zu bytes, expected %d", res.out_len,
-          2 * (4 + LINE_BYTES + 1));
+    CHECK_EXIT(exit_code(&res) == 0, "exit status %d", exit_code(&res));
+    CHECK_EXIT(res.out_len == 2 * (4 + LINE_BYTES + 1),
+               "stdout has %zu bytes, expected %d", res.out_len,
+               2 * (4 + LINE_BYTES + 1));
     for (int i = 0; i < 2; ++i, line += 4 + LINE_BYTES + 1) {
         int rank = line[1] - '0';
 
-        CHECK(&res, line[0] == '[' && (rank == 0 || rank == 1) &&
-                    line[2] == ']' && line[3] == ' ' && !seen[rank],
-              "line %d has no proper prefix", i);
+        CHECK_EXIT(line[0] == '[' && (rank == 0 || rank == 1) &&
+                   line[2] == ']' && line[3] == ' ' && !seen[rank],
+                   "line %d has no proper prefix", i);
         seen[rank] = true;
         for (int b = 0; b < LINE_BYTES; ++b) {
-            CHECK(&res, line[4 + b] == 'a' + rank,
-                  "line of rank %d broken at byte %d", rank, b);
+            CHECK_EXIT(line[4 + b] == 'a' + rank,
+                       "line of rank %d broken at byte %d", rank, b);
         }
-        CHECK(&res, line[4 + LINE_BYTES] == '\n', "line %d not ended", i);
+        CHECK_EXIT(line[4 + LINE_BYTES] == '\n', "line %d not ended", i);
     }
     result_free(&res);
 }
@@ -600,15 +605,15 @@ static void case_usage(void)
 
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
         res = swy_run((const char *const *)bad[i], NULL, 10);
-        CHECK(&res, exit_code(&res) == 2, "case %zu: exit status %d, "
-              "expected 2", i, exit_code(&res));
-        CHECK(&res, strncmp(res.err, "swy-run: ", 9) == 0,
-              "case %zu: no message", i);
+        CHECK_EXIT(exit_code(&res) == 2, "case %zu: exit status %d, "
+                   "expected 2", i, exit_code(&res));
+        CHECK_EXIT(strncmp(res.err, "swy-run: ", 9) == 0,
+                   "case %zu: no message", i);
         result_free(&res);
     }
     res = swy_run(help, NULL, 10);
-    CHECK(&res, exit_code(&res) == 0, "--help: exit status %d",
-          exit_code(&res));
+    CHECK_EXIT(exit_code(&res) == 0, "--help: exit status %d",
+               exit_code(&res));
     {
         static const char *const words[] = {
             "--np", "--timeout", "--grace", "--no-prefix", "--help",
@@ -618,19 +623,19 @@ static void case_usage(void)
             "--link", "SWY_NODE", "SWY_NNODES"};
 
         for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); ++i) {
-            CHECK(&res, strstr(res.out, words[i]) != NULL,
-                  "--help does not mention %s", words[i]);
+            CHECK_EXIT(strstr(res.out, words[i]) != NULL,
+                       "--help does not mention %s", words[i]);
         }
     }
     result_free(&res);
     res = swy_run(version, NULL, 10);
-    CHECK(&res, exit_code(&res) == 0 && strncmp(res.out, "swy-run ", 8) == 0,
-          "--version failed");
+    CHECK_EXIT(exit_code(&res) == 0 && strncmp(res.out, "swy-run ", 8) == 0,
+               "--version failed");
     result_free(&res);
     res = swy_run(dashdash, NULL, 10);
-    CHECK(&res, exit_code(&res) == 0 &&
-                strncmp(res.out, "[0] rank=0 size=1 ", 18) == 0,
-          "'--' before the program not accepted");
+    CHECK_EXIT(exit_code(&res) == 0 &&
+               strncmp(res.out, "[0] rank=0 size=1 ", 18) == 0,
+               "'--' before the program not accepted");
     result_free(&res);
 }
 
@@ -662,15 +667,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
         return 1;
     }
+    atexit(failure_show);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
         if (strcmp(argv[1], cases[i].name) == 0) {
             cases[i].run();
+            case_done = true;
             work_dir_remove();
             printf("ok: %s\n", cases[i].name);
             return 0;
         }
     }
     fprintf(stderr, "unknown case '%s'\n", argv[1]);
+    case_done = true;
     work_dir_remove();
     return 2;
 }

@@ -7,19 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "topo/topo.h"
 #include "util/config.h"
 #include "util/status.h"
-
-static int failures;
-#define EXPECT(cond)                                                          \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__,       \
-                    #cond);                                                   \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
 
 static char fixture_xml[4096];
 
@@ -43,13 +34,13 @@ static void expect_host_identity(const swy_topo_local_t *local)
     char boot_id[64];
     char expected_id[512];
 
-    EXPECT(gethostname(hostname, sizeof(hostname)) == 0);
+    CHECK(gethostname(hostname, sizeof(hostname)) == 0);
     read_boot_id(boot_id, sizeof(boot_id));
-    EXPECT(strlen(boot_id) == 36);
+    CHECK(strlen(boot_id) == 36);
     snprintf(expected_id, sizeof(expected_id), "%s:%s", hostname, boot_id);
-    EXPECT(strcmp(local->hostname, hostname) == 0);
-    EXPECT(strcmp(local->host_id, expected_id) == 0);
-    EXPECT(strstr(local->host_id, boot_id) != NULL);
+    CHECK(strcmp(local->hostname, hostname) == 0);
+    CHECK(strcmp(local->host_id, expected_id) == 0);
+    CHECK(strstr(local->host_id, boot_id) != NULL);
 }
 
 /* The fixture's PUs 0-15 are package 0 / NUMA 0 and PUs 16-31 package 1 /
@@ -60,7 +51,7 @@ static int expected_fixture_numa(void)
     cpu_set_t set;
     int low = 0, high = 0, outside = 0;
 
-    EXPECT(sched_getaffinity(0, sizeof(set), &set) == 0);
+    CHECK(sched_getaffinity(0, sizeof(set), &set) == 0);
     for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
         if (!CPU_ISSET(cpu, &set))
             continue;
@@ -105,56 +96,56 @@ static void test_fixture(void)
     char text[4096];
     int expected_numa = expected_fixture_numa();
 
-    EXPECT(swy_topo_discover_from(fixture_xml, NULL, &local) == SWY_OK);
-    EXPECT(strcmp(local.source, "xml") == 0);
-    EXPECT(local.n_packages == 2);
-    EXPECT(local.n_numa == 2);
-    EXPECT(local.n_cores == 16);
-    EXPECT(local.n_pus == 32);
-    EXPECT(local.n_gpus == 8);
+    CHECK(swy_topo_discover_from(fixture_xml, NULL, &local) == SWY_OK);
+    CHECK(strcmp(local.source, "xml") == 0);
+    CHECK(local.n_packages == 2);
+    CHECK(local.n_numa == 2);
+    CHECK(local.n_cores == 16);
+    CHECK(local.n_pus == 32);
+    CHECK(local.n_gpus == 8);
     for (int i = 0; i < 8; i++) {
         int found = 0;
 
         for (int g = 0; g < local.n_gpus; g++) {
             if (strcmp(local.gpus[g].bus_id, gpus[i].bus_id) == 0) {
                 found++;
-                EXPECT(local.gpus[g].numa == gpus[i].numa);
+                CHECK(local.gpus[g].numa == gpus[i].numa);
             }
         }
         if (found != 1)
             fprintf(stderr, "GPU %s found %d times\n", gpus[i].bus_id, found);
-        EXPECT(found == 1);
+        CHECK(found == 1);
     }
-    EXPECT(local.n_nics == 4);
+    CHECK(local.n_nics == 4);
     for (int i = 0; i < 4; i++) {
         int found = 0;
 
         for (int n = 0; n < local.n_nics; n++) {
             if (strcmp(local.nics[n].name, nics[i].name) == 0) {
                 found++;
-                EXPECT(strcmp(local.nics[n].bus_id, nics[i].bus_id) == 0);
-                EXPECT(local.nics[n].numa == nics[i].numa);
+                CHECK(strcmp(local.nics[n].bus_id, nics[i].bus_id) == 0);
+                CHECK(local.nics[n].numa == nics[i].numa);
             }
         }
-        EXPECT(found == 1);
+        CHECK(found == 1);
     }
-    EXPECT(local.numa == expected_numa);
-    EXPECT(local.package == expected_numa); /* one NUMA node per package */
+    CHECK(local.numa == expected_numa);
+    CHECK(local.package == expected_numa); /* one NUMA node per package */
     expect_host_identity(&local);
 
     swy_topo_describe_local(&local, text, sizeof(text));
-    EXPECT(strstr(text, "source: xml") != NULL);
-    EXPECT(strstr(text, "packages: 2, NUMA nodes: 2, cores: 16, PUs: 32") !=
-           NULL);
-    EXPECT(strstr(text, "0000:a3:00.0, NUMA 1") != NULL);
-    EXPECT(strstr(text, "mlx5_1, bus 0000:99:00.0, NUMA 1") != NULL);
-    EXPECT(strstr(text, local.host_id) != NULL);
+    CHECK(strstr(text, "source: xml") != NULL);
+    CHECK(strstr(text, "packages: 2, NUMA nodes: 2, cores: 16, PUs: 32") !=
+          NULL);
+    CHECK(strstr(text, "0000:a3:00.0, NUMA 1") != NULL);
+    CHECK(strstr(text, "mlx5_1, bus 0000:99:00.0, NUMA 1") != NULL);
+    CHECK(strstr(text, local.host_id) != NULL);
 
     /* A short buffer is truncated, terminated, never overrun. */
     memset(text, 'x', sizeof(text));
     swy_topo_describe_local(&local, text, 16);
-    EXPECT(strlen(text) == 15);
-    EXPECT(text[16] == 'x');
+    CHECK(strlen(text) == 15);
+    CHECK(text[16] == 'x');
 }
 
 static void test_synthetic(void)
@@ -172,15 +163,15 @@ static void test_synthetic(void)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         swy_topo_local_t local;
 
-        EXPECT(swy_topo_discover_from(NULL, cases[i].description, &local) ==
-               SWY_OK);
-        EXPECT(strcmp(local.source, "synthetic") == 0);
-        EXPECT(local.n_packages == cases[i].packages);
-        EXPECT(local.n_numa == cases[i].numa);
-        EXPECT(local.n_cores == cases[i].cores);
-        EXPECT(local.n_pus == cases[i].pus);
-        EXPECT(local.n_gpus == 0);
-        EXPECT(local.n_nics == 0);
+        CHECK(swy_topo_discover_from(NULL, cases[i].description, &local) ==
+              SWY_OK);
+        CHECK(strcmp(local.source, "synthetic") == 0);
+        CHECK(local.n_packages == cases[i].packages);
+        CHECK(local.n_numa == cases[i].numa);
+        CHECK(local.n_cores == cases[i].cores);
+        CHECK(local.n_pus == cases[i].pus);
+        CHECK(local.n_gpus == 0);
+        CHECK(local.n_nics == 0);
         if (local.n_pus != cases[i].pus)
             fprintf(stderr, "'%s': %d packages %d numa %d cores %d pus\n",
                     cases[i].description, local.n_packages, local.n_numa,
@@ -196,35 +187,35 @@ static void test_invalid_sources(void)
     int fd;
 
     memset(&local, 0x5a, sizeof(local));
-    EXPECT(swy_topo_discover_from(NULL, "pack:2 bogus:3", &local) ==
-           SWY_ERR_INVALID_ARG);
-    EXPECT(strstr(swy_err_last(), "bogus:3") != NULL);
-    EXPECT(local.n_pus == 0x5a5a5a5a); /* untouched on failure */
+    CHECK(swy_topo_discover_from(NULL, "pack:2 bogus:3", &local) ==
+          SWY_ERR_INVALID_ARG);
+    CHECK(strstr(swy_err_last(), "bogus:3") != NULL);
+    CHECK(local.n_pus == 0x5a5a5a5a); /* untouched on failure */
 
-    EXPECT(swy_topo_discover_from("/nonexistent/swy-topo.xml", NULL,
-                                  &local) == SWY_ERR_INVALID_ARG);
-    EXPECT(strstr(swy_err_last(), "/nonexistent/swy-topo.xml") != NULL);
+    CHECK(swy_topo_discover_from("/nonexistent/swy-topo.xml", NULL,
+                                 &local) == SWY_ERR_INVALID_ARG);
+    CHECK(strstr(swy_err_last(), "/nonexistent/swy-topo.xml") != NULL);
 
     fd = mkstemp(bad_xml);
-    EXPECT(fd >= 0);
-    EXPECT(write(fd, junk, strlen(junk)) == (ssize_t)strlen(junk));
+    CHECK(fd >= 0);
+    CHECK(write(fd, junk, strlen(junk)) == (ssize_t)strlen(junk));
     close(fd);
-    EXPECT(swy_topo_discover_from(bad_xml, NULL, &local) ==
-           SWY_ERR_INVALID_ARG);
-    EXPECT(strstr(swy_err_last(), bad_xml) != NULL);
+    CHECK(swy_topo_discover_from(bad_xml, NULL, &local) ==
+          SWY_ERR_INVALID_ARG);
+    CHECK(strstr(swy_err_last(), bad_xml) != NULL);
     unlink(bad_xml);
 
     /* hwloc would read these without end; they are refused by name. */
-    EXPECT(swy_topo_discover_from("/dev/zero", NULL, &local) ==
-           SWY_ERR_INVALID_ARG);
-    EXPECT(strstr(swy_err_last(), "'/dev/zero' is a character device") !=
-           NULL);
-    EXPECT(swy_topo_discover_from("/tmp", NULL, &local) ==
-           SWY_ERR_INVALID_ARG);
-    EXPECT(strstr(swy_err_last(), "is a directory") != NULL);
+    CHECK(swy_topo_discover_from("/dev/zero", NULL, &local) ==
+          SWY_ERR_INVALID_ARG);
+    CHECK(strstr(swy_err_last(), "'/dev/zero' is a character device") !=
+          NULL);
+    CHECK(swy_topo_discover_from("/tmp", NULL, &local) ==
+          SWY_ERR_INVALID_ARG);
+    CHECK(strstr(swy_err_last(), "is a directory") != NULL);
 
-    EXPECT(swy_topo_discover_from(fixture_xml, "pack:1 pu:1", &local) ==
-           SWY_ERR_INVALID_ARG);
+    CHECK(swy_topo_discover_from(fixture_xml, "pack:1 pu:1", &local) ==
+          SWY_ERR_INVALID_ARG);
 }
 
 /* swy_topo_discover reads SWY_TOPO_XML, then SWY_TOPO_SYNTHETIC. */
@@ -234,19 +225,19 @@ static void test_environment(void)
 
     setenv("SWY_TOPO_SYNTHETIC", "pack:3 core:1 pu:1", 1);
     swy_config_reload();
-    EXPECT(swy_topo_discover(&local) == SWY_OK);
-    EXPECT(strcmp(local.source, "synthetic") == 0);
-    EXPECT(local.n_packages == 3 && local.n_pus == 3);
+    CHECK(swy_topo_discover(&local) == SWY_OK);
+    CHECK(strcmp(local.source, "synthetic") == 0);
+    CHECK(local.n_packages == 3 && local.n_pus == 3);
 
     setenv("SWY_TOPO_XML", fixture_xml, 1);
     swy_config_reload();
-    EXPECT(swy_topo_discover(&local) == SWY_OK);
-    EXPECT(strcmp(local.source, "xml") == 0);
-    EXPECT(local.n_gpus == 8);
+    CHECK(swy_topo_discover(&local) == SWY_OK);
+    CHECK(strcmp(local.source, "xml") == 0);
+    CHECK(local.n_gpus == 8);
 
     setenv("SWY_TOPO_XML", "/nonexistent/env.xml", 1);
     swy_config_reload();
-    EXPECT(swy_topo_discover(&local) == SWY_ERR_INVALID_ARG);
+    CHECK(swy_topo_discover(&local) == SWY_ERR_INVALID_ARG);
 
     unsetenv("SWY_TOPO_XML");
     unsetenv("SWY_TOPO_SYNTHETIC");
@@ -259,22 +250,22 @@ static void test_real_host(void)
     char text[4096];
     long online = sysconf(_SC_NPROCESSORS_ONLN);
 
-    EXPECT(swy_topo_discover(&local) == SWY_OK);
-    EXPECT(strcmp(local.source, "host") == 0);
-    EXPECT(local.n_pus >= 1);
-    EXPECT(local.n_cores >= 1 && local.n_cores <= local.n_pus);
-    EXPECT(local.n_numa >= 1);
+    CHECK(swy_topo_discover(&local) == SWY_OK);
+    CHECK(strcmp(local.source, "host") == 0);
+    CHECK(local.n_pus >= 1);
+    CHECK(local.n_cores >= 1 && local.n_cores <= local.n_pus);
+    CHECK(local.n_numa >= 1);
     /* hwloc's PUs are the online CPUs. */
-    EXPECT(online < 1 || local.n_pus == online);
-    EXPECT(local.numa >= -1 && local.numa < local.n_numa);
+    CHECK(online < 1 || local.n_pus == online);
+    CHECK(local.numa >= -1 && local.numa < local.n_numa);
     /* A single-NUMA host: any binding lies inside that node. */
     if (local.n_numa == 1)
-        EXPECT(local.numa == 0);
+        CHECK(local.numa == 0);
     expect_host_identity(&local);
 
     swy_topo_describe_local(&local, text, sizeof(text));
-    EXPECT(strstr(text, "source: host") != NULL);
-    EXPECT(strstr(text, local.hostname) != NULL);
+    CHECK(strstr(text, "source: host") != NULL);
+    CHECK(strstr(text, local.hostname) != NULL);
 }
 
 int main(void)
@@ -296,7 +287,7 @@ int main(void)
     test_invalid_sources();
     test_environment();
     test_real_host();
-    if (failures != 0)
-        fprintf(stderr, "%d failure(s)\n", failures);
-    return failures != 0;
+    if (check_failures != 0)
+        fprintf(stderr, "%d failure(s)\n", check_failures);
+    return check_failures != 0;
 }

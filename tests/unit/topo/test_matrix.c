@@ -7,19 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "topo/topo.h"
 #include "util/config.h"
 #include "util/status.h"
-
-static int failures;
-#define EXPECT(cond)                                                          \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__,       \
-                    #cond);                                                   \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
 
 static int close_to(double a, double b)
 {
@@ -51,23 +42,23 @@ static void write_file(char *path, const char *text)
 {
     int fd = mkstemp(path);
 
-    EXPECT(fd >= 0);
-    EXPECT(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    CHECK(fd >= 0);
+    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
     close(fd);
 }
 
 static void test_names(void)
 {
-    EXPECT(swy_topo_link_class_parse("self") == SWY_LINK_SELF);
-    EXPECT(swy_topo_link_class_parse("same_numa") == SWY_LINK_SAME_NUMA);
-    EXPECT(swy_topo_link_class_parse("same_node") == SWY_LINK_SAME_NODE);
-    EXPECT(swy_topo_link_class_parse("cross_node") == SWY_LINK_CROSS_NODE);
-    EXPECT(swy_topo_link_class_parse("crossnode") == -1);
-    EXPECT(swy_topo_link_class_parse(NULL) == -1);
-    EXPECT(strcmp(swy_topo_link_class_name(SWY_LINK_SAME_NODE),
-                  "same_node") == 0);
-    EXPECT(strcmp(swy_topo_link_class_name(SWY_LINK_NCLASSES), "unknown") ==
-           0);
+    CHECK(swy_topo_link_class_parse("self") == SWY_LINK_SELF);
+    CHECK(swy_topo_link_class_parse("same_numa") == SWY_LINK_SAME_NUMA);
+    CHECK(swy_topo_link_class_parse("same_node") == SWY_LINK_SAME_NODE);
+    CHECK(swy_topo_link_class_parse("cross_node") == SWY_LINK_CROSS_NODE);
+    CHECK(swy_topo_link_class_parse("crossnode") == -1);
+    CHECK(swy_topo_link_class_parse(NULL) == -1);
+    CHECK(strcmp(swy_topo_link_class_name(SWY_LINK_SAME_NODE),
+                 "same_node") == 0);
+    CHECK(strcmp(swy_topo_link_class_name(SWY_LINK_NCLASSES), "unknown") ==
+          0);
 }
 
 static void test_classes_and_defaults(void)
@@ -96,37 +87,37 @@ static void test_classes_and_defaults(void)
     swy_topo_t *topo = NULL;
 
     make_cluster(ranks);
-    EXPECT(swy_topo_build(ranks, 8, 3, &topo) == SWY_OK);
+    CHECK(swy_topo_build(ranks, 8, 3, &topo) == SWY_OK);
     if (topo == NULL)
         return;
-    EXPECT(swy_topo_nranks(topo) == 8);
-    EXPECT(swy_topo_myrank(topo) == 3);
-    EXPECT(swy_topo_nnodes(topo) == 2);
+    CHECK(swy_topo_nranks(topo) == 8);
+    CHECK(swy_topo_myrank(topo) == 3);
+    CHECK(swy_topo_nnodes(topo) == 2);
     for (int a = 0; a < 8; a++) {
-        EXPECT(swy_topo_node_of(topo, a) == a / 4);
-        EXPECT(strcmp(swy_topo_rank_info(topo, a)->host_id,
-                      ranks[a].host_id) == 0);
+        CHECK(swy_topo_node_of(topo, a) == a / 4);
+        CHECK(strcmp(swy_topo_rank_info(topo, a)->host_id,
+                     ranks[a].host_id) == 0);
         for (int b = 0; b < 8; b++) {
             swy_link_class_t cls = swy_topo_link_class(topo, a, b);
 
-            EXPECT(cls == expected[a][b]);
-            EXPECT(close_to(swy_topo_bandwidth(topo, a, b),
-                            bandwidth[expected[a][b]]));
-            EXPECT(close_to(swy_topo_latency(topo, a, b),
-                            latency[expected[a][b]]));
+            CHECK(cls == expected[a][b]);
+            CHECK(close_to(swy_topo_bandwidth(topo, a, b),
+                           bandwidth[expected[a][b]]));
+            CHECK(close_to(swy_topo_latency(topo, a, b),
+                           latency[expected[a][b]]));
         }
     }
     for (int cls = 0; cls < SWY_LINK_NCLASSES; cls++) {
-        EXPECT(close_to(swy_topo_default_bandwidth(cls), bandwidth[cls]));
-        EXPECT(close_to(swy_topo_default_latency(cls), latency[cls]));
+        CHECK(close_to(swy_topo_default_bandwidth(cls), bandwidth[cls]));
+        CHECK(close_to(swy_topo_default_latency(cls), latency[cls]));
     }
-    EXPECT(swy_topo_node_of(topo, 8) == -1);
-    EXPECT(swy_topo_rank_info(topo, -1) == NULL);
+    CHECK(swy_topo_node_of(topo, 8) == -1);
+    CHECK(swy_topo_rank_info(topo, -1) == NULL);
 
     swy_topo_set_link(topo, 1, 6, 1e9, 5e-6);
-    EXPECT(close_to(swy_topo_bandwidth(topo, 1, 6), 1e9));
-    EXPECT(close_to(swy_topo_latency(topo, 1, 6), 5e-6));
-    EXPECT(close_to(swy_topo_bandwidth(topo, 6, 1), 12.5e9));
+    CHECK(close_to(swy_topo_bandwidth(topo, 1, 6), 1e9));
+    CHECK(close_to(swy_topo_latency(topo, 1, 6), 5e-6));
+    CHECK(close_to(swy_topo_bandwidth(topo, 6, 1), 12.5e9));
     swy_topo_destroy(topo);
     swy_topo_destroy(NULL);
 }
@@ -149,22 +140,22 @@ static void test_unbound_and_numbering(void)
     }
     ranks[3].numa = 0;
     ranks[5].numa = 0;
-    EXPECT(swy_topo_build(ranks, 6, 0, &topo) == SWY_OK);
+    CHECK(swy_topo_build(ranks, 6, 0, &topo) == SWY_OK);
     if (topo == NULL)
         return;
-    EXPECT(swy_topo_nnodes(topo) == 3);
+    CHECK(swy_topo_nnodes(topo) == 3);
     for (int r = 0; r < 6; r++)
-        EXPECT(swy_topo_node_of(topo, r) == node[r]);
-    EXPECT(swy_topo_link_class(topo, 0, 2) == SWY_LINK_SAME_NODE);
-    EXPECT(swy_topo_link_class(topo, 1, 4) == SWY_LINK_SAME_NODE);
-    EXPECT(swy_topo_link_class(topo, 3, 5) == SWY_LINK_SAME_NUMA);
-    EXPECT(swy_topo_link_class(topo, 0, 1) == SWY_LINK_CROSS_NODE);
-    EXPECT(swy_topo_link_class(topo, 4, 4) == SWY_LINK_SELF);
+        CHECK(swy_topo_node_of(topo, r) == node[r]);
+    CHECK(swy_topo_link_class(topo, 0, 2) == SWY_LINK_SAME_NODE);
+    CHECK(swy_topo_link_class(topo, 1, 4) == SWY_LINK_SAME_NODE);
+    CHECK(swy_topo_link_class(topo, 3, 5) == SWY_LINK_SAME_NUMA);
+    CHECK(swy_topo_link_class(topo, 0, 1) == SWY_LINK_CROSS_NODE);
+    CHECK(swy_topo_link_class(topo, 4, 4) == SWY_LINK_SELF);
     swy_topo_destroy(topo);
 
-    EXPECT(swy_topo_build(ranks, 0, 0, &topo) == SWY_ERR_INVALID_ARG);
-    EXPECT(swy_topo_build(ranks, 6, 6, &topo) == SWY_ERR_INVALID_ARG);
-    EXPECT(swy_topo_build(NULL, 6, 0, &topo) == SWY_ERR_INVALID_ARG);
+    CHECK(swy_topo_build(ranks, 0, 0, &topo) == SWY_ERR_INVALID_ARG);
+    CHECK(swy_topo_build(ranks, 6, 6, &topo) == SWY_ERR_INVALID_ARG);
+    CHECK(swy_topo_build(NULL, 6, 0, &topo) == SWY_ERR_INVALID_ARG);
 }
 
 static void test_file(void)
@@ -185,7 +176,7 @@ static void test_file(void)
     write_file(path, text);
     setenv("SWY_TOPO_FILE", path, 1);
     swy_config_reload();
-    EXPECT(swy_topo_build(ranks, 8, 0, &topo) == SWY_OK);
+    CHECK(swy_topo_build(ranks, 8, 0, &topo) == SWY_OK);
     unsetenv("SWY_TOPO_FILE");
     swy_config_reload();
     if (topo == NULL) {
@@ -193,21 +184,21 @@ static void test_file(void)
         unlink(path);
         return;
     }
-    EXPECT(close_to(swy_topo_bandwidth(topo, 1, 6), 0.5e9));
-    EXPECT(close_to(swy_topo_latency(topo, 1, 6), 7.25e-6));
-    EXPECT(close_to(swy_topo_bandwidth(topo, 6, 1), 0.5e9));
-    EXPECT(close_to(swy_topo_latency(topo, 6, 1), 7.25e-6));
-    EXPECT(close_to(swy_topo_bandwidth(topo, 0, 7), 1.25e9));
-    EXPECT(close_to(swy_topo_latency(topo, 0, 7), 10e-6));
-    EXPECT(close_to(swy_topo_bandwidth(topo, 4, 5), 30e9));
-    EXPECT(close_to(swy_topo_latency(topo, 4, 5), 0.125e-6));
-    EXPECT(close_to(swy_topo_bandwidth(topo, 2, 2), 40e9));
-    EXPECT(close_to(swy_topo_latency(topo, 2, 2), 0.05e-6));
+    CHECK(close_to(swy_topo_bandwidth(topo, 1, 6), 0.5e9));
+    CHECK(close_to(swy_topo_latency(topo, 1, 6), 7.25e-6));
+    CHECK(close_to(swy_topo_bandwidth(topo, 6, 1), 0.5e9));
+    CHECK(close_to(swy_topo_latency(topo, 6, 1), 7.25e-6));
+    CHECK(close_to(swy_topo_bandwidth(topo, 0, 7), 1.25e9));
+    CHECK(close_to(swy_topo_latency(topo, 0, 7), 10e-6));
+    CHECK(close_to(swy_topo_bandwidth(topo, 4, 5), 30e9));
+    CHECK(close_to(swy_topo_latency(topo, 4, 5), 0.125e-6));
+    CHECK(close_to(swy_topo_bandwidth(topo, 2, 2), 40e9));
+    CHECK(close_to(swy_topo_latency(topo, 2, 2), 0.05e-6));
     /* Untouched classes keep their defaults. */
-    EXPECT(close_to(swy_topo_bandwidth(topo, 3, 3), 20e9));
-    EXPECT(close_to(swy_topo_bandwidth(topo, 0, 2), 12e9));
-    EXPECT(close_to(swy_topo_latency(topo, 0, 2), 0.5e-6));
-    EXPECT(swy_topo_link_class(topo, 1, 6) == SWY_LINK_CROSS_NODE);
+    CHECK(close_to(swy_topo_bandwidth(topo, 3, 3), 20e9));
+    CHECK(close_to(swy_topo_bandwidth(topo, 0, 2), 12e9));
+    CHECK(close_to(swy_topo_latency(topo, 0, 2), 0.5e-6));
+    CHECK(swy_topo_link_class(topo, 1, 6) == SWY_LINK_CROSS_NODE);
     unlink(path);
     swy_topo_destroy(topo);
 }
@@ -234,7 +225,7 @@ static void test_file_errors(void)
     swy_topo_t *topo = NULL;
 
     make_cluster(ranks);
-    EXPECT(swy_topo_build(ranks, 8, 0, &topo) == SWY_OK);
+    CHECK(swy_topo_build(ranks, 8, 0, &topo) == SWY_OK);
     if (topo == NULL)
         return;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -243,57 +234,57 @@ static void test_file_errors(void)
 
         write_file(path, cases[i].text);
         snprintf(where, sizeof(where), "%s:%d:", path, cases[i].line);
-        EXPECT(swy_topo_load_file(topo, path) == SWY_ERR_INVALID_ARG);
+        CHECK(swy_topo_load_file(topo, path) == SWY_ERR_INVALID_ARG);
         if (strstr(swy_err_last(), where) == NULL ||
             strstr(swy_err_last(), cases[i].detail) == NULL) {
             fprintf(stderr, "case %zu: message '%s' lacks '%s' or '%s'\n", i,
                     swy_err_last(), where, cases[i].detail);
-            failures++;
+            check_failures++;
         }
         unlink(path);
     }
     /* Nothing of the failed files was applied (case 0 had a good line 1,
      * case 2 a good line 1). */
-    EXPECT(close_to(swy_topo_bandwidth(topo, 0, 0), 20e9));
-    EXPECT(close_to(swy_topo_bandwidth(topo, 0, 7), 12.5e9));
+    CHECK(close_to(swy_topo_bandwidth(topo, 0, 0), 20e9));
+    CHECK(close_to(swy_topo_bandwidth(topo, 0, 7), 12.5e9));
 
-    EXPECT(swy_topo_load_file(topo, "/nonexistent/swy-topo-file") ==
-           SWY_ERR_INVALID_ARG);
-    EXPECT(strstr(swy_err_last(), "/nonexistent/swy-topo-file") != NULL);
+    CHECK(swy_topo_load_file(topo, "/nonexistent/swy-topo-file") ==
+          SWY_ERR_INVALID_ARG);
+    CHECK(strstr(swy_err_last(), "/nonexistent/swy-topo-file") != NULL);
 
     /* Bounded reading: special files are refused by name (/dev/zero was
      * once read until memory ran out, a FIFO would block), as is a line
      * longer than any real one. */
-    EXPECT(swy_topo_load_file(topo, "/dev/zero") == SWY_ERR_INVALID_ARG);
-    EXPECT(strstr(swy_err_last(), "'/dev/zero' is a character device") !=
-           NULL);
+    CHECK(swy_topo_load_file(topo, "/dev/zero") == SWY_ERR_INVALID_ARG);
+    CHECK(strstr(swy_err_last(), "'/dev/zero' is a character device") !=
+          NULL);
     char fifo[] = "/tmp/swy-topo-fifo-XXXXXX";
     int fifo_fd = mkstemp(fifo);
-    EXPECT(fifo_fd >= 0);
+    CHECK(fifo_fd >= 0);
     close(fifo_fd);
     unlink(fifo);
-    EXPECT(mkfifo(fifo, 0600) == 0);
-    EXPECT(swy_topo_load_file(topo, fifo) == SWY_ERR_INVALID_ARG);
-    EXPECT(strstr(swy_err_last(), "is a FIFO") != NULL);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK(swy_topo_load_file(topo, fifo) == SWY_ERR_INVALID_ARG);
+    CHECK(strstr(swy_err_last(), "is a FIFO") != NULL);
     unlink(fifo);
-    EXPECT(swy_topo_load_file(topo, "/tmp") == SWY_ERR_INVALID_ARG);
-    EXPECT(strstr(swy_err_last(), "is a directory") != NULL);
+    CHECK(swy_topo_load_file(topo, "/tmp") == SWY_ERR_INVALID_ARG);
+    CHECK(strstr(swy_err_last(), "is a directory") != NULL);
     {
         char long_path[] = "/tmp/swy-topo-long-XXXXXX";
         int fd = mkstemp(long_path);
-        EXPECT(fd >= 0);
+        CHECK(fd >= 0);
         char line[3000];
         memset(line, ' ', sizeof(line));
         memcpy(line, "self 20 0.5", 11);
         line[sizeof(line) - 1] = '\n';
-        EXPECT(write(fd, "same_node 9 1\n", 14) == 14);
-        EXPECT(write(fd, line, sizeof(line)) == (ssize_t)sizeof(line));
+        CHECK(write(fd, "same_node 9 1\n", 14) == 14);
+        CHECK(write(fd, line, sizeof(line)) == (ssize_t)sizeof(line));
         close(fd);
-        EXPECT(swy_topo_load_file(topo, long_path) == SWY_ERR_INVALID_ARG);
+        CHECK(swy_topo_load_file(topo, long_path) == SWY_ERR_INVALID_ARG);
         char where[64];
         snprintf(where, sizeof(where), "%s:2: line of 2999 bytes",
                  long_path);
-        EXPECT(strstr(swy_err_last(), where) != NULL);
+        CHECK(strstr(swy_err_last(), where) != NULL);
         unlink(long_path);
     }
 
@@ -301,9 +292,9 @@ static void test_file_errors(void)
     setenv("SWY_TOPO_FILE", "/nonexistent/swy-topo-file", 1);
     swy_config_reload();
     swy_topo_destroy(topo);
-    topo = (swy_topo_t *)&failures; /* must stay untouched on failure */
-    EXPECT(swy_topo_build(ranks, 8, 0, &topo) == SWY_ERR_INVALID_ARG);
-    EXPECT(topo == (swy_topo_t *)&failures);
+    topo = (swy_topo_t *)&check_failures; /* must stay untouched on failure */
+    CHECK(swy_topo_build(ranks, 8, 0, &topo) == SWY_ERR_INVALID_ARG);
+    CHECK(topo == (swy_topo_t *)&check_failures);
     unsetenv("SWY_TOPO_FILE");
     swy_config_reload();
 }
@@ -317,7 +308,7 @@ int main(void)
     test_unbound_and_numbering();
     test_file();
     test_file_errors();
-    if (failures != 0)
-        fprintf(stderr, "%d failure(s)\n", failures);
-    return failures != 0;
+    if (check_failures != 0)
+        fprintf(stderr, "%d failure(s)\n", check_failures);
+    return check_failures != 0;
 }

@@ -5,17 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "topo/topo.h"
-
-static int failures;
-#define EXPECT(cond)                                                          \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__,       \
-                    #cond);                                                   \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
 
 static int close_to(double a, double b)
 {
@@ -59,15 +50,15 @@ static void test_model(swy_topo_t *topo)
     for (int i = 0; i < 16; i++)
         bytes[i] = M;
     double t = swy_topo_model_alltoall(topo, bytes, why, sizeof(why));
-    EXPECT(close_to(t, 4 * M / 1e8));
-    EXPECT(strstr(why, "uplink of node") != NULL);
+    CHECK(close_to(t, 4 * M / 1e8));
+    CHECK(strstr(why, "uplink of node") != NULL);
 
     /* One intra-node flow: its own link. */
     memset(bytes, 0, sizeof(bytes));
     bytes[0 * 4 + 1] = M;
     t = swy_topo_model_alltoall(topo, bytes, why, sizeof(why));
-    EXPECT(close_to(t, M / 10e9));
-    EXPECT(strcmp(why, "link 0->1 (same_node)") == 0);
+    CHECK(close_to(t, M / 10e9));
+    CHECK(strcmp(why, "link 0->1 (same_node)") == 0);
 
     /* Two ranks of node 0 send M each to node 1: the uplink is shared,
      * twice the time of one flow. Ingress of node 1 is the same. */
@@ -75,22 +66,22 @@ static void test_model(swy_topo_t *topo)
     bytes[0 * 4 + 2] = M;
     bytes[1 * 4 + 3] = M;
     t = swy_topo_model_alltoall(topo, bytes, why, sizeof(why));
-    EXPECT(close_to(t, 2 * M / 1e8));
+    CHECK(close_to(t, 2 * M / 1e8));
 
     /* Full duplex: M each way between the nodes costs one M. */
     memset(bytes, 0, sizeof(bytes));
     bytes[0 * 4 + 2] = M;
     bytes[2 * 4 + 0] = M;
     t = swy_topo_model_alltoall(topo, bytes, why, sizeof(why));
-    EXPECT(close_to(t, M / 1e8));
+    CHECK(close_to(t, M / 1e8));
 
     /* A slow pair below the uplink rate bounds its own flow. */
     swy_topo_set_link(topo, 0, 3, 5e7, 0.0);
     memset(bytes, 0, sizeof(bytes));
     bytes[0 * 4 + 3] = M;
     t = swy_topo_model_alltoall(topo, bytes, why, sizeof(why));
-    EXPECT(close_to(t, M / 5e7));
-    EXPECT(strcmp(why, "link 0->3 (cross_node)") == 0);
+    CHECK(close_to(t, M / 5e7));
+    CHECK(strcmp(why, "link 0->3 (cross_node)") == 0);
     swy_topo_set_link(topo, 0, 3, 1e8, 0.0);
 
     /* Latency of the slowest pair that carries bytes is added once. */
@@ -98,16 +89,16 @@ static void test_model(swy_topo_t *topo)
     memset(bytes, 0, sizeof(bytes));
     bytes[1 * 4 + 2] = M;
     t = swy_topo_model_alltoall(topo, bytes, NULL, 0);
-    EXPECT(close_to(t, M / 1e8 + 1e-3));
+    CHECK(close_to(t, M / 1e8 + 1e-3));
     bytes[1 * 4 + 2] = 0;
     bytes[0 * 4 + 1] = M; /* the slow-latency pair carries nothing now */
     t = swy_topo_model_alltoall(topo, bytes, NULL, 0);
-    EXPECT(close_to(t, M / 10e9));
+    CHECK(close_to(t, M / 10e9));
     swy_topo_set_link(topo, 1, 2, 1e8, 0.0);
 
     /* Nothing to send costs nothing. */
     memset(bytes, 0, sizeof(bytes));
-    EXPECT(swy_topo_model_alltoall(topo, bytes, NULL, 0) == 0.0);
+    CHECK(swy_topo_model_alltoall(topo, bytes, NULL, 0) == 0.0);
 }
 
 static void test_shares(swy_topo_t *topo)
@@ -119,10 +110,10 @@ static void test_shares(swy_topo_t *topo)
     swy_topo_ta_shares(topo, 0, share);
     double w[4] = {20e9, 10e9, 2.5e7, 2.5e7}, wsum = 20e9 + 10e9 + 5e7;
     for (int j = 0; j < 4; j++) {
-        EXPECT(close_to(share[j], w[j] / wsum));
+        CHECK(close_to(share[j], w[j] / wsum));
         sum += share[j];
     }
-    EXPECT(close_to(sum, 1.0));
+    CHECK(close_to(sum, 1.0));
 
     /* A remote pair slower than its share of the uplink keeps its own
      * rate; the shares stay proportional to what each link gives. */
@@ -132,10 +123,10 @@ static void test_shares(swy_topo_t *topo)
     double w3sum = w3[0] + w3[1] + w3[2] + w3[3];
     sum = 0.0;
     for (int j = 0; j < 4; j++) {
-        EXPECT(close_to(share[j], w3[j] / w3sum));
+        CHECK(close_to(share[j], w3[j] / w3sum));
         sum += share[j];
     }
-    EXPECT(close_to(sum, 1.0));
+    CHECK(close_to(sum, 1.0));
 
     /* Symmetric single-class matrix: the uniform target. */
     for (int a = 0; a < 4; a++)
@@ -143,8 +134,8 @@ static void test_shares(swy_topo_t *topo)
             swy_topo_set_link(topo, a, b, 1e8, 0.0);
     swy_topo_ta_shares(topo, 2, share);
     /* Cross-node pairs get 1e8 / 4 each, local ones 1e8. */
-    EXPECT(close_to(share[2], 1e8 / (2 * 1e8 + 2 * 2.5e7)));
-    EXPECT(close_to(share[0], 2.5e7 / (2 * 1e8 + 2 * 2.5e7)));
+    CHECK(close_to(share[2], 1e8 / (2 * 1e8 + 2 * 2.5e7)));
+    CHECK(close_to(share[0], 2.5e7 / (2 * 1e8 + 2 * 2.5e7)));
 }
 
 int main(void)
@@ -154,11 +145,11 @@ int main(void)
         fprintf(stderr, "swy_topo_build failed\n");
         return 1;
     }
-    EXPECT(swy_topo_nnodes(topo) == 2);
+    CHECK(swy_topo_nnodes(topo) == 2);
     test_model(topo);
     test_shares(topo);
     swy_topo_destroy(topo);
-    if (failures != 0)
-        fprintf(stderr, "%d failure(s)\n", failures);
-    return failures != 0;
+    if (check_failures != 0)
+        fprintf(stderr, "%d failure(s)\n", check_failures);
+    return check_failures != 0;
 }

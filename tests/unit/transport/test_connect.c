@@ -91,8 +91,8 @@ int main(void)
     for (int r = 0; r < NRANKS; r++)
         pthread_join(threads[r], NULL);
     swy_boot_root_release(root);
-    if (failures != 0) {
-        fprintf(stderr, "%d checks failed\n", failures);
+    if (check_failures != 0) {
+        fprintf(stderr, "%d checks failed\n", check_failures);
         return 1;
     }
     printf("transport connect over boot: all checks passed\n");

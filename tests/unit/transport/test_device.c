@@ -236,7 +236,7 @@ int main(int argc, char **argv)
     test_host_copy();
     test_data_peers();
     test_header_mem();
-    int n = atomic_load(&failures);
+    int n = atomic_load(&check_failures);
     printf("%s (%d failed checks)\n", n ? "FAIL" : "PASS", n);
     return n ? 1 : 0;
 }

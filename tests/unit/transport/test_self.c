@@ -255,8 +255,8 @@ int main(void)
     ops->finalize(ctx);
     CHECK(never.calls == 0);
 
-    if (failures != 0) {
-        fprintf(stderr, "%d checks failed\n", failures);
+    if (check_failures != 0) {
+        fprintf(stderr, "%d checks failed\n", check_failures);
         return 1;
     }
     printf("self transport: all checks passed\n");

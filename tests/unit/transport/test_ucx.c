@@ -303,8 +303,8 @@ int main(int argc, char **argv)
     CHECK(never.calls == 0);
     dlclose(dl);
 
-    if (failures != 0) {
-        fprintf(stderr, "%d checks failed\n", failures);
+    if (check_failures != 0) {
+        fprintf(stderr, "%d checks failed\n", check_failures);
         return 1;
     }
     printf("ucx plugin: all checks passed\n");

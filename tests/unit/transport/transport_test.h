@@ -1,26 +1,17 @@
-/* Helpers shared by the transport and plugin tests: a CHECK that counts
- * failures (thread safe: test_connect runs ranks as threads) and a
- * completion record for transport callbacks. */
+/* Helpers shared by the transport and plugin tests: the checks of check.h
+ * (counted, thread safe: test_connect runs ranks as threads; each failure
+ * ends with the library's last error) and a completion record for
+ * transport callbacks. */
 #ifndef SWY_TEST_TRANSPORT_TEST_H
 #define SWY_TEST_TRANSPORT_TEST_H
 
-#include <stdatomic.h>
 #include <stddef.h>
-#include <stdio.h>
 
+#define CHECK_LAST_ERROR() swy_err_last()
+
+#include "check.h"
 #include "switchyard/swy_transport_v1.h"
 #include "util/status.h"
-
-static atomic_int failures;
-
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n",     \
-                    __FILE__, __LINE__, #cond, swy_err_last());               \
-            atomic_fetch_add(&failures, 1);                                   \
-        }                                                                     \
-    } while (0)
 
 typedef struct {
     int calls;

@@ -2,6 +2,7 @@
  * objective on fabricated candidate sets, the config file (read back by
  * lib/util/config.c itself), the CSV and the SVG. One case per run:
  * test_tune CASE. */
+#include "check.h"
 #include "tune.h"
 
 #include "tool_find.h"
@@ -15,17 +16,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int failures;
-
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
-                    #cond);                                                  \
-            failures++;                                                      \
-        }                                                                    \
-    } while (0)
 
 #define GOOD_LINE                                                            \
     "{\"bench\":\"interference\",\"impl\":\"switchyard\",\"policy\":"        \
@@ -606,9 +596,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {
             cases[i].fn();
-            if (failures)
-                fprintf(stderr, "%d check(s) failed\n", failures);
-            return failures ? 1 : 0;
+            if (check_failures)
+                fprintf(stderr, "%d check(s) failed\n", check_failures);
+            return check_failures ? 1 : 0;
         }
     }
     fprintf(stderr, "unknown case %s\n", argv[1]);

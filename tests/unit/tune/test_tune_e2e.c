@@ -7,13 +7,14 @@
  * and name that row. Skips (77) when this swy-bench has no interference
  * benchmark.
  * Usage: test_tune_e2e SWY_TUNE SWY_RUN SWY_BENCH */
-#include "util/config.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "check.h"
+#include "util/config.h"
 
 static int run(char *const argv[], int quiet)
 {
@@ -36,13 +37,6 @@ static int run(char *const argv[], int quiet)
         return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
-
-#define FAIL(...)                                                            \
-    do {                                                                     \
-        fprintf(stderr, "FAIL: " __VA_ARGS__);                               \
-        fprintf(stderr, "\n");                                               \
-        return 1;                                                            \
-    } while (0)
 
 typedef struct {
     int chosen;
@@ -90,10 +84,9 @@ int main(int argc, char **argv)
     char *help[] = {argv[3], "interference", "--help", NULL};
     if (run(help, 1) != 0) {
         printf("SKIP: %s has no interference benchmark\n", argv[3]);
-        return 77;
+        return TEST_SKIP;
     }
-    if (mkdtemp(dir) == NULL)
-        FAIL("mkdtemp");
+    CHECK_RET(mkdtemp(dir) != NULL, "mkdtemp");
     snprintf(out, sizeof(out), "%s/tuned.conf", dir);
     snprintf(csv, sizeof(csv), "%s/tune.csv", dir);
     snprintf(svg, sizeof(svg), "%s/tune.svg", dir);
@@ -109,20 +102,18 @@ int main(int argc, char **argv)
     int rc = run(tune, 0);
 
     FILE *f = fopen(csv, "r");
-    if (f == NULL)
-        FAIL("no CSV written (swy-tune exited %d)", rc);
+    CHECK_RET(f != NULL, "no CSV written (swy-tune exited %d)", rc);
     while (fgets(line, sizeof(line), f) != NULL) {
         if (header) {
             header = 0;
             continue;
         }
-        if (n == MAX_ROWS || row_parse(line, &rows[n]) != 0)
-            FAIL("CSV line unreadable or one too many: %s", line);
+        CHECK_RET(n != MAX_ROWS && row_parse(line, &rows[n]) == 0,
+                  "CSV line unreadable or one too many: %s", line);
         n++;
     }
     fclose(f);
-    if (access(svg, R_OK) != 0)
-        FAIL("no SVG written");
+    CHECK_RET(access(svg, R_OK) == 0, "no SVG written");
     int grid[2][2] = {{0, 0}, {0, 0}};
     for (int i = 0; i < n; i++) {
         int p = strcmp(rows[i].policy, "lina") == 0   ? 0
@@ -131,14 +122,15 @@ int main(int argc, char **argv)
         int q = rows[i].partition == 65536    ? 0
                 : rows[i].partition == 262144 ? 1
                                               : -1;
-        if (p < 0 || q < 0)
-            FAIL("row outside the grid: %s %llu", rows[i].policy,
-                 rows[i].partition);
+        CHECK_RET(p >= 0 && q >= 0, "row outside the grid: %s %llu",
+                  rows[i].policy, rows[i].partition);
         grid[p][q]++;
     }
-    if (n != 4 || grid[0][0] != 1 || grid[0][1] != 1 || grid[1][0] != 1 ||
-        grid[1][1] != 1)
-        FAIL("the grid is not lina, fair x 64K, 256K once each (%d rows)", n);
+    CHECK_RET(n == 4 && grid[0][0] == 1 && grid[0][1] == 1 &&
+                  grid[1][0] == 1 && grid[1][1] == 1,
+              "the grid is not lina, fair x 64K, 256K once each (%d rows)", n);
+    /* The table comes first, so that a failure below is read against it. */
+    rows_print(rows, n);
 
     /* The verdicts, from fair's row at each partition. A row the
      * benchmark found wrong fails the test; "no-load" (the backlog ended
@@ -149,21 +141,17 @@ int main(int argc, char **argv)
             if (strcmp(rows[j].policy, "fair") == 0 &&
                 rows[j].partition == rows[i].partition)
                 fair = &rows[j];
-        if (strcmp(rows[i].verdict, "WRONG") == 0) {
-            rows_print(rows, n);
-            FAIL("a wrong result in %s %llu", rows[i].policy,
-                 rows[i].partition);
-        }
+        CHECK_RET(strcmp(rows[i].verdict, "WRONG") != 0,
+                  "a wrong result in %s %llu", rows[i].policy,
+                  rows[i].partition);
         if (strcmp(rows[i].verdict, "no-load") == 0)
             continue;
         int ok = rows[i].allreduce_MBps >= 0.90 * fair->allreduce_MBps;
-        if (ok != (strcmp(rows[i].verdict, "ok") == 0)) {
-            rows_print(rows, n);
-            FAIL("%s %llu: verdict %s, but its allreduce is %.1f MB/s "
-                 "against fair's %.1f", rows[i].policy, rows[i].partition,
-                 rows[i].verdict, rows[i].allreduce_MBps,
-                 fair->allreduce_MBps);
-        }
+        CHECK_RET(ok == (strcmp(rows[i].verdict, "ok") == 0),
+                  "%s %llu: verdict %s, but its allreduce is %.1f MB/s "
+                  "against fair's %.1f", rows[i].policy, rows[i].partition,
+                  rows[i].verdict, rows[i].allreduce_MBps,
+                  fair->allreduce_MBps);
     }
     /* The choice: fastest feasible, ties within 2% to the allreduce. */
     double best = -1.0;
@@ -174,8 +162,7 @@ int main(int argc, char **argv)
     int want = -1, chosen = -1;
     for (int i = 0; i < n; i++) {
         if (rows[i].chosen) {
-            if (chosen >= 0)
-                FAIL("two candidates marked chosen");
+            CHECK_RET(chosen < 0, "two candidates marked chosen");
             chosen = i;
         }
         if (strcmp(rows[i].verdict, "ok") != 0 ||
@@ -184,17 +171,12 @@ int main(int argc, char **argv)
         if (want < 0 || rows[i].allreduce_MBps > rows[want].allreduce_MBps)
             want = i;
     }
-    if (want < 0) {
-        rows_print(rows, n);
-        FAIL("no feasible candidate (swy-tune exited %d): a run must prove a "
-             "choice", rc);
-    }
-    if (rc != 0 || chosen != want || access(out, R_OK) != 0) {
-        rows_print(rows, n);
-        FAIL("swy-tune exited %d and chose %s, where the CSV proves %s %llu",
-             rc, chosen >= 0 ? rows[chosen].policy : "nothing",
-             rows[want].policy, rows[want].partition);
-    }
+    CHECK_RET(want >= 0, "no feasible candidate (swy-tune exited %d): a run "
+              "must prove a choice", rc);
+    CHECK_RET(rc == 0 && chosen == want && access(out, R_OK) == 0,
+              "swy-tune exited %d and chose %s, where the CSV proves %s %llu",
+              rc, chosen >= 0 ? rows[chosen].policy : "nothing",
+              rows[want].policy, rows[want].partition);
 
     setenv("SWY_CONFIG", out, 1);
     unsetenv("SWY_POLICY");
@@ -205,13 +187,12 @@ int main(int argc, char **argv)
     const char *credit = swy_config_get("SWY_CREDIT_BYTES");
     unsigned long long partition =
         swy_config_get_size("SWY_PARTITION_BYTES", 0);
-    if (policy == NULL || strcmp(policy, rows[want].policy) != 0 ||
-        partition != rows[want].partition || credit == NULL ||
-        strcmp(credit, rows[want].credit) != 0)
-        FAIL("config (%s, %llu, %s) is not the chosen row (%s, %llu, %s)",
-             policy ? policy : "-", partition, credit ? credit : "-",
-             rows[want].policy, rows[want].partition, rows[want].credit);
-    rows_print(rows, n);
+    CHECK_RET(policy != NULL && strcmp(policy, rows[want].policy) == 0 &&
+                  partition == rows[want].partition && credit != NULL &&
+                  strcmp(credit, rows[want].credit) == 0,
+              "config (%s, %llu, %s) is not the chosen row (%s, %llu, %s)",
+              policy ? policy : "-", partition, credit ? credit : "-",
+              rows[want].policy, rows[want].partition, rows[want].credit);
     printf("chosen, proven from the CSV and loaded: %s %llu %s\n", policy,
            partition, credit);
     unlink(out);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "util/alloc.h"
 #include "util/config.h"
 #include "util/config_table.h"
@@ -18,68 +19,58 @@
 
 static char log_path[64];
 
-static int failures;
-#define EXPECT(cond)                                                          \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__,       \
-                    #cond);                                                   \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
-
 static void test_parse_size(void)
 {
     size_t v = 0;
-    EXPECT(swy_config_parse_size("4096", &v) == 0 && v == 4096);
-    EXPECT(swy_config_parse_size("64K", &v) == 0 && v == 65536);
-    EXPECT(swy_config_parse_size("2M", &v) == 0 && v == 2u << 20);
-    EXPECT(swy_config_parse_size("2MiB", &v) == 0 && v == 2u << 20);
-    EXPECT(swy_config_parse_size("1g", &v) == 0 && v == 1u << 30);
-    EXPECT(swy_config_parse_size("", &v) != 0);
-    EXPECT(swy_config_parse_size("-1", &v) != 0);
-    EXPECT(swy_config_parse_size("12Q", &v) != 0);
-    EXPECT(swy_config_parse_size("99999999999999999999", &v) != 0);
-    EXPECT(swy_config_parse_size("17179869184G", &v) != 0);
+    CHECK(swy_config_parse_size("4096", &v) == 0 && v == 4096);
+    CHECK(swy_config_parse_size("64K", &v) == 0 && v == 65536);
+    CHECK(swy_config_parse_size("2M", &v) == 0 && v == 2u << 20);
+    CHECK(swy_config_parse_size("2MiB", &v) == 0 && v == 2u << 20);
+    CHECK(swy_config_parse_size("1g", &v) == 0 && v == 1u << 30);
+    CHECK(swy_config_parse_size("", &v) != 0);
+    CHECK(swy_config_parse_size("-1", &v) != 0);
+    CHECK(swy_config_parse_size("12Q", &v) != 0);
+    CHECK(swy_config_parse_size("99999999999999999999", &v) != 0);
+    CHECK(swy_config_parse_size("17179869184G", &v) != 0);
 }
 
 static void test_parse_int(void)
 {
     int64_t v = 0;
-    EXPECT(swy_config_parse_int("300", &v) == 0 && v == 300);
-    EXPECT(swy_config_parse_int("-5", &v) == 0 && v == -5);
-    EXPECT(swy_config_parse_int("5x", &v) != 0);
-    EXPECT(swy_config_parse_int("", &v) != 0);
+    CHECK(swy_config_parse_int("300", &v) == 0 && v == 300);
+    CHECK(swy_config_parse_int("-5", &v) == 0 && v == -5);
+    CHECK(swy_config_parse_int("5x", &v) != 0);
+    CHECK(swy_config_parse_int("", &v) != 0);
 }
 
 static void test_precedence(void)
 {
     char path[] = "/tmp/swy-config-XXXXXX";
     int fd = mkstemp(path);
-    EXPECT(fd >= 0);
+    CHECK(fd >= 0);
     const char *text = "# tuned\nSWY_PARTITION_BYTES = 1M\n"
                        "SWY_TIMEOUT_S=7\nSWY_NOT_A_VAR=1\nbroken line\n";
-    EXPECT(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
     close(fd);
     setenv("SWY_CONFIG", path, 1);
     setenv("SWY_TIMEOUT_S", "9", 1);
     setenv("SWY_TYPO_VARIABLE", "1", 1); /* warns, ignored */
     swy_config_reload();
-    EXPECT(swy_config_get_size("SWY_PARTITION_BYTES", 0) == (1u << 20));
-    EXPECT(swy_config_get_int("SWY_TIMEOUT_S", 0) == 9); /* env wins */
-    EXPECT(swy_config_get("SWY_TYPO_VARIABLE") == NULL);
+    CHECK(swy_config_get_size("SWY_PARTITION_BYTES", 0) == (1u << 20));
+    CHECK(swy_config_get_int("SWY_TIMEOUT_S", 0) == 9); /* env wins */
+    CHECK(swy_config_get("SWY_TYPO_VARIABLE") == NULL);
     unsetenv("SWY_TIMEOUT_S");
     unsetenv("SWY_CONFIG");
     swy_config_reload();
-    EXPECT(swy_config_get_int("SWY_TIMEOUT_S", 0) == 300); /* default */
-    EXPECT(swy_config_get_size("SWY_PARTITION_BYTES", 123) == 123); /* auto */
+    CHECK(swy_config_get_int("SWY_TIMEOUT_S", 0) == 300); /* default */
+    CHECK(swy_config_get_size("SWY_PARTITION_BYTES", 123) == 123); /* auto */
     setenv("SWY_TIMEOUT_S", "soon", 1);
     swy_config_reload();
-    EXPECT(swy_config_get_int("SWY_TIMEOUT_S", 42) == 42); /* malformed */
+    CHECK(swy_config_get_int("SWY_TIMEOUT_S", 42) == 42); /* malformed */
     unsetenv("SWY_TIMEOUT_S");
     setenv("SWY_TOPO_PROBE", "yes", 1);
     swy_config_reload();
-    EXPECT(swy_config_get_bool("SWY_TOPO_PROBE", 0) == 1);
+    CHECK(swy_config_get_bool("SWY_TOPO_PROBE", 0) == 1);
     unsetenv("SWY_TOPO_PROBE");
     unlink(path);
 }
@@ -87,10 +78,10 @@ static void test_precedence(void)
 static void test_table_documented(void)
 {
     for (const swy_config_entry_t *e = swy_config_table; e->name; e++) {
-        EXPECT(strncmp(e->name, "SWY_", 4) == 0);
-        EXPECT(e->help != NULL && strlen(e->help) > 10);
+        CHECK(strncmp(e->name, "SWY_", 4) == 0);
+        CHECK(e->help != NULL && strlen(e->help) > 10);
         for (const swy_config_entry_t *f = e + 1; f->name; f++)
-            EXPECT(strcmp(e->name, f->name) != 0);
+            CHECK(strcmp(e->name, f->name) != 0);
     }
 }
 
@@ -113,7 +104,7 @@ static void test_table_typed(void)
     for (const swy_config_entry_t *e = swy_config_table; e->name; e++) {
         if (e->type == SWY_CONFIG_UNTYPED)
             fprintf(stderr, "%s has no type\n", e->name);
-        EXPECT(e->type != SWY_CONFIG_UNTYPED);
+        CHECK(e->type != SWY_CONFIG_UNTYPED);
         int number = e->type == SWY_CONFIG_INT ||
                      e->type == SWY_CONFIG_DOUBLE ||
                      e->type == SWY_CONFIG_SIZE;
@@ -122,18 +113,18 @@ static void test_table_typed(void)
             continue;
         /* A default inside its own range. */
         double value = 0;
-        EXPECT(swy_config_parse_double(e->default_value, &value) == 0 ||
-               e->type == SWY_CONFIG_SIZE);
+        CHECK(swy_config_parse_double(e->default_value, &value) == 0 ||
+              e->type == SWY_CONFIG_SIZE);
         if (e->type == SWY_CONFIG_SIZE) {
             size_t size = 0;
-            EXPECT(swy_config_parse_size(e->default_value, &size) == 0);
+            CHECK(swy_config_parse_size(e->default_value, &size) == 0);
             value = (double)size;
         }
-        EXPECT(e->min <= value && value <= e->max);
+        CHECK(e->min <= value && value <= e->max);
     }
     const swy_config_entry_t *timeout = swy_config_entry("SWY_TIMEOUT_S");
-    EXPECT(timeout != NULL && timeout->type == SWY_CONFIG_DOUBLE);
-    EXPECT(swy_config_entry("SWY_NOT_A_VAR") == NULL);
+    CHECK(timeout != NULL && timeout->type == SWY_CONFIG_DOUBLE);
+    CHECK(swy_config_entry("SWY_NOT_A_VAR") == NULL);
 }
 
 static void set_value(const char *name, const char *value)
@@ -147,56 +138,56 @@ static void set_value(const char *name, const char *value)
 static void test_bad_values(void)
 {
     double d;
-    EXPECT(swy_config_parse_double("inf", &d) == 0 && isinf(d));
-    EXPECT(swy_config_parse_double("1e400", &d) == 0 && isinf(d));
-    EXPECT(swy_config_parse_double("nan", &d) != 0);
-    EXPECT(swy_config_parse_double("2 s", &d) != 0);
-    EXPECT(swy_config_parse_double(" 2.5 ", &d) != 0 || d == 2.5);
+    CHECK(swy_config_parse_double("inf", &d) == 0 && isinf(d));
+    CHECK(swy_config_parse_double("1e400", &d) == 0 && isinf(d));
+    CHECK(swy_config_parse_double("nan", &d) != 0);
+    CHECK(swy_config_parse_double("2 s", &d) != 0);
+    CHECK(swy_config_parse_double(" 2.5 ", &d) != 0 || d == 2.5);
 
     set_value("SWY_TIMEOUT_S", "inf");
-    EXPECT(swy_config_get_double("SWY_TIMEOUT_S", 300) == 1e7);
-    EXPECT(swy_config_get_double("SWY_TIMEOUT_S", 300) == 1e7);
-    EXPECT(log_count("SWY_TIMEOUT_S='inf' is outside its range 0.1..1e+07; "
-                     "using 1e+07", NULL) == 1); /* once */
+    CHECK(swy_config_get_double("SWY_TIMEOUT_S", 300) == 1e7);
+    CHECK(swy_config_get_double("SWY_TIMEOUT_S", 300) == 1e7);
+    CHECK(log_count("SWY_TIMEOUT_S='inf' is outside its range 0.1..1e+07; "
+                    "using 1e+07", NULL) == 1); /* once */
     set_value("SWY_TIMEOUT_S", "1e400");
-    EXPECT(swy_config_get_double("SWY_TIMEOUT_S", 300) == 1e7);
+    CHECK(swy_config_get_double("SWY_TIMEOUT_S", 300) == 1e7);
     set_value("SWY_TIMEOUT_S", "0");
-    EXPECT(swy_config_get_double("SWY_TIMEOUT_S", 300) == 0.1);
-    EXPECT(log_count("SWY_TIMEOUT_S='0' is outside its range", "using 0.1") ==
-           1);
+    CHECK(swy_config_get_double("SWY_TIMEOUT_S", 300) == 0.1);
+    CHECK(log_count("SWY_TIMEOUT_S='0' is outside its range", "using 0.1") ==
+          1);
     set_value("SWY_TIMEOUT_S", "-1");
-    EXPECT(swy_config_get_double("SWY_TIMEOUT_S", 300) == 0.1);
+    CHECK(swy_config_get_double("SWY_TIMEOUT_S", 300) == 0.1);
     set_value("SWY_TIMEOUT_S", "nan");
-    EXPECT(swy_config_get_double("SWY_TIMEOUT_S", 300) == 300);
-    EXPECT(log_count("SWY_TIMEOUT_S='nan' is not a number; using 300",
-                     NULL) == 1);
+    CHECK(swy_config_get_double("SWY_TIMEOUT_S", 300) == 300);
+    CHECK(log_count("SWY_TIMEOUT_S='nan' is not a number; using 300",
+                    NULL) == 1);
     set_value("SWY_TIMEOUT_S", "12.5");
-    EXPECT(swy_config_get_double("SWY_TIMEOUT_S", 300) == 12.5);
+    CHECK(swy_config_get_double("SWY_TIMEOUT_S", 300) == 12.5);
     unsetenv("SWY_TIMEOUT_S");
 
     set_value("SWY_HEARTBEAT_S", "1e308");
-    EXPECT(swy_config_get_double("SWY_HEARTBEAT_S", 2) == 3600);
-    EXPECT(log_count("SWY_HEARTBEAT_S='1e308'", "using 3600") == 1);
+    CHECK(swy_config_get_double("SWY_HEARTBEAT_S", 2) == 3600);
+    CHECK(log_count("SWY_HEARTBEAT_S='1e308'", "using 3600") == 1);
     unsetenv("SWY_HEARTBEAT_S");
 
     set_value("SWY_PARTITION_BYTES", "0");
-    EXPECT(swy_config_get_size("SWY_PARTITION_BYTES", 65536) == 4096);
-    EXPECT(log_count("SWY_PARTITION_BYTES='0' is outside its range",
-                     "using 4096") == 1);
+    CHECK(swy_config_get_size("SWY_PARTITION_BYTES", 65536) == 4096);
+    CHECK(log_count("SWY_PARTITION_BYTES='0' is outside its range",
+                    "using 4096") == 1);
     set_value("SWY_PARTITION_BYTES", "-4");
-    EXPECT(swy_config_get_size("SWY_PARTITION_BYTES", 65536) == 4096);
+    CHECK(swy_config_get_size("SWY_PARTITION_BYTES", 65536) == 4096);
     set_value("SWY_PARTITION_BYTES", "99999999999999999999");
-    EXPECT(swy_config_get_size("SWY_PARTITION_BYTES", 65536) == (1u << 30));
+    CHECK(swy_config_get_size("SWY_PARTITION_BYTES", 65536) == (1u << 30));
     set_value("SWY_PARTITION_BYTES", "lots");
-    EXPECT(swy_config_get_size("SWY_PARTITION_BYTES", 65536) == 65536);
+    CHECK(swy_config_get_size("SWY_PARTITION_BYTES", 65536) == 65536);
     set_value("SWY_PARTITION_BYTES", "auto");
-    EXPECT(swy_config_get_size("SWY_PARTITION_BYTES", 65536) == 65536);
+    CHECK(swy_config_get_size("SWY_PARTITION_BYTES", 65536) == 65536);
     unsetenv("SWY_PARTITION_BYTES");
 
     set_value("SWY_SPIN_US", "-5");
-    EXPECT(swy_config_get_int("SWY_SPIN_US", 200) == 0);
+    CHECK(swy_config_get_int("SWY_SPIN_US", 200) == 0);
     set_value("SWY_SPIN_US", "99999999999");
-    EXPECT(swy_config_get_int("SWY_SPIN_US", 200) == 1000000);
+    CHECK(swy_config_get_int("SWY_SPIN_US", 200) == 1000000);
     unsetenv("SWY_SPIN_US");
     swy_config_reload();
 }
@@ -207,44 +198,44 @@ static void test_bad_values(void)
 static void test_config_file_bounds(void)
 {
     set_value("SWY_CONFIG", "/dev/zero");
-    EXPECT(swy_config_get("SWY_TIMEOUT_S") != NULL);
-    EXPECT(log_count("SWY_CONFIG ignored", "is a character device") == 1);
+    CHECK(swy_config_get("SWY_TIMEOUT_S") != NULL);
+    CHECK(log_count("SWY_CONFIG ignored", "is a character device") == 1);
 
     char fifo[] = "/tmp/swy-config-fifo-XXXXXX";
     int fd = mkstemp(fifo);
-    EXPECT(fd >= 0);
+    CHECK(fd >= 0);
     close(fd);
     unlink(fifo);
-    EXPECT(mkfifo(fifo, 0600) == 0);
+    CHECK(mkfifo(fifo, 0600) == 0);
     set_value("SWY_CONFIG", fifo);
-    EXPECT(log_count("SWY_CONFIG ignored", "is a FIFO") == 1);
+    CHECK(log_count("SWY_CONFIG ignored", "is a FIFO") == 1);
     unlink(fifo);
 
     char path[] = "/tmp/swy-config-long-XXXXXX";
     fd = mkstemp(path);
-    EXPECT(fd >= 0);
+    CHECK(fd >= 0);
     char line[6000];
     memset(line, 'x', sizeof(line));
     memcpy(line, "SWY_TIMEOUT_S=7", 15); /* then 'x's: not a number */
     line[sizeof(line) - 1] = '\n';
-    EXPECT(write(fd, line, sizeof(line)) == (ssize_t)sizeof(line));
-    EXPECT(write(fd, "SWY_SPIN_US=11\n", 15) == 15);
+    CHECK(write(fd, line, sizeof(line)) == (ssize_t)sizeof(line));
+    CHECK(write(fd, "SWY_SPIN_US=11\n", 15) == 15);
     close(fd);
     set_value("SWY_CONFIG", path);
-    EXPECT(swy_config_get_int("SWY_SPIN_US", 0) == 11);
-    EXPECT(swy_config_get("SWY_TIMEOUT_S") != NULL &&
-           strcmp(swy_config_get("SWY_TIMEOUT_S"), "300") == 0);
-    EXPECT(log_count(":1: line of 5999 bytes (over 4096) ignored", NULL) ==
-           1);
+    CHECK(swy_config_get_int("SWY_SPIN_US", 0) == 11);
+    CHECK(swy_config_get("SWY_TIMEOUT_S") != NULL &&
+          strcmp(swy_config_get("SWY_TIMEOUT_S"), "300") == 0);
+    CHECK(log_count(":1: line of 5999 bytes (over 4096) ignored", NULL) ==
+          1);
 
     /* Over the 1 MiB limit. */
     fd = open(path, O_WRONLY | O_TRUNC);
-    EXPECT(fd >= 0);
-    EXPECT(ftruncate(fd, (2 << 20)) == 0);
+    CHECK(fd >= 0);
+    CHECK(ftruncate(fd, (2 << 20)) == 0);
     close(fd);
     set_value("SWY_CONFIG", path);
-    EXPECT(log_count("SWY_CONFIG ignored", "over the 1048576-byte limit") ==
-           1);
+    CHECK(log_count("SWY_CONFIG ignored", "over the 1048576-byte limit") ==
+          1);
     unlink(path);
     unsetenv("SWY_CONFIG");
     swy_config_reload();
@@ -253,42 +244,42 @@ static void test_config_file_bounds(void)
      * named. */
     char *text = NULL;
     size_t len = 0;
-    EXPECT(swy_file_read_text("/nonexistent/x", "test file", "util", 100,
-                              &text, &len) == SWY_ERR_INVALID_ARG);
-    EXPECT(strstr(swy_err_last(), "cannot open test file '/nonexistent/x'") !=
-           NULL);
+    CHECK(swy_file_read_text("/nonexistent/x", "test file", "util", 100,
+                             &text, &len) == SWY_ERR_INVALID_ARG);
+    CHECK(strstr(swy_err_last(), "cannot open test file '/nonexistent/x'") !=
+          NULL);
     char text_path[] = "/tmp/swy-config-text-XXXXXX";
     fd = mkstemp(text_path);
-    EXPECT(fd >= 0);
-    EXPECT(write(fd, "a\0b", 3) == 3);
+    CHECK(fd >= 0);
+    CHECK(write(fd, "a\0b", 3) == 3);
     close(fd);
-    EXPECT(swy_file_read_text(text_path, "test file", "util", 100, &text,
-                              &len) == SWY_ERR_INVALID_ARG);
-    EXPECT(strstr(swy_err_last(), "holds a NUL byte") != NULL);
+    CHECK(swy_file_read_text(text_path, "test file", "util", 100, &text,
+                             &len) == SWY_ERR_INVALID_ARG);
+    CHECK(strstr(swy_err_last(), "holds a NUL byte") != NULL);
     fd = open(text_path, O_WRONLY | O_TRUNC);
-    EXPECT(write(fd, "one\r\ntwo", 8) == 8);
+    CHECK(write(fd, "one\r\ntwo", 8) == 8);
     close(fd);
-    EXPECT(swy_file_read_text(text_path, "test file", "util", 8, &text, &len) ==
-           SWY_OK);
-    EXPECT(len == 8);
+    CHECK(swy_file_read_text(text_path, "test file", "util", 8, &text, &len) ==
+          SWY_OK);
+    CHECK(len == 8);
     char *cursor = text;
-    EXPECT(strcmp(swy_file_next_line(&cursor), "one") == 0);
-    EXPECT(strcmp(swy_file_next_line(&cursor), "two") == 0);
-    EXPECT(swy_file_next_line(&cursor) == NULL);
+    CHECK(strcmp(swy_file_next_line(&cursor), "one") == 0);
+    CHECK(strcmp(swy_file_next_line(&cursor), "two") == 0);
+    CHECK(swy_file_next_line(&cursor) == NULL);
     swy_free(text);
-    EXPECT(swy_file_read_text(text_path, "test file", "util", 7, &text, &len) ==
-           SWY_ERR_INVALID_ARG);
+    CHECK(swy_file_read_text(text_path, "test file", "util", 7, &text, &len) ==
+          SWY_ERR_INVALID_ARG);
     unlink(text_path);
 }
 
 static void test_status(void)
 {
-    EXPECT(strcmp(swy_status_string(SWY_OK), "success") == 0);
-    EXPECT(strcmp(swy_status_string((swy_status_t)-99), "unknown status") ==
-           0);
-    EXPECT(swy_err_set(SWY_ERR_INVALID_ARG, "util", "bad %s", "thing") ==
-           SWY_ERR_INVALID_ARG);
-    EXPECT(strcmp(swy_err_last(), "bad thing") == 0);
+    CHECK(strcmp(swy_status_string(SWY_OK), "success") == 0);
+    CHECK(strcmp(swy_status_string((swy_status_t)-99), "unknown status") ==
+          0);
+    CHECK(swy_err_set(SWY_ERR_INVALID_ARG, "util", "bad %s", "thing") ==
+          SWY_ERR_INVALID_ARG);
+    CHECK(strcmp(swy_err_last(), "bad thing") == 0);
 }
 
 int main(void)
@@ -307,7 +298,7 @@ int main(void)
     test_config_file_bounds();
     test_status();
     unlink(log_path);
-    if (failures)
-        fprintf(stderr, "%d failure(s)\n", failures);
-    return failures ? 1 : 0;
+    if (check_failures)
+        fprintf(stderr, "%d failure(s)\n", check_failures);
+    return check_failures ? 1 : 0;
 }

@@ -7,35 +7,30 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "switchyard/switchyard.h"
-
-static int failures;
 
 static void expect_size(const char *text, size_t want)
 {
     size_t got = 12345;
     swy_status_t status = swy_parse_size(text, &got);
-    if (status != SWY_OK || got != want) {
-        printf("FAIL: \"%s\": status %s, %zu, expected %zu\n", text,
-               swy_status_string(status), got, want);
-        failures++;
-    }
+    CHECK(status == SWY_OK && got == want,
+          "\"%s\": status %s, %zu, expected %zu", text,
+          swy_status_string(status), got, want);
 }
 
 static void expect_refused(const char *text)
 {
     size_t got = 12345;
     swy_status_t status = swy_parse_size(text, &got);
-    if (status != SWY_ERR_INVALID_ARG || got != 12345) {
-        printf("FAIL: \"%s\": status %s, %zu, expected SWY_ERR_INVALID_ARG "
-               "and the output untouched\n", text ? text : "(NULL)",
-               swy_status_string(status), got);
-        failures++;
-    } else if (text != NULL && strstr(swy_last_error(NULL), text) == NULL) {
-        printf("FAIL: \"%s\": message \"%s\" does not quote it\n", text,
-               swy_last_error(NULL));
-        failures++;
-    }
+    int refused = status == SWY_ERR_INVALID_ARG && got == 12345;
+    CHECK(refused, "\"%s\": status %s, %zu, expected SWY_ERR_INVALID_ARG "
+          "and the output untouched", text ? text : "(NULL)",
+          swy_status_string(status), got);
+    if (refused && text != NULL)
+        CHECK(strstr(swy_last_error(NULL), text) != NULL,
+              "\"%s\": message \"%s\" does not quote it", text,
+              swy_last_error(NULL));
 }
 
 int main(void)
@@ -73,12 +68,10 @@ int main(void)
     snprintf(text, sizeof(text), "%zuG", (size_t)(SIZE_MAX >> 30) + 1);
     expect_refused(text);
     expect_refused(NULL);
-    if (swy_parse_size("1K", NULL) != SWY_ERR_INVALID_ARG ||
-        strstr(swy_last_error(NULL), "bytes_p") == NULL) {
-        printf("FAIL: a NULL bytes_p is not refused by name\n");
-        failures++;
-    }
-    if (failures != 0)
+    CHECK(swy_parse_size("1K", NULL) == SWY_ERR_INVALID_ARG &&
+              strstr(swy_last_error(NULL), "bytes_p") != NULL,
+          "a NULL bytes_p is not refused by name");
+    if (check_failures != 0)
         return 1;
     printf("PASS: swy_parse_size\n");
     return 0;
