@@ -26,6 +26,7 @@
 
 #include "switchyard/switchyard.h"
 #include "switchyard/swy_transport_v1.h"
+#include "util/half.h"
 
 #define SWY_COLL_TAG_BITS 24
 #define SWY_COLL_TAG_HEADER 0xFFFFFFu             /* reserved for headers */
@@ -502,8 +503,7 @@ swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
                                    const swy_coll_header_t *hdr, char *msg,
                                    size_t msg_len);
 
-/* Element size of a dtype; 0 if invalid. */
-size_t swy_dtype_size(swy_dtype_t dtype);
+/* swy_dtype_size (element size, 0 if invalid) is public: switchyard.h. */
 const char *swy_dtype_name(swy_dtype_t dtype);
 const char *swy_redop_name(swy_redop_t op);
 int swy_dtype_valid(int dtype);
@@ -572,10 +572,6 @@ size_t swy_coll_chunk_elems(size_t partition_bytes, size_t dsize,
 size_t swy_coll_pipeline_chunk_elems(size_t partition_bytes, size_t dsize,
                                      size_t max_elems, size_t max_chunks);
 
-/* fp16/bf16 <-> float (round to nearest even), shared with tests. */
-float swy_half_to_float(uint16_t h);
-uint16_t swy_float_to_half(float f);
-float swy_bf16_to_float(uint16_t b);
-uint16_t swy_float_to_bf16(float f);
+/* fp16/bf16 <-> float: util/half.h (lib/moe converts rows too). */
 
 #endif

@@ -6,7 +6,11 @@
 #include <string.h>
 
 #include "coll/coll.h"
+#include "util/status.h"
 
+/* Public (switchyard.h), and what every algorithm sizes its elements
+ * with: a valid dtype must not touch the thread's last error, which may
+ * hold an earlier failure of the same call. */
 size_t swy_dtype_size(swy_dtype_t dtype)
 {
     switch (dtype) {
@@ -15,6 +19,9 @@ size_t swy_dtype_size(swy_dtype_t dtype)
     case SWY_INT32: case SWY_FLOAT32: return 4;
     case SWY_INT64: case SWY_FLOAT64: return 8;
     }
+    swy_err_set(SWY_ERR_INVALID_ARG, "coll", "swy_dtype_size: dtype %d is "
+                "not a swy_dtype_t (%d..%d)", (int)dtype, SWY_INT8,
+                SWY_FLOAT64);
     return 0;
 }
 
@@ -39,79 +46,6 @@ const char *swy_redop_name(swy_redop_t op)
 {
     static const char *names[] = {"sum", "prod", "max", "min", "avg"};
     return swy_redop_valid(op) ? names[op] : "invalid-op";
-}
-
-float swy_half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
-    if (exp == 0) {
-        if (mant == 0) {
-            bits = sign;
-        } else { /* subnormal: normalize */
-            int e = -1;
-            do {
-                e++;
-                mant <<= 1;
-            } while ((mant & 0x400u) == 0);
-            bits = sign | ((uint32_t)(127 - 15 - e) << 23) |
-                   ((mant & 0x3ffu) << 13);
-        }
-    } else if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (mant << 13);
-    } else {
-        bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-    }
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f;
-}
-
-uint16_t swy_float_to_half(float f)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof(bits));
-    uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
-    uint32_t exp = (bits >> 23) & 0xffu, mant = bits & 0x7fffffu;
-    if (exp == 0xff) /* inf or nan */
-        return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-    int32_t e = (int32_t)exp - 127 + 15;
-    if (e >= 0x1f)
-        return (uint16_t)(sign | 0x7c00u);
-    if (e <= 0) {
-        if (e < -10)
-            return sign;
-        mant |= 0x800000u;
-        uint32_t shift = (uint32_t)(14 - e);
-        uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1);
-        uint32_t halfway = 1u << (shift - 1);
-        if (rem > halfway || (rem == halfway && (half & 1u)))
-            half++;
-        return (uint16_t)(sign | half);
-    }
-    uint32_t half = ((uint32_t)e << 10) | (mant >> 13);
-    uint32_t rem = mant & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (half & 1u)))
-        half++; /* may carry into the exponent: still correct */
-    return (uint16_t)(sign | half);
-}
-
-float swy_bf16_to_float(uint16_t b)
-{
-    uint32_t bits = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f;
-}
-
-uint16_t swy_float_to_bf16(float f)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof(bits));
-    if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x7fffffu))
-        return (uint16_t)((bits >> 16) | 0x40u); /* quiet nan */
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    return (uint16_t)(bits >> 16);
 }
 
 /* The reductions run in blocks of REDUCE_BLOCK_BYTES through helpers
