@@ -58,11 +58,13 @@ static void config_line(const swy_config_entry_t *e, const char *value,
                         void *arg)
 {
     text_t *t = arg;
-    char range[64] = "";
+    char range[128] = "";
     if (e->type == SWY_CONFIG_INT || e->type == SWY_CONFIG_SIZE)
         snprintf(range, sizeof(range), " %.0f..%.0f", e->min, e->max);
     else if (e->type == SWY_CONFIG_DOUBLE)
         snprintf(range, sizeof(range), " %g..%g", e->min, e->max);
+    else if (e->values != NULL)
+        snprintf(range, sizeof(range), " of %s", e->values);
     if (t->at < t->len)
         t->at += (size_t)snprintf(
             t->buf + t->at, t->len - t->at,
