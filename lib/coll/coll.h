@@ -380,6 +380,21 @@ void swy_coll_shm_leave(swy_coll_shm_t *shm, swy_coll_shm_user_t *user,
 
 /* Most ranks of a channel: the segment is 2 W (W + 1) slots. */
 #define SWY_COLL_SHM_MAX_RANKS 32
+/* The shared-memory channels of a comm whose nranks ranks all share this
+ * host (shm_setup.c; none where they do not, or SWY_SHM_CHANNEL=0): one
+ * for allreduce, one for alltoallv, made over the control plane `boot`
+ * and carrying whether the ranks can map each other's swy_mem_alloc
+ * memory (mem). Collective. Sets *shm_p and *shm_a2a_p, each NULL when
+ * that channel could not be made (a note in the log); fails only when
+ * the control plane does, and then what it set is the caller's to
+ * destroy. */
+struct swy_boot;
+struct swy_topo;
+swy_status_t swy_coll_shm_setup(struct swy_boot *boot,
+                                const struct swy_topo *topo, int rank,
+                                int nranks, double timeout_s,
+                                swy_coll_mem_t *mem, swy_coll_shm_t **shm_p,
+                                swy_coll_shm_t **shm_a2a_p);
 /* Rank 0 creates the segment (name_out: its name, for the others) of the
  * size for nranks, backed by reserved pages (posix_fallocate: a full
  * /dev/shm fails here, not as SIGBUS at first touch); the others attach
