@@ -2,19 +2,15 @@
  * variables), destroy, abort, queries, and the last-error message. */
 #include <inttypes.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "api/comm_impl.h"
 #include "coll/coll.h"
 #include "util/alloc.h"
 #include "util/config.h"
 #include "util/log.h"
-#include "util/pool.h"
 
 #define SWY_MAX_RANKS 65535
 
