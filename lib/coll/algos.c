@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "transport/device.h"
 #include "util/config.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -43,16 +42,6 @@ const swy_coll_algo_t *swy_coll_algo(swy_coll_kind_t kind)
     case SWY_COLL_RECV: return &swy_coll_recv;
     default: return NULL;
     }
-}
-
-swy_status_t swy_coll_host_only(const swy_coll_args_t *args,
-                                const char *name)
-{
-    if (args->mem == SWY_MEM_HOST)
-        return SWY_OK;
-    return swy_err_set(SWY_ERR_UNSUPPORTED, "coll", "%s: buffers of %s "
-                       "memory: this collective takes host buffers only",
-                       name, swy_mem_type_name(args->mem));
 }
 
 static const char *const ar_algo_names[SWY_COLL_AR_NALGOS] = {

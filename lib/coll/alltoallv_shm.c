@@ -324,7 +324,7 @@ static void emit_msg(const swy_coll_emit_t *emit, int kind, size_t k,
     swy_coll_xfer_t x = {
         .peer = peer, .is_send = (uint8_t)is_send, .mem = SWY_MEM_HOST,
         .tag = (uint32_t)(k * MSG_KINDS + (size_t)kind), .buf = NULL,
-        .bytes = 0, .cookie = ((uint64_t)kind << 40) | k};
+        .bytes = 0, .cookie = swy_coll_cookie(0, kind, k)};
     emit->post(emit->ctx, &x);
 }
 
@@ -466,18 +466,15 @@ static swy_status_t a2a_create(const swy_coll_args_t *args, int rank,
         args->mem != SWY_MEM_HOST)
         return swy_err_set(SWY_ERR_INTERNAL, "coll", "alltoallv/shm without "
                            "a shared-memory channel for these ranks");
-    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
+    swy_coll_state_t *st;
+    SWY_COLL_CREATE_BEGIN(st, "alltoallv/shm", args, rank, nranks, SWY_COLL_HOST_ONLY, 0);
     size_t *rounds = swy_calloc(2 * (size_t)nranks, sizeof(size_t));
-    if (st == NULL || rounds == NULL) {
+    if (rounds == NULL) {
         swy_free(st);
-        swy_free(rounds);
-        return SWY_ERR_NO_MEMORY;
+        return swy_err_set(SWY_ERR_NO_MEMORY, "coll", "alltoallv/shm on %d "
+                           "ranks: out of memory", nranks);
     }
-    st->args = *args;
     st->ch = ch;
-    st->rank = rank;
-    st->nranks = nranks;
-    st->dsize = swy_dtype_size(args->dtype);
     /* Whole elements per chunk, within a slot and the partition. */
     size_t cap = SWY_MIN(partition_bytes, ch->slot_bytes);
     st->chunk_bytes = SWY_MAX(cap / st->dsize, (size_t)1) * st->dsize;
@@ -590,8 +587,8 @@ static swy_status_t a2a_recv_done(swy_coll_state_t *st,
 {
     SWY_CHECK(swy_coll_shm_check(&st->user, swy_coll_alltoallv_shm.name));
     const swy_coll_args_t *a = &st->args;
-    int kind = (int)(xfer->cookie >> 40), p = xfer->peer;
-    size_t k = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));
+    int kind = swy_coll_cookie_step(xfer->cookie), p = xfer->peer;
+    size_t k = swy_coll_cookie_chunk(xfer->cookie);
     learn_way(st);
     if (kind == MSG_P)
         SWY_CHECK(learn_peer(st, p));

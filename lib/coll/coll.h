@@ -27,6 +27,7 @@
 #include "switchyard/switchyard.h"
 #include "switchyard/swy_transport_v1.h"
 #include "util/half.h"
+#include "util/status.h"
 
 #define SWY_COLL_TAG_BITS 24
 #define SWY_COLL_TAG_HEADER 0xFFFFFFu             /* reserved for headers */
@@ -473,6 +474,56 @@ const swy_coll_algo_t *swy_coll_algo(swy_coll_kind_t kind);
  * the memory type. */
 swy_status_t swy_coll_host_only(const swy_coll_args_t *args,
                                 const char *name);
+
+/* The start of every algorithm's create() (create.c), so that the
+ * checks and the state's common fields are written once. Each
+ * algorithm's struct swy_coll_state has the members args, rank, nranks
+ * and dsize. SWY_COLL_CREATE_BEGIN refuses device buffers where mem is
+ * SWY_COLL_HOST_ONLY (swy_coll_host_only), and an op whose `steps`
+ * (tag-consuming steps per chunk; 0: not counted) exceed the tags of an
+ * op; then allocates the zeroed state `st` and fills those members. On
+ * failure it returns the status, with a message naming the algorithm,
+ * from the create() it is used in. */
+typedef enum { SWY_COLL_ANY_MEM = 0, SWY_COLL_HOST_ONLY = 1 } swy_coll_mem_need_t;
+swy_status_t swy_coll_create_check(const char *name,
+                                   const swy_coll_args_t *args, int nranks,
+                                   swy_coll_mem_need_t mem, size_t steps);
+void *swy_coll_state_alloc(const char *name, size_t bytes);
+#define SWY_COLL_CREATE_BEGIN(st, name, args_, rank_, nranks_, mem, steps)  \
+    do {                                                                    \
+        SWY_CHECK(swy_coll_create_check((name), (args_), (nranks_), (mem),  \
+                                        (steps)));                          \
+        if (((st) = swy_coll_state_alloc((name), sizeof(*(st)))) == NULL)   \
+            return SWY_ERR_NO_MEMORY;                                       \
+        (st)->args = *(args_);                                              \
+        (st)->rank = (rank_);                                               \
+        (st)->nranks = (nranks_);                                           \
+        (st)->dsize = swy_dtype_size((args_)->dtype);                       \
+    } while (0)
+
+/* An algorithm's cookie for a transfer (xfer.cookie, handed back with it
+ * when it completes), packed alike by every algorithm: a phase (0..3),
+ * a step, peer or message kind (below 2^22) and a chunk or round (below
+ * 2^40). */
+#define SWY_COLL_COOKIE_CHUNK_BITS 40
+static inline uint64_t swy_coll_cookie(int phase, int step, size_t chunk)
+{
+    return ((uint64_t)phase << 62) |
+           ((uint64_t)step << SWY_COLL_COOKIE_CHUNK_BITS) | (uint64_t)chunk;
+}
+static inline int swy_coll_cookie_phase(uint64_t cookie)
+{
+    return (int)(cookie >> 62);
+}
+static inline int swy_coll_cookie_step(uint64_t cookie)
+{
+    return (int)((cookie >> SWY_COLL_COOKIE_CHUNK_BITS) & 0x3fffff);
+}
+static inline size_t swy_coll_cookie_chunk(uint64_t cookie)
+{
+    return (size_t)(cookie &
+                    ((UINT64_C(1) << SWY_COLL_COOKIE_CHUNK_BITS) - 1));
+}
 /* The allreduce algorithm an op runs when `wanted` is asked for: AUTO
  * applies the rule above; an algorithm that cannot run this op (device
  * buffers, one rank, a count below the ranks, halving/doubling on a
