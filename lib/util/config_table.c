@@ -10,8 +10,8 @@ const swy_config_entry_t swy_config_table[] = {
      SWY_CONFIG_TEXT, 0, 0,
      "error,warn,info,debug,trace,warning,0,1,2,3,4,5"},
     {"SWY_LOG_SUBSYS", NULL,
-     "Comma-separated subsystems to log (boot,topo,transport,ucx,coll,sched,"
-     "api,run); a leading ^ excludes the listed ones instead.",
+     "Comma-separated subsystems to log (the values below); a leading ^ "
+     "excludes the listed ones instead.",
      SWY_CONFIG_LIST, 0, 0,
      "api,boot,coll,load,moe,nccl,policy,run,sched,topo,transport,ucx,util"},
     {"SWY_LOG_FILE", NULL,
