@@ -125,10 +125,10 @@ swy_status_t swy_get_unique_id(swy_unique_id_t *id)
  * micro-op is microseconds at any size, and the rule above would give
  * 32 MiB, so that a preemptible op (credit: one partition) keeps whole
  * segments in flight and the steps of the pipelined algorithms wait for
- * each other. There the partition is the pipelined algorithms' chunk:
- * on 4 ranks of a 16-core host, allreduce of 16 MiB took 15.5-21.9 ms
- * with 32 MiB and 8.1-9.2 ms with 256 KiB (Open MPI: 9.6-10.6 ms)
- * (docs/performance.md, "coll"). alltoallv, which has no steps to
+ * each other. There the partition is the pipelined algorithms' chunk,
+ * small enough that their steps overlap: 256 KiB, which halved the
+ * allreduce's time against 32 MiB on a 16-core host (docs/performance.md,
+ * "coll", which points to the runs). alltoallv, which has no steps to
  * pipeline, is cut larger there (op_partition_bytes in lib/sched). */
 static size_t auto_partition_bytes(const swy_topo_t *topo)
 {

@@ -148,10 +148,9 @@ static void try_done(swy_coll_state_t *st, const swy_coll_emit_t *emit,
 
 /* Ops of at least this many bytes write recvbuf with non-temporal
  * stores; from the smaller size where ranks outnumber the CPUs, whose
- * time-shared caches rarely keep a result until its reader runs (on the
- * 2-core VM, 4 ranks: 2 MiB 1027 against 1500 us, 4 MiB 2311 against
- * 2932; 1 MiB was slower streamed, 405 against 339; docs/performance.md,
- * "coll"). */
+ * time-shared caches rarely keep a result until its reader runs. The
+ * thresholds are where streaming stopped losing in the runs that
+ * docs/performance.md, "coll", points to. */
 #ifndef SWY_COLL_SHM_STREAM_MIN /* -D for experiments only */
 #define SWY_COLL_SHM_STREAM_MIN ((size_t)16 << 20)
 #endif

@@ -100,9 +100,8 @@ static pull_desc_t *pull_desc(const swy_coll_state_t *st, int owner)
 /* Receives from the peers of at least this many bytes in all are written
  * to recvbuf with non-temporal stores; from the smaller size where ranks
  * outnumber the CPUs, whose time-shared caches rarely keep the data until
- * its reader runs (on the 2-core VM, 4 ranks: 1.5 MiB received 995
- * against 1252 us, 3 MiB 2441 against 2897; 768 KiB was slower
- * streamed, 299 against 236; docs/performance.md, "coll"). */
+ * its reader runs. The thresholds are where streaming stopped losing in
+ * the runs that docs/performance.md, "coll", points to. */
 #ifndef SWY_COLL_A2A_STREAM_MIN /* -D for experiments only */
 #define SWY_COLL_A2A_STREAM_MIN ((size_t)4 << 20)
 #endif
@@ -189,11 +188,10 @@ static int op_class(const swy_coll_state_t *st, size_t *bytes_p)
  * host put the CPUs, holds for seconds to minutes and for every size
  * alike, while a benchmark or a new layer may spend only a few ops on a
  * size. An op that goes the other way from the two before it is slow for
- * that alone (on the 2-core VM a single pull among copies took about
- * twice as long as a pull among pulls), so only ops that go the way of
- * the two before them are timed, and the other way is tried in bursts of
- * PULL_BURST ops: once, as soon as the first way has a full set of
- * times; pulls again when copies run PULL_SLOWER times slower than the
+ * that alone (a single pull among copies took far longer than a pull
+ * among pulls), so only ops that go the way of the two before them are
+ * timed, and the other way is tried in bursts of PULL_BURST ops: once,
+ * as soon as the first way has a full set of times; pulls again when copies run PULL_SLOWER times slower than the
  * best they did (the cores moved apart), at most once in PULL_EXPLORE
  * ops; copies once in PULL_EXPLORE ops while pulling (pulls do not show
  * the cores coming back together). The way switches when the other
@@ -252,10 +250,9 @@ static uint32_t leader_choose(swy_coll_shm_t *ch, uint64_t next_seq)
         c->best_copy = now;
     if (c->samples[other] >= PULL_TRUST) {
         double then = median_of(c->ns_per_byte[other], c->samples[other]);
-        /* Only a clear difference speaks for the other classes: on the
-         * VM both ways tie from blocks of 1 MiB in the far placement
-         * (about 0.39 ns per byte each), and a tie's winner by a percent
-         * is noise. */
+        /* Only a clear difference speaks for the other classes: both
+         * ways can tie (blocks of 1 MiB and more, the cores far apart),
+         * and a tie's winner by a percent is noise. */
         if (then < PULL_MARGIN * now)
             pl->prefer = other;
         else if (now < PULL_MARGIN * then)

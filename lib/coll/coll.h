@@ -454,13 +454,12 @@ void swy_coll_scratch_put(void *ptr, size_t bytes);
  * sends from the place `mirror` has in this rank's own buffer: the slot
  * gets mirror's page offset (ranks allocate their buffers alike, so the
  * sender's copy sits there too). A large copy whose destination lies a
- * little past its source modulo the page size is slow: on the AMD EPYC
- * of the VM, rep movsb (the kernel's copy in process_vm_readv, and
- * glibc's memcpy from 4 KiB to about the L2 size) moved 256 KiB at 2.9
- * GB/s with the destination 16 or 8 bytes past, 42 GB/s at 0, 32 or 64
- * (util/copy.h has the range: 1 to 31 bytes past), and a 1 MiB
- * allreduce by rendezvous on 4 ranks took 2.1 instead of 0.86 ms with
- * malloc's scratch (16 bytes into a page). The slot starts at the first
+ * little past its source modulo the page size is slow: on some x86 CPUs
+ * rep movsb (the kernel's copy in process_vm_readv, and glibc's memcpy
+ * from 4 KiB to about the L2 size) is an order of magnitude slower with
+ * the destination 1 to 31 bytes past (util/copy.h), which malloc's
+ * scratch (16 bytes into a page) would be (docs/performance.md, "coll",
+ * points to the runs). The slot starts at the first
  * such offset from *end, which moves past it; a slot below 4 KiB only
  * at the next 64-byte line (no padding of up to a page for it). -1 on
  * overflow. */
@@ -611,25 +610,22 @@ size_t swy_coll_chunk_elems(size_t partition_bytes, size_t dsize,
  * soon as it landed, so a partition-sized chunk (a user's setting, or the
  * automatic one across fast hosts: up to 32 MiB) would serialize the
  * steps, and a received chunk this size is still in cache when the
- * reduction reads it. On 4 ranks of a 16-core host a ring
- * allreduce of 4 MiB took 3.2 ms with whole segments and 1.5 ms with
- * 256 KiB chunks (docs/performance.md, "coll"). */
+ * reduction reads it. 256 KiB chunks about halved the ring allreduce's
+ * time against whole segments on one host (docs/performance.md, "coll",
+ * points to the runs). */
 #define SWY_COLL_PIPELINE_BYTES ((size_t)256 << 10)
 
 /* Alltoallv's partition when every rank is on one host and the user left
  * SWY_PARTITION_BYTES to auto (the scheduler applies it). Its chunks have
  * no step to pipeline with, and above SWY_UCX_LOCAL_EAGER UCX moves them
  * by one copy (CMA rendezvous) instead of two through its shared-memory
- * FIFO. On 4 ranks of a 16-core host, 4 MiB per rank took 0.48-0.64 ms
- * with 4 MiB chunks and 0.85-0.87 ms with 256 KiB ones (Open MPI:
- * 0.72-0.80 ms), 16 MiB 1.8 ms against 3.3-3.5 (docs/performance.md,
- * "coll"). */
+ * FIFO: 4 MiB chunks beat 256 KiB ones, and Open MPI, where each rank
+ * has a core (docs/performance.md, "coll", points to the runs). */
 #define SWY_COLL_BULK_BYTES ((size_t)4 << 20)
 /* The same for device memory, where every chunk costs a transport call
- * and a stream wait of tens of microseconds: swy-train --device cuda on
- * one H200 (4 layers, H 1024, 4096 tokens) spent 80-101 ms per step in
- * its all-to-alls with 256 KiB chunks, 9-12 ms with 4 MiB and 3.0-3.1 ms
- * with 32 MiB (docs/performance.md, "gpu"). */
+ * and a stream wait: fewer, larger chunks cut swy-train --device cuda's
+ * all-to-all time per step many times over (docs/performance.md,
+ * "gpu"). */
 #define SWY_COLL_BULK_DEVICE_BYTES ((size_t)32 << 20)
 
 /* swy_coll_chunk_elems() for such an algorithm: partition_bytes capped at

@@ -54,23 +54,19 @@ const char *swy_redop_name(swy_redop_t op)
  * the caller picks the helper), so the compiler vectorizes them without
  * run-time alias checks: at -O2, the build's default, too, where the
  * plain loop stayed scalar. Out of line, so that -O3 does not transform
- * them further. On the 2-core VM, the three reductions of 64 Ki floats
- * that the direct allreduce's owner does for 1 MiB on 4 ranks took
- * 78-112 us with the plain loop at -O2 and 27-35 us in blocks; 33-55
- * against 26-31 at -O3 (best of 3000 in each of three runs, both
- * kernels alternating in one process).
+ * them further. The blocks are several times faster than the plain loop
+ * at -O2 and ahead of it at -O3 (docs/performance.md, "coll", points to
+ * the runs).
  *
  * Where the CPU has AVX2 (x86-64 with GCC's target_clones and an ifunc
  * loader), each helper also exists in an AVX2 build, chosen when the
  * library loads: the baseline x86-64 build uses 16-byte vectors. The
  * elements are computed by the same operations in the same order either
  * way (no reassociation, no fused multiply-add in a sum or a product of
- * two), so the bits do not depend on the CPU. The direct allreduce's four
- * partials of 64 Ki floats (1 MiB on 4 ranks) took 38-53 us on the VM as
- * three pairwise passes in the baseline build, 26-32 with AVX2, and 19-24
- * in one pass with AVX2 (swy_coll_reduce_n; mean of 2000 calls); on the
- * 16-core host the allreduce of 1 MiB went from 506 to 463 us
- * (docs/performance.md, "coll"). Not under ThreadSanitizer: the ifunc
+ * two), so the bits do not depend on the CPU. AVX2, and summing all the
+ * partials in one pass (swy_coll_reduce_n) instead of pairwise passes,
+ * each shortened the direct allreduce's reduction (docs/performance.md,
+ * "coll", points to the runs). Not under ThreadSanitizer: the ifunc
  * resolver runs while the loader relocates, before TSAN's runtime is up,
  * and its instrumented entry crashed every program at start. */
 #define REDUCE_BLOCK_BYTES 4096
