@@ -314,12 +314,16 @@ static void test_bad_text(void)
     unsetenv("SWY_LOG_SUBSYS");
     swy_config_reload();
 
-    /* swy-info -c prints the values beside each such variable. */
+    /* swy-info -c prints the values beside each such variable, and the
+     * value used beside one that is not among them. */
     static char text[1 << 16];
+    set_value("SWY_POLICY", "no/such");
     EXPECT(swy_describe("config", text, sizeof(text)) == SWY_OK);
-    EXPECT(strstr(text, "list of ucx,nccl,self,<plugin>") != NULL ||
-           strstr(text, "of ucx,nccl,self,<plugin>") != NULL);
+    EXPECT(strstr(text, "list of ucx,nccl,self,<plugin>") != NULL);
     EXPECT(strstr(text, "of fifo,fair,lina,credit,<plugin>") != NULL);
+    EXPECT(strstr(text, "no/such (not one of them: lina used)") != NULL);
+    unsetenv("SWY_POLICY");
+    swy_config_reload();
 }
 
 /* Defaults written once: the getters without a fallback give the table's
