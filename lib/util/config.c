@@ -544,10 +544,10 @@ static void values_text(const char *values, char *buf, size_t len)
         int n = (int)strcspn(values, ",");
         int plugin = n == (int)strlen(PLUGIN_ITEM) &&
                      strncmp(values, PLUGIN_ITEM, (size_t)n) == 0;
+        const char *said = plugin ? "a plugin name" : values;
         at += (size_t)snprintf(buf + at, len - at, "%s%.*s",
                                i == 0 ? "" : i + 1 == items ? " or " : ", ",
-                               plugin ? 13 : n,
-                               plugin ? "a plugin name" : values);
+                               plugin ? (int)strlen(said) : n, said);
         values += n + (values[n] == ',');
     }
 }
