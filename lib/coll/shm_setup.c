@@ -36,14 +36,13 @@ typedef struct {
 #define AUTO_HELPERS_MAX 3
 static int copy_helpers(int nranks)
 {
-    int64_t n = swy_config_get_int("SWY_COPY_THREADS", -1); /* -1: auto */
-    if (n >= 0)
-        return (int)n;
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) != 0)
-        return 0;
-    int spare = CPU_COUNT(&set) / nranks - 1;
-    return spare < 0 ? 0 : spare > AUTO_HELPERS_MAX ? AUTO_HELPERS_MAX : spare;
+    int spare = 0;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        spare = SWY_MAX(0, SWY_MIN(CPU_COUNT(&set) / nranks - 1,
+                                   AUTO_HELPERS_MAX));
+    /* auto, or a value that is not a number: the automatic count */
+    return (int)swy_config_get_int("SWY_COPY_THREADS", spare);
 }
 
 /* SWY_SHM_PULL: its table values are auto, never, always, in the order
