@@ -33,7 +33,8 @@ static swy_status_t agv_create(const swy_coll_args_t *args, int rank,
 {
     size_t steps = nranks > 1 ? (size_t)(nranks - 1) : 1;
     swy_coll_state_t *st;
-    SWY_COLL_CREATE_BEGIN(st, "allgatherv/ring", args, rank, nranks, SWY_COLL_HOST_ONLY, steps);
+    SWY_COLL_CREATE_BEGIN(st, "allgatherv/ring", args, rank, nranks,
+                          SWY_COLL_HOST_ONLY, steps);
     size_t max_count = 0;
     for (int p = 0; p < nranks; p++)
         max_count = SWY_MAX(max_count, args->recvcounts[p]);

@@ -95,7 +95,8 @@ static swy_status_t ar_create(const swy_coll_args_t *args, int rank,
 {
     size_t steps = 2 * (size_t)(nranks - 1);
     swy_coll_state_t *st;
-    SWY_COLL_CREATE_BEGIN(st, "allreduce/ring", args, rank, nranks, SWY_COLL_ANY_MEM, steps);
+    SWY_COLL_CREATE_BEGIN(st, "allreduce/ring", args, rank, nranks,
+                          SWY_COLL_ANY_MEM, steps);
     st->max_seg = seg_count(st, 0);
     st->chunk_elems = swy_coll_pipeline_chunk_elems(
         partition_bytes, st->dsize, st->max_seg,

@@ -91,7 +91,8 @@ static swy_status_t direct_create(const swy_coll_args_t *args, int rank,
                                   swy_coll_state_t **state_p)
 {
     swy_coll_state_t *st;
-    SWY_COLL_CREATE_BEGIN(st, "allreduce/direct", args, rank, nranks, SWY_COLL_ANY_MEM, 2);
+    SWY_COLL_CREATE_BEGIN(st, "allreduce/direct", args, rank, nranks,
+                          SWY_COLL_ANY_MEM, 2);
     size_t max_seg = seg_offset(st, 1); /* segment 0 is the longest */
     st->chunk_elems = swy_coll_pipeline_chunk_elems(
         partition_bytes, st->dsize, max_seg, SWY_COLL_TAG_MAX / 2);

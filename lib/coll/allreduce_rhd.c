@@ -131,7 +131,8 @@ static swy_status_t rhd_create(const swy_coll_args_t *args, int rank,
                                swy_coll_state_t **state_p)
 {
     swy_coll_state_t *st;
-    SWY_COLL_CREATE_BEGIN(st, "allreduce/rhd", args, rank, nranks, SWY_COLL_ANY_MEM, 0);
+    SWY_COLL_CREATE_BEGIN(st, "allreduce/rhd", args, rank, nranks,
+                          SWY_COLL_ANY_MEM, 0);
     while ((1 << st->levels) < nranks)
         st->levels++;
     /* The largest transfer is half the buffer plus rounding. */

@@ -367,7 +367,8 @@ static swy_status_t shm_create(const swy_coll_args_t *args, int rank,
         return swy_err_set(SWY_ERR_INTERNAL, "coll", "allreduce/shm without "
                            "a shared-memory channel for these ranks");
     swy_coll_state_t *st;
-    SWY_COLL_CREATE_BEGIN(st, "allreduce/shm", args, rank, nranks, SWY_COLL_HOST_ONLY, 0);
+    SWY_COLL_CREATE_BEGIN(st, "allreduce/shm", args, rank, nranks,
+                          SWY_COLL_HOST_ONLY, 0);
     st->ch = ch;
     size_t max_seg = seg_offset(st, 1); /* segment 0 is the longest */
     /* The partition (256 KiB at most by default on one host), within a

@@ -19,7 +19,8 @@ static swy_status_t a2a_create(const swy_coll_args_t *args, int rank,
                                swy_coll_state_t **state_p)
 {
     swy_coll_state_t *st;
-    SWY_COLL_CREATE_BEGIN(st, "alltoallv/pairwise", args, rank, nranks, SWY_COLL_ANY_MEM, 0);
+    SWY_COLL_CREATE_BEGIN(st, "alltoallv/pairwise", args, rank, nranks,
+                          SWY_COLL_ANY_MEM, 0);
     size_t max_elems = 0;
     for (int p = 0; p < nranks; p++) {
         max_elems = SWY_MAX(max_elems, args->sendcounts[p]);

@@ -191,10 +191,11 @@ static int op_class(const swy_coll_state_t *st, size_t *bytes_p)
  * that alone (a single pull among copies took far longer than a pull
  * among pulls), so only ops that go the way of the two before them are
  * timed, and the other way is tried in bursts of PULL_BURST ops: once,
- * as soon as the first way has a full set of times; pulls again when copies run PULL_SLOWER times slower than the
- * best they did (the cores moved apart), at most once in PULL_EXPLORE
- * ops; copies once in PULL_EXPLORE ops while pulling (pulls do not show
- * the cores coming back together). The way switches when the other
+ * as soon as the first way has a full set of times; pulls again when
+ * copies run PULL_SLOWER times slower than the best they did (the cores
+ * moved apart), at most once in PULL_EXPLORE ops; copies once in
+ * PULL_EXPLORE ops while pulling (pulls do not show the cores coming
+ * back together). The way switches when the other
  * one's median time is lower, by PULL_MARGIN to take up pulling, so that
  * noise does not flip it. */
 #define PULL_TRUST 3
@@ -464,7 +465,8 @@ static swy_status_t a2a_create(const swy_coll_args_t *args, int rank,
         return swy_err_set(SWY_ERR_INTERNAL, "coll", "alltoallv/shm without "
                            "a shared-memory channel for these ranks");
     swy_coll_state_t *st;
-    SWY_COLL_CREATE_BEGIN(st, "alltoallv/shm", args, rank, nranks, SWY_COLL_HOST_ONLY, 0);
+    SWY_COLL_CREATE_BEGIN(st, "alltoallv/shm", args, rank, nranks,
+                          SWY_COLL_HOST_ONLY, 0);
     size_t *rounds = swy_calloc(2 * (size_t)nranks, sizeof(size_t));
     if (rounds == NULL) {
         swy_free(st);

@@ -15,7 +15,8 @@ static swy_status_t br_create(const swy_coll_args_t *args, int rank,
                               swy_coll_state_t **state_p)
 {
     swy_coll_state_t *st;
-    SWY_COLL_CREATE_BEGIN(st, "barrier/dissemination", args, rank, nranks, SWY_COLL_ANY_MEM, 0);
+    SWY_COLL_CREATE_BEGIN(st, "barrier/dissemination", args, rank, nranks,
+                          SWY_COLL_ANY_MEM, 0);
     while ((1 << st->rounds) < nranks)
         st->rounds++;
     *state_p = st;

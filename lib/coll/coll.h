@@ -457,12 +457,12 @@ void swy_coll_scratch_put(void *ptr, size_t bytes);
  * little past its source modulo the page size is slow: on some x86 CPUs
  * rep movsb (the kernel's copy in process_vm_readv, and glibc's memcpy
  * from 4 KiB to about the L2 size) is an order of magnitude slower with
- * the destination 1 to 31 bytes past (util/copy.h), which malloc's
- * scratch (16 bytes into a page) would be (docs/performance.md, "coll",
- * points to the runs). The slot starts at the first
- * such offset from *end, which moves past it; a slot below 4 KiB only
- * at the next 64-byte line (no padding of up to a page for it). -1 on
- * overflow. */
+ * the destination 1 to 31 bytes past (util/copy.h), as it is from a
+ * page-aligned buffer into malloc's scratch, 16 bytes into a page
+ * (docs/performance.md, "coll", points to the runs). The slot starts at
+ * the first such offset from *end, which moves past it; a slot below
+ * 4 KiB only at the next 64-byte line (no padding of up to a page for
+ * it). -1 on overflow. */
 int swy_coll_slot_place(size_t *end, size_t bytes, const void *mirror,
                         size_t *at);
 
@@ -483,7 +483,10 @@ swy_status_t swy_coll_host_only(const swy_coll_args_t *args,
  * op; then allocates the zeroed state `st` and fills those members. On
  * failure it returns the status, with a message naming the algorithm,
  * from the create() it is used in. */
-typedef enum { SWY_COLL_ANY_MEM = 0, SWY_COLL_HOST_ONLY = 1 } swy_coll_mem_need_t;
+typedef enum {
+    SWY_COLL_ANY_MEM = 0,  /* host or device buffers */
+    SWY_COLL_HOST_ONLY = 1 /* host buffers only */
+} swy_coll_mem_need_t;
 swy_status_t swy_coll_create_check(const char *name,
                                    const swy_coll_args_t *args, int nranks,
                                    swy_coll_mem_need_t mem, size_t steps);

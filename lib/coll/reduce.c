@@ -34,7 +34,8 @@ static swy_status_t rd_create(const swy_coll_args_t *args, int rank,
                               swy_coll_state_t **state_p)
 {
     swy_coll_state_t *st;
-    SWY_COLL_CREATE_BEGIN(st, "reduce/chain", args, rank, nranks, SWY_COLL_HOST_ONLY, 1);
+    SWY_COLL_CREATE_BEGIN(st, "reduce/chain", args, rank, nranks,
+                          SWY_COLL_HOST_ONLY, 1);
     st->pos = (rank - args->root + nranks) % nranks;
     st->chunk_elems = swy_coll_pipeline_chunk_elems(
         partition_bytes, st->dsize, args->count, SWY_COLL_TAG_MAX);

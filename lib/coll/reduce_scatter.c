@@ -54,7 +54,8 @@ static swy_status_t rs_create(const swy_coll_args_t *args, int rank,
 {
     size_t steps = nranks > 1 ? (size_t)(nranks - 1) : 1;
     swy_coll_state_t *st;
-    SWY_COLL_CREATE_BEGIN(st, "reduce_scatter/ring", args, rank, nranks, SWY_COLL_HOST_ONLY, steps);
+    SWY_COLL_CREATE_BEGIN(st, "reduce_scatter/ring", args, rank, nranks,
+                          SWY_COLL_HOST_ONLY, steps);
     st->chunk_elems = swy_coll_pipeline_chunk_elems(
         partition_bytes, st->dsize, args->count, SWY_COLL_TAG_MAX / steps);
     st->nchunks = (args->count + st->chunk_elems - 1) / st->chunk_elems;

@@ -1,7 +1,8 @@
 /* Every SWY_* variable, its default, its help, its type, (numbers) its
- * range and (text) the values it takes. Keep sorted by subsystem; swy-info -c prints this table. Ranges
- * keep a value from breaking what reads it (a zero partition, an
- * infinite deadline); config.h says what happens outside them. */
+ * range and (text) the values it takes. Keep sorted by subsystem;
+ * swy-info -c prints this table. Ranges keep a value from breaking what
+ * reads it (a zero partition, an infinite deadline); config.h says what
+ * happens outside them. */
 #include "util/config_table.h"
 
 const swy_config_entry_t swy_config_table[] = {
