@@ -120,6 +120,14 @@ SWY_EXPORT const char *swy_status_string(swy_status_t status);
 SWY_EXPORT const char *swy_last_error(swy_comm_t comm);
 
 /**
+ * @brief Bytes per element of a data type (SWY_FLOAT16: 2, SWY_FLOAT64: 8).
+ * @return The size; 0 for a value that is not a swy_dtype_t, and then
+ *         swy_last_error(NULL) names the value (SWY_ERR_INVALID_ARG). A
+ *         non-zero size leaves swy_last_error(NULL) as it was.
+ */
+SWY_EXPORT size_t swy_dtype_size(swy_dtype_t dtype);
+
+/**
  * @brief Read a size in bytes as the library reads its SWY_* size
  *        variables (SWY_PARTITION_BYTES=256K), so that programs and tools
  *        accept the same spellings.

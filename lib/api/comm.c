@@ -2,19 +2,15 @@
  * variables), destroy, abort, queries, and the last-error message. */
 #include <inttypes.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "api/comm_impl.h"
 #include "coll/coll.h"
 #include "util/alloc.h"
 #include "util/config.h"
 #include "util/log.h"
-#include "util/pool.h"
 
 #define SWY_MAX_RANKS 65535
 
@@ -129,10 +125,10 @@ swy_status_t swy_get_unique_id(swy_unique_id_t *id)
  * micro-op is microseconds at any size, and the rule above would give
  * 32 MiB, so that a preemptible op (credit: one partition) keeps whole
  * segments in flight and the steps of the pipelined algorithms wait for
- * each other. There the partition is the pipelined algorithms' chunk:
- * on 4 ranks of a 16-core host, allreduce of 16 MiB took 15.5-21.9 ms
- * with 32 MiB and 8.1-9.2 ms with 256 KiB (Open MPI: 9.6-10.6 ms)
- * (docs/performance.md, "coll"). alltoallv, which has no steps to
+ * each other. There the partition is the pipelined algorithms' chunk,
+ * small enough that their steps overlap: 256 KiB, which halved the
+ * allreduce's time against 32 MiB on a 16-core host (docs/performance.md,
+ * "coll", which points to the runs). alltoallv, which has no steps to
  * pipeline, is cut larger there (op_partition_bytes in lib/sched). */
 static size_t auto_partition_bytes(const swy_topo_t *topo)
 {
@@ -187,261 +183,6 @@ out:
     return status;
 }
 
-/* SWY_COPY_THREADS for nranks ranks on this host: auto gives each rank
- * the CPUs it may run on beyond one per rank, up to AUTO_HELPERS_MAX
- * helpers (none where ranks share CPUs). On 4 ranks of a 16-core host,
- * allreduce/shm of 1 / 4 / 16 / 64 MiB took 274 / 1057 / 4542 / 20089 us
- * without helpers, 168 / 661 / 2757 / 14695 with one and 121 / 510 /
- * 1984 / 8243 with three (medians of 3 alternating runs;
- * docs/performance.md, "coll"). */
-#define AUTO_HELPERS_MAX 3
-static int copy_helpers(int nranks)
-{
-    const char *value = swy_config_get("SWY_COPY_THREADS");
-    if (value != NULL && strcmp(value, "auto") != 0) {
-        char *end;
-        long n = strtol(value, &end, 10);
-        if (*end != '\0' || n < 0 || n > SWY_POOL_MAX_HELPERS) {
-            swy_warn("api", "SWY_COPY_THREADS=%s is not auto or 0..%d: "
-                     "using auto", value, SWY_POOL_MAX_HELPERS);
-        } else {
-            return (int)n;
-        }
-    }
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) != 0)
-        return 0;
-    int spare = CPU_COUNT(&set) / nranks - 1;
-    return spare < 0 ? 0 : spare > AUTO_HELPERS_MAX ? AUTO_HELPERS_MAX : spare;
-}
-
-/* The shared-memory channel of a comm whose ranks all share this host
- * (coll.h; SWY_SHM_CHANNEL=0 goes without). Collective: rank 0 creates
- * the segment and allgathers its name, the others attach, and a second
- * allgather makes every rank keep the channel only if every rank has it,
- * so that all choose the same algorithms. A channel that cannot be made
- * (a small /dev/shm) is a note in the log, not an error; only a failing
- * control plane fails the comm. */
-/* SWY_SHM_PULL: SWY_COLL_PULL_*. */
-static int pull_setting(void)
-{
-    const char *value = swy_config_get("SWY_SHM_PULL");
-    if (value == NULL || strcmp(value, "auto") == 0)
-        return SWY_COLL_PULL_AUTO;
-    if (strcmp(value, "never") == 0)
-        return SWY_COLL_PULL_NEVER;
-    if (strcmp(value, "always") == 0)
-        return SWY_COLL_PULL_ALWAYS;
-    swy_warn("api", "SWY_SHM_PULL=%s is not auto, never or always: using "
-             "auto", value);
-    return SWY_COLL_PULL_AUTO;
-}
-
-/* Read by the peers at setup (swy_coll_shm_probe_pull). */
-static const volatile uint64_t pull_probe = SWY_COLL_PULL_PROBE;
-
-/* One channel (see comm_setup_shm) into *shm_p, or none. With pull, the
- * ranks also try to read each other's memory (alltoallv/shm's pulls). */
-static swy_status_t setup_channel(swy_comm_t comm, const char *what,
-                                  int pull, swy_coll_shm_t **shm_p)
-{
-    int n = comm->nranks;
-    char name[64] = "";
-    swy_status_t made = SWY_ERR_SYSTEM;
-    if (comm->rank == 0)
-        made = swy_coll_shm_create(0, n, name, sizeof(name), shm_p);
-    void *all = NULL;
-    size_t *lens = swy_calloc((size_t)n, sizeof(size_t));
-    if (lens == NULL) {
-        swy_coll_shm_destroy(*shm_p);
-        *shm_p = NULL;
-        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
-    }
-    swy_status_t status = swy_boot_allgather(
-        comm->boot, name, comm->rank == 0 ? strlen(name) : 0, comm->timeout_s,
-        &all, lens);
-    if (status == SWY_OK && comm->rank != 0 && lens[0] > 0 &&
-        lens[0] < sizeof(name)) {
-        memcpy(name, all, lens[0]);
-        name[lens[0]] = '\0';
-        made = swy_coll_shm_attach(name, comm->rank, n, shm_p);
-    }
-    swy_free(all);
-    all = NULL;
-    if (status == SWY_OK) {
-        if (made != SWY_OK && comm->rank != 0 && name[0] == '\0')
-            swy_info("api", "no shared-memory %s channel: rank 0 could not "
-                     "create it", what);
-        else if (made != SWY_OK)
-            swy_info("api", "no shared-memory %s channel (%s)", what,
-                     swy_err_last());
-        /* Whether this rank attached, and the CPUs it may run on: the
-         * ranks share CPUs when all of theirs together are fewer than
-         * the ranks (ranks pinned to a core each do not). A rank whose
-         * affinity is unknown counts as able to run anywhere. */
-        struct {
-            uint8_t attached;
-            cpu_set_t cpus;
-            int64_t pid;
-            uint64_t pid_ns; /* a pid means this process only within it */
-            uint64_t probe;  /* the address of pull_probe */
-        } mine, *theirs;
-        memset(&mine, 0, sizeof(mine)); /* padding too: it is sent */
-        mine.attached = made == SWY_OK;
-        mine.pid = (int64_t)getpid();
-        struct stat ns;
-        mine.pid_ns = stat("/proc/self/ns/pid", &ns) == 0 ? ns.st_ino : 0;
-        mine.probe = (uint64_t)(uintptr_t)&pull_probe;
-        int pull_mode = pull ? pull_setting() : SWY_COLL_PULL_NEVER;
-        if (pull_mode != SWY_COLL_PULL_NEVER)
-            swy_coll_shm_allow_pull(); /* before the peers try */
-        if (sched_getaffinity(0, sizeof(mine.cpus), &mine.cpus) != 0)
-            memset(&mine.cpus, 0xff, sizeof(mine.cpus));
-        status = swy_boot_allgather(comm->boot, &mine, sizeof(mine),
-                                    comm->timeout_s, &all, lens);
-        int ok = made == SWY_OK;
-        cpu_set_t cpus;
-        CPU_ZERO(&cpus);
-        theirs = all;
-        for (int r = 0; status == SWY_OK && r < n; r++) {
-            if (lens[r] != sizeof(mine)) {
-                ok = 0;
-                break;
-            }
-            ok = ok && theirs[r].attached;
-            CPU_OR(&cpus, &cpus, &theirs[r].cpus);
-        }
-        int share = CPU_COUNT(&cpus) < n;
-        if (status == SWY_OK && !ok && made == SWY_OK)
-            swy_info("api", "no shared-memory %s channel: another rank "
-                     "could not attach", what);
-        if (status != SWY_OK || !ok) {
-            swy_coll_shm_destroy(*shm_p);
-            *shm_p = NULL;
-        } else {
-            (*shm_p)->ranks_share_cpus = share;
-            (*shm_p)->pull.mode = pull_mode;
-            int64_t pids[SWY_COLL_SHM_MAX_RANKS];
-            uint64_t probes[SWY_COLL_SHM_MAX_RANKS];
-            int one_ns = mine.pid_ns != 0;
-            for (int r = 0; r < n; r++) {
-                pids[r] = theirs[r].pid;
-                probes[r] = theirs[r].probe;
-                one_ns = one_ns && theirs[r].pid_ns == mine.pid_ns;
-            }
-            /* In another PID namespace a peer's pid names some other
-             * process here: no pulls then (can_pull stays 0). */
-            if (pull_mode != SWY_COLL_PULL_NEVER && one_ns)
-                swy_coll_shm_probe_pull(*shm_p, pids, probes);
-            else if (pull_mode != SWY_COLL_PULL_NEVER)
-                swy_info("api", "alltoallv/shm: the ranks are in different "
-                         "PID namespaces; blocks go by copy");
-        }
-    }
-    if (comm->rank == 0)
-        swy_coll_shm_unlink(name); /* every rank attached or gave up */
-    swy_free(all);
-    swy_free(lens);
-    return status;
-}
-
-/* Whether every rank can map every other's swy_mem_alloc memory
- * (collective): each makes a probe allocation, the ranks allgather where
- * they are, each maps the others' and reads them, and a second
- * allgather makes the answer the same everywhere. The channels then
- * carry it (mem_ok), so that the shm algorithms reach into the peers'
- * allocations only where all can. */
-static swy_status_t setup_mem(swy_comm_t comm)
-{
-    int n = comm->nranks;
-    void *probe = NULL, *all = NULL;
-    swy_coll_mem_ref_t mine;
-    memset(&mine, 0, sizeof(mine));
-    if (swy_coll_mem_probe_make(comm->mem, &probe, &mine) != SWY_OK)
-        swy_info("api", "no probe of swy_mem_alloc memory: %s",
-                 swy_err_last());
-    size_t *lens = swy_calloc((size_t)n, sizeof(size_t));
-    if (lens == NULL) {
-        if (probe != NULL)
-            swy_coll_mem_free(comm->mem, probe);
-        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
-    }
-    swy_status_t status = swy_boot_allgather(comm->boot, &mine, sizeof(mine),
-                                             comm->timeout_s, &all, lens);
-    uint8_t ok = status == SWY_OK && mine.valid;
-    for (int r = 0; ok && r < n; r++) {
-        const swy_coll_mem_ref_t *ref =
-            (const swy_coll_mem_ref_t *)all + r;
-        ok = lens[r] == sizeof(mine) &&
-             (r == comm->rank || swy_coll_mem_probe_peer(comm->mem, r, ref));
-    }
-    swy_free(all);
-    all = NULL;
-    if (status == SWY_OK)
-        status = swy_boot_allgather(comm->boot, &ok, 1, comm->timeout_s,
-                                    &all, lens);
-    int all_ok = status == SWY_OK;
-    for (int r = 0; all_ok && r < n; r++)
-        all_ok = lens[r] == 1 && ((const uint8_t *)all)[r];
-    if (probe != NULL)
-        swy_coll_mem_free(comm->mem, probe); /* every peer is done */
-    if (comm->shm != NULL) {
-        comm->shm->mem = comm->mem;
-        comm->shm->mem_ok = all_ok;
-        /* Frees are announced in the allreduce channel's pages. */
-        char *places[SWY_COLL_SHM_MAX_RANKS];
-        for (int r = 0; r < n; r++)
-            places[r] = swy_coll_shm_desc(comm->shm, r) +
-                        SWY_COLL_SHM_DESC_RING_AT;
-        if (status == SWY_OK)
-            status = swy_coll_mem_attach(comm->mem, comm->rank, places);
-    }
-    if (comm->shm_a2a != NULL) {
-        comm->shm_a2a->mem = comm->mem;
-        comm->shm_a2a->mem_ok = all_ok;
-    }
-    if (status == SWY_OK && !all_ok)
-        swy_info("api", "swy_mem_alloc memory: not every rank can map the "
-                 "others'; collectives copy it as any other");
-    swy_free(all);
-    swy_free(lens);
-    return status;
-}
-
-/* The shared-memory channels of a comm whose ranks all share this host
- * (coll.h; SWY_SHM_CHANNEL=0 goes without): one for allreduce, one for
- * alltoallv, so that an all-to-all never waits for an allreduce's turn.
- * Collective: rank 0 creates each segment and allgathers its name, the
- * others attach, and a second allgather makes every rank keep a channel
- * only if every rank has it, so that all choose the same algorithms. A
- * channel that cannot be made (a small /dev/shm) is a note in the log,
- * not an error; only a failing control plane fails the comm. */
-static swy_status_t comm_setup_shm(swy_comm_t comm)
-{
-    int n = comm->nranks, one_host = n >= 2 && n <= SWY_COLL_SHM_MAX_RANKS &&
-                                     swy_config_get_bool("SWY_SHM_CHANNEL", 1);
-    for (int r = 1; r < n && one_host; r++)
-        one_host = swy_topo_node_of(comm->topo, r) ==
-                   swy_topo_node_of(comm->topo, 0);
-    if (!one_host)
-        return SWY_OK;
-    SWY_CHECK(setup_channel(comm, "allreduce", 0, &comm->shm));
-    SWY_CHECK(setup_channel(comm, "alltoallv", 1, &comm->shm_a2a));
-    if (comm->shm != NULL || comm->shm_a2a != NULL)
-        SWY_CHECK(setup_mem(comm));
-    if (comm->shm != NULL) {
-        int helpers = copy_helpers(n);
-        if (helpers > 0)
-            helpers = swy_pool_start(helpers);
-        swy_debug("api", "shared-memory channels: %zu bytes each, slots of "
-                  "%zu; ranks %s CPUs; %d copy helper thread%s",
-                  comm->shm->bytes, comm->shm->slot_bytes,
-                  comm->shm->ranks_share_cpus ? "share" : "do not share",
-                  helpers, helpers == 1 ? "" : "s");
-    }
-    return SWY_OK;
-}
-
 static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
                                 const swy_boot_addr_t *addr, int rank,
                                 swy_boot_root_t *root)
@@ -452,9 +193,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
         return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
     comm->rank = rank;
     comm->nranks = nranks;
-    comm->timeout_s = swy_config_get_double("SWY_TIMEOUT_S", 300);
-    if (comm->timeout_s <= 0)
-        comm->timeout_s = 300;
+    comm->timeout_s = swy_config_double("SWY_TIMEOUT_S"); /* >= 0.1 */
     swy_log_set_rank(rank);
     SWY_CHECK_GOTO(swy_coll_mem_create(nranks, &comm->mem), status,
                    err_free);
@@ -488,7 +227,10 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
      * still attaching to them. */
     SWY_CHECK_GOTO(swy_boot_barrier(comm->boot, comm->timeout_s), status,
                    err_transports);
-    SWY_CHECK_GOTO(comm_setup_shm(comm), status, err_transports);
+    SWY_CHECK_GOTO(swy_coll_shm_setup(comm->boot, comm->topo, rank, nranks,
+                                      comm->timeout_s, comm->mem,
+                                      &comm->shm, &comm->shm_a2a),
+                   status, err_transports);
     size_t auto_partition = auto_partition_bytes(comm->topo);
     uint8_t *remote = swy_calloc((size_t)nranks, 1);
     if (remote == NULL) {
@@ -518,25 +260,18 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
         .boot = comm->boot,
         .partition_bytes = swy_config_get_size("SWY_PARTITION_BYTES",
                                                auto_partition),
-        .window_bytes = swy_config_get_size("SWY_WINDOW_BYTES", 8u << 20),
+        .window_bytes = swy_config_size("SWY_WINDOW_BYTES"),
         .timeout_s = comm->timeout_s,
-        .spin_s = (double)swy_config_get_int("SWY_SPIN_US", 200) * 1e-6,
+        .spin_s = (double)swy_config_int("SWY_SPIN_US") * 1e-6,
         .owner = comm,
-        .policy = swy_config_get("SWY_POLICY"),
+        .policy = swy_config_get_text("SWY_POLICY"),
+        /* 0: auto, one partition (the scheduler's) */
         .credit_bytes = swy_config_get_size("SWY_CREDIT_BYTES", 0),
         .shm = comm->shm,
         .shm_a2a = comm->shm_a2a,
     };
-    const char *progress = swy_config_get("SWY_PROGRESS");
-    if (progress != NULL && strcmp(progress, "thread") != 0 &&
-        strcmp(progress, "caller") != 0) {
-        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "SWY_PROGRESS=%s: "
-                             "use thread or caller", progress);
-        swy_free(remote);
-        swy_free(burst);
-        goto err_transports;
-    }
-    params.progress_thread = progress == NULL || strcmp(progress, "thread") == 0;
+    /* The table's values are thread, caller. */
+    params.progress_thread = swy_config_get_choice("SWY_PROGRESS") != 1;
     const char *partition = swy_config_get("SWY_PARTITION_BYTES");
     params.partition_set = partition != NULL && strcmp(partition, "auto") != 0;
     if (params.partition_bytes == 0)
@@ -549,7 +284,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
     if (status != SWY_OK)
         goto err_transports;
     comm->view = swy_sched_world(comm->sched);
-    if (swy_config_get_bool("SWY_TOPO_PROBE", 0)) {
+    if (swy_config_bool("SWY_TOPO_PROBE")) {
         /* Measured links replace the model; "auto" follows them. */
         status = swy_api_probe_links(comm);
         if (status != SWY_OK) {

@@ -58,16 +58,23 @@ static void config_line(const swy_config_entry_t *e, const char *value,
                         void *arg)
 {
     text_t *t = arg;
-    char range[64] = "";
+    char range[128] = "";
     if (e->type == SWY_CONFIG_INT || e->type == SWY_CONFIG_SIZE)
         snprintf(range, sizeof(range), " %.0f..%.0f", e->min, e->max);
     else if (e->type == SWY_CONFIG_DOUBLE)
         snprintf(range, sizeof(range), " %g..%g", e->min, e->max);
+    else if (e->values != NULL)
+        snprintf(range, sizeof(range), " of %s", e->values);
+    /* A text that is not one of its values: what the library uses. */
+    char shown[192];
+    snprintf(shown, sizeof(shown), "%s", value ? value : "(unset)");
+    if (!swy_config_text_ok(e->name, value))
+        snprintf(shown, sizeof(shown), "%.120s (not one of them: %s used)",
+                 value, e->default_value ? e->default_value : "unset");
     if (t->at < t->len)
         t->at += (size_t)snprintf(
             t->buf + t->at, t->len - t->at,
-            "%-22s = %-10s (default: %s; %s%s)\n    %s\n", e->name,
-            value ? value : "(unset)",
+            "%-22s = %-10s (default: %s; %s%s)\n    %s\n", e->name, shown,
             e->default_value ? e->default_value : "unset",
             swy_config_type_name(e->type), range, e->help);
 }

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "transport/device.h"
 #include "util/config.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -46,16 +45,6 @@ const swy_coll_algo_t *swy_coll_algo(swy_coll_kind_t kind)
     }
 }
 
-swy_status_t swy_coll_host_only(const swy_coll_args_t *args,
-                                const char *name)
-{
-    if (args->mem == SWY_MEM_HOST)
-        return SWY_OK;
-    return swy_err_set(SWY_ERR_UNSUPPORTED, "coll", "%s: buffers of %s "
-                       "memory: this collective takes host buffers only",
-                       name, swy_mem_type_name(args->mem));
-}
-
 static const char *const ar_algo_names[SWY_COLL_AR_NALGOS] = {
     "auto", "ring", "rhd", "direct", "shm"};
 
@@ -68,24 +57,17 @@ const char *swy_coll_allreduce_algo_name(swy_coll_ar_algo_t algo)
                                                : "unknown-algorithm";
 }
 
-/* The index of the variable's value in names[n] (names[0] is "auto"),
- * 0 with a warning for a value it does not know. */
+/* The index of the variable's value in names[n] (names[0] is "auto"):
+ * the config table holds the values the variable takes (a value it does
+ * not know gives its default, auto, with a warning), and test_config
+ * checks that they are these names. */
 static int algo_setting(const char *variable, const char *const *names,
                         int n)
 {
-    const char *value = swy_config_get(variable);
-    if (value == NULL)
-        return 0;
-    char known[128] = "";
-    for (int a = 0; a < n; a++) {
-        if (strcmp(value, names[a]) == 0)
+    const char *value = swy_config_get_text(variable);
+    for (int a = 0; value != NULL && a < n; a++)
+        if (strcasecmp(value, names[a]) == 0)
             return a;
-        size_t len = strlen(known);
-        snprintf(known + len, sizeof(known) - len, "%s%s", a ? ", " : "",
-                 names[a]);
-    }
-    swy_warn("coll", "%s=%s is not one of %s: using auto", variable, value,
-             known);
     return 0;
 }
 
@@ -97,22 +79,14 @@ swy_coll_ar_algo_t swy_coll_allreduce_setting(void)
 }
 
 /* The automatic rule. Measured on 4 local ranks over UCX shared memory
- * on 2 shared, busy cores (float32 sum, SWY_* defaults, which make one
- * chunk per segment; median us over 15 runs of 3 alternating sessions,
- * 25 for direct; single runs vary by 20-50%):
- *            256K   512K    1M    2M    4M    8M    16M
- *   rhd       248    398   716  1693  3521  8310  16509
- *   direct    240    394   736  1614  4078  8716  17492
- *   ring      301    442   827  1756  3378  8366  17797
+ * on 2 shared, busy cores and on 16 cores (float32 sum, SWY_* defaults;
+ * the runs: docs/performance.md, "coll").
  * Every step needs every rank scheduled, so the fewest steps win while
  * the messages are small: halving/doubling (2 log2 W steps) up to
  * 256 KiB, then the direct algorithm (2 steps; between them the two are
  * within noise; direct also runs on any W). Since the pipelined chunks
  * (256 KiB on one host) and eager local sends, direct also beats the
- * ring from 4 MiB: on 2 cores 4 / 16 / 64 MiB took 5.2 / 22.5 / 102 ms
- * direct against 5.8 / 27.0 / 113 ms ring (medians of 4 alternating
- * runs, each range 1.3-1.5x wide); on 16 cores 16 MiB 8.0-8.2 ms against 9.1-10.3, 64 MiB 38-41 against
- * 50-52 (docs/performance.md, "coll"). So the ring takes over only
+ * ring from 4 MiB, on 2 cores and on 16. So the ring takes over only
  * above SWY_COLL_ALLREDUCE_DIRECT_MAX_BYTES, where direct's scratch
  * grows large. The direct algorithm sends W-1 times the ring's bytes
  * over each link: it stops at 8 ranks, and ranks on several hosts take
@@ -179,11 +153,11 @@ swy_coll_a2a_algo_t swy_coll_alltoallv_setting(void)
 }
 
 /* The automatic rule: through the channel only where the ranks share
- * CPUs (the CPUs they may run on, together, are fewer than the ranks). On 4 ranks of the 2-core VM the CMA
- * rendezvous's kernel copy (about 4 GB/s there) was the slower path;
- * with a core per rank (the 16-core host) it is 1.1-1.6x Open MPI's
- * alltoallv and the channel's two copies have not been measured against
- * it (docs/performance.md, "coll"). */
+ * CPUs (the CPUs they may run on, together, are fewer than the ranks).
+ * There the CMA rendezvous's kernel copy was the slower path; with a
+ * core per rank the pairwise exchange is ahead of Open MPI's alltoallv,
+ * and the channel's two copies have not been measured against it
+ * (docs/performance.md, "coll"). */
 swy_coll_a2a_algo_t swy_coll_alltoallv_choose(const swy_coll_args_t *args,
                                               swy_coll_a2a_algo_t wanted)
 {

@@ -22,14 +22,10 @@ static swy_status_t ag_create(const swy_coll_args_t *args, int rank,
                               int nranks, size_t partition_bytes,
                               swy_coll_state_t **state_p)
 {
-    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
-    if (st == NULL)
-        return SWY_ERR_NO_MEMORY;
-    st->args = *args;
-    st->rank = rank;
-    st->nranks = nranks;
-    st->dsize = swy_dtype_size(args->dtype);
     size_t steps = nranks > 1 ? (size_t)(nranks - 1) : 1;
+    swy_coll_state_t *st;
+    SWY_COLL_CREATE_BEGIN(st, "allgather/ring", args, rank, nranks,
+                          SWY_COLL_ANY_MEM, steps);
     st->chunk_elems = swy_coll_pipeline_chunk_elems(
         partition_bytes, st->dsize, args->count, SWY_COLL_TAG_MAX / steps);
     st->nchunks = (args->count + st->chunk_elems - 1) / st->chunk_elems;
@@ -51,7 +47,7 @@ static void ag_emit(swy_coll_state_t *st, const swy_coll_emit_t *emit,
         .buf = (char *)st->args.recvbuf +
                ((size_t)block * st->args.count + off) * st->dsize,
         .bytes = n * st->dsize,
-        .cookie = ((uint64_t)step << 40) | chunk};
+        .cookie = swy_coll_cookie(0, step, chunk)};
     emit->post(emit->ctx, &x);
 }
 
@@ -75,8 +71,8 @@ static swy_status_t ag_recv_done(swy_coll_state_t *st,
                                  const swy_coll_xfer_t *xfer,
                                  const swy_coll_emit_t *emit)
 {
-    int step = (int)(xfer->cookie >> 40);
-    size_t chunk = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));
+    int step = swy_coll_cookie_step(xfer->cookie);
+    size_t chunk = swy_coll_cookie_chunk(xfer->cookie);
     if (step + 1 < st->nranks - 1)
         ag_emit(st, emit, step + 1, chunk, 1);
     return SWY_OK;

@@ -31,19 +31,10 @@ static swy_status_t agv_create(const swy_coll_args_t *args, int rank,
                                int nranks, size_t partition_bytes,
                                swy_coll_state_t **state_p)
 {
-    SWY_CHECK(swy_coll_host_only(args, "allgatherv/ring"));
     size_t steps = nranks > 1 ? (size_t)(nranks - 1) : 1;
-    if (steps > SWY_COLL_TAG_MAX)
-        return swy_err_set(SWY_ERR_UNSUPPORTED, "coll", "allgatherv/ring on "
-                           "%d ranks: more steps than the %u tags of an op",
-                           nranks, SWY_COLL_TAG_MAX);
-    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
-    if (st == NULL)
-        return SWY_ERR_NO_MEMORY;
-    st->args = *args;
-    st->rank = rank;
-    st->nranks = nranks;
-    st->dsize = swy_dtype_size(args->dtype);
+    swy_coll_state_t *st;
+    SWY_COLL_CREATE_BEGIN(st, "allgatherv/ring", args, rank, nranks,
+                          SWY_COLL_HOST_ONLY, steps);
     size_t max_count = 0;
     for (int p = 0; p < nranks; p++)
         max_count = SWY_MAX(max_count, args->recvcounts[p]);
@@ -72,7 +63,7 @@ static void agv_emit(swy_coll_state_t *st, const swy_coll_emit_t *emit,
         .is_send = (uint8_t)is_send, .mem = SWY_MEM_HOST,
         .tag = (uint32_t)((size_t)step * st->max_chunks + chunk),
         .buf = (char *)a->recvbuf + (a->rdispls[b] + off) * st->dsize,
-        .bytes = n * st->dsize, .cookie = ((uint64_t)step << 40) | chunk};
+        .bytes = n * st->dsize, .cookie = swy_coll_cookie(0, step, chunk)};
     emit->post(emit->ctx, &x);
 }
 
@@ -102,8 +93,8 @@ static swy_status_t agv_recv_done(swy_coll_state_t *st,
                                   const swy_coll_xfer_t *xfer,
                                   const swy_coll_emit_t *emit)
 {
-    int step = (int)(xfer->cookie >> 40);
-    size_t chunk = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));
+    int step = swy_coll_cookie_step(xfer->cookie);
+    size_t chunk = swy_coll_cookie_chunk(xfer->cookie);
     if (step + 1 < st->nranks - 1)
         agv_emit(st, emit, step + 1, chunk, 1);
     return SWY_OK;

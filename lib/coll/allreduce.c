@@ -57,11 +57,6 @@ static int mod(int a, int n)
     return ((a % n) + n) % n;
 }
 
-static uint64_t cookie(int phase, int step, size_t chunk)
-{
-    return ((uint64_t)phase << 62) | ((uint64_t)step << 40) | chunk;
-}
-
 static uint32_t tag_of(const swy_coll_state_t *st, int phase, int step,
                        size_t chunk)
 {
@@ -98,15 +93,11 @@ static swy_status_t ar_create(const swy_coll_args_t *args, int rank,
                               int nranks, size_t partition_bytes,
                               swy_coll_state_t **state_p)
 {
-    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
-    if (st == NULL)
-        return SWY_ERR_NO_MEMORY;
-    st->args = *args;
-    st->rank = rank;
-    st->nranks = nranks;
-    st->dsize = swy_dtype_size(args->dtype);
-    st->max_seg = seg_count(st, 0);
     size_t steps = 2 * (size_t)(nranks - 1);
+    swy_coll_state_t *st;
+    SWY_COLL_CREATE_BEGIN(st, "allreduce/ring", args, rank, nranks,
+                          SWY_COLL_ANY_MEM, steps);
+    st->max_seg = seg_count(st, 0);
     st->chunk_elems = swy_coll_pipeline_chunk_elems(
         partition_bytes, st->dsize, st->max_seg,
         steps ? SWY_COLL_TAG_MAX / steps : SWY_COLL_TAG_MAX);
@@ -163,7 +154,7 @@ static void emit_segment(swy_coll_state_t *st, const swy_coll_emit_t *emit,
                          .mem = SWY_MEM_HOST,
                          .tag = tag_of(st, phase, step, chunk), .buf = buf,
                          .bytes = n * st->dsize,
-                         .cookie = cookie(phase, step, chunk)};
+                         .cookie = swy_coll_cookie(phase, step, chunk)};
     emit->post(emit->ctx, &x);
 }
 
@@ -203,9 +194,9 @@ static swy_status_t ar_recv_done(swy_coll_state_t *st,
 {
     const swy_coll_args_t *a = &st->args;
     int r = st->rank, w = st->nranks;
-    int phase = (int)(xfer->cookie >> 62);
-    int step = (int)((xfer->cookie >> 40) & 0x3fffff);
-    size_t chunk = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));
+    int phase = swy_coll_cookie_phase(xfer->cookie);
+    int step = swy_coll_cookie_step(xfer->cookie);
+    size_t chunk = swy_coll_cookie_chunk(xfer->cookie);
     if (phase == PHASE_RS) {
         int seg = mod(r - step - 1, w);
         size_t off = seg_offset(st, seg) + chunk * st->chunk_elems;

@@ -62,11 +62,6 @@ static char *slot(const swy_coll_state_t *st, int peer, size_t chunk)
            chunk * st->chunk_elems * st->dsize;
 }
 
-static uint64_t cookie(int phase, int peer, size_t chunk)
-{
-    return ((uint64_t)phase << 62) | ((uint64_t)peer << 40) | chunk;
-}
-
 /* Chunk `chunk` of segment seg, to or from peer. Tags: reduce-scatter
  * chunks first, allgather chunks after max_chunks (the largest segment's
  * count, the same on every rank). */
@@ -80,7 +75,7 @@ static void emit_chunk(swy_coll_state_t *st, const swy_coll_emit_t *emit,
         .peer = peer, .is_send = (uint8_t)is_send, .mem = SWY_MEM_HOST,
         .tag = (uint32_t)((phase == PHASE_AG ? st->max_chunks : 0) + chunk),
         .buf = buf, .bytes = SWY_MIN(st->chunk_elems, n - off) * st->dsize,
-        .cookie = cookie(phase, peer, chunk)};
+        .cookie = swy_coll_cookie(phase, peer, chunk)};
     emit->post(emit->ctx, &x);
 }
 
@@ -95,13 +90,9 @@ static swy_status_t direct_create(const swy_coll_args_t *args, int rank,
                                   int nranks, size_t partition_bytes,
                                   swy_coll_state_t **state_p)
 {
-    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
-    if (st == NULL)
-        return SWY_ERR_NO_MEMORY;
-    st->args = *args;
-    st->rank = rank;
-    st->nranks = nranks;
-    st->dsize = swy_dtype_size(args->dtype);
+    swy_coll_state_t *st;
+    SWY_COLL_CREATE_BEGIN(st, "allreduce/direct", args, rank, nranks,
+                          SWY_COLL_ANY_MEM, 2);
     size_t max_seg = seg_offset(st, 1); /* segment 0 is the longest */
     st->chunk_elems = swy_coll_pipeline_chunk_elems(
         partition_bytes, st->dsize, max_seg, SWY_COLL_TAG_MAX / 2);
@@ -189,8 +180,8 @@ static swy_status_t direct_recv_done(swy_coll_state_t *st,
                                      const swy_coll_xfer_t *xfer,
                                      const swy_coll_emit_t *emit)
 {
-    int phase = (int)(xfer->cookie >> 62);
-    size_t chunk = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));
+    int phase = swy_coll_cookie_phase(xfer->cookie);
+    size_t chunk = swy_coll_cookie_chunk(xfer->cookie);
     if (phase == PHASE_AG)
         return SWY_OK; /* landed in recvbuf: nothing depends on it */
     if (++st->landed[chunk] < (uint32_t)(st->nranks - 1))

@@ -106,11 +106,6 @@ static size_t range_chunks(const swy_coll_state_t *st, int lo, int hi)
     return (n + st->chunk_elems - 1) / st->chunk_elems;
 }
 
-static uint64_t cookie(int phase, int step, size_t chunk)
-{
-    return ((uint64_t)phase << 62) | ((uint64_t)step << 40) | chunk;
-}
-
 /* Transfers of segments [lo, hi) in chunks; base holds element base_elem
  * (0 for the user's buffers, the slot's first element for scratch). */
 static void emit_range(swy_coll_state_t *st, const swy_coll_emit_t *emit,
@@ -126,7 +121,7 @@ static void emit_range(swy_coll_state_t *st, const swy_coll_emit_t *emit,
             .tag = (uint32_t)(gstep * st->max_chunks + c),
             .buf = base + (first - base_elem + off) * st->dsize,
             .bytes = SWY_MIN(st->chunk_elems, n - off) * st->dsize,
-            .cookie = cookie(phase, step, c)};
+            .cookie = swy_coll_cookie(phase, step, c)};
         emit->post(emit->ctx, &x);
     }
 }
@@ -135,13 +130,9 @@ static swy_status_t rhd_create(const swy_coll_args_t *args, int rank,
                                int nranks, size_t partition_bytes,
                                swy_coll_state_t **state_p)
 {
-    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
-    if (st == NULL)
-        return SWY_ERR_NO_MEMORY;
-    st->args = *args;
-    st->rank = rank;
-    st->nranks = nranks;
-    st->dsize = swy_dtype_size(args->dtype);
+    swy_coll_state_t *st;
+    SWY_COLL_CREATE_BEGIN(st, "allreduce/rhd", args, rank, nranks,
+                          SWY_COLL_ANY_MEM, 0);
     while ((1 << st->levels) < nranks)
         st->levels++;
     /* The largest transfer is half the buffer plus rounding. */
@@ -257,9 +248,9 @@ static swy_status_t rhd_recv_done(swy_coll_state_t *st,
                                   const swy_coll_emit_t *emit)
 {
     const swy_coll_args_t *a = &st->args;
-    int phase = (int)(xfer->cookie >> 62);
-    int step = (int)((xfer->cookie >> 40) & 0x3fffff);
-    size_t chunk = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));
+    int phase = swy_coll_cookie_phase(xfer->cookie);
+    int step = swy_coll_cookie_step(xfer->cookie);
+    size_t chunk = swy_coll_cookie_chunk(xfer->cookie);
     if (phase == PHASE_AG) {
         st->left[st->levels + step]--;
         ag_advance(st, emit);

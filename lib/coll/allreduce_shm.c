@@ -122,7 +122,7 @@ static void emit_msg(swy_coll_state_t *st, const swy_coll_emit_t *emit,
     swy_coll_xfer_t x = {
         .peer = peer, .is_send = (uint8_t)is_send, .mem = SWY_MEM_HOST,
         .tag = (uint32_t)((size_t)kind * st->rounds + k), .buf = NULL,
-        .bytes = 0, .cookie = ((uint64_t)kind << 40) | k};
+        .bytes = 0, .cookie = swy_coll_cookie(0, kind, k)};
     emit->post(emit->ctx, &x);
 }
 
@@ -148,10 +148,9 @@ static void try_done(swy_coll_state_t *st, const swy_coll_emit_t *emit,
 
 /* Ops of at least this many bytes write recvbuf with non-temporal
  * stores; from the smaller size where ranks outnumber the CPUs, whose
- * time-shared caches rarely keep a result until its reader runs (on the
- * 2-core VM, 4 ranks: 2 MiB 1027 against 1500 us, 4 MiB 2311 against
- * 2932; 1 MiB was slower streamed, 405 against 339; docs/performance.md,
- * "coll"). */
+ * time-shared caches rarely keep a result until its reader runs. The
+ * thresholds are where streaming stopped losing in the runs that
+ * docs/performance.md, "coll", points to. */
 #ifndef SWY_COLL_SHM_STREAM_MIN /* -D for experiments only */
 #define SWY_COLL_SHM_STREAM_MIN ((size_t)16 << 20)
 #endif
@@ -367,14 +366,10 @@ static swy_status_t shm_create(const swy_coll_args_t *args, int rank,
         args->mem != SWY_MEM_HOST || nranks > SWY_COLL_SHM_MAX_RANKS)
         return swy_err_set(SWY_ERR_INTERNAL, "coll", "allreduce/shm without "
                            "a shared-memory channel for these ranks");
-    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
-    if (st == NULL)
-        return SWY_ERR_NO_MEMORY;
-    st->args = *args;
+    swy_coll_state_t *st;
+    SWY_COLL_CREATE_BEGIN(st, "allreduce/shm", args, rank, nranks,
+                          SWY_COLL_HOST_ONLY, 0);
     st->ch = ch;
-    st->rank = rank;
-    st->nranks = nranks;
-    st->dsize = swy_dtype_size(args->dtype);
     size_t max_seg = seg_offset(st, 1); /* segment 0 is the longest */
     /* The partition (256 KiB at most by default on one host), within a
      * slot. */
@@ -467,8 +462,8 @@ static swy_status_t shm_recv_done(swy_coll_state_t *st,
                                   const swy_coll_emit_t *emit)
 {
     SWY_CHECK(swy_coll_shm_check(&st->user, swy_coll_allreduce_shm.name));
-    int kind = (int)(xfer->cookie >> 40);
-    size_t k = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));
+    int kind = swy_coll_cookie_step(xfer->cookie);
+    size_t k = swy_coll_cookie_chunk(xfer->cookie);
     switch (kind) {
     case MSG_P:
         SWY_CHECK(learn_peer(st, xfer->peer));

@@ -18,13 +18,9 @@ static swy_status_t a2a_create(const swy_coll_args_t *args, int rank,
                                int nranks, size_t partition_bytes,
                                swy_coll_state_t **state_p)
 {
-    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
-    if (st == NULL)
-        return SWY_ERR_NO_MEMORY;
-    st->args = *args;
-    st->rank = rank;
-    st->nranks = nranks;
-    st->dsize = swy_dtype_size(args->dtype);
+    swy_coll_state_t *st;
+    SWY_COLL_CREATE_BEGIN(st, "alltoallv/pairwise", args, rank, nranks,
+                          SWY_COLL_ANY_MEM, 0);
     size_t max_elems = 0;
     for (int p = 0; p < nranks; p++) {
         max_elems = SWY_MAX(max_elems, args->sendcounts[p]);

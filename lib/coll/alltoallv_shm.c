@@ -100,9 +100,8 @@ static pull_desc_t *pull_desc(const swy_coll_state_t *st, int owner)
 /* Receives from the peers of at least this many bytes in all are written
  * to recvbuf with non-temporal stores; from the smaller size where ranks
  * outnumber the CPUs, whose time-shared caches rarely keep the data until
- * its reader runs (on the 2-core VM, 4 ranks: 1.5 MiB received 995
- * against 1252 us, 3 MiB 2441 against 2897; 768 KiB was slower
- * streamed, 299 against 236; docs/performance.md, "coll"). */
+ * its reader runs. The thresholds are where streaming stopped losing in
+ * the runs that docs/performance.md, "coll", points to. */
 #ifndef SWY_COLL_A2A_STREAM_MIN /* -D for experiments only */
 #define SWY_COLL_A2A_STREAM_MIN ((size_t)4 << 20)
 #endif
@@ -189,14 +188,14 @@ static int op_class(const swy_coll_state_t *st, size_t *bytes_p)
  * host put the CPUs, holds for seconds to minutes and for every size
  * alike, while a benchmark or a new layer may spend only a few ops on a
  * size. An op that goes the other way from the two before it is slow for
- * that alone (on the 2-core VM a single pull among copies took about
- * twice as long as a pull among pulls), so only ops that go the way of
- * the two before them are timed, and the other way is tried in bursts of
- * PULL_BURST ops: once, as soon as the first way has a full set of
- * times; pulls again when copies run PULL_SLOWER times slower than the
- * best they did (the cores moved apart), at most once in PULL_EXPLORE
- * ops; copies once in PULL_EXPLORE ops while pulling (pulls do not show
- * the cores coming back together). The way switches when the other
+ * that alone (a single pull among copies took far longer than a pull
+ * among pulls), so only ops that go the way of the two before them are
+ * timed, and the other way is tried in bursts of PULL_BURST ops: once,
+ * as soon as the first way has a full set of times; pulls again when
+ * copies run PULL_SLOWER times slower than the best they did (the cores
+ * moved apart), at most once in PULL_EXPLORE ops; copies once in
+ * PULL_EXPLORE ops while pulling (pulls do not show the cores coming
+ * back together). The way switches when the other
  * one's median time is lower, by PULL_MARGIN to take up pulling, so that
  * noise does not flip it. */
 #define PULL_TRUST 3
@@ -252,10 +251,9 @@ static uint32_t leader_choose(swy_coll_shm_t *ch, uint64_t next_seq)
         c->best_copy = now;
     if (c->samples[other] >= PULL_TRUST) {
         double then = median_of(c->ns_per_byte[other], c->samples[other]);
-        /* Only a clear difference speaks for the other classes: on the
-         * VM both ways tie from blocks of 1 MiB in the far placement
-         * (about 0.39 ns per byte each), and a tie's winner by a percent
-         * is noise. */
+        /* Only a clear difference speaks for the other classes: both
+         * ways can tie (blocks of 1 MiB and more, the cores far apart),
+         * and a tie's winner by a percent is noise. */
         if (then < PULL_MARGIN * now)
             pl->prefer = other;
         else if (now < PULL_MARGIN * then)
@@ -324,7 +322,7 @@ static void emit_msg(const swy_coll_emit_t *emit, int kind, size_t k,
     swy_coll_xfer_t x = {
         .peer = peer, .is_send = (uint8_t)is_send, .mem = SWY_MEM_HOST,
         .tag = (uint32_t)(k * MSG_KINDS + (size_t)kind), .buf = NULL,
-        .bytes = 0, .cookie = ((uint64_t)kind << 40) | k};
+        .bytes = 0, .cookie = swy_coll_cookie(0, kind, k)};
     emit->post(emit->ctx, &x);
 }
 
@@ -466,18 +464,16 @@ static swy_status_t a2a_create(const swy_coll_args_t *args, int rank,
         args->mem != SWY_MEM_HOST)
         return swy_err_set(SWY_ERR_INTERNAL, "coll", "alltoallv/shm without "
                            "a shared-memory channel for these ranks");
-    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
+    swy_coll_state_t *st;
+    SWY_COLL_CREATE_BEGIN(st, "alltoallv/shm", args, rank, nranks,
+                          SWY_COLL_HOST_ONLY, 0);
     size_t *rounds = swy_calloc(2 * (size_t)nranks, sizeof(size_t));
-    if (st == NULL || rounds == NULL) {
+    if (rounds == NULL) {
         swy_free(st);
-        swy_free(rounds);
-        return SWY_ERR_NO_MEMORY;
+        return swy_err_set(SWY_ERR_NO_MEMORY, "coll", "alltoallv/shm on %d "
+                           "ranks: out of memory", nranks);
     }
-    st->args = *args;
     st->ch = ch;
-    st->rank = rank;
-    st->nranks = nranks;
-    st->dsize = swy_dtype_size(args->dtype);
     /* Whole elements per chunk, within a slot and the partition. */
     size_t cap = SWY_MIN(partition_bytes, ch->slot_bytes);
     st->chunk_bytes = SWY_MAX(cap / st->dsize, (size_t)1) * st->dsize;
@@ -590,8 +586,8 @@ static swy_status_t a2a_recv_done(swy_coll_state_t *st,
 {
     SWY_CHECK(swy_coll_shm_check(&st->user, swy_coll_alltoallv_shm.name));
     const swy_coll_args_t *a = &st->args;
-    int kind = (int)(xfer->cookie >> 40), p = xfer->peer;
-    size_t k = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));
+    int kind = swy_coll_cookie_step(xfer->cookie), p = xfer->peer;
+    size_t k = swy_coll_cookie_chunk(xfer->cookie);
     learn_way(st);
     if (kind == MSG_P)
         SWY_CHECK(learn_peer(st, p));

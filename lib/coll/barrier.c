@@ -5,18 +5,18 @@
 #include "util/alloc.h"
 
 struct swy_coll_state {
+    swy_coll_args_t args; /* no data: dsize unused */
     int rank, nranks, rounds;
+    size_t dsize;
 };
 
 static swy_status_t br_create(const swy_coll_args_t *args, int rank,
                               int nranks, size_t partition_bytes,
                               swy_coll_state_t **state_p)
 {
-    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
-    if (st == NULL)
-        return SWY_ERR_NO_MEMORY;
-    st->rank = rank;
-    st->nranks = nranks;
+    swy_coll_state_t *st;
+    SWY_COLL_CREATE_BEGIN(st, "barrier/dissemination", args, rank, nranks,
+                          SWY_COLL_ANY_MEM, 0);
     while ((1 << st->rounds) < nranks)
         st->rounds++;
     *state_p = st;
@@ -30,7 +30,7 @@ static void br_emit(swy_coll_state_t *st, const swy_coll_emit_t *emit,
     swy_coll_xfer_t x = {
         .peer = is_send ? (st->rank + dist) % w : ((st->rank - dist) % w + w) % w,
         .is_send = (uint8_t)is_send, .tag = (uint32_t)round, .buf = NULL,
-        .bytes = 0, .cookie = (uint64_t)round};
+        .bytes = 0, .cookie = swy_coll_cookie(0, 0, (size_t)round)};
     emit->post(emit->ctx, &x);
 }
 
@@ -47,7 +47,7 @@ static swy_status_t br_recv_done(swy_coll_state_t *st,
                                  const swy_coll_xfer_t *xfer,
                                  const swy_coll_emit_t *emit)
 {
-    int round = (int)xfer->cookie;
+    int round = (int)swy_coll_cookie_chunk(xfer->cookie);
     if (round + 1 < st->rounds)
         br_emit(st, emit, round + 1, 1);
     return SWY_OK;

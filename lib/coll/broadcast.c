@@ -15,14 +15,10 @@ static swy_status_t bc_create(const swy_coll_args_t *args, int rank,
                               int nranks, size_t partition_bytes,
                               swy_coll_state_t **state_p)
 {
-    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
-    if (st == NULL)
-        return SWY_ERR_NO_MEMORY;
-    st->args = *args;
-    st->rank = rank;
-    st->nranks = nranks;
+    swy_coll_state_t *st;
+    SWY_COLL_CREATE_BEGIN(st, "broadcast/chain", args, rank, nranks,
+                          SWY_COLL_ANY_MEM, 1);
     st->pos = (rank - args->root + nranks) % nranks;
-    st->dsize = swy_dtype_size(args->dtype);
     st->chunk_elems = swy_coll_pipeline_chunk_elems(
         partition_bytes, st->dsize, args->count, SWY_COLL_TAG_MAX);
     st->nchunks = (args->count + st->chunk_elems - 1) / st->chunk_elems;
@@ -41,7 +37,7 @@ static void bc_emit(swy_coll_state_t *st, const swy_coll_emit_t *emit,
         .is_send = (uint8_t)is_send, .mem = st->args.mem,
         .tag = (uint32_t)chunk,
         .buf = (char *)st->args.recvbuf + off * st->dsize,
-        .bytes = n * st->dsize, .cookie = chunk};
+        .bytes = n * st->dsize, .cookie = swy_coll_cookie(0, 0, chunk)};
     emit->post(emit->ctx, &x);
 }
 
@@ -59,7 +55,7 @@ static swy_status_t bc_recv_done(swy_coll_state_t *st,
                                  const swy_coll_emit_t *emit)
 {
     if (st->pos < st->nranks - 1)
-        bc_emit(st, emit, (size_t)xfer->cookie, 1);
+        bc_emit(st, emit, swy_coll_cookie_chunk(xfer->cookie), 1);
     return SWY_OK;
 }
 

@@ -26,6 +26,8 @@
 
 #include "switchyard/switchyard.h"
 #include "switchyard/swy_transport_v1.h"
+#include "util/half.h"
+#include "util/status.h"
 
 #define SWY_COLL_TAG_BITS 24
 #define SWY_COLL_TAG_HEADER 0xFFFFFFu             /* reserved for headers */
@@ -386,6 +388,21 @@ void swy_coll_shm_leave(swy_coll_shm_t *shm, swy_coll_shm_user_t *user,
 
 /* Most ranks of a channel: the segment is 2 W (W + 1) slots. */
 #define SWY_COLL_SHM_MAX_RANKS 32
+/* The shared-memory channels of a comm whose nranks ranks all share this
+ * host (shm_setup.c; none where they do not, or SWY_SHM_CHANNEL=0): one
+ * for allreduce, one for alltoallv, made over the control plane `boot`
+ * and carrying whether the ranks can map each other's swy_mem_alloc
+ * memory (mem). Collective. Sets *shm_p and *shm_a2a_p, each NULL when
+ * that channel could not be made (a note in the log); fails only when
+ * the control plane does, and then what it set is the caller's to
+ * destroy. */
+struct swy_boot;
+struct swy_topo;
+swy_status_t swy_coll_shm_setup(struct swy_boot *boot,
+                                const struct swy_topo *topo, int rank,
+                                int nranks, double timeout_s,
+                                swy_coll_mem_t *mem, swy_coll_shm_t **shm_p,
+                                swy_coll_shm_t **shm_a2a_p);
 /* Rank 0 creates the segment (name_out: its name, for the others) of the
  * size for nranks, backed by reserved pages (posix_fallocate: a full
  * /dev/shm fails here, not as SIGBUS at first touch); the others attach
@@ -444,16 +461,15 @@ void swy_coll_scratch_put(void *ptr, size_t bytes);
  * sends from the place `mirror` has in this rank's own buffer: the slot
  * gets mirror's page offset (ranks allocate their buffers alike, so the
  * sender's copy sits there too). A large copy whose destination lies a
- * little past its source modulo the page size is slow: on the AMD EPYC
- * of the VM, rep movsb (the kernel's copy in process_vm_readv, and
- * glibc's memcpy from 4 KiB to about the L2 size) moved 256 KiB at 2.9
- * GB/s with the destination 16 or 8 bytes past, 42 GB/s at 0, 32 or 64
- * (util/copy.h has the range: 1 to 31 bytes past), and a 1 MiB
- * allreduce by rendezvous on 4 ranks took 2.1 instead of 0.86 ms with
- * malloc's scratch (16 bytes into a page). The slot starts at the first
- * such offset from *end, which moves past it; a slot below 4 KiB only
- * at the next 64-byte line (no padding of up to a page for it). -1 on
- * overflow. */
+ * little past its source modulo the page size is slow: on some x86 CPUs
+ * rep movsb (the kernel's copy in process_vm_readv, and glibc's memcpy
+ * from 4 KiB to about the L2 size) is an order of magnitude slower with
+ * the destination 1 to 31 bytes past (util/copy.h), as it is from a
+ * page-aligned buffer into malloc's scratch, 16 bytes into a page
+ * (docs/performance.md, "coll", points to the runs). The slot starts at
+ * the first such offset from *end, which moves past it; a slot below
+ * 4 KiB only at the next 64-byte line (no padding of up to a page for
+ * it). -1 on overflow. */
 int swy_coll_slot_place(size_t *end, size_t bytes, const void *mirror,
                         size_t *at);
 
@@ -464,6 +480,59 @@ const swy_coll_algo_t *swy_coll_algo(swy_coll_kind_t kind);
  * the memory type. */
 swy_status_t swy_coll_host_only(const swy_coll_args_t *args,
                                 const char *name);
+
+/* The start of every algorithm's create() (create.c), so that the
+ * checks and the state's common fields are written once. Each
+ * algorithm's struct swy_coll_state has the members args, rank, nranks
+ * and dsize. SWY_COLL_CREATE_BEGIN refuses device buffers where mem is
+ * SWY_COLL_HOST_ONLY (swy_coll_host_only), and an op whose `steps`
+ * (tag-consuming steps per chunk; 0: not counted) exceed the tags of an
+ * op; then allocates the zeroed state `st` and fills those members. On
+ * failure it returns the status, with a message naming the algorithm,
+ * from the create() it is used in. */
+typedef enum {
+    SWY_COLL_ANY_MEM = 0,  /* host or device buffers */
+    SWY_COLL_HOST_ONLY = 1 /* host buffers only */
+} swy_coll_mem_need_t;
+swy_status_t swy_coll_create_check(const char *name,
+                                   const swy_coll_args_t *args, int nranks,
+                                   swy_coll_mem_need_t mem, size_t steps);
+void *swy_coll_state_alloc(const char *name, size_t bytes);
+#define SWY_COLL_CREATE_BEGIN(st, name, args_, rank_, nranks_, mem, steps)  \
+    do {                                                                    \
+        SWY_CHECK(swy_coll_create_check((name), (args_), (nranks_), (mem),  \
+                                        (steps)));                          \
+        if (((st) = swy_coll_state_alloc((name), sizeof(*(st)))) == NULL)   \
+            return SWY_ERR_NO_MEMORY;                                       \
+        (st)->args = *(args_);                                              \
+        (st)->rank = (rank_);                                               \
+        (st)->nranks = (nranks_);                                           \
+        (st)->dsize = swy_dtype_size((args_)->dtype);                       \
+    } while (0)
+
+/* An algorithm's cookie for a transfer (xfer.cookie, handed back with it
+ * when it completes), packed alike by every algorithm: a phase (0..3),
+ * a step, peer or message kind (below 2^22) and a chunk or round (below
+ * 2^40). */
+#define SWY_COLL_COOKIE_CHUNK_BITS 40
+static inline uint64_t swy_coll_cookie(int phase, int step, size_t chunk)
+{
+    return ((uint64_t)phase << 62) |
+           ((uint64_t)step << SWY_COLL_COOKIE_CHUNK_BITS) | (uint64_t)chunk;
+}
+static inline int swy_coll_cookie_phase(uint64_t cookie)
+{
+    return (int)(cookie >> 62);
+}
+static inline int swy_coll_cookie_step(uint64_t cookie)
+{
+    return (int)((cookie >> SWY_COLL_COOKIE_CHUNK_BITS) & 0x3fffff);
+}
+static inline size_t swy_coll_cookie_chunk(uint64_t cookie)
+{
+    return (size_t)(cookie &
+                    ((UINT64_C(1) << SWY_COLL_COOKIE_CHUNK_BITS) - 1));
+}
 /* The allreduce algorithm an op runs when `wanted` is asked for: AUTO
  * applies the rule above; an algorithm that cannot run this op (device
  * buffers, one rank, a count below the ranks, halving/doubling on a
@@ -509,8 +578,7 @@ swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
                                    const swy_coll_header_t *hdr, char *msg,
                                    size_t msg_len);
 
-/* Element size of a dtype; 0 if invalid. */
-size_t swy_dtype_size(swy_dtype_t dtype);
+/* swy_dtype_size (element size, 0 if invalid) is public: switchyard.h. */
 const char *swy_dtype_name(swy_dtype_t dtype);
 const char *swy_redop_name(swy_redop_t op);
 int swy_dtype_valid(int dtype);
@@ -552,25 +620,22 @@ size_t swy_coll_chunk_elems(size_t partition_bytes, size_t dsize,
  * soon as it landed, so a partition-sized chunk (a user's setting, or the
  * automatic one across fast hosts: up to 32 MiB) would serialize the
  * steps, and a received chunk this size is still in cache when the
- * reduction reads it. On 4 ranks of a 16-core host a ring
- * allreduce of 4 MiB took 3.2 ms with whole segments and 1.5 ms with
- * 256 KiB chunks (docs/performance.md, "coll"). */
+ * reduction reads it. 256 KiB chunks about halved the ring allreduce's
+ * time against whole segments on one host (docs/performance.md, "coll",
+ * points to the runs). */
 #define SWY_COLL_PIPELINE_BYTES ((size_t)256 << 10)
 
 /* Alltoallv's partition when every rank is on one host and the user left
  * SWY_PARTITION_BYTES to auto (the scheduler applies it). Its chunks have
  * no step to pipeline with, and above SWY_UCX_LOCAL_EAGER UCX moves them
  * by one copy (CMA rendezvous) instead of two through its shared-memory
- * FIFO. On 4 ranks of a 16-core host, 4 MiB per rank took 0.48-0.64 ms
- * with 4 MiB chunks and 0.85-0.87 ms with 256 KiB ones (Open MPI:
- * 0.72-0.80 ms), 16 MiB 1.8 ms against 3.3-3.5 (docs/performance.md,
- * "coll"). */
+ * FIFO: 4 MiB chunks beat 256 KiB ones, and Open MPI, where each rank
+ * has a core (docs/performance.md, "coll", points to the runs). */
 #define SWY_COLL_BULK_BYTES ((size_t)4 << 20)
 /* The same for device memory, where every chunk costs a transport call
- * and a stream wait of tens of microseconds: swy-train --device cuda on
- * one H200 (4 layers, H 1024, 4096 tokens) spent 80-101 ms per step in
- * its all-to-alls with 256 KiB chunks, 9-12 ms with 4 MiB and 3.0-3.1 ms
- * with 32 MiB (docs/performance.md, "gpu"). */
+ * and a stream wait: fewer, larger chunks cut swy-train --device cuda's
+ * all-to-all time per step many times over (docs/performance.md,
+ * "gpu"). */
 #define SWY_COLL_BULK_DEVICE_BYTES ((size_t)32 << 20)
 
 /* swy_coll_chunk_elems() for such an algorithm: partition_bytes capped at
@@ -579,10 +644,6 @@ size_t swy_coll_chunk_elems(size_t partition_bytes, size_t dsize,
 size_t swy_coll_pipeline_chunk_elems(size_t partition_bytes, size_t dsize,
                                      size_t max_elems, size_t max_chunks);
 
-/* fp16/bf16 <-> float (round to nearest even), shared with tests. */
-float swy_half_to_float(uint16_t h);
-uint16_t swy_float_to_half(float f);
-float swy_bf16_to_float(uint16_t b);
-uint16_t swy_float_to_bf16(float f);
+/* fp16/bf16 <-> float: util/half.h (lib/moe converts rows too). */
 
 #endif

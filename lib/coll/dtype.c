@@ -6,7 +6,11 @@
 #include <string.h>
 
 #include "coll/coll.h"
+#include "util/status.h"
 
+/* Public (switchyard.h), and what every algorithm sizes its elements
+ * with: a valid dtype must not touch the thread's last error, which may
+ * hold an earlier failure of the same call. */
 size_t swy_dtype_size(swy_dtype_t dtype)
 {
     switch (dtype) {
@@ -15,6 +19,9 @@ size_t swy_dtype_size(swy_dtype_t dtype)
     case SWY_INT32: case SWY_FLOAT32: return 4;
     case SWY_INT64: case SWY_FLOAT64: return 8;
     }
+    swy_err_set(SWY_ERR_INVALID_ARG, "coll", "swy_dtype_size: dtype %d is "
+                "not a swy_dtype_t (%d..%d)", (int)dtype, SWY_INT8,
+                SWY_FLOAT64);
     return 0;
 }
 
@@ -41,102 +48,25 @@ const char *swy_redop_name(swy_redop_t op)
     return swy_redop_valid(op) ? names[op] : "invalid-op";
 }
 
-float swy_half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
-    if (exp == 0) {
-        if (mant == 0) {
-            bits = sign;
-        } else { /* subnormal: normalize */
-            int e = -1;
-            do {
-                e++;
-                mant <<= 1;
-            } while ((mant & 0x400u) == 0);
-            bits = sign | ((uint32_t)(127 - 15 - e) << 23) |
-                   ((mant & 0x3ffu) << 13);
-        }
-    } else if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (mant << 13);
-    } else {
-        bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-    }
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f;
-}
-
-uint16_t swy_float_to_half(float f)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof(bits));
-    uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
-    uint32_t exp = (bits >> 23) & 0xffu, mant = bits & 0x7fffffu;
-    if (exp == 0xff) /* inf or nan */
-        return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-    int32_t e = (int32_t)exp - 127 + 15;
-    if (e >= 0x1f)
-        return (uint16_t)(sign | 0x7c00u);
-    if (e <= 0) {
-        if (e < -10)
-            return sign;
-        mant |= 0x800000u;
-        uint32_t shift = (uint32_t)(14 - e);
-        uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1);
-        uint32_t halfway = 1u << (shift - 1);
-        if (rem > halfway || (rem == halfway && (half & 1u)))
-            half++;
-        return (uint16_t)(sign | half);
-    }
-    uint32_t half = ((uint32_t)e << 10) | (mant >> 13);
-    uint32_t rem = mant & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (half & 1u)))
-        half++; /* may carry into the exponent: still correct */
-    return (uint16_t)(sign | half);
-}
-
-float swy_bf16_to_float(uint16_t b)
-{
-    uint32_t bits = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f;
-}
-
-uint16_t swy_float_to_bf16(float f)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof(bits));
-    if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x7fffffu))
-        return (uint16_t)((bits >> 16) | 0x40u); /* quiet nan */
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    return (uint16_t)(bits >> 16);
-}
-
 /* The reductions run in blocks of REDUCE_BLOCK_BYTES through helpers
  * with a constant trip count whose pointers are restrict-qualified (dst
  * is either one of the sources, passed once, or disjoint from both, as
  * the caller picks the helper), so the compiler vectorizes them without
  * run-time alias checks: at -O2, the build's default, too, where the
  * plain loop stayed scalar. Out of line, so that -O3 does not transform
- * them further. On the 2-core VM, the three reductions of 64 Ki floats
- * that the direct allreduce's owner does for 1 MiB on 4 ranks took
- * 78-112 us with the plain loop at -O2 and 27-35 us in blocks; 33-55
- * against 26-31 at -O3 (best of 3000 in each of three runs, both
- * kernels alternating in one process).
+ * them further. The blocks are several times faster than the plain loop
+ * at -O2 and ahead of it at -O3 (docs/performance.md, "coll", points to
+ * the runs).
  *
  * Where the CPU has AVX2 (x86-64 with GCC's target_clones and an ifunc
  * loader), each helper also exists in an AVX2 build, chosen when the
  * library loads: the baseline x86-64 build uses 16-byte vectors. The
  * elements are computed by the same operations in the same order either
  * way (no reassociation, no fused multiply-add in a sum or a product of
- * two), so the bits do not depend on the CPU. The direct allreduce's four
- * partials of 64 Ki floats (1 MiB on 4 ranks) took 38-53 us on the VM as
- * three pairwise passes in the baseline build, 26-32 with AVX2, and 19-24
- * in one pass with AVX2 (swy_coll_reduce_n; mean of 2000 calls); on the
- * 16-core host the allreduce of 1 MiB went from 506 to 463 us
- * (docs/performance.md, "coll"). Not under ThreadSanitizer: the ifunc
+ * two), so the bits do not depend on the CPU. AVX2, and summing all the
+ * partials in one pass (swy_coll_reduce_n) instead of pairwise passes,
+ * each shortened the direct allreduce's reduction (docs/performance.md,
+ * "coll", points to the runs). Not under ThreadSanitizer: the ifunc
  * resolver runs while the loader relocates, before TSAN's runtime is up,
  * and its instrumented entry crashed every program at start. */
 #define REDUCE_BLOCK_BYTES 4096

@@ -29,16 +29,10 @@ static swy_status_t gs_create(const swy_coll_args_t *args, int rank,
                               swy_coll_state_t **state_p)
 {
     int gather = args->kind == SWY_COLL_GATHER;
-    SWY_CHECK(swy_coll_host_only(args, gather ? "gather/direct"
-                                              : "scatter/direct"));
-    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
-    if (st == NULL)
-        return SWY_ERR_NO_MEMORY;
-    st->args = *args;
-    st->rank = rank;
-    st->nranks = nranks;
+    swy_coll_state_t *st;
+    SWY_COLL_CREATE_BEGIN(st, gather ? "gather/direct" : "scatter/direct",
+                          args, rank, nranks, SWY_COLL_HOST_ONLY, 1);
     st->gather = gather;
-    st->dsize = swy_dtype_size(args->dtype);
     /* Tags count the chunks of one block (one block per pair of ranks):
      * chunk_elems grows until they fit. */
     st->chunk_elems = swy_coll_chunk_elems(partition_bytes, st->dsize,

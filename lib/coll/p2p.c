@@ -10,6 +10,7 @@
 
 struct swy_coll_state {
     swy_coll_args_t args;
+    int rank, nranks;
     size_t dsize, chunk_elems, nchunks;
 };
 
@@ -17,11 +18,9 @@ static swy_status_t p2p_create(const swy_coll_args_t *args, int rank,
                                int nranks, size_t partition_bytes,
                                swy_coll_state_t **state_p)
 {
-    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
-    if (st == NULL)
-        return SWY_ERR_NO_MEMORY;
-    st->args = *args;
-    st->dsize = swy_dtype_size(args->dtype);
+    swy_coll_state_t *st;
+    SWY_COLL_CREATE_BEGIN(st, args->kind == SWY_COLL_SEND ? "send" : "recv",
+                          args, rank, nranks, SWY_COLL_ANY_MEM, 1);
     st->chunk_elems = swy_coll_chunk_elems(partition_bytes, st->dsize,
                                            args->count, SWY_COLL_TAG_MAX);
     st->nchunks = (args->count + st->chunk_elems - 1) / st->chunk_elems;

@@ -33,15 +33,10 @@ static swy_status_t rd_create(const swy_coll_args_t *args, int rank,
                               int nranks, size_t partition_bytes,
                               swy_coll_state_t **state_p)
 {
-    SWY_CHECK(swy_coll_host_only(args, "reduce/chain"));
-    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
-    if (st == NULL)
-        return SWY_ERR_NO_MEMORY;
-    st->args = *args;
-    st->rank = rank;
-    st->nranks = nranks;
+    swy_coll_state_t *st;
+    SWY_COLL_CREATE_BEGIN(st, "reduce/chain", args, rank, nranks,
+                          SWY_COLL_HOST_ONLY, 1);
     st->pos = (rank - args->root + nranks) % nranks;
-    st->dsize = swy_dtype_size(args->dtype);
     st->chunk_elems = swy_coll_pipeline_chunk_elems(
         partition_bytes, st->dsize, args->count, SWY_COLL_TAG_MAX);
     st->nchunks = (args->count + st->chunk_elems - 1) / st->chunk_elems;
@@ -74,7 +69,7 @@ static void rd_emit(swy_coll_state_t *st, const swy_coll_emit_t *emit,
         .peer = is_send ? (st->rank - 1 + w) % w : (st->rank + 1) % w,
         .is_send = (uint8_t)is_send, .mem = SWY_MEM_HOST,
         .tag = (uint32_t)chunk, .buf = buf, .bytes = n * st->dsize,
-        .cookie = chunk};
+        .cookie = swy_coll_cookie(0, 0, chunk)};
     emit->post(emit->ctx, &x);
 }
 
@@ -96,7 +91,7 @@ static swy_status_t rd_recv_done(swy_coll_state_t *st,
                                  const swy_coll_emit_t *emit)
 {
     const swy_coll_args_t *a = &st->args;
-    size_t chunk = (size_t)xfer->cookie;
+    size_t chunk = swy_coll_cookie_chunk(xfer->cookie);
     size_t off = chunk * st->chunk_elems * st->dsize;
     size_t n = xfer->bytes / st->dsize;
     const char *mine = (const char *)a->sendbuf + off;

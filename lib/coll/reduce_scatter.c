@@ -52,19 +52,10 @@ static swy_status_t rs_create(const swy_coll_args_t *args, int rank,
                               int nranks, size_t partition_bytes,
                               swy_coll_state_t **state_p)
 {
-    SWY_CHECK(swy_coll_host_only(args, "reduce_scatter/ring"));
     size_t steps = nranks > 1 ? (size_t)(nranks - 1) : 1;
-    if (steps > SWY_COLL_TAG_MAX)
-        return swy_err_set(SWY_ERR_UNSUPPORTED, "coll", "reduce_scatter/ring "
-                           "on %d ranks: more steps than the %u tags of an "
-                           "op", nranks, SWY_COLL_TAG_MAX);
-    swy_coll_state_t *st = swy_calloc(1, sizeof(*st));
-    if (st == NULL)
-        return SWY_ERR_NO_MEMORY;
-    st->args = *args;
-    st->rank = rank;
-    st->nranks = nranks;
-    st->dsize = swy_dtype_size(args->dtype);
+    swy_coll_state_t *st;
+    SWY_COLL_CREATE_BEGIN(st, "reduce_scatter/ring", args, rank, nranks,
+                          SWY_COLL_HOST_ONLY, steps);
     st->chunk_elems = swy_coll_pipeline_chunk_elems(
         partition_bytes, st->dsize, args->count, SWY_COLL_TAG_MAX / steps);
     st->nchunks = (args->count + st->chunk_elems - 1) / st->chunk_elems;
@@ -89,11 +80,6 @@ static swy_status_t rs_create(const swy_coll_args_t *args, int rank,
     return SWY_OK;
 }
 
-static uint64_t cookie(int step, size_t chunk)
-{
-    return ((uint64_t)step << 40) | chunk;
-}
-
 /* Chunk `chunk` of step `step`: the send (from sendbuf at step 0, else
  * from the slot of the step before) or the receive (into the step's
  * slot). */
@@ -113,7 +99,7 @@ static void rs_emit(swy_coll_state_t *st, const swy_coll_emit_t *emit,
         .peer = is_send ? mod(st->rank + 1, w) : mod(st->rank - 1, w),
         .is_send = (uint8_t)is_send, .mem = SWY_MEM_HOST,
         .tag = (uint32_t)((size_t)step * st->nchunks + chunk), .buf = buf,
-        .bytes = n * st->dsize, .cookie = cookie(step, chunk)};
+        .bytes = n * st->dsize, .cookie = swy_coll_cookie(0, step, chunk)};
     emit->post(emit->ctx, &x);
 }
 
@@ -139,8 +125,8 @@ static swy_status_t rs_recv_done(swy_coll_state_t *st,
 {
     const swy_coll_args_t *a = &st->args;
     int w = st->nranks;
-    int step = (int)(xfer->cookie >> 40);
-    size_t chunk = (size_t)(xfer->cookie & ((UINT64_C(1) << 40) - 1));
+    int step = swy_coll_cookie_step(xfer->cookie);
+    size_t chunk = swy_coll_cookie_chunk(xfer->cookie);
     size_t off = chunk * st->chunk_elems * st->dsize;
     size_t n = xfer->bytes / st->dsize;
     const char *mine = block(st, mod(st->rank - step - 2, w)) + off;

@@ -5,10 +5,10 @@
  * malloc does not reliably hand back warm pages: above glibc's mmap
  * threshold every block is fresh, the threshold moves with what was freed
  * before, and the progress thread allocates from an arena of its own that
- * gives pages back when trimmed. Measured on 4 local ranks: a 1 MiB
- * allreduce took 0.53 ms on a fresh communicator and 0.85-1.29 ms after a
- * 64 MiB alltoallv; with every scratch block mmapped (MALLOC_MMAP_
- * THRESHOLD_=131072) 2.0 ms. So the algorithms take their scratch from
+ * gives pages back when trimmed: an allreduce after a large alltoallv,
+ * or with every scratch block mmapped (MALLOC_MMAP_THRESHOLD_=131072),
+ * ran markedly slower than on a fresh communicator (docs/performance.md,
+ * "coll", points to the runs). So the algorithms take their scratch from
  * here: the last few blocks of at least SCRATCH_MIN bytes are kept,
  * process-wide, up to SCRATCH_KEEP_BYTES in all, and a request takes the
  * smallest kept block that fits and is not wastefully large. Blocks are

@@ -25,9 +25,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "coll/coll.h"
 #include "switchyard/moe.h"
 #include "switchyard/switchyard.h"
+#include "util/half.h"
 
 /* Row buffers that routes return to their plan for the next routes:
  * swy_mem_alloc memory, which the comm's local peers read and write in

@@ -32,14 +32,14 @@ struct swy_topo {
  * - SELF: a memcpy within one process; taken equal to shared memory
  *   bandwidth (a single-core memcpy reaches roughly what UCX shm does), with
  *   a lower latency because nothing crosses a process boundary.
- * - SAME_NUMA: UCX shared memory between two local processes measured on
- *   the build host: ucx_perftest tag_bw 1 MiB ~ 21 GB/s, tag_lat 8 B ~
- *   0.3 us (docs/BUILD-NOTES.md, "UCX on CPU").
+ * - SAME_NUMA: UCX shared memory between two local processes, as
+ *   ucx_perftest's tag_bw and tag_lat measure it on the build host,
+ *   rounded (docs/BUILD-NOTES.md, "UCX on CPU").
  * - SAME_NODE: shared memory across sockets; the inter-socket link (UPI /
  *   Infinity Fabric) and remote-memory latency make it slower than within
- *   one NUMA node: ~12 GB/s and ~0.5 us, a conservative estimate.
- * - CROSS_NODE: a 100 Gb/s NIC, 12.5e9 B/s line rate, ~2 us one-way
- *   latency typical of RDMA between hosts through one switch. */
+ *   one NUMA node: a conservative estimate below SAME_NUMA.
+ * - CROSS_NODE: a 100 Gb/s NIC at line rate, with the one-way latency
+ *   typical of RDMA between hosts through one switch. */
 static const double topo_default_bandwidth_by_class[SWY_LINK_NCLASSES] = {
     [SWY_LINK_SELF] = 20e9,
     [SWY_LINK_SAME_NUMA] = 20e9,

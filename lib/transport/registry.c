@@ -171,7 +171,7 @@ swy_status_t swy_transport_set_create(int rank, int nranks,
         goto err;
     }
 
-    const char *list = swy_config_get("SWY_TRANSPORT_PLUGINS");
+    const char *list = swy_config_get_text("SWY_TRANSPORT_PLUGINS");
     char *names = swy_strdup(list != NULL ? list : "");
     if (names == NULL) {
         status = swy_err_set(SWY_ERR_NO_MEMORY, TP_SUBSYS,
@@ -303,7 +303,7 @@ static int set_serves(const swy_transport_set_t *set, const peer_addrs_t *pa,
 /* SWY_TRANSPORT's transport, or -1 (with a warning when it names none). */
 static int set_forced(const swy_transport_set_t *set)
 {
-    const char *forced = swy_config_get("SWY_TRANSPORT");
+    const char *forced = swy_config_get_text("SWY_TRANSPORT");
     int forced_t = -1;
     if (forced != NULL && forced[0] != '\0') {
         forced_t = set_find(set, forced);
@@ -372,7 +372,7 @@ void swy_transport_set_describe(const swy_transport_set_t *set, char *buf,
             tp->caps.score[SWY_LINK_SAME_NODE],
             tp->caps.score[SWY_LINK_CROSS_NODE]);
     }
-    const char *forced = swy_config_get("SWY_TRANSPORT");
+    const char *forced = swy_config_get_text("SWY_TRANSPORT");
     int forced_t = set_forced(set);
     PUT("\nChosen for host memory, per link class%s%s%s:\n",
         forced ? " (SWY_TRANSPORT=" : "", forced ? forced : "",

@@ -258,6 +258,7 @@ const char *swy_config_type_name(swy_config_type_t type)
     case SWY_CONFIG_INT: return "integer";
     case SWY_CONFIG_DOUBLE: return "number";
     case SWY_CONFIG_SIZE: return "size";
+    case SWY_CONFIG_LIST: return "list";
     }
     return "?";
 }
@@ -430,6 +431,152 @@ int swy_config_get_bool(const char *name, int fallback)
     config_warn_once(name, text, "%s='%s' is not a boolean; using %d", name,
                      text, fallback);
     return fallback;
+}
+
+/* The table's default of name as fallback: a default that is not a
+ * value of its type (test_config checks there is none) reads as 0. */
+static const char *table_default(const char *name)
+{
+    const swy_config_entry_t *entry = swy_config_entry(name);
+    return entry != NULL ? entry->default_value : NULL;
+}
+
+int64_t swy_config_int(const char *name)
+{
+    int64_t fallback = 0;
+    const char *def = table_default(name);
+    if (def != NULL)
+        swy_config_parse_int(def, &fallback);
+    return swy_config_get_int(name, fallback);
+}
+
+double swy_config_double(const char *name)
+{
+    double fallback = 0;
+    const char *def = table_default(name);
+    if (def != NULL)
+        swy_config_parse_double(def, &fallback);
+    return swy_config_get_double(name, fallback);
+}
+
+size_t swy_config_size(const char *name)
+{
+    size_t fallback = 0;
+    const char *def = table_default(name);
+    if (def != NULL)
+        swy_config_parse_size(def, &fallback);
+    return swy_config_get_size(name, fallback);
+}
+
+int swy_config_bool(const char *name)
+{
+    const char *def = table_default(name);
+    return swy_config_get_bool(name, def != NULL && strcmp(def, "1") == 0);
+}
+
+#define PLUGIN_ITEM "<plugin>"
+
+/* Whether item (len bytes) is one of values, or a plugin's name where
+ * values admit one; *index_p: its place among values, or -1. */
+static int value_known(const char *values, const char *item, size_t len,
+                       int *index_p)
+{
+    int index = 0, plugin = 0;
+    *index_p = -1;
+    for (const char *at = values; *at != '\0'; index++) {
+        size_t n = strcspn(at, ",");
+        if (n == strlen(PLUGIN_ITEM) && strncmp(at, PLUGIN_ITEM, n) == 0)
+            plugin = 1;
+        else if (n == len && strncasecmp(at, item, len) == 0) {
+            *index_p = index;
+            return 1;
+        }
+        at += n + (at[n] == ',');
+    }
+    if (!plugin || len == 0)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!isalnum((unsigned char)item[i]) && item[i] != '_' &&
+            item[i] != '-')
+            return 0;
+    return 1;
+}
+
+static int value_index(const char *name, const char *text)
+{
+    const swy_config_entry_t *entry = swy_config_entry(name);
+    int index;
+    if (entry == NULL || entry->values == NULL || text == NULL ||
+        !value_known(entry->values, text, strlen(text), &index))
+        return -1;
+    return index;
+}
+
+/* Whether text is a value of entry: one of its values, or for a LIST
+ * (after an optional '^') items each of them, separated by commas and
+ * white space as its readers split them; an empty list is one. */
+static int text_valid(const swy_config_entry_t *entry, const char *text)
+{
+    int index;
+    if (entry->type != SWY_CONFIG_LIST)
+        return value_known(entry->values, text, strlen(text), &index);
+    if (*text == '^')
+        text++;
+    for (;;) {
+        text += strspn(text, ", \t");
+        if (*text == '\0')
+            return 1;
+        size_t n = strcspn(text, ", \t");
+        if (!value_known(entry->values, text, n, &index))
+            return 0;
+        text += n;
+    }
+}
+
+/* The values as a reader would say them: "a, b or c". */
+static void values_text(const char *values, char *buf, size_t len)
+{
+    size_t at = 0, items = 1;
+    for (const char *c = values; *c; c++)
+        items += *c == ',';
+    buf[0] = '\0';
+    for (size_t i = 0; i < items && at < len; i++) {
+        int n = (int)strcspn(values, ",");
+        int plugin = n == (int)strlen(PLUGIN_ITEM) &&
+                     strncmp(values, PLUGIN_ITEM, (size_t)n) == 0;
+        const char *said = plugin ? "a plugin name" : values;
+        at += (size_t)snprintf(buf + at, len - at, "%s%.*s",
+                               i == 0 ? "" : i + 1 == items ? " or " : ", ",
+                               plugin ? (int)strlen(said) : n, said);
+        values += n + (values[n] == ',');
+    }
+}
+
+int swy_config_text_ok(const char *name, const char *text)
+{
+    const swy_config_entry_t *entry = swy_config_entry(name);
+    return entry == NULL || entry->values == NULL || text == NULL ||
+           text_valid(entry, text);
+}
+
+const char *swy_config_get_text(const char *name)
+{
+    const char *text = swy_config_get(name);
+    const swy_config_entry_t *entry = swy_config_entry(name);
+    if (swy_config_text_ok(name, text))
+        return text;
+    char known[256];
+    values_text(entry->values, known, sizeof(known));
+    config_warn_once(name, text, "%s='%s' is not %s%s; using %s", name, text,
+                     entry->type == SWY_CONFIG_LIST ? "a list of " : "",
+                     known, entry->default_value ? entry->default_value
+                                                 : "none (unset)");
+    return entry->default_value;
+}
+
+int swy_config_get_choice(const char *name)
+{
+    return value_index(name, swy_config_get_text(name));
 }
 
 void swy_config_foreach(void (*cb)(const swy_config_entry_t *entry,

@@ -8,7 +8,14 @@
  * an infinite one included, is clamped to the nearer bound; a value that
  * is not a number of its type (nan included) gives the caller's default.
  * Either way a warning names the variable, the value and the value used,
- * once per variable and value. */
+ * once per variable and value. Text variables with a list of values in
+ * the table follow the same rule: a value that is not one of them gives
+ * the table's default, with the same warning.
+ *
+ * Each default is written once, here in the table: readers take it from
+ * there (swy_config_int and the like), and pass a fallback of their own
+ * only for a default the table leaves unset or "auto", which the reader
+ * works out. */
 #ifndef SWY_UTIL_CONFIG_H
 #define SWY_UTIL_CONFIG_H
 
@@ -25,13 +32,17 @@ typedef enum {
     SWY_CONFIG_INT,         /* a decimal integer within [min, max] */
     SWY_CONFIG_DOUBLE,      /* a finite number within [min, max] */
     SWY_CONFIG_SIZE,        /* bytes (K/M/G suffixes) within [min, max] */
+    SWY_CONFIG_LIST,        /* comma-separated items, each a TEXT value */
 } swy_config_type_t;
 
 #define SWY_CONFIG_RULE                                                      \
     "Numbers outside their range (inf included) are clamped to the nearer " \
     "bound; values that are not numbers of their type (nan included) give " \
     "the default; both with a warning naming the variable, the value and "  \
-    "the value used. \"auto\" (or unset) means the default."
+    "the value used. Text with a list of values takes one of them (a " \
+    "list, each item one of them; <plugin>: a plugin's name); another "  \
+    "gives the default, with the same warning. \"auto\" (or unset) "     \
+    "means the default."
 
 typedef struct {
     const char *name;
@@ -39,6 +50,11 @@ typedef struct {
     const char *help;
     swy_config_type_t type;
     double min, max; /* INT, DOUBLE, SIZE: accepted range, both included */
+    /* TEXT, LIST: the values accepted, comma-separated (any case), or
+     * NULL for free text (a path, host:port) that its reader checks. An
+     * item "<plugin>" admits any plugin name (letters, digits, '_', '-'),
+     * which the plugin loader checks; a LIST may start with '^'. */
+    const char *values;
 } swy_config_entry_t;
 
 /* Value of a table variable, or NULL when unknown or unset. The pointer
@@ -52,6 +68,24 @@ int64_t swy_config_get_int(const char *name, int64_t fallback);
 double swy_config_get_double(const char *name, double fallback);
 size_t swy_config_get_size(const char *name, size_t fallback);
 int swy_config_get_bool(const char *name, int fallback);
+/* The same with the table's default as the fallback, for variables whose
+ * default is a value (not unset, not "auto"): the default is written
+ * once, in the table. */
+int64_t swy_config_int(const char *name);
+double swy_config_double(const char *name);
+size_t swy_config_size(const char *name);
+int swy_config_bool(const char *name);
+/* A TEXT or LIST variable with values: its value when it is one of them
+ * (every item of a LIST), else the table's default (NULL when unset) with
+ * the rule's warning. Free text is returned as it is. */
+const char *swy_config_get_text(const char *name);
+/* The index among name's values of swy_config_get_text(name); -1 when
+ * that is NULL or a plugin's name. */
+int swy_config_get_choice(const char *name);
+/* Whether text is a value of name by the table (one of its values, every
+ * item of a LIST; any text where it lists none): for a reader that cannot
+ * warn through the log (the log itself). */
+int swy_config_text_ok(const char *name, const char *text);
 /* The same rule applied to a text given for name (NULL: the fallback),
  * for settings that do not come from the environment (e.g. a per
  * communicator setting); the getters above are these on the variable's

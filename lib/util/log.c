@@ -57,27 +57,33 @@ static void log_open_file(const char *pattern)
     }
 }
 
+/* swy_config_get_text's rule, with its warning on stderr. */
+static const char *log_setting(const char *name)
+{
+    const char *value = swy_config_get(name);
+    if (swy_config_text_ok(name, value))
+        return value;
+    const swy_config_entry_t *entry = swy_config_entry(name);
+    fprintf(stderr, "SWY WARN util: %s='%s' is not %s%s; using %s\n", name,
+            value, entry->type == SWY_CONFIG_LIST ? "a list of " : "one of ",
+            entry->values,
+            entry->default_value ? entry->default_value : "none (unset)");
+    return entry->default_value;
+}
+
 static void log_init(void)
 {
     gethostname(log_host, sizeof(log_host) - 1);
-    const char *level = swy_config_get("SWY_LOG_LEVEL");
-    if (level != NULL) {
-        int found = 0;
-        for (int i = 1; i <= SWY_LOG_TRACE; i++)
-            if (strcasecmp(level, level_names[i]) == 0 ||
-                (i == SWY_LOG_WARN && strcasecmp(level, "warning") == 0)) {
-                log_level = (swy_log_level_t)i;
-                found = 1;
-            }
-        if (!found && level[0] >= '0' && level[0] <= '5' && level[1] == 0) {
-            log_level = (swy_log_level_t)(level[0] - '0');
-            found = 1;
-        }
-        if (!found)
-            fprintf(stderr, "SWY WARN util: SWY_LOG_LEVEL=%s unknown; use "
-                            "error, warn, info, debug or trace\n", level);
-    }
-    const char *subsys = swy_config_get("SWY_LOG_SUBSYS");
+    /* The table's rule for a value it does not list, warned here on
+     * stderr: the log cannot warn through itself while it starts. */
+    const char *level = log_setting("SWY_LOG_LEVEL");
+    for (int i = 1; level != NULL && i <= SWY_LOG_TRACE; i++)
+        if (strcasecmp(level, level_names[i]) == 0 ||
+            (i == SWY_LOG_WARN && strcasecmp(level, "warning") == 0))
+            log_level = (swy_log_level_t)i;
+    if (level != NULL && level[0] >= '0' && level[0] <= '5' && level[1] == 0)
+        log_level = (swy_log_level_t)(level[0] - '0');
+    const char *subsys = log_setting("SWY_LOG_SUBSYS");
     if (subsys != NULL) {
         if (subsys[0] == '^') {
             log_subsys_exclude = 1;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Whether the ranks share CPUs (lib/api/comm.c, setup_channel): true when
-# the CPUs all ranks may run on, together, are fewer than the ranks. It
+# Whether the ranks share CPUs (lib/coll/shm_setup.c, setup_channel): true
+# when the CPUs all ranks may run on, together, are fewer than the ranks. It
 # picks alltoallv's algorithm and where results are streamed, so every
 # rank must agree, and ranks pinned to a core each do not share.
 # Usage: cpu_share.sh SWY_RUN PROG (PROG: test_env, any program that
@@ -18,7 +18,7 @@ fail=0
 # rank's log must say "ranks WORD CPUs".
 expect() {
     local n=$1 pin=$2 word=$3 out
-    out=$(SWY_LOG_LEVEL=debug SWY_LOG_SUBSYS=api "$swy_run" -n "$n" \
+    out=$(SWY_LOG_LEVEL=debug SWY_LOG_SUBSYS=coll "$swy_run" -n "$n" \
         --timeout 60 sh -c "
             cpu=\$($pin)
             if [ -n \"\$cpu\" ]; then exec taskset -c \"\$cpu\" \"\$0\"; fi

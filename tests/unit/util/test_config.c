@@ -1,7 +1,8 @@
 /* Config table: parsing of sizes/ints/bools, precedence env > file >
  * default, unknown names, every entry documented and typed, the one rule
- * for values out of range or not numbers (with the warning it logs, once),
- * and the bounded SWY_CONFIG reader. */
+ * for values out of range or not numbers (with the warning it logs, once)
+ * and for text that is not one of its values, defaults read from the
+ * table alone, and the bounded SWY_CONFIG reader. */
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "coll/coll.h"
 #include "util/alloc.h"
 #include "util/config.h"
 #include "util/config_table.h"
@@ -192,6 +194,165 @@ static void test_bad_values(void)
     swy_config_reload();
 }
 
+/* The values of a text variable, item i ("" past the last). */
+static void value_item(const char *values, int i, char *buf, size_t len)
+{
+    for (; i > 0 && *values; i--)
+        values += strcspn(values, ",") + (values[strcspn(values, ",")] != 0);
+    snprintf(buf, len, "%.*s", (int)strcspn(values, ","), values);
+}
+
+/* Text variables that name a choice list their values in the table, the
+ * default among them, and the readers' names (algorithms, pull modes,
+ * progress) in the table's order, so that a value's index is its enum. */
+static void test_table_values(void)
+{
+    static const char *const listed[] = {
+        "SWY_LOG_LEVEL", "SWY_LOG_SUBSYS", "SWY_TRANSPORT",
+        "SWY_TRANSPORT_PLUGINS", "SWY_ALLREDUCE_ALGO", "SWY_ALLTOALLV_ALGO",
+        "SWY_SHM_PULL", "SWY_POLICY", "SWY_PROGRESS"};
+    for (size_t i = 0; i < sizeof(listed) / sizeof(listed[0]); i++) {
+        const swy_config_entry_t *e = swy_config_entry(listed[i]);
+        CHECK(e != NULL && e->values != NULL);
+        if (e == NULL || e->values == NULL)
+            fprintf(stderr, "%s lists no values\n", listed[i]);
+    }
+    for (const swy_config_entry_t *e = swy_config_table; e->name; e++) {
+        if (e->values == NULL)
+            continue;
+        CHECK(e->type == SWY_CONFIG_TEXT || e->type == SWY_CONFIG_LIST);
+        CHECK(swy_config_text_ok(e->name, e->default_value));
+    }
+    char item[32];
+    const swy_config_entry_t *ar = swy_config_entry("SWY_ALLREDUCE_ALGO");
+    for (int a = 0; ar != NULL && a <= SWY_COLL_AR_NALGOS; a++) {
+        value_item(ar->values, a, item, sizeof(item));
+        CHECK(strcmp(item, a < SWY_COLL_AR_NALGOS
+                                ? swy_coll_allreduce_algo_name(
+                                      (swy_coll_ar_algo_t)a)
+                                : "") == 0);
+    }
+    const swy_config_entry_t *a2a = swy_config_entry("SWY_ALLTOALLV_ALGO");
+    for (int a = 0; a2a != NULL && a <= SWY_COLL_A2A_NALGOS; a++) {
+        value_item(a2a->values, a, item, sizeof(item));
+        CHECK(strcmp(item, a < SWY_COLL_A2A_NALGOS
+                                ? swy_coll_alltoallv_algo_name(
+                                      (swy_coll_a2a_algo_t)a)
+                                : "") == 0);
+    }
+    set_value("SWY_SHM_PULL", "never");
+    CHECK(swy_config_get_choice("SWY_SHM_PULL") == SWY_COLL_PULL_NEVER);
+    set_value("SWY_SHM_PULL", "ALWAYS"); /* any case */
+    CHECK(swy_config_get_choice("SWY_SHM_PULL") == SWY_COLL_PULL_ALWAYS);
+    unsetenv("SWY_SHM_PULL");
+    swy_config_reload();
+    CHECK(swy_config_get_choice("SWY_SHM_PULL") == SWY_COLL_PULL_AUTO);
+    CHECK(swy_config_get_choice("SWY_PROGRESS") == 0); /* thread */
+}
+
+/* Text outside its values: the table's default and one warning naming
+ * the variable, the value and the default, as for numbers. */
+static void test_bad_text(void)
+{
+    set_value("SWY_POLICY", "no/such");
+    CHECK(strcmp(swy_config_get_text("SWY_POLICY"), "lina") == 0);
+    CHECK(strcmp(swy_config_get_text("SWY_POLICY"), "lina") == 0);
+    CHECK(log_count("SWY_POLICY='no/such' is not fifo, fair, lina, credit "
+                     "or a plugin name", "using lina") == 1); /* once */
+    set_value("SWY_POLICY", "aging"); /* a plugin's name */
+    CHECK(strcmp(swy_config_get_text("SWY_POLICY"), "aging") == 0);
+    unsetenv("SWY_POLICY");
+
+    set_value("SWY_ALLTOALLV_ALGO", "rong");
+    CHECK(strcmp(swy_config_get_text("SWY_ALLTOALLV_ALGO"), "auto") == 0);
+    CHECK(swy_coll_alltoallv_setting() == SWY_COLL_A2A_AUTO);
+    CHECK(log_count("SWY_ALLTOALLV_ALGO='rong' is not auto, pairwise or "
+                     "shm", "using auto") == 1);
+    set_value("SWY_ALLTOALLV_ALGO", "shm");
+    CHECK(swy_coll_alltoallv_setting() == SWY_COLL_A2A_SHM);
+    unsetenv("SWY_ALLTOALLV_ALGO");
+    set_value("SWY_ALLREDUCE_ALGO", "fastest");
+    CHECK(swy_coll_allreduce_setting() == SWY_COLL_AR_AUTO);
+    CHECK(log_count("SWY_ALLREDUCE_ALGO='fastest' is not", "using auto") ==
+           1);
+    unsetenv("SWY_ALLREDUCE_ALGO");
+
+    set_value("SWY_PROGRESS", "sometimes");
+    CHECK(swy_config_get_choice("SWY_PROGRESS") == 0);
+    CHECK(log_count("SWY_PROGRESS='sometimes' is not thread or caller",
+                     "using thread") == 1);
+    unsetenv("SWY_PROGRESS");
+
+    /* Lists: every item, split as the readers split them. */
+    set_value("SWY_TRANSPORT_PLUGINS", "nosuch, ucx");
+    CHECK(strcmp(swy_config_get_text("SWY_TRANSPORT_PLUGINS"),
+                  "nosuch, ucx") == 0);
+    set_value("SWY_TRANSPORT_PLUGINS", "");
+    CHECK(strcmp(swy_config_get_text("SWY_TRANSPORT_PLUGINS"), "") == 0);
+    set_value("SWY_TRANSPORT_PLUGINS", "ucx,../../tmp/x");
+    CHECK(strcmp(swy_config_get_text("SWY_TRANSPORT_PLUGINS"),
+                  "ucx,nccl") == 0);
+    CHECK(log_count("SWY_TRANSPORT_PLUGINS='ucx,../../tmp/x' is not a list "
+                     "of", "using ucx,nccl") == 1);
+    unsetenv("SWY_TRANSPORT_PLUGINS");
+    set_value("SWY_LOG_SUBSYS", "^coll,sched");
+    CHECK(swy_config_text_ok("SWY_LOG_SUBSYS",
+                              swy_config_get("SWY_LOG_SUBSYS")));
+    CHECK(!swy_config_text_ok("SWY_LOG_SUBSYS", "coll,shed"));
+    CHECK(!swy_config_text_ok("SWY_LOG_LEVEL", "loud"));
+    CHECK(swy_config_text_ok("SWY_LOG_LEVEL", "Debug"));
+    CHECK(swy_config_text_ok("SWY_ROOT", "anything:1")); /* free text */
+    unsetenv("SWY_LOG_SUBSYS");
+    swy_config_reload();
+
+    /* swy-info -c prints the values beside each such variable, and the
+     * value used beside one that is not among them. */
+    static char text[1 << 16];
+    set_value("SWY_POLICY", "no/such");
+    CHECK(swy_describe("config", text, sizeof(text)) == SWY_OK);
+    CHECK(strstr(text, "list of ucx,nccl,self,<plugin>") != NULL);
+    CHECK(strstr(text, "of fifo,fair,lina,credit,<plugin>") != NULL);
+    CHECK(strstr(text, "no/such (not one of them: lina used)") != NULL);
+    unsetenv("SWY_POLICY");
+    swy_config_reload();
+}
+
+/* Defaults written once: the getters without a fallback give the table's
+ * default, parsed by the variable's type, and the same rule. */
+static void test_table_defaults(void)
+{
+    for (const swy_config_entry_t *e = swy_config_table; e->name; e++) {
+        const char *def = e->default_value;
+        if (def == NULL || strcmp(def, "auto") == 0 ||
+            getenv(e->name) != NULL)
+            continue;
+        int64_t i;
+        double d;
+        size_t z;
+        if (e->type == SWY_CONFIG_INT)
+            CHECK(swy_config_parse_int(def, &i) == 0 &&
+                   swy_config_int(e->name) == i);
+        if (e->type == SWY_CONFIG_DOUBLE)
+            CHECK(swy_config_parse_double(def, &d) == 0 &&
+                   swy_config_double(e->name) == d);
+        if (e->type == SWY_CONFIG_SIZE)
+            CHECK(swy_config_parse_size(def, &z) == 0 &&
+                   swy_config_size(e->name) == z);
+        if (e->type == SWY_CONFIG_BOOL)
+            CHECK(swy_config_bool(e->name) == (strcmp(def, "1") == 0));
+    }
+    set_value("SWY_SPIN_US", "-5");
+    CHECK(swy_config_int("SWY_SPIN_US") == 0);
+    set_value("SWY_WINDOW_BYTES", "lots");
+    size_t window = 0;
+    swy_config_parse_size(swy_config_entry("SWY_WINDOW_BYTES")->default_value,
+                          &window);
+    CHECK(swy_config_size("SWY_WINDOW_BYTES") == window);
+    unsetenv("SWY_SPIN_US");
+    unsetenv("SWY_WINDOW_BYTES");
+    swy_config_reload();
+}
+
 /* SWY_CONFIG is read bounded: special files are refused (not read until
  * memory runs out, not blocked on), as are huge files; a long line is
  * skipped with a warning instead of being cut into pieces. */
@@ -295,6 +456,9 @@ int main(void)
     test_table_documented();
     test_table_typed();
     test_bad_values();
+    test_table_values();
+    test_bad_text();
+    test_table_defaults();
     test_config_file_bounds();
     test_status();
     unlink(log_path);
