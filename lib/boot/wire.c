@@ -181,8 +181,8 @@ void swy_boot_liveness(double *heartbeat_s_p, double *outage_s_p)
 {
     /* The getters clamp each value to its range (config_table.c), so
      * every period here is finite and fits a timeval. */
-    double timeout_s = swy_config_get_double("SWY_TIMEOUT_S", 300.0);
-    double heartbeat_s = swy_config_get_double("SWY_HEARTBEAT_S", 2.0);
+    double timeout_s = swy_config_double("SWY_TIMEOUT_S");
+    double heartbeat_s = swy_config_double("SWY_HEARTBEAT_S");
     double auto_s = timeout_s / 10;
     if (auto_s < SWY_BOOT_HEARTBEAT_MISSES * heartbeat_s)
         auto_s = SWY_BOOT_HEARTBEAT_MISSES * heartbeat_s;
