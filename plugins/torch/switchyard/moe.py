@@ -170,24 +170,39 @@ class MoE(torch.nn.Module):
         self.register_buffer("balance_weight",
                              torch.tensor(weights, dtype=torch.float32))
         self._group = group
-        self._plan = _C.MoePlan(group, experts_per_rank, hidden, top_k,
-                                capacity_factor) if on_library else None
+        self._on_library = on_library
+        # One plan per row dtype (float32 made here; float64, e.g. after
+        # .double(), on the first forward that needs it: creating a plan is
+        # collective, and every rank runs the same forwards).
+        self._plans = {}
+        self._plan = self._plan_for(torch.float32) if on_library else None
         self.aux_loss = None
+
+    def _plan_for(self, dtype):
+        if dtype not in self._plans:
+            if dtype not in (torch.float32, torch.float64):
+                raise TypeError("switchyard.torch.MoE: rows of dtype "
+                                f"{dtype}: the library's exchange moves "
+                                "float32 and float64 rows")
+            self._plans[dtype] = _C.MoePlan(
+                self._group, self.experts_per_rank, self.hidden, self.top_k,
+                self.capacity_factor, str(dtype).replace("torch.", ""))
+        return self._plans[dtype]
 
     def forward(self, x):
         shape = x.shape
         tokens = x.reshape(-1, self.hidden)
         probs = F.softmax(self.gate(tokens), dim=-1)
         topk_w, topk_idx = probs.topk(self.top_k, dim=-1)
-        first = F.one_hot(topk_idx[:, 0], self.num_experts).float()
+        first = F.one_hot(topk_idx[:, 0], self.num_experts).to(probs.dtype)
         fraction = first.mean(0) if len(tokens) else first.sum(0)
         mean_prob = probs.mean(0) if len(tokens) else probs.sum(0)
         self.aux_loss = self.num_experts * (
             self.balance_weight * fraction * mean_prob).sum()
         topk_idx = capacity_mask(topk_idx, self.num_experts,
                                  self.capacity_factor)
-        if self._plan is not None:
-            route = self._plan.route(topk_idx)
+        if self._on_library:
+            route = self._plan_for(tokens.dtype).route(topk_idx)
             expert_in = _Dispatch.apply(tokens, route)
         else:
             route = _TorchRoute(self._group, self.experts_per_rank, topk_idx)
@@ -196,7 +211,7 @@ class MoE(torch.nn.Module):
         expert_out = torch.cat([
             F.gelu(expert_in[offsets[e]:offsets[e + 1]] @ self.w1[e])
             @ self.w2[e] for e in range(self.experts_per_rank)])
-        if self._plan is not None:
+        if self._on_library:
             out = _Combine.apply(expert_out, topk_w.contiguous(), route)
         else:
             out = route.combine(expert_out, topk_w)
