@@ -9,7 +9,9 @@ the data-parallel group as usual). The exchanges are autograd Functions:
 their backward runs the library's combine and dispatch backward, which
 are collective, so every rank must run the same forward and backward.
 """
+import collections
 import math
+import time
 
 import torch
 import torch.distributed as dist
@@ -18,6 +20,22 @@ import torch.nn.functional as F
 
 from . import _C
 
+# Seconds this process spent in the library's exchanges, by kind ("route",
+# "dispatch", "combine", "combine_backward", "dispatch_backward"), and how
+# many: a profile for the caller (switchyard.train --phases), which may
+# clear them.
+exchange_seconds = collections.Counter()
+exchange_calls = collections.Counter()
+
+
+def _timed(kind, call, *args):
+    start = time.perf_counter()
+    try:
+        return call(*args)
+    finally:
+        exchange_seconds[kind] += time.perf_counter() - start
+        exchange_calls[kind] += 1
+
 
 class _Dispatch(torch.autograd.Function):
     """tokens [S, H] -> expert_in [recv_rows, H], expert-major."""
@@ -25,11 +43,12 @@ class _Dispatch(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tokens, route):
         ctx.route = route
-        return route.dispatch(tokens)
+        return _timed("dispatch", route.dispatch, tokens)
 
     @staticmethod
     def backward(ctx, grad_expert_in):
-        return ctx.route.dispatch_backward(grad_expert_in.contiguous()), None
+        return _timed("dispatch_backward", ctx.route.dispatch_backward,
+                      grad_expert_in.contiguous()), None
 
 
 class _Combine(torch.autograd.Function):
@@ -39,12 +58,13 @@ class _Combine(torch.autograd.Function):
     def forward(ctx, expert_out, topk_w, route):
         ctx.route = route
         ctx.save_for_backward(topk_w)
-        return route.combine(expert_out, topk_w)
+        return _timed("combine", route.combine, expert_out, topk_w)
 
     @staticmethod
     def backward(ctx, grad_tokens_out):
         (topk_w,) = ctx.saved_tensors
-        grad_expert_out, grad_topk_w = ctx.route.combine_backward(
+        grad_expert_out, grad_topk_w = _timed(
+            "combine_backward", ctx.route.combine_backward,
             grad_tokens_out.contiguous(), topk_w)
         return grad_expert_out, grad_topk_w, None
 
@@ -202,7 +222,8 @@ class MoE(torch.nn.Module):
         topk_idx = capacity_mask(topk_idx, self.num_experts,
                                  self.capacity_factor)
         if self._on_library:
-            route = self._plan_for(tokens.dtype).route(topk_idx)
+            route = _timed("route", self._plan_for(tokens.dtype).route,
+                           topk_idx)
             expert_in = _Dispatch.apply(tokens, route)
         else:
             route = _TorchRoute(self._group, self.experts_per_rank, topk_idx)
