@@ -69,13 +69,19 @@ for c, rs in runs.items():
     med[c] = statistics.median(ms)
     mid = sorted(rs, key=lambda r: r["step_ms_median"])[len(rs) // 2]
     p = mid["phases"]
+    if p["a2a_fwd_n"]:
+        prof = (f"a2a : compute : allreduce = {p['a2a']:.1f} : "
+                f"{p['compute']:.1f} : {p['allreduce']:.1f} ms, a2a per "
+                f"backward exchange {p['a2a_bwd'] / p['a2a_bwd_n']:.2f} ms,"
+                f" per forward one (routes too) "
+                f"{p['a2a_fwd'] / p['a2a_fwd_n']:.2f} ms")
+    else:  # the exchanges over torch's all_to_all_single are not timed
+        prof = (f"compute with a2a : allreduce = {p['compute']:.1f} : "
+                f"{p['allreduce']:.1f} ms")
     print(f"{c:5s} ms/step per run {', '.join(f'{x:.1f}' for x in ms)}; "
           f"median {med[c]:.1f}, range {min(ms):.1f}-{max(ms):.1f}; loss "
           f"{mid['losses'][0]:.6f} -> {mid['losses'][-1]:.6f}; median run: "
-          f"a2a : compute : allreduce = {p['a2a']:.1f} : {p['compute']:.1f}"
-          f" : {p['allreduce']:.1f} ms, a2a per backward exchange "
-          f"{p['a2a_bwd'] / max(p['a2a_bwd_n'], 1):.2f} ms, forward "
-          f"{p['a2a_fwd'] / max(p['a2a_fwd_n'], 1):.2f} ms")
+          + prof)
 for a, b in (("lina", "fair"), ("lina", "gloo"), ("fair", "gloo")):
     if a in med and b in med:
         print(f"{a} over {b}: {med[b] / med[a]:.2f}x")
