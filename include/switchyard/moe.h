@@ -77,7 +77,9 @@
  * its routes and the communicator must outlive the plan. Buffers
  * passed to a posted exchange are borrowed until it completes (the last
  * swy_moe_wait_chunk() or the *_finish() call). Rows are host memory
- * of SWY_FLOAT32, SWY_FLOAT16 or SWY_BFLOAT16 (the plan's dtype);
+ * of SWY_FLOAT32, SWY_FLOAT16, SWY_BFLOAT16 or SWY_FLOAT64 (the plan's
+ * dtype); the gate weights topk_w and their gradient grad_topk_w are
+ * float arrays, double arrays with SWY_FLOAT64 rows;
  * device buffers go through swy_alltoallv directly (swy-train --device
  * cuda does so).
  */
@@ -104,7 +106,9 @@ typedef struct {
     swy_dtype_t dtype;      /**< row element type: SWY_FLOAT32,
                                  SWY_FLOAT16 or SWY_BFLOAT16 (combine and
                                  the backward sums run in fp32 and round
-                                 once; topk_w and its gradient stay fp32) */
+                                 once; topk_w and its gradient are float),
+                                 or SWY_FLOAT64 (sums in fp64; topk_w and
+                                 its gradient are double) */
     int top_k;              /**< k, 1..E: slots per token */
     double capacity_factor; /**< the gate's capacity factor; informational
                                  (>= 0, 0 = none); not checked across
@@ -166,7 +170,7 @@ typedef struct {
  * @return SWY_OK; SWY_ERR_INVALID_ARG (NULL argument, struct_size wrong,
  *         a field out of range — on any rank, reported on every rank with
  *         the rank, field and value); SWY_ERR_UNSUPPORTED (dtype other
- *         than SWY_FLOAT32, SWY_FLOAT16, SWY_BFLOAT16); SWY_ERR_MISMATCH (ranks disagree: the message
+ *         than SWY_FLOAT32, SWY_FLOAT16, SWY_BFLOAT16, SWY_FLOAT64); SWY_ERR_MISMATCH (ranks disagree: the message
  *         names the field, rank 0's value and the other rank's value);
  *         SWY_ERR_NO_MEMORY; errors of swy_allgather().
  */
@@ -269,13 +273,14 @@ SWY_EXPORT swy_status_t swy_moe_test_chunk(swy_moe_route_t route, int chunk,
  *        swy_moe_combine_finish(). Keeps the returned rows in the route
  *        for swy_moe_combine_backward(). Collective.
  * @param expert_out [recv_rows][H], expert-major.
- * @param topk_w     [S][k] gate weights (dropped slots are ignored).
+ * @param topk_w     [S][k] gate weights (dropped slots are ignored):
+ *                   float, or double with SWY_FLOAT64 rows.
  * @param tokens_out [S][H] output.
  * @return As swy_moe_dispatch().
  */
 SWY_EXPORT swy_status_t swy_moe_combine(swy_moe_route_t route,
                                         const void *expert_out,
-                                        const float *topk_w, void *tokens_out,
+                                        const void *topk_w, void *tokens_out,
                                         const swy_op_attr_t *attr);
 
 /**
@@ -302,7 +307,7 @@ SWY_EXPORT swy_status_t swy_moe_combine_post_chunk(swy_moe_route_t route,
  *         the first failure of a chunk's all-to-all.
  */
 SWY_EXPORT swy_status_t swy_moe_combine_finish(swy_moe_route_t route,
-                                               const float *topk_w,
+                                               const void *topk_w,
                                                void *tokens_out);
 
 /**
@@ -313,17 +318,19 @@ SWY_EXPORT swy_status_t swy_moe_combine_finish(swy_moe_route_t route,
  *        valid slot to its expert (the dispatch direction), landing in
  *        grad_expert_out. Collective.
  * @param grad_tokens_out [S][H].
- * @param topk_w          [S][k] the forward's gate weights.
+ * @param topk_w          [S][k] the forward's gate weights (float, or
+ *                        double with SWY_FLOAT64 rows).
  * @param grad_expert_out [recv_rows][H] output, expert-major; borrowed
  *                        until the last chunk is complete.
- * @param grad_topk_w     [S][k] output, or NULL if not wanted.
+ * @param grad_topk_w     [S][k] output (as topk_w's type), or NULL if
+ *                        not wanted.
  * @param flags           As swy_moe_dispatch().
  * @return As swy_moe_dispatch(); SWY_ERR_INVALID_ARG also when no combine
  *         has completed on this route.
  */
 SWY_EXPORT swy_status_t swy_moe_combine_backward(
-    swy_moe_route_t route, const void *grad_tokens_out, const float *topk_w,
-    void *grad_expert_out, float *grad_topk_w, const swy_op_attr_t *attr,
+    swy_moe_route_t route, const void *grad_tokens_out, const void *topk_w,
+    void *grad_expert_out, void *grad_topk_w, const swy_op_attr_t *attr,
     int flags);
 
 /**

@@ -2,8 +2,6 @@
  * its backward (gradients of the expert outputs and of the gate weights).
  * The combined-back rows stay in the route: the weight gradient
  * dL/dw[t][s] = dot(dL/dy[t], out_row(t, s)) needs them. */
-#include <string.h>
-
 #include "moe/moe_impl.h"
 #include "util/status.h"
 
@@ -18,7 +16,7 @@ swy_status_t swy_moe_combine_post_chunk(swy_moe_route_t route, int chunk,
 }
 
 swy_status_t swy_moe_combine_finish(swy_moe_route_t route,
-                                    const float *topk_w, void *tokens_out)
+                                    const void *topk_w, void *tokens_out)
 {
     static const char fn[] = "swy_moe_combine_finish";
     swy_err_clear();
@@ -30,29 +28,26 @@ swy_status_t swy_moe_combine_finish(swy_moe_route_t route,
                            route->S);
     SWY_CHECK(swy_moe_rev_wait_all(route));
     route->combined = 1;
-    size_t H = route->H, rb = route->rb;
+    size_t rb = route->rb;
     int k = route->k;
     char *out = tokens_out;
-    float *acc = route->acc;
     for (int t = 0; t < route->S; t++) {
-        memset(acc, 0, H * sizeof(float));
+        swy_moe_acc_zero(route);
         for (int s = 0; s < k; s++) {
-            int64_t row = route->slot_row[(size_t)t * k + s];
+            size_t slot = (size_t)t * k + s;
+            int64_t row = route->slot_row[slot];
             if (row < 0)
                 continue; /* dropped: contributes nothing */
-            float w = topk_w[(size_t)t * k + s];
-            const char *src = route->comb_buf + (size_t)row * rb;
-            for (size_t h = 0; h < H; h++)
-                acc[h] += w * swy_moe_get(route, src, h);
+            swy_moe_acc_add(route, swy_moe_weight(route, topk_w, slot),
+                            route->comb_buf + (size_t)row * rb);
         }
-        for (size_t h = 0; h < H; h++)
-            swy_moe_put(route, out + (size_t)t * rb, h, acc[h]);
+        swy_moe_acc_store(route, out + (size_t)t * rb);
     }
     return SWY_OK;
 }
 
 swy_status_t swy_moe_combine(swy_moe_route_t route, const void *expert_out,
-                             const float *topk_w, void *tokens_out,
+                             const void *topk_w, void *tokens_out,
                              const swy_op_attr_t *attr)
 {
     static const char fn[] = "swy_moe_combine";
@@ -71,9 +66,9 @@ swy_status_t swy_moe_combine(swy_moe_route_t route, const void *expert_out,
 
 swy_status_t swy_moe_combine_backward(swy_moe_route_t route,
                                       const void *grad_tokens_out,
-                                      const float *topk_w,
+                                      const void *topk_w,
                                       void *grad_expert_out,
-                                      float *grad_topk_w,
+                                      void *grad_topk_w,
                                       const swy_op_attr_t *attr, int flags)
 {
     static const char fn[] = "swy_moe_combine_backward";
@@ -97,7 +92,7 @@ swy_status_t swy_moe_combine_backward(swy_moe_route_t route,
         return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: grad_expert_out "
                            "is NULL with %lld rows to receive", fn,
                            (long long)route->recv_rows);
-    size_t H = route->H, rb = route->rb;
+    size_t rb = route->rb;
     int k = route->k;
     const char *grad = grad_tokens_out;
     for (int t = 0; t < route->S; t++) {
@@ -105,22 +100,14 @@ swy_status_t swy_moe_combine_backward(swy_moe_route_t route,
         for (int s = 0; s < k; s++) {
             size_t slot = (size_t)t * k + s;
             int64_t row = route->slot_row[slot];
-            if (row < 0) {
-                if (grad_topk_w != NULL)
-                    grad_topk_w[slot] = 0.0f;
-                continue;
-            }
-            const char *y = route->comb_buf + (size_t)row * rb;
-            char *dst = route->tok_buf + (size_t)row * rb;
-            float w = topk_w[slot];
             double dot = 0;
-            for (size_t h = 0; h < H; h++) {
-                float gh = swy_moe_get(route, g, h);
-                dot += (double)gh * swy_moe_get(route, y, h);
-                swy_moe_put(route, dst, h, w * gh);
-            }
+            if (row >= 0) /* else dropped: its weight has no gradient */
+                dot = swy_moe_scale_row(
+                    route, g, route->comb_buf + (size_t)row * rb,
+                    swy_moe_weight(route, topk_w, slot),
+                    route->tok_buf + (size_t)row * rb);
             if (grad_topk_w != NULL)
-                grad_topk_w[slot] = (float)dot;
+                swy_moe_set_weight(route, grad_topk_w, slot, dot);
         }
     }
     SWY_CHECK(swy_moe_fwd_post(route, SWY_MOE_XCHG_COMBINE_BWD,

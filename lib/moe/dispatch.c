@@ -1,7 +1,5 @@
 /* Dispatch (token rows to their experts) and its backward (gradient rows
  * back to the tokens, summed over each token's slots). */
-#include <string.h>
-
 #include "moe/moe_impl.h"
 #include "util/copy.h"
 #include "util/status.h"
@@ -67,21 +65,16 @@ swy_status_t swy_moe_dispatch_backward_finish(swy_moe_route_t route,
     SWY_CHECK(swy_moe_rev_wait_all(route));
     /* The gradient of a token copied to several slots is the sum of the
      * slots' gradients. */
-    size_t H = route->H, rb = route->rb;
+    size_t rb = route->rb;
     char *out = grad_tokens;
-    float *acc = route->acc;
     for (int t = 0; t < route->S; t++) {
-        memset(acc, 0, H * sizeof(float));
+        swy_moe_acc_zero(route);
         for (int s = 0; s < route->k; s++) {
             int64_t row = route->slot_row[(size_t)t * route->k + s];
-            if (row < 0)
-                continue;
-            const char *src = route->tok_buf + (size_t)row * rb;
-            for (size_t h = 0; h < H; h++)
-                acc[h] += swy_moe_get(route, src, h);
+            if (row >= 0)
+                swy_moe_acc_add(route, 1.0, route->tok_buf + (size_t)row * rb);
         }
-        for (size_t h = 0; h < H; h++)
-            swy_moe_put(route, out + (size_t)t * rb, h, acc[h]);
+        swy_moe_acc_store(route, out + (size_t)t * rb);
     }
     return SWY_OK;
 }

@@ -81,7 +81,7 @@ struct swy_moe_route {
     struct swy_moe_plan *plan;
     int S, k, W, nl, d;
     size_t H;
-    swy_dtype_t dtype;      /* of every row: fp32, fp16 or bf16 */
+    swy_dtype_t dtype;      /* of every row: fp32, fp16, bf16 or fp64 */
     size_t rb;              /* bytes per row: H * element size */
     int64_t send_rows, recv_rows;
     int64_t *send_count;    /* [W*nl], index r*nl + e */
@@ -98,7 +98,8 @@ struct swy_moe_route {
     char *tok_buf, *comb_buf;
     char *stage_buf;        /* [recv_rows] rows when nl > 1, else NULL */
     swy_moe_buf_t bufs[3];  /* the plan's buffers behind the three */
-    float *acc;             /* [H]: a row summed in fp32 */
+    void *acc;              /* [H]: a row summed in fp32 (fp64 for
+                               fp64 rows; see rows.c) */
     size_t *scratch;        /* 4*W*d counts and displacements */
     /* At most one exchange per direction in flight, so that a pipelined
      * combine (reverse) overlaps the dispatch (forward) it follows. */
@@ -153,8 +154,24 @@ swy_status_t swy_moe_rev_wait_all(swy_moe_route_t route);
 /* Wait for and release every request still outstanding in x; idle. */
 void swy_moe_xchg_drain(swy_moe_route_t route, swy_moe_xchg_t *x);
 
-/* Element h of a row of the route's dtype, as fp32, and back (round to
- * nearest even). Sums over slots run in fp32 and round once. */
+/* Row arithmetic in the dtype's precision (rows.c). topk_w and
+ * grad_topk_w arrays are float, or double with fp64 rows. */
+double swy_moe_weight(const swy_moe_route_t route, const void *w,
+                      size_t slot);
+void swy_moe_set_weight(const swy_moe_route_t route, void *w, size_t slot,
+                        double v);
+/* A token's row as a sum over its slots: acc = 0, acc += w * row per
+ * slot, then store acc (rounded once) into the output row. */
+void swy_moe_acc_zero(swy_moe_route_t route);
+void swy_moe_acc_add(swy_moe_route_t route, double w, const char *row);
+void swy_moe_acc_store(swy_moe_route_t route, char *row);
+/* dst = w * g; returns dot(g, y) summed in double. */
+double swy_moe_scale_row(swy_moe_route_t route, const char *g,
+                         const char *y, double w, char *dst);
+
+/* Element h of an fp32, fp16 or bf16 row, as fp32, and back (round to
+ * nearest even). Sums over slots run in fp32 and round once. fp64 rows
+ * go through the helpers above only. */
 static inline float swy_moe_get(const swy_moe_route_t route, const char *row,
                                 size_t h)
 {

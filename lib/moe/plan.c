@@ -62,10 +62,11 @@ static swy_status_t check_local(const swy_moe_config_t *cfg,
                   values[i]);
     }
     if (cfg->dtype != SWY_FLOAT32 && cfg->dtype != SWY_FLOAT16 &&
-        cfg->dtype != SWY_BFLOAT16)
+        cfg->dtype != SWY_BFLOAT16 && cfg->dtype != SWY_FLOAT64)
         FAULT(SWY_ERR_UNSUPPORTED, 2, cfg->dtype,
               "%s: cfg->dtype %d is not supported (rows are SWY_FLOAT32, "
-              "SWY_FLOAT16 or SWY_BFLOAT16)", fn, (int)cfg->dtype);
+              "SWY_FLOAT16, SWY_BFLOAT16 or SWY_FLOAT64)", fn,
+              (int)cfg->dtype);
     if (!(cfg->capacity_factor >= 0)) /* also rejects NaN */
         FAULT(SWY_ERR_INVALID_ARG, F_CAPACITY, -1,
               "%s: cfg->capacity_factor %g must be >= 0", fn,

@@ -210,7 +210,7 @@ static swy_status_t build_layouts(swy_moe_route_t route, const int *topk_idx)
                            "%lld received rows of %zu bytes overflow",
                            fn, (long long)route->send_rows,
                            (long long)route->recv_rows, row_bytes);
-    route->acc = swy_malloc((route->H ? route->H : 1) * sizeof(float));
+    route->acc = swy_malloc((route->H ? route->H : 1) * sizeof(double));
     route->bufs[0] = swy_moe_buf_get(route->plan, tok_bytes);
     route->bufs[1] = swy_moe_buf_get(route->plan, tok_bytes);
     if (nl > 1)

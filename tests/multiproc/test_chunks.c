@@ -82,8 +82,8 @@ static int check_chunk(const plan_t *p, int rank, int w, int j)
         size_t c = (size_t)j * (size_t)w + (size_t)k;
         for (size_t i = 0; i < p->rc[c]; i++)
             CHECK_RET(p->recv[p->rd[c] + i] == val(k, rank, j, i),
-                  "chunk %d from rank %d [%zu]: %g, want %g", j, k, i,
-                  p->recv[p->rd[c] + i], val(k, rank, j, i));
+                      "chunk %d from rank %d [%zu]: %g, want %g", j, k, i,
+                      p->recv[p->rd[c] + i], val(k, rank, j, i));
     }
     return 0;
 }
@@ -144,10 +144,10 @@ static int case_basic(swy_comm_t comm, int rank, int w, void *arg)
         uint64_t lone = headers_sent(comm) - h0;
         /* The barriers' own headers are outside both windows. */
         CHECK_RET(series == (uint64_t)(w - 1), "the series sent %llu headers, "
-              "want %d (one per peer)", (unsigned long long)series, w - 1);
+                  "want %d (one per peer)", (unsigned long long)series, w - 1);
         CHECK_RET(lone == (uint64_t)NCHUNKS * (uint64_t)(w - 1), "lone chunks "
-              "sent %llu headers, want %d", (unsigned long long)lone,
-              NCHUNKS * (w - 1));
+                  "sent %llu headers, want %d", (unsigned long long)lone,
+                  NCHUNKS * (w - 1));
         plan_free(&p);
     }
     return 0;
@@ -172,9 +172,9 @@ static int case_held(swy_comm_t comm, int rank, int w, void *arg)
         if (j == NCHUNKS - 1) {
             swy_status_t st = swy_chunk_release(reqs[j]);
             CHECK_RET(st == SWY_ERR_INVALID_ARG, "a second release: %s",
-                  swy_status_string(st));
+                      swy_status_string(st));
             CHECK_RET(strstr(swy_last_error(NULL), "released already") != NULL,
-                  "message: %s", swy_last_error(NULL));
+                      "message: %s", swy_last_error(NULL));
         }
     }
     for (int j = 0; j < NCHUNKS; j++) {
@@ -202,7 +202,7 @@ static int expect_refused(swy_comm_t comm, swy_status_t got,
 {
     CHECK_RET(got == SWY_ERR_INVALID_ARG, "got %s", swy_status_string(got));
     CHECK_RET(strstr(swy_last_error(comm), needle) != NULL, "message lacks "
-          "'%s': %s", needle, swy_last_error(comm));
+              "'%s': %s", needle, swy_last_error(comm));
     return 0;
 }
 
@@ -252,7 +252,7 @@ static int case_args(swy_comm_t comm, int rank, int w, void *arg)
         return 1;
     CHECK_OK_RET(swy_comm_stats(comm, &st), comm);
     CHECK_RET(st.ops_posted == posted0, "a refused series posted %llu ops",
-          (unsigned long long)(st.ops_posted - posted0));
+              (unsigned long long)(st.ops_posted - posted0));
     CHECK_RET(reqs[0] == NULL, "a refused series set a request");
     /* The comm works after the refusals. */
     double x = rank, y = 0;

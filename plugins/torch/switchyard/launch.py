@@ -1,13 +1,32 @@
 """How the package's programs (switchyard.train, switchyard.bench_a2a) get
-their ranks: from a launcher's RANK and WORLD_SIZE (torchrun, or swy-run
-with a wrapper that sets them), or --nproc N local ranks forked here that
-meet through a file store."""
+their ranks: from a launcher's RANK and WORLD_SIZE (torchrun), from
+swy-run's SWY_RANK, SWY_WORLD_SIZE and SWY_ROOT (torch's rendezvous then
+listens on SWY_ROOT's host at its port + 7), or --nproc N local ranks
+forked here that meet through a file store."""
 import multiprocessing
 import os
 import sys
 import tempfile
 
 import torch.distributed as dist
+
+
+# torch's TCP store listens here above the port of swy-run's SWY_ROOT
+# (where the library's own bootstrap listens).
+STORE_PORT_OFFSET = 7
+
+
+def from_swy_run(env):
+    """Under swy-run (SWY_RANK set, RANK not): set torchrun's variables from
+    swy-run's, so that init_method "env://" works on every rank."""
+    if "RANK" in env or "SWY_RANK" not in env:
+        return
+    host, port = env["SWY_ROOT"].rsplit(":", 1)
+    env["RANK"] = env["SWY_RANK"]
+    env["WORLD_SIZE"] = env["SWY_WORLD_SIZE"]
+    env.setdefault("LOCAL_RANK", env.get("SWY_LOCAL_RANK", "0"))
+    env.setdefault("MASTER_ADDR", host)
+    env.setdefault("MASTER_PORT", str(int(port) + STORE_PORT_OFFSET))
 
 
 def run(prog, args, body):
@@ -23,6 +42,7 @@ def run(prog, args, body):
             dist.destroy_process_group()
 
     if args.nproc <= 0:
+        from_swy_run(os.environ)
         one_rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
                  "env://")
         return 0

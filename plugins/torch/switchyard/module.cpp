@@ -41,9 +41,10 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<MoePlan, std::shared_ptr<MoePlan>>(m, "MoePlan")
       .def(py::init<c10::intrusive_ptr<ProcessGroupSwitchyard>, int, int, int,
-                    double>(),
+                    double, const std::string&>(),
            py::arg("group"), py::arg("experts_per_rank"), py::arg("hidden"),
-           py::arg("top_k"), py::arg("capacity_factor"))
+           py::arg("top_k"), py::arg("capacity_factor"),
+           py::arg("dtype") = "float32")
       .def("route", &MoePlan::route, py::arg("topk_idx"));
   py::class_<MoeRoute, std::shared_ptr<MoeRoute>>(m, "MoeRoute")
       .def_property_readonly("recv_rows", &MoeRoute::recvRows)

@@ -4,13 +4,15 @@
 // (moe.py). Part of the extension's one translation unit (module.cpp).
 //
 // Every call here is collective over the group (moe.h) and blocking; it
-// runs without the GIL. Rows are float32.
+// runs without the GIL. Rows and gate weights are float32, or float64
+// (what gradcheck needs), as the plan's dtype says.
 
 #pragma once
 
 #include <switchyard/moe.h>
 
 #include <memory>
+#include <string>
 #include <tuple>
 
 #include "process_group.hpp"
@@ -22,12 +24,13 @@ inline void checkMoeCall(swy_status_t status, const char* call) {
               swy_status_string(status), ": ", swy_last_error(nullptr));
 }
 
-inline at::Tensor checkedRows(const at::Tensor& t, int64_t rows,
-                              int64_t cols, const char* call,
+inline at::Tensor checkedRows(const at::Tensor& t, at::ScalarType type,
+                              int64_t rows, int64_t cols, const char* call,
                               const char* arg) {
   checkCpuTensor(t, call, arg);
-  TORCH_CHECK(t.scalar_type() == at::kFloat, "switchyard: ", call, ": ", arg,
-              " must be float32, got ", t.scalar_type());
+  TORCH_CHECK(t.scalar_type() == type, "switchyard: ", call, ": ", arg,
+              " must be ", type, " (the MoE plan's dtype), got ",
+              t.scalar_type());
   TORCH_CHECK(t.dim() == 2 && t.size(0) == rows && t.size(1) == cols,
               "switchyard: ", call, ": ", arg, " must be [", rows, ", ", cols,
               "], got ", t.sizes());
@@ -38,17 +41,22 @@ class MoeRoute;
 
 class MoePlan : public std::enable_shared_from_this<MoePlan> {
  public:
+  // dtype: "float32" or "float64", the rows' and gate weights' type.
   MoePlan(c10::intrusive_ptr<ProcessGroupSwitchyard> group,
           int experts_per_rank, int hidden, int top_k,
-          double capacity_factor)
+          double capacity_factor, const std::string& dtype)
       : group_(std::move(group)), hidden_(hidden), top_k_(top_k) {
+    TORCH_CHECK(dtype == "float32" || dtype == "float64",
+                "switchyard: MoE plan: dtype '", dtype,
+                "' is not 'float32' or 'float64'");
+    type_ = dtype == "float64" ? at::kDouble : at::kFloat;
     swy_comm_t comm = group_->liveComm();
     TORCH_CHECK(comm != nullptr,
                 "switchyard: MoE plan: the group was aborted");
     swy_moe_config_t cfg = SWY_MOE_CONFIG_INIT;
     cfg.experts_per_rank = experts_per_rank;
     cfg.hidden = hidden;
-    cfg.dtype = SWY_FLOAT32;
+    cfg.dtype = type_ == at::kDouble ? SWY_FLOAT64 : SWY_FLOAT32;
     cfg.top_k = top_k;
     cfg.capacity_factor = capacity_factor;
     swy_status_t status;
@@ -70,6 +78,7 @@ class MoePlan : public std::enable_shared_from_this<MoePlan> {
   c10::intrusive_ptr<ProcessGroupSwitchyard> group_;
   int hidden_;
   int top_k_;
+  at::ScalarType type_;  // of rows and gate weights
 };
 
 // One batch's routing; holds its plan. Used by one thread at a time.
@@ -100,8 +109,9 @@ class MoeRoute {
 
   at::Tensor dispatch(const at::Tensor& tokens) {
     const char* call = "MoE dispatch";
-    at::Tensor in = checkedRows(tokens, tokens_, hidden(), call, "tokens");
-    at::Tensor expert_in = at::empty({recvRows(), hidden()}, at::kFloat);
+    at::Tensor in = checkedRows(tokens, type(), tokens_, hidden(), call,
+                                "tokens");
+    at::Tensor expert_in = at::empty({recvRows(), hidden()}, type());
     run(call, [&](const swy_op_attr_t* attr) {
       return swy_moe_dispatch(route_, in.data_ptr(), expert_in.data_ptr(),
                               attr, SWY_MOE_BLOCKING);
@@ -111,12 +121,13 @@ class MoeRoute {
 
   at::Tensor combine(const at::Tensor& expert_out, const at::Tensor& topk_w) {
     const char* call = "MoE combine";
-    at::Tensor out = checkedRows(expert_out, recvRows(), hidden(), call,
-                                 "expert_out");
-    at::Tensor w = checkedRows(topk_w, tokens_, plan_->top_k_, call, "topk_w");
-    at::Tensor tokens_out = at::empty({tokens_, hidden()}, at::kFloat);
+    at::Tensor out = checkedRows(expert_out, type(), recvRows(), hidden(),
+                                 call, "expert_out");
+    at::Tensor w = checkedRows(topk_w, type(), tokens_, plan_->top_k_, call,
+                               "topk_w");
+    at::Tensor tokens_out = at::empty({tokens_, hidden()}, type());
     run(call, [&](const swy_op_attr_t* attr) {
-      return swy_moe_combine(route_, out.data_ptr(), w.data_ptr<float>(),
+      return swy_moe_combine(route_, out.data_ptr(), w.data_ptr(),
                              tokens_out.data_ptr(), attr);
     });
     return tokens_out;
@@ -125,25 +136,25 @@ class MoeRoute {
   std::tuple<at::Tensor, at::Tensor> combineBackward(
       const at::Tensor& grad_tokens_out, const at::Tensor& topk_w) {
     const char* call = "MoE combine backward";
-    at::Tensor grad = checkedRows(grad_tokens_out, tokens_, hidden(), call,
-                                  "grad_tokens_out");
-    at::Tensor w = checkedRows(topk_w, tokens_, plan_->top_k_, call, "topk_w");
-    at::Tensor grad_expert_out = at::empty({recvRows(), hidden()}, at::kFloat);
-    at::Tensor grad_topk_w = at::empty({tokens_, plan_->top_k_}, at::kFloat);
+    at::Tensor grad = checkedRows(grad_tokens_out, type(), tokens_, hidden(),
+                                  call, "grad_tokens_out");
+    at::Tensor w = checkedRows(topk_w, type(), tokens_, plan_->top_k_, call,
+                               "topk_w");
+    at::Tensor grad_expert_out = at::empty({recvRows(), hidden()}, type());
+    at::Tensor grad_topk_w = at::empty({tokens_, plan_->top_k_}, type());
     run(call, [&](const swy_op_attr_t* attr) {
       return swy_moe_combine_backward(
-          route_, grad.data_ptr(), w.data_ptr<float>(),
-          grad_expert_out.data_ptr(), grad_topk_w.data_ptr<float>(), attr,
-          SWY_MOE_BLOCKING);
+          route_, grad.data_ptr(), w.data_ptr(), grad_expert_out.data_ptr(),
+          grad_topk_w.data_ptr(), attr, SWY_MOE_BLOCKING);
     });
     return std::make_tuple(grad_expert_out, grad_topk_w);
   }
 
   at::Tensor dispatchBackward(const at::Tensor& grad_expert_in) {
     const char* call = "MoE dispatch backward";
-    at::Tensor grad = checkedRows(grad_expert_in, recvRows(), hidden(), call,
-                                  "grad_expert_in");
-    at::Tensor grad_tokens = at::empty({tokens_, hidden()}, at::kFloat);
+    at::Tensor grad = checkedRows(grad_expert_in, type(), recvRows(),
+                                  hidden(), call, "grad_expert_in");
+    at::Tensor grad_tokens = at::empty({tokens_, hidden()}, type());
     run(call, [&](const swy_op_attr_t* attr) {
       return swy_moe_dispatch_backward(route_, grad.data_ptr(),
                                        grad_tokens.data_ptr(), attr);
@@ -154,6 +165,10 @@ class MoeRoute {
  private:
   int64_t hidden() const {
     return plan_->hidden_;
+  }
+
+  at::ScalarType type() const {
+    return plan_->type_;
   }
 
   // The caller's priority scope applies (moe.h's default is high).

@@ -9,7 +9,9 @@ the data-parallel group as usual). The exchanges are autograd Functions:
 their backward runs the library's combine and dispatch backward, which
 are collective, so every rank must run the same forward and backward.
 """
+import collections
 import math
+import time
 
 import torch
 import torch.distributed as dist
@@ -18,6 +20,22 @@ import torch.nn.functional as F
 
 from . import _C
 
+# Seconds this process spent in the library's exchanges, by kind ("route",
+# "dispatch", "combine", "combine_backward", "dispatch_backward"), and how
+# many: a profile for the caller (switchyard.train --phases), which may
+# clear them.
+exchange_seconds = collections.Counter()
+exchange_calls = collections.Counter()
+
+
+def _timed(kind, call, *args):
+    start = time.perf_counter()
+    try:
+        return call(*args)
+    finally:
+        exchange_seconds[kind] += time.perf_counter() - start
+        exchange_calls[kind] += 1
+
 
 class _Dispatch(torch.autograd.Function):
     """tokens [S, H] -> expert_in [recv_rows, H], expert-major."""
@@ -25,11 +43,12 @@ class _Dispatch(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tokens, route):
         ctx.route = route
-        return route.dispatch(tokens)
+        return _timed("dispatch", route.dispatch, tokens)
 
     @staticmethod
     def backward(ctx, grad_expert_in):
-        return ctx.route.dispatch_backward(grad_expert_in.contiguous()), None
+        return _timed("dispatch_backward", ctx.route.dispatch_backward,
+                      grad_expert_in.contiguous()), None
 
 
 class _Combine(torch.autograd.Function):
@@ -39,12 +58,13 @@ class _Combine(torch.autograd.Function):
     def forward(ctx, expert_out, topk_w, route):
         ctx.route = route
         ctx.save_for_backward(topk_w)
-        return route.combine(expert_out, topk_w)
+        return _timed("combine", route.combine, expert_out, topk_w)
 
     @staticmethod
     def backward(ctx, grad_tokens_out):
         (topk_w,) = ctx.saved_tensors
-        grad_expert_out, grad_topk_w = ctx.route.combine_backward(
+        grad_expert_out, grad_topk_w = _timed(
+            "combine_backward", ctx.route.combine_backward,
             grad_tokens_out.contiguous(), topk_w)
         return grad_expert_out, grad_topk_w, None
 
@@ -170,24 +190,40 @@ class MoE(torch.nn.Module):
         self.register_buffer("balance_weight",
                              torch.tensor(weights, dtype=torch.float32))
         self._group = group
-        self._plan = _C.MoePlan(group, experts_per_rank, hidden, top_k,
-                                capacity_factor) if on_library else None
+        self._on_library = on_library
+        # One plan per row dtype (float32 made here; float64, e.g. after
+        # .double(), on the first forward that needs it: creating a plan is
+        # collective, and every rank runs the same forwards).
+        self._plans = {}
+        self._plan = self._plan_for(torch.float32) if on_library else None
         self.aux_loss = None
+
+    def _plan_for(self, dtype):
+        if dtype not in self._plans:
+            if dtype not in (torch.float32, torch.float64):
+                raise TypeError("switchyard.torch.MoE: rows of dtype "
+                                f"{dtype}: the library's exchange moves "
+                                "float32 and float64 rows")
+            self._plans[dtype] = _C.MoePlan(
+                self._group, self.experts_per_rank, self.hidden, self.top_k,
+                self.capacity_factor, str(dtype).replace("torch.", ""))
+        return self._plans[dtype]
 
     def forward(self, x):
         shape = x.shape
         tokens = x.reshape(-1, self.hidden)
         probs = F.softmax(self.gate(tokens), dim=-1)
         topk_w, topk_idx = probs.topk(self.top_k, dim=-1)
-        first = F.one_hot(topk_idx[:, 0], self.num_experts).float()
+        first = F.one_hot(topk_idx[:, 0], self.num_experts).to(probs.dtype)
         fraction = first.mean(0) if len(tokens) else first.sum(0)
         mean_prob = probs.mean(0) if len(tokens) else probs.sum(0)
         self.aux_loss = self.num_experts * (
             self.balance_weight * fraction * mean_prob).sum()
         topk_idx = capacity_mask(topk_idx, self.num_experts,
                                  self.capacity_factor)
-        if self._plan is not None:
-            route = self._plan.route(topk_idx)
+        if self._on_library:
+            route = _timed("route", self._plan_for(tokens.dtype).route,
+                           topk_idx)
             expert_in = _Dispatch.apply(tokens, route)
         else:
             route = _TorchRoute(self._group, self.experts_per_rank, topk_idx)
@@ -196,7 +232,7 @@ class MoE(torch.nn.Module):
         expert_out = torch.cat([
             F.gelu(expert_in[offsets[e]:offsets[e + 1]] @ self.w1[e])
             @ self.w2[e] for e in range(self.experts_per_rank)])
-        if self._plan is not None:
+        if self._on_library:
             out = _Combine.apply(expert_out, topk_w.contiguous(), route)
         else:
             out = route.combine(expert_out, topk_w)

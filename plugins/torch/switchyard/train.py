@@ -12,14 +12,16 @@ exchanges over torch's all_to_all_single): same seed, same loss curve.
 The task is synthetic: next-token prediction on sequences of a fixed
 affine recurrence modulo the vocabulary. The model and every global batch
 depend on --seed only, not on the number of ranks. Prints progress, a
-summary, and with --json one JSON line. --nproc N starts N local ranks;
-without it the rank comes from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT
-(torchrun).
+summary, and with --json one JSON line; --phases adds a per-phase profile
+(where the step's time goes: compute, the MoE all-to-alls, DDP's
+allreduce buckets). --nproc N starts N local ranks; without it the rank
+comes from torchrun's or swy-run's variables (switchyard.launch).
 """
 import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -30,6 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 import switchyard.torch as swy
 from switchyard import launch
+from switchyard import moe as swy_moe
 
 
 def parse_args(argv=None):
@@ -61,6 +64,13 @@ def parse_args(argv=None):
                    help="weight of the balance loss")
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bucket-mb", type=float, default=25.0,
+                   help="DDP's bucket_cap_mb (its default: 25)")
+    p.add_argument("--first-bucket-mb", type=float, default=1.0,
+                   help="DDP's first bucket (the last parameters; its "
+                   "default: 1)")
+    p.add_argument("--phases", action="store_true",
+                   help="profile each step's phases (rank 0 prints them)")
     p.add_argument("--json", action="store_true")
     return p.parse_args(argv)
 
@@ -160,6 +170,111 @@ def make_groups(args, rank, world):
     return ep_group, expert_dp_group, rank % ep
 
 
+A2A_FORWARD = ("route", "dispatch", "combine")
+A2A_BACKWARD = ("combine_backward", "dispatch_backward")
+
+
+def union_length(intervals):
+    """Length of the union of (begin, end) intervals."""
+    total, reach = 0.0, None
+    for begin, end in sorted(intervals):
+        if reach is None or begin > reach:
+            total += end - begin
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
+
+
+class Phases:
+    """Where a step's time goes (--phases), in ms: forward and backward,
+    the MoE exchanges inside each (time the main thread spent in them,
+    from switchyard.moe's counters; switchyard groups only), DDP's
+    buckets (timed by a comm hook that does what DDP's default does:
+    divide by the world, allreduce) and the expert gradients' allreduce.
+    "ar_wait" is how long backward went on after DDP's last bucket was
+    posted, i.e. after the last gradient was computed: the allreduce
+    that compute did not hide."""
+
+    def __init__(self, world):
+        self.world = world
+        self.steps = []
+        self.buckets = []  # (posted, done, bytes) of the current step
+
+    def hook(self, state, bucket):
+        buf = bucket.buffer()
+        buf.div_(self.world)
+        posted = time.perf_counter()
+        fut = dist.all_reduce(buf, async_op=True).get_future()
+
+        def done(f):
+            self.buckets.append((posted, time.perf_counter(),
+                                 buf.numel() * buf.element_size()))
+            return f.value()[0]
+        return fut.then(done)
+
+    @staticmethod
+    def exchanges(kinds):
+        return (sum(swy_moe.exchange_seconds[k] for k in kinds) * 1e3,
+                sum(swy_moe.exchange_calls[k] for k in kinds))
+
+    def begin(self):
+        swy_moe.exchange_seconds.clear()
+        swy_moe.exchange_calls.clear()
+        self.buckets = []
+
+    def end(self, t):
+        """t: perf_counter at start, after forward, after backward, after
+        the expert allreduce, after the optimizer."""
+        ms = [(b - a) * 1e3 for a, b in zip(t, t[1:])]
+        a2a_f, n_f = self.exchanges(A2A_FORWARD)
+        a2a_b, n_b = self.exchanges(A2A_BACKWARD)
+        posts = [p for p, _, _ in self.buckets]
+        self.steps.append({
+            "step": (t[-1] - t[0]) * 1e3, "forward": ms[0],
+            "backward": ms[1], "expert_ar": ms[2], "optimizer": ms[3],
+            "a2a_fwd": a2a_f, "a2a_fwd_n": n_f,
+            "a2a_bwd": a2a_b, "a2a_bwd_n": n_b,
+            "buckets": len(self.buckets),
+            "bucket_mb": sum(n for _, _, n in self.buckets) / 2**20,
+            "first_post": (min(posts) - t[1]) * 1e3 if posts else 0.0,
+            "last_post": (max(posts) - t[1]) * 1e3 if posts else 0.0,
+            "ar_wait": (t[2] - max(posts)) * 1e3 if posts else 0.0,
+            "ar_busy": union_length([(p, d) for p, d, _ in self.buckets])
+            * 1e3})
+
+    def summary(self, warmup):
+        rows = self.steps[warmup:] or self.steps
+        med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+        med["a2a"] = med["a2a_fwd"] + med["a2a_bwd"]
+        med["allreduce"] = med["ar_busy"] + med["expert_ar"]
+        med["compute"] = max(0.0, med["step"] - med["a2a"] - med["ar_wait"]
+                             - med["expert_ar"])
+        return med, len(rows)
+
+    def print(self, warmup):
+        m, n = self.summary(warmup)
+
+        def per(total, count):
+            return total / count if count else 0.0
+        print(f"# phases (rank 0, median of {n} steps, ms): step "
+              f"{m['step']:.2f} = forward {m['forward']:.2f} (a2a "
+              f"{m['a2a_fwd']:.2f} in {m['a2a_fwd_n']:.0f} exchanges, "
+              f"{per(m['a2a_fwd'], m['a2a_fwd_n']):.2f} each) + backward "
+              f"{m['backward']:.2f} (a2a {m['a2a_bwd']:.2f} in "
+              f"{m['a2a_bwd_n']:.0f}, {per(m['a2a_bwd'], m['a2a_bwd_n']):.2f}"
+              f" each; after the last bucket {m['ar_wait']:.2f}) + expert "
+              f"allreduce {m['expert_ar']:.2f} + optimizer "
+              f"{m['optimizer']:.2f}", flush=True)
+        print(f"# DDP: {m['buckets']:.0f} buckets of {m['bucket_mb']:.2f} MiB"
+              f" in all, posted {m['first_post']:.2f} to "
+              f"{m['last_post']:.2f} ms into backward, allreduce busy "
+              f"{m['ar_busy']:.2f} ms; a2a : compute : allreduce = "
+              f"{m['a2a']:.1f} : {m['compute']:.1f} : {m['allreduce']:.1f}",
+              flush=True)
+
+
 def train(args, rank, world):
     ep_group, expert_dp_group, ep_rank = make_groups(args, rank, world)
     torch.manual_seed(args.seed)  # the replicated parameters, alike
@@ -169,7 +284,17 @@ def train(args, rank, world):
                     if n.endswith(".moe.w1") or n.endswith(".moe.w2")]
     DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
         model, expert_names)
-    ddp = DistributedDataParallel(model)
+    # DDP reads its first bucket's size from this global (as its comments
+    # invite users to set it).
+    first_bucket = dist._DEFAULT_FIRST_BUCKET_BYTES
+    dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.first_bucket_mb * 2**20)
+    try:
+        ddp = DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
+    finally:
+        dist._DEFAULT_FIRST_BUCKET_BYTES = first_bucket
+    phases = Phases(world) if args.phases else None
+    if phases:
+        ddp.register_comm_hook(None, phases.hook)
     experts = [p for n, p in model.named_parameters() if n in expert_names]
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     if args.batch % world:
@@ -184,13 +309,17 @@ def train(args, rank, world):
     losses, step_ms = [], []
     for step in range(args.steps):
         batch = global_batch(args, step)[rank * share:(rank + 1) * share]
+        if phases:
+            phases.begin()
         start = time.perf_counter()
         logits = ddp(batch[:, :-1])
         task = F.cross_entropy(logits.reshape(-1, args.vocab),
                                batch[:, 1:].reshape(-1))
         loss = task + args.aux * model.aux_loss()
         optimizer.zero_grad()
+        marks = [start, time.perf_counter()]
         loss.backward()
+        marks.append(time.perf_counter())
         # Expert gradients hold the contributions of the expert-parallel
         # group's ranks; the other replicas of the same experts add theirs,
         # and the global loss is the mean over all ranks (as DDP's).
@@ -198,8 +327,12 @@ def train(args, rank, world):
             if expert_dp_group.size() > 1:
                 dist.all_reduce(p.grad, group=expert_dp_group)
             p.grad /= world
+        marks.append(time.perf_counter())
         optimizer.step()
-        step_ms.append((time.perf_counter() - start) * 1e3)
+        marks.append(time.perf_counter())
+        step_ms.append((marks[-1] - start) * 1e3)
+        if phases:
+            phases.end(marks)
         mean_task = task.detach().clone()
         dist.all_reduce(mean_task)
         losses.append(mean_task.item() / world)
@@ -211,12 +344,18 @@ def train(args, rank, world):
         print(f"# summary: {args.steps} steps, loss {losses[0]:.6f} -> "
               f"{losses[-1]:.6f}, {mean_ms:.2f} ms/step mean "
               f"({args.backend}, {world} ranks)", flush=True)
+        warmup = min(3, args.steps // 4)
+        if phases:
+            phases.print(warmup)
         if args.json:
-            print(json.dumps({
-                "backend": args.backend, "ranks": world,
-                "ep": ep_group.size(), "steps": args.steps,
-                "policy": os.environ.get("SWY_POLICY", "default"),
-                "losses": losses, "step_ms_mean": mean_ms}), flush=True)
+            out = {"backend": args.backend, "ranks": world,
+                   "ep": ep_group.size(), "steps": args.steps,
+                   "policy": os.environ.get("SWY_POLICY", "default"),
+                   "losses": losses, "step_ms_mean": mean_ms,
+                   "step_ms_median": statistics.median(step_ms[warmup:])}
+            if phases:
+                out["phases"] = phases.summary(warmup)[0]
+            print(json.dumps(out), flush=True)
 
 
 def main(argv=None):

@@ -9,9 +9,12 @@ back. A single-process reference (plain PyTorch: the full gate and every
 expert, the same capacity rule written as a loop) runs the whole batch.
 Checked: the outputs, the gradients of the input, of every rank's experts
 and of the gate (summed over ranks), the balance loss, capacity drops,
-the TA gate's construction, gradcheck of the exchanges, and the same
-checks with the layer on a gloo group (its exchanges then go over torch's
-all_to_all_single). Exits 77 when torch or the switchyard package cannot
+the TA gate's construction, the same checks with the layer on a gloo
+group (its exchanges then go over torch's all_to_all_single) and in
+float64; gradcheck in float64 at its default tolerances of the exchanges
+and of the whole layer (on one rank, every parameter; on N ranks, the
+input and the gate), and the library on one rank against N ranks on the
+same global batch. Exits 77 when torch or the switchyard package cannot
 be imported.
 """
 import argparse
@@ -68,7 +71,7 @@ def reference(x, gate_w, w1, w2, world, capacity_factor):
     for r in range(world):
         p = probs[r * shard:(r + 1) * shard]
         first = F.one_hot(topk_idx[r * shard:(r + 1) * shard, 0],
-                          experts).float()
+                          experts).to(x.dtype)
         aux.append(experts * (first.mean(0) * p.mean(0)).sum())
     return out, aux
 
@@ -84,11 +87,13 @@ def full_model(world, seed):
     return gate_w, w1, w2, x, grad_out
 
 
-def check_against_reference(rank, world, capacity_factor, group=None):
-    gate_w, w1, w2, x, grad_out = full_model(world, seed=7)
+def check_against_reference(rank, world, capacity_factor, group=None,
+                            dtype=torch.float32):
+    gate_w, w1, w2, x, grad_out = (t.to(dtype)
+                                   for t in full_model(world, seed=7))
     layer = swy.MoE(HIDDEN, FFN, experts_per_rank=EXPERTS_PER_RANK,
                     top_k=TOP_K, capacity_factor=capacity_factor,
-                    group=group)
+                    group=group).to(dtype)
     mine = slice(rank * EXPERTS_PER_RANK, (rank + 1) * EXPERTS_PER_RANK)
     tokens = slice(rank * TOKENS_PER_RANK, (rank + 1) * TOKENS_PER_RANK)
     with torch.no_grad():
@@ -110,10 +115,14 @@ def check_against_reference(rank, world, capacity_factor, group=None):
     (ref_out * grad_out).sum().backward()
     rx, rgate, rw1, rw2 = ref_params
 
+    # float64: only the order of additions differs from the reference.
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else \
+        dict(rtol=1e-11, atol=1e-13)
+
     def close(a, b, what):
-        assert a.shape == b.shape and torch.allclose(a, b, rtol=1e-4,
-                                                     atol=1e-5), \
-            f"{what} (capacity {capacity_factor}):\n{a}\n{b}"
+        assert a.dtype == b.dtype == dtype, (what, a.dtype, b.dtype)
+        assert a.shape == b.shape and torch.allclose(a, b, **tol), \
+            f"{what} (capacity {capacity_factor}, {dtype}):\n{a}\n{b}"
 
     close(out.detach(), ref_out[tokens].detach(), "output")
     close(xs.grad, rx.grad[tokens], "input gradient")
@@ -164,36 +173,148 @@ def case_errors_and_ta(rank, world):
         raise AssertionError("gate 'ta' on a gloo group was accepted")
 
 
-def case_gradcheck_exchanges(rank, world):
-    # The exchanges' backward against finite differences. gradcheck runs
-    # the op once per input and output element, and those counts differ
-    # across ranks: so on a one-rank group of each rank's own. In float32:
-    # moe.h moves float32, float16 or bfloat16 rows, not float64; the ops
-    # are linear in each input, so the differences are exact but for
-    # rounding.
-    from torch.autograd import gradcheck
-    from switchyard.moe import _Combine, _Dispatch
+def case_double_against_reference(rank, world):
+    # float64 rows through the library: the reference to double precision.
+    check_against_reference(rank, world, capacity_factor=0,
+                            dtype=torch.float64)
+    check_against_reference(rank, world, capacity_factor=0.5,
+                            dtype=torch.float64)
+
+
+def own_groups(world):
+    """A one-rank "switchyard" group per rank (made collectively); this
+    rank's. gradcheck runs the op once per input and output element, and
+    where those counts differ across ranks, each rank needs its own."""
     groups = [dist.new_group([r], backend="switchyard") for r in range(world)]
-    layer = swy.MoE(4, 4, experts_per_rank=3, top_k=2, capacity_factor=0,
-                    group=groups[rank])
-    route = layer._plan.route(torch.tensor([[0, 2], [1, -1], [2, 1]]))
-    torch.manual_seed(rank)
-    tokens = torch.randn(3, 4, requires_grad=True)
-    expert_out = torch.randn(route.recv_rows, 4, requires_grad=True)
-    topk_w = torch.rand(3, 2, requires_grad=True)
-    tolerance = dict(eps=1e-2, atol=1e-3, rtol=1e-3)
+    return groups[dist.get_rank()]
+
+
+def quiet_gradcheck(fn, inputs):
+    """torch.autograd.gradcheck at its default tolerances (eps 1e-6, atol
+    1e-5, rtol 1e-3), which need float64."""
     import warnings
+    from torch.autograd import gradcheck
+    assert all(t.dtype == torch.float64 for t in inputs)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Input #", UserWarning)
-        assert gradcheck(lambda t: _Dispatch.apply(t, route), (tokens,),
-                         **tolerance)
-        assert gradcheck(lambda o, w: _Combine.apply(o, w, route),
-                         (expert_out, topk_w), **tolerance)
+        return gradcheck(fn, inputs)
+
+
+def case_gradcheck_exchanges(rank, world):
+    # The exchanges' backward against finite differences, in float64 (the
+    # library moves float64 rows and weights and sums them in double).
+    from switchyard.moe import _Combine, _Dispatch
+    layer = swy.MoE(4, 4, experts_per_rank=3, top_k=2, capacity_factor=0,
+                    group=own_groups(world)).double()
+    route = layer._plan_for(torch.float64).route(
+        torch.tensor([[0, 2], [1, -1], [2, 1]]))
     assert route.recv_rows == 5, route.recv_rows  # one slot dropped
+    torch.manual_seed(rank)
+    tokens = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    expert_out = torch.randn(route.recv_rows, 4, dtype=torch.float64,
+                             requires_grad=True)
+    topk_w = torch.rand(3, 2, dtype=torch.float64, requires_grad=True)
+    assert quiet_gradcheck(lambda t: _Dispatch.apply(t, route), (tokens,))
+    assert quiet_gradcheck(lambda o, w: _Combine.apply(o, w, route),
+                           (expert_out, topk_w))
+    # A float32 tensor on a float64 route is refused, naming the dtypes.
+    try:
+        _Dispatch.apply(tokens.detach().float(), route)
+    except RuntimeError as e:
+        assert "Double" in str(e) and "Float" in str(e), e
+    else:
+        raise AssertionError("float32 rows on a float64 plan were accepted")
+
+
+def layer_function(layer, names):
+    """The layer's (output, balance loss) as a function of the parameters
+    `names` (the input first)."""
+    from torch.nn.utils.stateless import functional_call
+
+    def fn(x, *params):
+        out = functional_call(layer, dict(zip(names, params)), (x,))
+        return out, layer.aux_loss
+    return fn
+
+
+def case_gradcheck_layer(rank, world):
+    # The whole layer (gate, top-k, capacity, dispatch, experts, combine,
+    # balance loss) on this rank's own group, every parameter checked;
+    # with drops (capacity 0.5) and without. Small sizes: gradcheck runs
+    # the layer twice per element.
+    for capacity in (0, 0.5):
+        torch.manual_seed(100 + rank)
+        layer = swy.MoE(4, 3, experts_per_rank=3, top_k=2,
+                        capacity_factor=capacity,
+                        group=own_groups(world)).double()
+        x = torch.randn(6, 4, dtype=torch.float64, requires_grad=True)
+        with torch.no_grad():
+            idx = layer.gate(x).topk(2, dim=-1).indices
+            drops = int((capacity_mask(idx, 3, capacity) == -1).sum())
+        assert (drops > 0) == (capacity > 0), (capacity, drops)
+        names = ["gate.weight", "w1", "w2"]
+        params = [getattr(layer.gate, "weight") if n == "gate.weight" else
+                  getattr(layer, n) for n in names]
+        params = [p.detach().clone().requires_grad_() for p in params]
+        assert quiet_gradcheck(layer_function(layer, names), (x, *params))
+
+
+def case_gradcheck_layer_ranks(rank, world):
+    # The layer on all ranks: the same number of tokens everywhere, so every
+    # rank makes the same calls. Checked: the input and the gate copy, on
+    # which only this rank's outputs depend. Not the experts: their
+    # gradient sums over every rank's outputs, which a per-rank finite
+    # difference cannot see (case_*_against_reference checks it).
+    for capacity in (0, 0.5):
+        torch.manual_seed(200)  # the same gate and experts on every rank
+        layer = swy.MoE(4, 3, experts_per_rank=2, top_k=2,
+                        capacity_factor=capacity).double()
+        torch.manual_seed(300 + rank)
+        x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+        gate = layer.gate.weight.detach().clone().requires_grad_()
+        assert quiet_gradcheck(layer_function(layer, ["gate.weight"]),
+                               (x, gate))
+
+
+def case_one_rank_vs_ranks(rank, world):
+    # The same global batch through the library on one rank (every expert
+    # there) and on all ranks, in float64: the same outputs and gradients.
+    gate_w, w1, w2, x, grad_out = (t.double()
+                                   for t in full_model(world, seed=11))
+    mine = slice(rank * EXPERTS_PER_RANK, (rank + 1) * EXPERTS_PER_RANK)
+    tokens = slice(rank * TOKENS_PER_RANK, (rank + 1) * TOKENS_PER_RANK)
+    solo_group = own_groups(world)
+    results = []
+    for group, per_rank, experts, batch in (
+            (solo_group, world * EXPERTS_PER_RANK, slice(None), slice(None)),
+            (None, EXPERTS_PER_RANK, mine, tokens)):
+        layer = swy.MoE(HIDDEN, FFN, experts_per_rank=per_rank, top_k=TOP_K,
+                        capacity_factor=0, group=group).double()
+        with torch.no_grad():
+            layer.gate.weight.copy_(gate_w)
+            layer.w1.copy_(w1[experts])
+            layer.w2.copy_(w2[experts])
+        xs = x[batch].clone().requires_grad_()
+        out = layer(xs)
+        (out * grad_out[batch]).sum().backward()
+        results.append((out.detach(), xs.grad, layer.w1.grad, layer.w2.grad,
+                        layer.gate.weight.grad.clone()))
+    solo, ranks = results
+    dist.all_reduce(ranks[4])  # data parallel: the ranks' parts sum up
+    pairs = [(ranks[0], solo[0][tokens], "output"),
+             (ranks[1], solo[1][tokens], "input gradient"),
+             (ranks[2], solo[2][mine], "w1 gradient"),
+             (ranks[3], solo[3][mine], "w2 gradient"),
+             (ranks[4], solo[4], "gate gradient")]
+    for got, ref, what in pairs:
+        assert got.dtype == torch.float64 and torch.allclose(
+            got, ref, rtol=1e-12, atol=1e-14), f"{what}:\n{got}\n{ref}"
 
 
 CASES = [case_no_capacity, case_capacity_drops, case_torch_exchange_on_gloo,
-         case_errors_and_ta, case_gradcheck_exchanges]
+         case_errors_and_ta, case_double_against_reference,
+         case_gradcheck_exchanges, case_gradcheck_layer,
+         case_gradcheck_layer_ranks, case_one_rank_vs_ranks]
 
 
 def run_rank(rank, world, store):

@@ -8,6 +8,8 @@
  *
  * Usage: test_moe NRANKS TOPK PIPELINE PACKING [SCALE]  (correctness;
  *                        SCALE multiplies the tokens per rank)
+ *        test_moe NRANKS dtype16   (fp16 and bf16 rows)
+ *        test_moe NRANKS dtype64   (fp64 rows and gate weights)
  *        test_moe NRANKS errors    (bad input on one rank)
  *        test_moe NRANKS diverge   (one rank posts another collective
  *                                   instead of the dispatch)             */
@@ -288,10 +290,10 @@ static int run_layer(swy_comm_t comm, swy_moe_plan_t plan, int rank, int W,
     swy_comm_stats_t st1 = {.struct_size = sizeof(st1)};
     CHECK_RET(swy_comm_stats(comm, &st1) == SWY_OK, "stats");
     CHECK_RET(st1.headers_sent - st0.headers_sent == 4 * (uint64_t)(W - 1),
-          "4 exchanges of %d chunks sent %llu op headers, want %d (one per "
-          "peer per exchange)", d,
-          (unsigned long long)(st1.headers_sent - st0.headers_sent),
-          4 * (W - 1));
+              "4 exchanges of %d chunks sent %llu op headers, want %d (one per "
+              "peer per exchange)", d,
+              (unsigned long long)(st1.headers_sent - st0.headers_sent),
+              4 * (W - 1));
 
     /* Serial reference for this rank's tokens. */
     for (size_t t = 0; t < S; t++)
@@ -704,6 +706,113 @@ static int rank_dtype16(swy_comm_t comm, int rank, int W, void *arg)
     return 0;
 }
 
+/* fp64 rows and gate weights, values that no float holds: the sums of
+ * combine and dispatch backward and the weight gradient must agree with a
+ * double reference to double precision (fp32 sums or weights would be
+ * off by about 1e-8). Pipelined and packed too. */
+static int rank_dtype64(swy_comm_t comm, int rank, int W, void *arg)
+{
+    static const params_t shapes[2] = {{2, 1, 1}, {2, 3, 2}};
+    (void)arg;
+    for (int si = 0; si < 2; si++) {
+        const int k = shapes[si].k;
+        swy_moe_config_t cfg = SWY_MOE_CONFIG_INIT;
+        cfg.experts_per_rank = E_LOC;
+        cfg.hidden = HIDDEN;
+        cfg.top_k = k;
+        cfg.dtype = SWY_FLOAT64;
+        cfg.pipeline_degree = shapes[si].d;
+        cfg.packing_factor = shapes[si].p;
+        swy_moe_plan_t plan;
+        swy_status_t st = swy_moe_plan_create(comm, &cfg, &plan);
+        CHECK_RET(st == SWY_OK, "plan (fp64): %s", swy_last_error(NULL));
+        int E = W * E_LOC * shapes[si].p;
+        rank_input_t in;
+        gen_input(rank, W, E, k, 11 + si, &in);
+        size_t S = (size_t)in.S;
+        double *tok = malloc((S * HIDDEN + 1) * sizeof(double));
+        double *gout = malloc((S * HIDDEN + 1) * sizeof(double));
+        double *w = malloc((S * k + 1) * sizeof(double));
+        for (size_t i = 0; i < S * HIDDEN; i++) {
+            tok[i] = in.tokens[i] / 3.0;
+            gout[i] = in.grad_out[i] / 7.0;
+        }
+        for (size_t i = 0; i < S * k; i++)
+            w[i] = in.w[i] / 3.0 + 0.1;
+        swy_moe_route_t route;
+        CHECK_RET(swy_moe_route(plan, in.idx, in.S, &route) == SWY_OK, "route");
+        swy_moe_layout_t L = {.struct_size = sizeof(L)};
+        CHECK_RET(swy_moe_route_layout(route, &L) == SWY_OK, "layout");
+        size_t R = (size_t)L.recv_rows;
+        double *ein = malloc((R * HIDDEN + 1) * sizeof(double));
+        double *eout = malloc((R * HIDDEN + 1) * sizeof(double));
+        double *tout = malloc((S * HIDDEN + 1) * sizeof(double));
+        double *gtok = malloc((S * HIDDEN + 1) * sizeof(double));
+        double *gw = malloc((S * k + 1) * sizeof(double));
+        CHECK_RET(swy_moe_dispatch(route, tok, ein, NULL, SWY_MOE_BLOCKING) ==
+                  SWY_OK, "dispatch: %s", swy_last_error(NULL));
+        for (int e = 0; e < L.num_local_experts; e++) {
+            int g = L.first_expert + e;
+            for (int64_t i = L.expert_offset[e] * HIDDEN;
+                 i < L.expert_offset[e + 1] * HIDDEN; i++)
+                eout[i] = (g + 1.0) * ein[i] + g;
+        }
+        CHECK_RET(swy_moe_combine(route, eout, w, tout, NULL) == SWY_OK,
+                  "combine: %s", swy_last_error(NULL));
+        /* The expert gradient is the combine-backward rows as they came. */
+        CHECK_RET(swy_moe_combine_backward(route, gout, w, eout, gw, NULL,
+                                       SWY_MOE_BLOCKING) == SWY_OK,
+                  "combine backward: %s", swy_last_error(NULL));
+        CHECK_RET(swy_moe_dispatch_backward(route, eout, gtok, NULL) == SWY_OK,
+                  "dispatch backward: %s", swy_last_error(NULL));
+        const double tol = 1e-14;
+        for (size_t t = 0; t < S; t++) {
+            for (int h = 0; h < HIDDEN; h++) {
+                double y = 0, gx = 0;
+                double x = tok[t * HIDDEN + h], gy = gout[t * HIDDEN + h];
+                for (int s = 0; s < k; s++) {
+                    int g = in.idx[t * k + s];
+                    if (g < 0)
+                        continue;
+                    y += w[t * k + s] * ((g + 1.0) * x + g);
+                    gx += w[t * k + s] * gy;
+                }
+                CHECK_RET(fabs(tout[t * HIDDEN + h] - y) <=
+                          tol * fmax(1.0, fabs(y)),
+                          "fp64 tokens_out[%zu][%d] = %.17g, reference %.17g", t,
+                          h, tout[t * HIDDEN + h], y);
+                CHECK_RET(fabs(gtok[t * HIDDEN + h] - gx) <=
+                          tol * fmax(1.0, fabs(gx)),
+                          "fp64 grad_tokens[%zu][%d] = %.17g, reference %.17g",
+                          t, h, gtok[t * HIDDEN + h], gx);
+            }
+            for (int s = 0; s < k; s++) {
+                int g = in.idx[t * k + s];
+                double ref = 0;
+                for (int h = 0; g >= 0 && h < HIDDEN; h++)
+                    ref += gout[t * HIDDEN + h] *
+                           ((g + 1.0) * tok[t * HIDDEN + h] + g);
+                CHECK_RET(fabs(gw[t * k + s] - ref) <= tol * fmax(1.0, fabs(ref)),
+                          "fp64 grad_topk_w[%zu][%d] = %.17g, reference %.17g", t,
+                          s, gw[t * k + s], ref);
+            }
+        }
+        swy_moe_route_destroy(route);
+        swy_moe_plan_destroy(plan);
+        free(tok);
+        free(gout);
+        free(w);
+        free(ein);
+        free(eout);
+        free(tout);
+        free(gtok);
+        free(gw);
+        free_input(&in);
+    }
+    CHECK_OK(swy_barrier(comm), comm);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int nranks = argc > 1 ? atoi(argv[1]) : 2;
@@ -715,6 +824,12 @@ int main(int argc, char **argv)
     if (argc > 2 && strcmp(argv[2], "dtype16") == 0) {
         int rc = swy_test_spawn(nranks, rank_dtype16, NULL, 60, NULL);
         printf("%s: moe fp16 and bf16 rows, %d ranks\n", rc ? "FAIL" : "PASS",
+               nranks);
+        return rc;
+    }
+    if (argc > 2 && strcmp(argv[2], "dtype64") == 0) {
+        int rc = swy_test_spawn(nranks, rank_dtype64, NULL, 60, NULL);
+        printf("%s: moe fp64 rows, %d ranks\n", rc ? "FAIL" : "PASS",
                nranks);
         return rc;
     }

@@ -274,7 +274,7 @@ static void test_bad_text(void)
     set_value("SWY_ALLREDUCE_ALGO", "fastest");
     CHECK(swy_coll_allreduce_setting() == SWY_COLL_AR_AUTO);
     CHECK(log_count("SWY_ALLREDUCE_ALGO='fastest' is not", "using auto") ==
-           1);
+          1);
     unsetenv("SWY_ALLREDUCE_ALGO");
 
     set_value("SWY_PROGRESS", "sometimes");
@@ -331,13 +331,13 @@ static void test_table_defaults(void)
         size_t z;
         if (e->type == SWY_CONFIG_INT)
             CHECK(swy_config_parse_int(def, &i) == 0 &&
-                   swy_config_int(e->name) == i);
+                  swy_config_int(e->name) == i);
         if (e->type == SWY_CONFIG_DOUBLE)
             CHECK(swy_config_parse_double(def, &d) == 0 &&
-                   swy_config_double(e->name) == d);
+                  swy_config_double(e->name) == d);
         if (e->type == SWY_CONFIG_SIZE)
             CHECK(swy_config_parse_size(def, &z) == 0 &&
-                   swy_config_size(e->name) == z);
+                  swy_config_size(e->name) == z);
         if (e->type == SWY_CONFIG_BOOL)
             CHECK(swy_config_bool(e->name) == (strcmp(def, "1") == 0));
     }

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# bench-torch.sh: the torch benchmark (MEASURE.md) on the emulated cluster
+# — 2 nodes x 2 ranks, a tbf-shaped link between the nodes — the training
+# script (python3 -m switchyard.train, DDP + MoE) on gloo, on switchyard
+# under lina and under fair, REPEAT times alternating, then per
+# configuration the median and range over runs of each run's median step
+# time, the ratios, and the per-phase profile of the median run
+# (--phases: a2a : compute : allreduce).
+#
+#   tools/bench-torch.sh [switchyard.train options...]
+#
+# e.g. tools/bench-torch.sh --ep 4 --layers 4 --hidden 256 --ffn 512
+# Ranks get torchrun's variables from swy-run's (switchyard.launch), one
+# intra-op thread each (OMP_NUM_THREADS=1, as torchrun sets), gloo's
+# socket on the nodes' eth0. Prints the 1-minute load before each run.
+# Needs root (network namespaces); exits 77 without it. Builds nothing.
+# Environment: BUILD_DIR (default build), REPEAT (default 3), LINK
+# (default 1gbit), STEPS (default 30), CONFIGS (default gloo,lina,fair),
+# OUT_DIR (keep the raw outputs there; default a temporary folder).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD_DIR:-$here/build}
+[[ $build == /* ]] || build=$PWD/$build
+repeat=${REPEAT:-3}
+link=${LINK:-1gbit}
+steps=${STEPS:-30}
+configs=${CONFIGS:-gloo,lina,fair}
+if [[ $(id -u) -ne 0 ]]; then
+    echo "bench-torch: needs root (network namespaces); skipped" >&2
+    exit 77
+fi
+swy_run=$build/tools/swy-run/swy-run
+if [[ ! -x $swy_run || ! -d $build/plugins/torch/switchyard ]]; then
+    echo "bench-torch: no swy-run or torch plugin in $build; build first" >&2
+    exit 2
+fi
+out=${OUT_DIR:-$(mktemp -d)}
+[[ -n ${OUT_DIR:-} ]] || trap 'rm -rf "$out"' EXIT
+mkdir -p "$out"
+export PYTHONPATH=$build/plugins/torch${PYTHONPATH:+:$PYTHONPATH}
+export LD_LIBRARY_PATH=$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export SWY_PLUGIN_PATH=${SWY_PLUGIN_PATH:-$(cat "$build/plugin-path" 2>/dev/null || true)}
+export OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=eth0
+
+for ((i = 1; i <= repeat; i++)); do
+    for c in ${configs//,/ }; do
+        backend=switchyard policy=$c
+        [[ $c == gloo ]] && backend=gloo policy=
+        echo "run $i $c: load $(cut -d' ' -f1 /proc/loadavg), $(date -u +%T)"
+        SWY_POLICY=$policy "$swy_run" --nodes 2 --ranks-per-node 2 \
+            --link "$link" --timeout 900 /usr/bin/python3 -m switchyard.train \
+            --backend "$backend" --steps "$steps" --phases --json "$@" \
+            >"$out/$c.$i.log" 2>&1 || { cat "$out/$c.$i.log"; exit 1; }
+    done
+done
+
+/usr/bin/python3 - "$out" "$configs" <<'PY'
+import glob, json, statistics, sys
+out, configs = sys.argv[1], sys.argv[2].split(",")
+runs = {}
+for c in configs:
+    for path in sorted(glob.glob(f"{out}/{c}.*.log")):
+        line = [l for l in open(path) if l.startswith("[0] {")][-1]
+        runs.setdefault(c, []).append(json.loads(line[4:]))
+med = {}
+for c, rs in runs.items():
+    ms = [r["step_ms_median"] for r in rs]
+    med[c] = statistics.median(ms)
+    mid = sorted(rs, key=lambda r: r["step_ms_median"])[len(rs) // 2]
+    p = mid["phases"]
+    if p["a2a_fwd_n"]:
+        prof = (f"a2a : compute : allreduce = {p['a2a']:.1f} : "
+                f"{p['compute']:.1f} : {p['allreduce']:.1f} ms, a2a per "
+                f"backward exchange {p['a2a_bwd'] / p['a2a_bwd_n']:.2f} ms,"
+                f" per forward one (routes too) "
+                f"{p['a2a_fwd'] / p['a2a_fwd_n']:.2f} ms")
+    else:  # the exchanges over torch's all_to_all_single are not timed
+        prof = (f"compute with a2a : allreduce = {p['compute']:.1f} : "
+                f"{p['allreduce']:.1f} ms")
+    print(f"{c:5s} ms/step per run {', '.join(f'{x:.1f}' for x in ms)}; "
+          f"median {med[c]:.1f}, range {min(ms):.1f}-{max(ms):.1f}; loss "
+          f"{mid['losses'][0]:.6f} -> {mid['losses'][-1]:.6f}; median run: "
+          + prof)
+for a, b in (("lina", "fair"), ("lina", "gloo"), ("fair", "gloo")):
+    if a in med and b in med:
+        print(f"{a} over {b}: {med[b] / med[a]:.2f}x")
+PY
