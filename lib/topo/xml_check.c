@@ -14,8 +14,10 @@
  *   - a distances2 matrix of nbobjs objects is allocated as nbobjs*nbobjs
  *     values in unsigned arithmetic, which wraps;
  *   - bitmap strings are parsed by counting commas (a leading comma
- *     miscounts), and a PU's or NUMA node's os_index is a bit index in the
- *     root's sets (os_index 4e9: a 512 MiB bitmap).
+ *     fails an assertion: abort), and a PU's or NUMA node's os_index is a
+ *     bit index in the root's sets (os_index 4e9: a 512 MiB bitmap);
+ *   - a value for the memory attribute "Capacity" or "Locality", which
+ *     hwloc computes and never exports, fails an assertion (abort).
  * This file accepts the XML that hwloc exports (lstopo --of xml) and
  * refuses what would reach those paths, with the file, the line and the
  * reason: well-formed nesting, one root object of type Machine, every
@@ -446,6 +448,14 @@ static swy_status_t xml_check_element(xml_scan_t *scan, const char *tag,
             return xml_fail(scan, a->value,
                             "gp_index=\"%.*s\" is not a decimal",
                             (int)SWY_MIN(a->value_len, 64), a->value);
+    } else if (xml_eq(name, name_len, "memattr")) {
+        const xml_attr_t *a = xml_find_attr(attrs, nattrs, "name");
+        if (a != NULL && (xml_eq(a->value, a->value_len, "Capacity") ||
+                          xml_eq(a->value, a->value_len, "Locality")))
+            return xml_fail(scan, a->value,
+                            "memory attribute %.*s is computed by hwloc, "
+                            "not read from XML",
+                            (int)a->value_len, a->value);
     } else if (xml_eq(name, name_len, "distances2") ||
                xml_eq(name, name_len, "distances2hetero") ||
                xml_eq(name, name_len, "distances")) {

@@ -137,6 +137,13 @@ static void test_rules(void)
                    "indexing=\"os\">\n  </distances2>",
                    21, "nbobjs=\"65536\" is not a decimal whose matrix "
                        "fits in the file");
+    /* hwloc 2.9: assertion (abort) in hwloc_internal_memattr_set_value. */
+    expect_refused("  <support name=\"discovery.pu\"/>",
+                   "  <memattr name=\"Capacity\" flags=\"1\">\n"
+                   "    <memattr_value target_obj_type=\"NUMANode\" "
+                   "target_obj_gp_index=\"7\" value=\"5\"/>\n"
+                   "  </memattr>",
+                   21, "memory attribute Capacity is computed by hwloc");
     /* hwloc 2.9 leaks the object when a child fails its import. */
     expect_refused("<page_type size", "<page_typo size", 11,
                    "unknown element <page_typo> inside <object>");
