@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "util/alloc.h"
 #include "util/status.h"
@@ -219,9 +220,18 @@ static int xml_skip_misc(xml_scan_t *scan, int in_prolog,
     }
     if (in_prolog && strncmp(scan->p, "<?xml", 5) == 0 &&
         xml_is_space(scan->p[5])) {
+        const char *encoding;
         end = strstr(scan->p, "?>");
         if (end == NULL) {
             *status = xml_fail(scan, start, "XML declaration without '?>'");
+            return -1;
+        }
+        /* libxml2 would decode another encoding; this check reads bytes. */
+        encoding = strstr(scan->p, "encoding=");
+        if (encoding != NULL && encoding < end &&
+            strncasecmp(encoding, "encoding=\"UTF-8\"", 16) != 0) {
+            *status = xml_fail(scan, encoding, "an encoding other than "
+                                               "UTF-8");
             return -1;
         }
         scan->p = end + 2;

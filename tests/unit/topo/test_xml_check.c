@@ -158,6 +158,8 @@ static void test_rules(void)
     expect_refused("<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">",
                    "<!DOCTYPE topology [<!ENTITY a \"b\">]>", 2,
                    "internal subset");
+    expect_refused("encoding=\"UTF-8\"", "encoding=\"UTF-16\"", 1,
+                   "an encoding other than UTF-8");
     expect_refused("value=\"Synthetic\"", "value=\"Synth&etic;\"", 5,
                    "unknown entity reference in attribute value");
     expect_refused("gp_index=\"1\"", "gp_index=\"1\" gp_index=\"1\"", 4,
