@@ -3,7 +3,8 @@
  *
  * hwloc 2.9's XML import trusts its input in ways that crash the process
  * on a damaged file (SIGSEGV in hwloc_bitmap_* inside
- * hwloc_topology_load, found by tests/fuzz/fuzz_topo_xml):
+ * hwloc_topology_load, found by tests/fuzz/fuzz_topo_xml; the causes were
+ * read in hwloc's topology-xml.c, bitmap.c and memattrs.c):
  *   - an object without a complete_cpuset or complete_nodeset: inserting
  *     a PU or NUMA node below the root sets a bit in the root's complete
  *     sets, and the core ORs children's sets into their parents', both
@@ -11,8 +12,10 @@
  *   - an object without a type attribute keeps the allocation sentinel
  *     HWLOC_OBJ_TYPE_MAX instead of "none", passes the "type first" check
  *     and is inserted as a type hwloc has no tables for;
- *   - a distances2 matrix of nbobjs objects is allocated as nbobjs*nbobjs
- *     values in unsigned arithmetic, which wraps;
+ *   - a distance matrix of nbobjs objects (nbobjs^2 values) is
+ *     allocated before any value is read;
+ *   - an info, page_type or unknown child element that fails its import
+ *     leaks the object being imported;
  *   - bitmap strings are parsed by counting commas (a leading comma
  *     fails an assertion: abort), and a PU's or NUMA node's os_index is a
  *     bit index in the root's sets (os_index 4e9: a 512 MiB bitmap);
