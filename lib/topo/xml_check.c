@@ -14,8 +14,9 @@
  *     and is inserted as a type hwloc has no tables for;
  *   - a distance matrix of nbobjs objects (nbobjs^2 values) is
  *     allocated before any value is read;
- *   - an info, page_type or unknown child element that fails its import
- *     leaks the object being imported;
+ *   - an info, page_type, userdata (content not of its length) or unknown
+ *     child element that fails its import leaks the object being
+ *     imported;
  *   - bitmap strings are parsed by counting commas (a leading comma
  *     fails an assertion: abort), and a PU's or NUMA node's os_index is a
  *     bit index in the root's sets (os_index 4e9: a 512 MiB bitmap);
@@ -352,7 +353,8 @@ static const xml_attr_t *xml_find_attr(const xml_attr_t *attrs, int nattrs,
 /* What hwloc's import would trust in this element's attributes. */
 static swy_status_t xml_check_element(xml_scan_t *scan, const char *tag,
                                       const char *name, size_t name_len,
-                                      const xml_attr_t *attrs, int nattrs)
+                                      const xml_attr_t *attrs, int nattrs,
+                                      int empty)
 {
     const xml_open_t *parent = &scan->open[scan->depth - 1];
     uint64_t value;
@@ -461,6 +463,21 @@ static swy_status_t xml_check_element(xml_scan_t *scan, const char *tag,
             return xml_fail(scan, a->value,
                             "gp_index=\"%.*s\" is not a decimal",
                             (int)SWY_MIN(a->value_len, 64), a->value);
+    } else if (xml_eq(name, name_len, "userdata")) {
+        /* hwloc wants exactly `length` bytes of content (base64: their
+         * encoded length); the cursor is past the start tag. */
+        const xml_attr_t *a = xml_find_attr(attrs, nattrs, "length");
+        const xml_attr_t *enc = xml_find_attr(attrs, nattrs, "encoding");
+        size_t content = empty ? 0 : strcspn(scan->p, "<&");
+        if (a == NULL ||
+            xml_parse_decimal(a->value, a->value_len, scan->len, &value) != 0)
+            return xml_fail(scan, tag, "<userdata> without a decimal length");
+        if (enc != NULL && xml_eq(enc->value, enc->value_len, "base64"))
+            value = (value + 2) / 3 * 4;
+        if ((!empty && scan->p[content] != '<') || content != value)
+            return xml_fail(scan, tag,
+                            "<userdata> content is not %llu plain bytes",
+                            (unsigned long long)value);
     } else if (xml_eq(name, name_len, "memattr")) {
         const xml_attr_t *a = xml_find_attr(attrs, nattrs, "name");
         if (a != NULL && (xml_eq(a->value, a->value_len, "Capacity") ||
@@ -565,7 +582,7 @@ static swy_status_t xml_scan_start_tag(xml_scan_t *scan)
                             (int)name_len, name);
     } else {
         SWY_CHECK(xml_check_element(scan, tag, name, name_len, attrs,
-                                    nattrs));
+                                    nattrs, empty));
     }
     if (!empty) {
         if (scan->depth == XML_MAX_DEPTH)

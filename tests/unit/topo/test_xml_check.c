@@ -149,6 +149,10 @@ static void test_rules(void)
                    "unknown element <page_typo> inside <object>");
     expect_refused("<info name=\"Backend\"", "<info nam=\"Backend\"", 5,
                    "unknown attribute nam of <info>");
+    expect_refused("        <object type=\"PU\" os_index=\"0\"",
+                   "        <userdata length=\"5\">abc</userdata>\n"
+                   "        <object type=\"PU\" os_index=\"0\"",
+                   14, "<userdata> content is not 5 plain bytes");
     /* Well-formedness and limits. */
     expect_refused("</topology>", "</topolog>", 25,
                    "</topolog> closes <topology>");
