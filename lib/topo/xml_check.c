@@ -27,7 +27,8 @@
  * reason: well-formed nesting, one root object of type Machine, every
  * normal or memory object with all four sets, bitmaps, indices and matrix
  * sizes checked for syntax and range, and limits on depth and element
- * count. It is stricter than hwloc's parsers (no CDATA, no processing
+ * count. Only hwloc 2 files (<topology version="2.0">) are accepted. It
+ * is stricter than hwloc's parsers (no CDATA, no processing
  * instructions past the declaration, no DTD internal subset, double-quoted
  * attributes only), which hwloc's exports never use. */
 #include "topo/topo.h"
@@ -311,7 +312,10 @@ static int xml_parse_decimal(const char *s, size_t len, uint64_t max,
 }
 
 /* hwloc's bitmap syntax: "0xf...f" (full), or 32-bit chunks "0x1234abcd"
- * separated by commas, optionally after "0xf...f," (infinite above). */
+ * separated by commas, optionally after "0xf...f," (infinite above). hwloc
+ * writes a zero chunk between two others as nothing ("0xff,,0x1"); the
+ * string must not start with a comma (hwloc_bitmap_sscanf miscounts and
+ * fails an assertion) nor end with one. */
 static int xml_check_bitmap(const char *s, size_t len)
 {
     size_t i = 0;
@@ -323,6 +327,12 @@ static int xml_check_bitmap(const char *s, size_t len)
         i = 8;
     for (;;) {
         size_t digits = 0;
+        if (++chunks > XML_MAX_SET_CHUNKS)
+            return -1;
+        if (i > 0 && i < len && s[i] == ',') {
+            i++; /* an empty (zero) chunk */
+            continue;
+        }
         if (i + 2 > len || s[i] != '0' || (s[i + 1] != 'x'))
             return -1;
         i += 2;
@@ -330,7 +340,7 @@ static int xml_check_bitmap(const char *s, size_t len)
             i++;
             digits++;
         }
-        if (digits < 1 || digits > 8 || ++chunks > XML_MAX_SET_CHUNKS)
+        if (digits < 1 || digits > 8)
             return -1;
         if (i == len)
             return 0;
@@ -576,10 +586,20 @@ static swy_status_t xml_scan_start_tag(xml_scan_t *scan)
     scan->p += empty ? 2 : 1;
 
     if (scan->depth == 0) {
+        const xml_attr_t *version = xml_find_attr(attrs, nattrs, "version");
         if (!xml_eq(name, name_len, "topology"))
             return xml_fail(scan, tag, "the root element is <%.*s>, not "
                                        "<topology>",
                             (int)name_len, name);
+        /* hwloc 1.x wrote no version; 2.x writes "2.0". hwloc 2.9 imports
+         * 1.x files through other paths (NUMA nodes as parents, a root
+         * NUMA node, v1 distances); hwloc 3 dropped them: so do we. */
+        if (version == NULL || !xml_eq(version->value, version->value_len,
+                                       "2.0"))
+            return xml_fail(scan, tag,
+                            "not a hwloc 2 topology (<topology "
+                            "version=\"2.0\">); export it again with "
+                            "hwloc 2: lstopo -i FILE --of xml NEWFILE");
     } else {
         SWY_CHECK(xml_check_element(scan, tag, name, name_len, attrs,
                                     nattrs, empty));

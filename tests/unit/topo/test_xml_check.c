@@ -121,6 +121,9 @@ static void test_rules(void)
     expect_refused("<object type=\"PU\" os_index=\"0\" cpuset=\"0x00000001\"",
                    "<object type=\"PU\" os_index=\"0\" cpuset=\"0x1 \"", 14,
                    "is not an hwloc bitmap");
+    expect_refused("<object type=\"PU\" os_index=\"0\" cpuset=\"0x00000001\"",
+                   "<object type=\"PU\" os_index=\"0\" cpuset=\"0x1,\"", 14,
+                   "is not an hwloc bitmap");
     /* A 512 MiB bitmap in hwloc for one bit. */
     expect_refused("<object type=\"PU\" os_index=\"0\"",
                    "<object type=\"PU\" os_index=\"4000000000\"", 14,
@@ -153,6 +156,8 @@ static void test_rules(void)
                    "        <userdata length=\"5\">abc</userdata>\n"
                    "        <object type=\"PU\" os_index=\"0\"",
                    14, "<userdata> content is not 5 plain bytes");
+    expect_refused("<topology version=\"2.0\">", "<topology>", 3,
+                   "not a hwloc 2 topology");
     /* Well-formedness and limits. */
     expect_refused("</topology>", "</topolog>", 25,
                    "</topolog> closes <topology>");
