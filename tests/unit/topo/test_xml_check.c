@@ -158,6 +158,9 @@ static void test_rules(void)
                    14, "<userdata> content is not 5 plain bytes");
     expect_refused("<topology version=\"2.0\">", "<topology>", 3,
                    "not a hwloc 2 topology");
+    expect_refused("        <object type=\"PU\" os_index=\"0\"",
+                   "t>\n        <object type=\"PU\" os_index=\"0\"", 14,
+                   "text inside <object>");
     /* Well-formedness and limits. */
     expect_refused("</topology>", "</topolog>", 25,
                    "</topolog> closes <topology>");
