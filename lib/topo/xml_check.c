@@ -21,7 +21,8 @@
  *     fails an assertion: abort), and a PU's or NUMA node's os_index is a
  *     bit index in the root's sets (os_index 4e9: a 512 MiB bitmap);
  *   - a value for the memory attribute "Capacity" or "Locality", which
- *     hwloc computes and never exports, fails an assertion (abort).
+ *     hwloc computes and never exports, fails an assertion (abort);
+ *   - a DOCTYPE without a system id: the libxml2 import strcmp()s NULL.
  * This file accepts the XML that hwloc exports (lstopo --of xml) and
  * refuses what would reach those paths, with the file, the line and the
  * reason: well-formed nesting, one root object of type Machine, every
@@ -243,7 +244,12 @@ static int xml_skip_misc(xml_scan_t *scan, int in_prolog,
         return 1;
     }
     if (in_prolog && strncmp(scan->p, "<!DOCTYPE", 9) == 0) {
+        /* hwloc writes <!DOCTYPE topology SYSTEM "hwloc2.dtd">; its
+         * libxml2 import compares the system id without checking that
+         * there is one (SIGSEGV in strcmp). */
+        static const char prefix[] = "<!DOCTYPE topology SYSTEM \"";
         size_t n = strcspn(scan->p, "[>");
+        const char *quote;
         if (scan->p[n] != '>') {
             *status = xml_fail(scan, start,
                                scan->p[n] == '['
@@ -251,6 +257,16 @@ static int xml_skip_misc(xml_scan_t *scan, int in_prolog,
                                      "(entity declarations are not "
                                      "accepted)"
                                    : "DOCTYPE without '>'");
+            return -1;
+        }
+        quote = scan->p + sizeof(prefix) - 1;
+        if (n < sizeof(prefix) + 1 ||
+            strncmp(scan->p, prefix, sizeof(prefix) - 1) != 0 ||
+            *quote == '"' || scan->p[n - 1] != '"' ||
+            memchr(quote, '"', (size_t)(scan->p + n - 1 - quote)) != NULL) {
+            *status = xml_fail(scan, start,
+                               "DOCTYPE is not <!DOCTYPE topology SYSTEM "
+                               "\"FILE\">");
             return -1;
         }
         scan->p += n + 1;

@@ -170,6 +170,11 @@ static void test_rules(void)
     expect_refused("<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">",
                    "<!DOCTYPE topology [<!ENTITY a \"b\">]>", 2,
                    "internal subset");
+    /* hwloc 2.9: SIGSEGV in strcmp (libxml2 import, no system id). */
+    expect_refused("<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">",
+                   "<!DOCTYPE topology>", 2, "DOCTYPE is not");
+    expect_refused("<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">",
+                   "<!DOCTYPE topology SYSTEM \"\">", 2, "DOCTYPE is not");
     expect_refused("encoding=\"UTF-8\"", "encoding=\"UTF-16\"", 1,
                    "an encoding other than UTF-8");
     expect_refused("value=\"Synthetic\"", "value=\"Synth&etic;\"", 5,
