@@ -16,7 +16,8 @@
  *     allocated before any value is read;
  *   - an info, page_type, userdata (content not of its length) or unknown
  *     child element that fails its import, or text where hwloc's own
- *     parser expects a tag, leaks the object being imported;
+ *     parser expects a tag or a '>' in an attribute value (it ends the
+ *     tag there), leaks the object being imported;
  *   - bitmap strings are parsed by counting commas (a leading comma
  *     fails an assertion: abort), and a PU's or NUMA node's os_index is a
  *     bit index in the root's sets (os_index 4e9: a 512 MiB bitmap);
@@ -584,6 +585,13 @@ static swy_status_t xml_scan_start_tag(xml_scan_t *scan)
                 return xml_fail(scan, a->value,
                                 "value of attribute %.*s without its "
                                 "closing quote",
+                                (int)a->name_len, a->name);
+            /* hwloc's own parser ends the tag at the first '>' (and
+             * leaks the object); hwloc writes it as &gt;. */
+            if (*scan->p == '>')
+                return xml_fail(scan, scan->p,
+                                "'>' in the value of attribute %.*s "
+                                "(write &gt;)",
                                 (int)a->name_len, a->name);
             if (*scan->p == '&') {
                 size_t n = xml_escape_len(scan->p);

@@ -161,6 +161,9 @@ static void test_rules(void)
     expect_refused("        <object type=\"PU\" os_index=\"0\"",
                    "t>\n        <object type=\"PU\" os_index=\"0\"", 14,
                    "text inside <object>");
+    expect_refused("value=\"pack:1 core:2 pu:1\"",
+                   "value=\"pack:1 core:2 pu:1 >\"", 6,
+                   "'>' in the value of attribute value");
     /* Well-formedness and limits. */
     expect_refused("</topology>", "</topolog>", 25,
                    "</topolog> closes <topology>");
