@@ -164,6 +164,8 @@ static void test_rules(void)
     expect_refused("value=\"pack:1 core:2 pu:1\"",
                    "value=\"pack:1 core:2 pu:1 >\"", 6,
                    "'>' in the value of attribute value");
+    expect_refused("        <page_type", "\r        <page_type", 11,
+                   "a carriage return inside <object>");
     /* Well-formedness and limits. */
     expect_refused("</topology>", "</topolog>", 25,
                    "</topolog> closes <topology>");
