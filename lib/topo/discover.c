@@ -348,6 +348,11 @@ static swy_status_t topo_load(const char *xml_path, const char *synthetic,
                                     &xml_text, &xml_len);
         if (status != SWY_OK)
             goto err_destroy;
+        /* hwloc 2.9's import crashes on some damaged files
+         * (xml_check.c): what it would trust is checked first. */
+        status = swy_topo_xml_check(xml_path, xml_text, xml_len);
+        if (status != SWY_OK)
+            goto err_destroy;
         if (hwloc_topology_set_xmlbuffer(topology, xml_text,
                                          (int)xml_len + 1) != 0) {
             status = swy_err_set(SWY_ERR_INVALID_ARG, SWY_TOPO_SUBSYS,
@@ -411,6 +416,14 @@ swy_status_t swy_topo_discover_from(const char *xml_path,
     result.n_numa = topo_count_type(topology, HWLOC_OBJ_NUMANODE);
     result.n_cores = topo_count_type(topology, HWLOC_OBJ_CORE);
     result.n_pus = topo_count_type(topology, HWLOC_OBJ_PU);
+    if (loaded && result.n_pus < 1) {
+        /* hwloc loads an XML whose objects have empty cpusets. */
+        hwloc_topology_destroy(topology);
+        return swy_err_set(SWY_ERR_INVALID_ARG, SWY_TOPO_SUBSYS,
+                           "topology %s%s%s has no PU",
+                           xml_path != NULL ? "XML '" : "synthetic '",
+                           xml_path != NULL ? xml_path : synthetic, "'");
+    }
     topo_find_binding(topology, loaded, &result);
     topo_find_gpus(topology, &result);
     topo_find_nics(topology, &result);

@@ -60,6 +60,13 @@ swy_status_t swy_topo_discover_from(const char *xml_path,
                                     const char *synthetic,
                                     swy_topo_local_t *local);
 
+/* Check a topology XML's text (len bytes, NUL-terminated) before hwloc
+ * imports it (xml_check.c): well-formed, within limits, and nothing that
+ * crashes hwloc 2.9's import. SWY_ERR_INVALID_ARG naming path, the line
+ * and the reason. */
+swy_status_t swy_topo_xml_check(const char *path, const char *text,
+                                size_t len);
+
 /* Build the comm-wide view from every rank's local description (index =
  * rank): link classes and the bandwidth (bytes/s) / latency (s) matrix from
  * per-class defaults, overridden by SWY_TOPO_FILE. */
