@@ -11,18 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "topo/topo.h"
 #include "util/status.h"
-
-static int failures;
-#define EXPECT(cond)                                                          \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__,       \
-                    #cond);                                                   \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
 
 static char good_text[8192];
 
@@ -72,19 +63,19 @@ static void expect_refused(const char *from, const char *to, int line,
     if (at == NULL) {
         fprintf(stderr, "case '%s': '%s' not in the good file\n", reason,
                 from);
-        failures++;
+        check_failures++;
         return;
     }
     snprintf(text, sizeof(text), "%.*s%s%s", (int)(at - good_text),
              good_text, to, at + strlen(from));
     snprintf(where, sizeof(where), "line %d:", line);
-    EXPECT(load_text(text, path, sizeof(path), msg, sizeof(msg)) ==
-           SWY_ERR_INVALID_ARG);
+    CHECK(load_text(text, path, sizeof(path), msg, sizeof(msg)) ==
+          SWY_ERR_INVALID_ARG);
     if (strstr(msg, path) == NULL || strstr(msg, where) == NULL ||
         strstr(msg, reason) == NULL) {
         fprintf(stderr, "case '%s' (line %d): got \"%s\"\n", reason, line,
                 msg);
-        failures++;
+        check_failures++;
     }
 }
 
@@ -204,10 +195,10 @@ static void test_depth(void)
                               "<object type=\"Machine\" cpuset=\"0x1\" "
                               "complete_cpuset=\"0x1\" nodeset=\"0x1\" "
                               "complete_nodeset=\"0x1\">\n");
-    EXPECT(load_text(text, path, sizeof(path), msg, sizeof(msg)) ==
-           SWY_ERR_INVALID_ARG);
-    EXPECT(strstr(msg, "line 65: elements nested more than 64 deep") !=
-           NULL);
+    CHECK(load_text(text, path, sizeof(path), msg, sizeof(msg)) ==
+          SWY_ERR_INVALID_ARG);
+    CHECK(strstr(msg, "line 65: elements nested more than 64 deep") !=
+          NULL);
 }
 
 /* The good files load; every regression input is refused cleanly. */
@@ -217,7 +208,7 @@ static void test_corpus(const char *dir)
     struct dirent *e;
     int good = 0, regress = 0;
 
-    EXPECT(d != NULL);
+    CHECK(d != NULL);
     if (d == NULL)
         return;
     while ((e = readdir(d)) != NULL) {
@@ -235,20 +226,20 @@ static void test_corpus(const char *dir)
                 strstr(swy_err_last(), path) == NULL) {
                 fprintf(stderr, "%s: status %d, \"%s\"\n", e->d_name,
                         (int)status, swy_err_last());
-                failures++;
+                check_failures++;
             }
         } else {
             good++;
             if (status != SWY_OK || local.n_pus < 1) {
                 fprintf(stderr, "%s: status %d, \"%s\"\n", e->d_name,
                         (int)status, swy_err_last());
-                failures++;
+                check_failures++;
             }
         }
     }
     closedir(d);
-    EXPECT(good >= 2);
-    EXPECT(regress >= 1);
+    CHECK(good >= 2);
+    CHECK(regress >= 1);
     printf("corpus: %d good files loaded, %d regression inputs refused\n",
            good, regress);
 }
@@ -271,7 +262,7 @@ int main(int argc, char **argv)
     test_rules();
     test_depth();
     test_corpus(argv[1]);
-    if (failures != 0)
-        fprintf(stderr, "%d failure(s)\n", failures);
-    return failures != 0;
+    if (check_failures != 0)
+        fprintf(stderr, "%d failure(s)\n", (int)check_failures);
+    return check_failures != 0;
 }
