@@ -4,9 +4,10 @@
 # the build tree in its environment: no SWY_PLUGIN_PATH, so the policy
 # plugin it asks for must be found beside the installed library. Also: the
 # installed library names no build-tree path.
-# Usage: test_install.sh BUILD_ROOT PREFIX LIBDIR OUTSIDE_C
+# A tool (swy-info) builds the same way, from its source alone, and runs.
+# Usage: test_install.sh BUILD_ROOT PREFIX LIBDIR OUTSIDE_C TOOL_C
 set -euo pipefail
-build=$1 prefix=$2 libdir=$3 src=$4
+build=$1 prefix=$2 libdir=$3 src=$4 tool_src=$5
 for tool in pkg-config cc; do
     command -v "$tool" >/dev/null || { echo "SKIP: no $tool"; exit 77; }
 done
@@ -28,6 +29,14 @@ echo "pkg-config --cflags --libs switchyard: $flags"
 # shellcheck disable=SC2086  # the flags are words
 cc -std=c11 -Wall -Wextra -Werror -o "$tmp/outside" "$src" $flags ||
     { echo "FAIL: the outside program does not build"; exit 1; }
+# shellcheck disable=SC2086
+cc -std=gnu11 -Wall -Wextra -Werror -o "$tmp/swy-info" "$tool_src" $flags ||
+    { echo "FAIL: swy-info does not build against the installed tree"; exit 1; }
+env -u SWY_PLUGIN_PATH LD_LIBRARY_PATH="$lib" "$tmp/swy-info" -c >"$tmp/info.out" ||
+    { cat "$tmp/info.out"; echo "FAIL: the installed-tree swy-info -c"; exit 1; }
+grep -q "SWY_PARTITION_BYTES" "$tmp/info.out" ||
+    { cat "$tmp/info.out"; echo "FAIL: swy-info -c lists no variables"; exit 1; }
+echo "swy-info built from $tool_src against the installed tree and ran"
 
 so=$(readlink -f "$lib/libswitchyard.so")
 if grep -q -F -- "$(cd "$build" && pwd -P)" "$so"; then
