@@ -90,14 +90,22 @@ void swy_sched_check_deadlines(swy_sched_t *s, double now)
         }
         swy_free(listed);
         char msg[SWY_ERRMSG_MAX];
-        snprintf(msg, sizeof(msg),
-                 "op #%u %s '%s' timed out after %.0f s on rank %d: %s%s "
-                 "(SWY_TIMEOUT_S)", op->seq, swy_coll_kind_name(op->args.kind),
-                 op_label(op), s->p.timeout_s, op->comm->rank,
-                 nsilent ? (nsilent == 1 ? "no data from rank "
-                                         : "no data from ranks ")
-                         : "sends not completed",
-                 peers);
+        if (op->held)
+            snprintf(msg, sizeof(msg), "op #%u %s '%s' timed out after %.0f "
+                     "s on rank %d: a held chunk never released there "
+                     "(swy_chunk_release; SWY_TIMEOUT_S)", op->seq,
+                     swy_coll_kind_name(op->args.kind), op_label(op),
+                     s->p.timeout_s, op->comm->rank);
+        else
+            snprintf(msg, sizeof(msg),
+                     "op #%u %s '%s' timed out after %.0f s on rank %d: "
+                     "%s%s (SWY_TIMEOUT_S)", op->seq,
+                     swy_coll_kind_name(op->args.kind), op_label(op),
+                     s->p.timeout_s, op->comm->rank,
+                     nsilent ? (nsilent == 1 ? "no data from rank "
+                                             : "no data from ranks ")
+                             : "sends not completed",
+                     peers);
         swy_sched_fail_comm(op->comm, SWY_ERR_TIMEOUT, msg, 1);
         return; /* the list changed */
     }

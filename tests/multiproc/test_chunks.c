@@ -10,7 +10,11 @@
  *   args      bad arguments refused, naming the chunk; nothing posted
  *   nchunks   rank 0 posts one chunk more: SWY_ERR_MISMATCH everywhere
  *   totals    rank 1 expects one element more from rank 0 in chunk 2
- *   divide    same totals, chunks 1 and 2 divide them differently */
+ *   divide    same totals, chunks 1 and 2 divide them differently
+ *   unreleased  the last rank never releases chunk 1 of 3 held chunks:
+ *             every rank's wait ends in SWY_ERR_TIMEOUT (run with a short
+ *             SWY_TIMEOUT_S), naming the chunk never released or the
+ *             rank whose data never came */
 #include <unistd.h>
 
 #include "harness.h"
@@ -319,6 +323,51 @@ static int mismatch(swy_comm_t comm, int rank, int w, const char *which)
     return 200; /* the comm is gone: the harness must not destroy it */
 }
 
+static int case_unreleased(swy_comm_t comm, int rank, int w, void *arg)
+{
+    (void)arg;
+    plan_t p;
+    if (plan_make(&p, rank, w, 3, 11))
+        return 1;
+    for (int j = 0; j < 3; j++) /* data from every rank in every chunk */
+        for (int k = 0; k < w; k++) {
+            size_t c = (size_t)j * (size_t)w + (size_t)k;
+            p.sc[c] = p.rc[c] = 10;
+            p.sd[c] = p.rd[c] = c * 16;
+        }
+    free(p.send);
+    free(p.recv);
+    p.send = calloc((size_t)3 * (size_t)w * 16, sizeof(double));
+    p.recv = calloc((size_t)3 * (size_t)w * 16, sizeof(double));
+    CHECK_RET(p.send != NULL && p.recv != NULL, "malloc");
+    swy_request_t reqs[3];
+    CHECK_OK_RET(swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
+                                      3, SWY_FLOAT64, comm, NULL,
+                                      SWY_CHUNKS_HELD, reqs), comm);
+    for (int j = 0; j < 3; j++)
+        if (!(rank == w - 1 && j == 1))
+            CHECK_OK_RET(swy_chunk_release(reqs[j]), comm);
+    swy_status_t got = SWY_OK;
+    for (int j = 0; j < 3; j++) {
+        swy_status_t st = swy_wait(reqs[j]);
+        if (got == SWY_OK)
+            got = st;
+        swy_request_free(reqs[j]);
+    }
+    const char *msg = swy_last_error(comm);
+    fprintf(stderr, "rank %d: %s: %s\n", rank, swy_status_string(got), msg);
+    CHECK_RET(got == SWY_ERR_TIMEOUT, "got %s", swy_status_string(got));
+    /* Whichever rank's deadline passes first names the cause for all:
+     * the rank that held the chunk, or one that had no data from it. */
+    char silent[64];
+    snprintf(silent, sizeof(silent), "no data from rank %d", w - 1);
+    CHECK_RET(strstr(msg, "never released") != NULL ||
+                  strstr(msg, silent) != NULL, "message: %s", msg);
+    plan_free(&p);
+    CHECK_RET(swy_comm_destroy(comm) == SWY_OK, "destroy of a failed comm");
+    return 200;
+}
+
 static int case_mismatch(swy_comm_t comm, int rank, int w, void *arg)
 {
     return mismatch(comm, rank, w, arg);
@@ -337,6 +386,7 @@ int main(int argc, char **argv)
     if (!strcmp(which, "basic")) fn = case_basic;
     else if (!strcmp(which, "held")) fn = case_held;
     else if (!strcmp(which, "args")) fn = case_args;
+    else if (!strcmp(which, "unreleased")) fn = case_unreleased;
     else if (!strcmp(which, "nchunks") || !strcmp(which, "totals") ||
              !strcmp(which, "divide"))
         fn = case_mismatch, mism = 1;
