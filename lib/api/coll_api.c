@@ -455,6 +455,9 @@ swy_status_t swy_alltoallv_chunks(const void *sendbuf,
         return swy_api_fail(comm, swy_err_set(SWY_ERR_NO_MEMORY, "api",
                             "%s: out of memory", fn));
     size_t w = (size_t)comm->nranks;
+    /* The chunks' memory: that of the first chunk with data (one buffer
+     * pair for all); a chunk without data takes it. */
+    int with_data = -1;
     for (int j = 0; j < nchunks && status == SWY_OK; j++) {
         size_t at = (size_t)j * w;
         int send_used, recv_used;
@@ -465,13 +468,19 @@ swy_status_t swy_alltoallv_chunks(const void *sendbuf,
         if (status == SWY_OK)
             status = prepare_memory(fn, comm, &args[j], send_used,
                                     recv_used, attr);
-        if (status == SWY_OK && j > 0 && args[j].mem != args[0].mem &&
-            (send_used || recv_used))
+        if (status != SWY_OK || !(send_used || recv_used))
+            continue;
+        if (with_data < 0)
+            with_data = j;
+        else if (args[j].mem != args[with_data].mem)
             status = swy_err_set(SWY_ERR_INVALID_ARG, "api",
-                                 "%s: chunk %d moves %s memory, chunk 0 %s",
+                                 "%s: chunk %d moves %s memory, chunk %d %s",
                                  fn, j, swy_mem_type_name(args[j].mem),
-                                 swy_mem_type_name(args[0].mem));
+                                 with_data,
+                                 swy_mem_type_name(args[with_data].mem));
     }
+    for (int j = 0; j < nchunks && status == SWY_OK && with_data >= 0; j++)
+        args[j].mem = args[with_data].mem;
     if (status == SWY_OK)
         status = swy_sched_post_series(comm->view, args, nchunks,
                                        (flags & SWY_CHUNKS_HELD) != 0, prio,

@@ -609,27 +609,16 @@ static swy_status_t op_admit(struct swy_request *op)
     return SWY_OK;
 }
 
-/* Under s->lock, after op_admit: the op joins the engine, exchanges its
- * headers and starts. In a series (chunks[0..n-1], NULL for a lone op)
- * only the head, chunks[0], exchanges headers, for all: the others start
- * with its view of them. */
-static void op_start(struct swy_request *op, struct swy_request *const *chunks,
-                     int n)
+/* Under s->lock: the op's header exchange with its header peers, or, for
+ * a chunk of a series other than its head (chunks[0]), the head's view of
+ * it. */
+static void op_headers(struct swy_request *op,
+                       struct swy_request *const *chunks, int n)
 {
     const struct swy_request *head =
         chunks != NULL && op != chunks[0] ? chunks[0] : NULL;
     swy_sched_t *s = op->sched;
     swy_sched_comm_t *c = op->comm;
-    s->stats.ops_posted++;
-    swy_list_push_back(&s->ops, &op->link);
-    swy_list_push_back(&c->ops, &op->clink);
-    tally_add(&s->pending_ops, op->priority, 1);
-    if (op->priority > s->max_prio_seen)
-        s->max_prio_seen = op->priority;
-    /* The announced high-priority op is here: the hint has served. */
-    if (s->phase == SWY_PHASE_A2A_IMMINENT && op->priority >= SWY_PRIO_HIGH)
-        s->phase = SWY_PHASE_NONE;
-
     /* Headers first: they leave before any data on the same link. */
     int *peers = op->hdr_peers;
     int npeers = swy_coll_header_peers(&op->args, c->rank, c->nranks, peers);
@@ -668,6 +657,33 @@ static void op_start(struct swy_request *op, struct swy_request *const *chunks,
                                &suop->q_link);
         s->stats.headers_sent++;
     }
+}
+
+/* Under s->lock, after op_admit: the op joins the engine, exchanges its
+ * headers and starts. In a series (chunks[0..n-1], NULL for a lone op)
+ * only the head, chunks[0], exchanges headers, for all: the others start
+ * with its view of them. */
+static void op_start(struct swy_request *op, struct swy_request *const *chunks,
+                     int n)
+{
+    swy_sched_t *s = op->sched;
+    swy_sched_comm_t *c = op->comm;
+    s->stats.ops_posted++;
+    swy_list_push_back(&s->ops, &op->link);
+    swy_list_push_back(&c->ops, &op->clink);
+    tally_add(&s->pending_ops, op->priority, 1);
+    if (op->priority > s->max_prio_seen)
+        s->max_prio_seen = op->priority;
+    /* The announced high-priority op is here: the hint has served. */
+    if (s->phase == SWY_PHASE_A2A_IMMINENT && op->priority >= SWY_PRIO_HIGH)
+        s->phase = SWY_PHASE_NONE;
+
+    /* A held chunk of device memory exchanges its own header when it is
+     * released: a device send waits for its peer's header, which must
+     * then mean that the peer posted this chunk's receives (NCCL blocks
+     * a stream on a send until its receive is matched; engine_impl.h). */
+    if (!(op->held && op->args.mem != SWY_MEM_HOST))
+        op_headers(op, chunks, n);
     if (!op->held)
         op_run(op);
 }
@@ -729,15 +745,21 @@ swy_status_t swy_sched_post_series(swy_sched_comm_t *c,
             op_free(reqs[j]);
         return status;
     }
-    uint32_t id = ++c->next_series;
-    if (id == 0) /* 0 is a lone op's */
+    /* Held chunks of device memory are lone ops, each with its own header
+     * at its release (op_start). */
+    int share = !(held && args[0].mem != SWY_MEM_HOST);
+    uint32_t id = 0;
+    if (share) {
         id = ++c->next_series;
+        if (id == 0) /* 0 is a lone op's */
+            id = ++c->next_series;
+    }
     for (int j = 0; j < n; j++) {
         reqs[j]->series = id;
-        reqs[j]->series_head = j == 0;
+        reqs[j]->series_head = share && j == 0;
     }
     for (int j = 0; j < n; j++)
-        op_start(reqs[j], reqs, n);
+        op_start(reqs[j], share ? reqs : NULL, share ? n : 0);
     swy_sched_progress_locked(s);
     pthread_mutex_unlock(&s->lock);
     return SWY_OK;
@@ -754,6 +776,8 @@ swy_status_t swy_sched_release_held(struct swy_request *op)
                            op_label(op));
     }
     op->held = 0;
+    if (op->args.mem != SWY_MEM_HOST && op_alive(op))
+        op_headers(op, NULL, 0); /* see op_start */
     op_run(op);
     swy_sched_progress_locked(s);
     pthread_mutex_unlock(&s->lock);
