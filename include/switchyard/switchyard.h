@@ -296,7 +296,9 @@ SWY_EXPORT swy_status_t swy_alltoallv(const void *sendbuf,
  * number of chunks, the counts summed over them and a digest of each
  * chunk's (a disagreement is SWY_ERR_MISMATCH on every rank, naming the
  * ranks and the counts); a chunk's size is still checked when its data
- * arrives. With SWY_CHUNKS_HELD chunk j moves nothing (neither reads
+ * arrives. (Held chunks of device memory exchange a header each, at
+ * their release: a device send waits for its receiver's header.) A
+ * chunk without data takes the memory type of the others. With SWY_CHUNKS_HELD chunk j moves nothing (neither reads
  * its part of sendbuf nor writes its part of recvbuf) until
  * swy_chunk_release(reqs[j]): fill a chunk's part of sendbuf, then
  * release it; every rank must release every chunk (a chunk never
