@@ -165,7 +165,7 @@ struct swy_request {
     /* The chunks of one swy_alltoallv_chunks share the id (unique in the
      * communicator; 0: a lone op). The first chunk (series_head)
      * exchanges the headers for all of them: the others start with its
-     * hdr_seen and hear of each header from it (swy_sched_series_seen). */
+     * hdr_seen and hear of each header from it (header.c, confirm_peer). */
     uint32_t series;
     uint8_t series_head;
     uint8_t held;           /* a chunk not released: not started */

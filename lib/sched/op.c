@@ -327,16 +327,6 @@ static void emit_post_recv(struct swy_request *op, swy_uop_t *uop)
                  uop->x.peer);
 }
 
-/* A send micro-op that may go: to its link's queue, or, device memory
- * to a peer whose header has not come, to op->gated (engine_impl.h). */
-static void send_ready(struct swy_request *op, swy_uop_t *uop)
-{
-    if (uop->x.mem != SWY_MEM_HOST && op->hdr_seen[uop->x.peer] == HDR_EXPECTED)
-        swy_list_push_back(&op->gated, &uop->q_link);
-    else
-        swy_sched_ready_insert(op->sched, uop);
-}
-
 static void emit_post(void *ctx, const swy_coll_xfer_t *x)
 {
     struct swy_request *op = ctx;
@@ -356,7 +346,10 @@ static void emit_post(void *ctx, const swy_coll_xfer_t *x)
     }
     if (x->is_send) {
         uop->state = UOP_READY;
-        send_ready(op, uop);
+        if (x->mem != SWY_MEM_HOST && op->hdr_seen[x->peer] == HDR_EXPECTED)
+            swy_list_push_back(&op->gated, &uop->q_link);
+        else
+            swy_sched_ready_insert(op->sched, uop);
         return;
     }
     if (op->starting) { /* see op_post_sends_first */
