@@ -23,11 +23,16 @@
  *     bit index in the root's sets (os_index 4e9: a 512 MiB bitmap);
  *   - a value for the memory attribute "Capacity" or "Locality", which
  *     hwloc computes and never exports, fails an assertion (abort);
- *   - a DOCTYPE without a system id: the libxml2 import strcmp()s NULL.
+ *   - a DOCTYPE without a system id: the libxml2 import strcmp()s NULL;
+ *   - a file without a NUMANode object whose root cpuset is not inside
+ *     its allowed or complete cpuset (SIGSEGV in hwloc_topology_load
+ *     with either parser, lstopo -i too; not traced inside hwloc; with a
+ *     NUMA node the same sets end in hwloc's own error).
  * This file accepts the XML that hwloc exports (lstopo --of xml) and
  * refuses what would reach those paths, with the file, the line and the
- * reason: well-formed nesting, one root object of type Machine, every
- * normal or memory object with all four sets, bitmaps, indices and matrix
+ * reason: well-formed nesting, one root object of type Machine, a PU and
+ * a NUMA node, every normal or memory object with all four sets, bitmaps,
+ * indices and matrix
  * sizes checked for syntax and range, and limits on depth and element
  * count. Only hwloc 2 files (<topology version="2.0">) are accepted. It
  * is stricter than hwloc's parsers (no CDATA, no processing
@@ -112,6 +117,7 @@ typedef struct {
     xml_open_t open[XML_MAX_DEPTH];
     unsigned elements;
     int root_objects; /* object elements directly under <topology> */
+    unsigned pus, numa_nodes;
 } xml_scan_t;
 
 static const struct {
@@ -467,6 +473,8 @@ static swy_status_t xml_check_element(xml_scan_t *scan, const char *tag,
         if (!known_type)
             return xml_fail(scan, type->value, "unknown object type \"%.*s\"",
                             (int)SWY_MIN(type->value_len, 64), type->value);
+        scan->pus += xml_eq(type->value, type->value_len, "PU");
+        scan->numa_nodes += xml_eq(type->value, type->value_len, "NUMANode");
         if (is_root) {
             if (++scan->root_objects > 1)
                 return xml_fail(scan, tag, "more than one root object");
@@ -718,6 +726,10 @@ swy_status_t swy_topo_xml_check(const char *path, const char *text,
     }
     if (scan.root_objects == 0)
         return xml_fail(&scan, scan.p, "<topology> without a root object");
+    /* hwloc 2 exports every PU and at least one NUMA node. */
+    if (scan.pus == 0 || scan.numa_nodes == 0)
+        return xml_fail(&scan, scan.p, "<topology> without a %s object",
+                        scan.pus == 0 ? "PU" : "NUMANode");
     SWY_CHECK(xml_skip_all_misc(&scan, 0));
     if (scan.p != text + len)
         return xml_fail(&scan, scan.p, "content after </topology>");

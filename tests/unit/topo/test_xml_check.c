@@ -179,6 +179,15 @@ static void test_rules(void)
                    "attribute gp_index given twice");
     expect_refused("</topology>", "</topology>\n<topology/>", 26,
                    "content after </topology>");
+    /* hwloc 2.9: SIGSEGV in hwloc_topology_load (no NUMA node, a root
+     * cpuset outside its allowed cpuset; regress_crash_no_numanode). */
+    expect_refused("      <object type=\"NUMANode\" os_index=\"0\" "
+                   "cpuset=\"0x00000003\" complete_cpuset=\"0x00000003\" "
+                   "nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\" "
+                   "gp_index=\"7\" local_memory=\"1073741824\">\n"
+                   "        <page_type size=\"4096\" count=\"262144\"/>\n"
+                   "      </object>\n",
+                   "", 22, "<topology> without a NUMANode object");
 }
 
 /* Nesting deeper than the limit, each level a valid object. */
