@@ -37,6 +37,7 @@ typedef struct {
     int steps;
     double noise;
     const char *policy;      /* NULL: whatever SWY_POLICY gives */
+    const char *partition;   /* NULL: whatever SWY_PARTITION_BYTES gives */
     const char *device;
     char device_desc[160];   /* "cpu" or "cuda (<GPU name>)" */
     int json;
@@ -90,6 +91,8 @@ static void usage(FILE *out)
 "  --lr X                Adam learning rate (default 0.003)\n"
 "  --policy NAME         scheduling policy (fifo, fair, lina, credit, ...)\n"
 "                        set with swy_comm_configure\n"
+"  --partition SIZE      micro-op size (SWY_PARTITION_BYTES: 256K, 1G,\n"
+"                        auto), set with swy_comm_configure\n"
 "  --pipeline D          pipelining degree of dispatch/combine (default 1)\n"
 "  --packing P           packing factor: P times the experts per rank\n"
 "                        (changes the model; default 1)\n"
@@ -340,8 +343,8 @@ static int parse_bytes(const char *flag, const char *s, size_t *out)
 
 enum {
     O_LAYERS = 256, O_HIDDEN, O_FFN, O_EPR, O_TOPK, O_CAP, O_GROUP, O_AUX,
-    O_TOKENS, O_VOCAB, O_NOISE, O_SEED, O_STEPS, O_LR, O_POLICY, O_PIPE,
-    O_PACK, O_BUCKET, O_HINTS, O_DEVICE, O_THREADS, O_SCALE, O_LOG,
+    O_TOKENS, O_VOCAB, O_NOISE, O_SEED, O_STEPS, O_LR, O_POLICY,
+    O_PARTITION, O_PIPE, O_PACK, O_BUCKET, O_HINTS, O_DEVICE, O_THREADS, O_SCALE, O_LOG,
     O_WARMUP, O_JSON, O_TRACE, O_LOSS, O_GATE, O_TOPO_FRAC, O_TA_CAP,
     O_SKEW, O_PLACE, O_PLACE_EVERY, O_PLACE_HORIZON, O_ORACLE, O_PLACE_BW,
     O_PLACE_FLOPS, O_PLACE_MAX,
@@ -370,6 +373,7 @@ static int parse_args(int argc, char **argv, options_t *o)
         {"steps", required_argument, NULL, O_STEPS},
         {"lr", required_argument, NULL, O_LR},
         {"policy", required_argument, NULL, O_POLICY},
+        {"partition", required_argument, NULL, O_PARTITION},
         {"pipeline", required_argument, NULL, O_PIPE},
         {"packing", required_argument, NULL, O_PACK},
         {"bucket-bytes", required_argument, NULL, O_BUCKET},
@@ -435,6 +439,9 @@ static int parse_args(int argc, char **argv, options_t *o)
             o->policy = a;
             if (a[0] == '\0')
                 rc = bad(f, "''", "empty policy name");
+            break;
+        case O_PARTITION:
+            o->partition = a; /* checked by swy_comm_configure */
             break;
         case O_PIPE: rc = parse_int(f, a, 1, 256, &m->pipeline); break;
         case O_PACK: rc = parse_int(f, a, 1, 256, &m->packing); break;
@@ -730,8 +737,20 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
             return 2;
         }
     }
-    char policy[64] = "?";
+    if (o->partition != NULL) {
+        swy_status_t st = swy_comm_configure(comm, "SWY_PARTITION_BYTES",
+                                             o->partition);
+        if (st != SWY_OK) {
+            if (rank == 0)
+                fprintf(stderr, "swy-train: --partition %s: %s\n",
+                        o->partition, swy_last_error(comm));
+            return 2;
+        }
+    }
+    char policy[64] = "?", partition[32] = "?";
     (void)swy_comm_query(comm, "SWY_POLICY", policy, sizeof(policy));
+    (void)swy_comm_query(comm, "SWY_PARTITION_BYTES", partition,
+                         sizeof(partition));
 
     swt_task_t task;
     if (swt_task_init(&task, m->vocab, o->noise, o->skew, m->seed) != 0) {
@@ -1071,6 +1090,7 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
         printf("%-22s %d\n", "ranks", W);
         printf("%-22s %s\n", "device", o->device_desc);
         printf("%-22s %s\n", "policy", policy);
+        printf("%-22s %s\n", "partition bytes", partition);
         printf("%-22s %d\n", "steps", steps);
         printf("%-22s %.4f / %.4f / %.4f\n", "loss first/last/floor",
                loss_first, loss_last, floor_nats);
@@ -1133,14 +1153,14 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
         if (o->json) {
             printf("{\"bench\":\"train\",\"commit\":\"%s\",\"ranks\":%d,"
                    "\"steps\":%d,\"device\":\"%s\",\"policy\":\"%s\","
-                   "\"pipeline\":%d,\"overlap\":%d,"
+                   "\"partition_bytes\":%s,\"pipeline\":%d,\"overlap\":%d,"
                    "\"packing\":%d,\"layers\":%d,\"hidden\":%d,\"ffn\":%d,"
                    "\"dense_ffn\":%d,"
                    "\"experts\":%d,\"top_k\":%d,\"tokens_per_rank\":%d,"
                    "\"bucket_bytes\":%zu,\"compute_scale\":%g,"
                    "\"loss_first\":%.6f,\"loss_last\":%.6f,"
                    "\"loss_floor\":%.6f,\"ep\":%d,", SWT_GIT_COMMIT, W, steps,
-                   o->device_desc, policy,
+                   o->device_desc, policy, partition,
                    m->pipeline, m->overlap, m->packing, m->layers, m->hidden,
                    m->ffn, m->dense_ffn, E,
                    m->top_k, m->tokens, m->bucket_bytes, o->compute_scale,

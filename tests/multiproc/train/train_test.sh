@@ -262,6 +262,8 @@ badflags)
     # Needs the number of ranks: checked on every rank after init.
     check "$swy_run" -n 2 --timeout 30 "$train" --top-k 5 --experts-per-rank 2
     check "$swy_run" -n 2 --timeout 30 "$train" --policy no-such-policy
+    check "$swy_run" -n 2 --timeout 30 "$train" --partition bogus
+    check "$swy_run" -n 2 --timeout 30 "$train" --partition 0
     # The oracle trace is read on every rank: missing, malformed, short.
     check "$swy_run" -n 2 --timeout 30 "$train" --placement oracle \
         --oracle-trace "$tmp/no-such.csv"
