@@ -3,6 +3,8 @@ their ranks: from a launcher's RANK and WORLD_SIZE (torchrun), from
 swy-run's SWY_RANK, SWY_WORLD_SIZE and SWY_ROOT (torch's rendezvous then
 listens on SWY_ROOT's host at its port + 7), or --nproc N local ranks
 forked here that meet through a file store."""
+import datetime
+import math
 import multiprocessing
 import os
 import sys
@@ -29,13 +31,28 @@ def from_swy_run(env):
     env.setdefault("MASTER_PORT", str(int(port) + STORE_PORT_OFFSET))
 
 
+def rendezvous_timeout(env):
+    """The wait for the other ranks at init: SWY_TIMEOUT_S (the library's
+    default 300 s), not torch's 30 minutes, so that a rank whose peer
+    never comes (rank 0 could not listen, or died) fails within the
+    timeout the library keeps for everything else."""
+    try:
+        seconds = float(env.get("SWY_TIMEOUT_S", "300"))
+    except ValueError:
+        seconds = 300.0
+    if not math.isfinite(seconds) or seconds <= 0:
+        seconds = 300.0
+    return datetime.timedelta(seconds=min(seconds, 86400.0))
+
+
 def run(prog, args, body):
     """Run body(args, rank, world) on every rank inside a process group of
     args.backend; returns the exit status (1 when a local rank failed)."""
 
     def one_rank(rank, world, init_method):
         dist.init_process_group(args.backend, init_method=init_method,
-                                rank=rank, world_size=world)
+                                rank=rank, world_size=world,
+                                timeout=rendezvous_timeout(os.environ))
         try:
             body(args, rank, world)
         finally:

@@ -12,9 +12,11 @@ cannot be imported.
 """
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 try:
     import torch  # noqa: F401
@@ -24,13 +26,46 @@ except ImportError as e:
     sys.exit(77)
 
 
+# Every run is bounded: the library fails a rank whose peer is gone
+# within SWY_TIMEOUT_S, and switchyard.launch's rendezvous waits no
+# longer; ranks still running after RUN_S get SIGABRT, whose Python
+# tracebacks (PYTHONFAULTHANDLER) show where they hung, and the test fails.
+RUN_S = 150
+RANK_ENV = {"SWY_TIMEOUT_S": "60", "PYTHONFAULTHANDLER": "1"}
+
+
+def wait_all(procs, what):
+    """Each process's output; fails the test when one is still running
+    after RUN_S."""
+    deadline = time.monotonic() + RUN_S
+    outs = []
+    for p in procs:
+        try:
+            outs.append(p.communicate(
+                timeout=max(1.0, deadline - time.monotonic()))[0])
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                if q.poll() is None:
+                    os.killpg(q.pid, signal.SIGABRT)
+            outs = [q.communicate()[0] for q in procs]
+            print("\n".join(outs))
+            raise SystemExit(f"FAIL: {what} still ran after {RUN_S} s")
+    return outs
+
+
+def start(cmd, env):
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
 def run(*flags, whole=False):
     cmd = [sys.executable, "-m", "switchyard.train", "--json"] + list(flags)
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=300)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+    proc = start(cmd, dict(os.environ, **RANK_ENV))
+    out = wait_all([proc], " ".join(cmd))[0]
+    lines = [l for l in out.splitlines() if l.startswith("{")]
     if proc.returncode != 0 or not lines:
-        print(proc.stdout)
+        print(out)
         raise SystemExit(f"FAIL: {' '.join(cmd)} exited {proc.returncode}")
     result = json.loads(lines[-1])
     print(f"{' '.join(flags)}: losses {[round(l, 6) for l in result['losses']]}"
@@ -38,21 +73,45 @@ def run(*flags, whole=False):
     return result if whole else result["losses"]
 
 
+def free_port_pair():
+    """A port P that is free with P + 7 (where the TCP store listens,
+    switchyard.launch), both held while they are chosen. Another process
+    can still take them before the ranks bind: the caller retries on
+    "Address already in use"."""
+    while True:
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            if port + 7 > 65535:
+                continue
+            try:
+                b.bind(("127.0.0.1", port + 7))
+            except OSError:
+                continue
+            return port
+
+
 def run_as_swy_run(world, *flags):
     """The script's ranks started as swy-run starts them: nothing but
     SWY_RANK, SWY_WORLD_SIZE and SWY_ROOT (switchyard.launch derives
     torchrun's variables). Returns rank 0's losses."""
-    with socket.socket() as s:  # a free port; the store takes port + 7
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items()
            if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    env.update(RANK_ENV)
     cmd = [sys.executable, "-m", "switchyard.train", "--json"] + list(flags)
-    procs = [subprocess.Popen(cmd, env=dict(
-        env, SWY_RANK=str(r), SWY_WORLD_SIZE=str(world),
-        SWY_ROOT=f"127.0.0.1:{port}"), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True) for r in range(world)]
-    outs = [p.communicate(timeout=300)[0] for p in procs]
+    for attempt in range(3):
+        port = free_port_pair()
+        procs = [start(cmd, dict(env, SWY_RANK=str(r),
+                                 SWY_WORLD_SIZE=str(world),
+                                 SWY_ROOT=f"127.0.0.1:{port}"))
+                 for r in range(world)]
+        outs = wait_all(procs, f"{' '.join(cmd)} under swy-run's variables")
+        taken = "Address already in use" in outs[0]
+        if procs[0].returncode != 0 and taken and attempt < 2:
+            print(f"port {port} or {port + 7} was taken before rank 0 "
+                  "bound it: again with another", flush=True)
+            continue
+        break
     lines = [l for l in outs[0].splitlines() if l.startswith("{")]
     if any(p.returncode for p in procs) or not lines:
         print("\n".join(outs))
@@ -72,6 +131,7 @@ def close(a, b, rel, what):
 
 
 def main():
+    sys.stdout.reconfigure(line_buffering=True)
     steps = ["--steps", "8"]
     for ranks in (["--nproc", "2"], ["--nproc", "4", "--ep", "2"]):
         swy = run("--backend", "switchyard", *ranks, *steps)
