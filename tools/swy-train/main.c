@@ -344,7 +344,8 @@ static int parse_bytes(const char *flag, const char *s, size_t *out)
 enum {
     O_LAYERS = 256, O_HIDDEN, O_FFN, O_EPR, O_TOPK, O_CAP, O_GROUP, O_AUX,
     O_TOKENS, O_VOCAB, O_NOISE, O_SEED, O_STEPS, O_LR, O_POLICY,
-    O_PARTITION, O_PIPE, O_PACK, O_BUCKET, O_HINTS, O_DEVICE, O_THREADS, O_SCALE, O_LOG,
+    O_PARTITION, O_PIPE, O_PACK, O_BUCKET, O_HINTS, O_DEVICE, O_THREADS,
+    O_SCALE, O_LOG,
     O_WARMUP, O_JSON, O_TRACE, O_LOSS, O_GATE, O_TOPO_FRAC, O_TA_CAP,
     O_SKEW, O_PLACE, O_PLACE_EVERY, O_PLACE_HORIZON, O_ORACLE, O_PLACE_BW,
     O_PLACE_FLOPS, O_PLACE_MAX,
@@ -747,10 +748,12 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
             return 2;
         }
     }
-    char policy[64] = "?", partition[32] = "?";
+    char policy[64] = "?", partition[32] = "null"; /* bytes, for JSON */
     (void)swy_comm_query(comm, "SWY_POLICY", policy, sizeof(policy));
-    (void)swy_comm_query(comm, "SWY_PARTITION_BYTES", partition,
-                         sizeof(partition));
+    if (swy_comm_query(comm, "SWY_PARTITION_BYTES", partition,
+                       sizeof(partition)) != SWY_OK ||
+        partition[strspn(partition, "0123456789")] != '\0')
+        snprintf(partition, sizeof(partition), "null");
 
     swt_task_t task;
     if (swt_task_init(&task, m->vocab, o->noise, o->skew, m->seed) != 0) {
