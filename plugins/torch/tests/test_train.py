@@ -45,8 +45,10 @@ def wait_all(procs, what):
                 timeout=max(1.0, deadline - time.monotonic()))[0])
         except subprocess.TimeoutExpired:
             for q in procs:
-                if q.poll() is None:
-                    os.killpg(q.pid, signal.SIGABRT)
+                try:
+                    os.killpg(q.pid, signal.SIGABRT)  # its forked ranks too
+                except ProcessLookupError:
+                    pass
             outs = [q.communicate()[0] for q in procs]
             print("\n".join(outs))
             raise SystemExit(f"FAIL: {what} still ran after {RUN_S} s")
