@@ -29,7 +29,6 @@
  *
  * Usage: swy-run --nodes 2 --ranks-per-node 2 --link 1gbit
  *        test_uplink TRACE_DIR [split] */
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,32 +232,6 @@ int main(int argc, char **argv)
         CHECK_OK_RET(swy_alltoallv(ns, nc, nd, nr, nc, nd, SWY_FLOAT32, comm,
                                    &nlow, &nreq),
                      comm);
-        /* Post the high op only once the local peer has posted its local
-         * exchange too: a peer descheduled on these 2 cores would
-         * otherwise leave the local link with nothing confirmed to run
-         * beside the high op (high priority, so that it does not queue
-         * behind the local exchange). */
-        {
-            swy_op_attr_t sync = SWY_OP_ATTR_INIT;
-            sync.priority = SWY_PRIO_HIGH;
-            sync.name = "sync";
-            uint8_t mine = (uint8_t)round, theirs = 0;
-            swy_request_t sreq, rreq;
-            CHECK_OK_RET(swy_group_start(), comm);
-            CHECK_OK_RET(swy_send(&mine, 1, SWY_UINT8, rank ^ 1, comm, &sync,
-                                  &sreq),
-                         comm);
-            CHECK_OK_RET(swy_recv(&theirs, 1, SWY_UINT8, rank ^ 1, comm,
-                                  &sync, &rreq),
-                         comm);
-            CHECK_OK_RET(swy_group_end(), comm);
-            CHECK_OK_RET(swy_wait(sreq), comm);
-            CHECK_OK_RET(swy_wait(rreq), comm);
-            swy_request_free(sreq);
-            swy_request_free(rreq);
-            CHECK_RET(theirs == (uint8_t)round, "rank %d: round %d: the "
-                      "local peer's sync byte is %d", rank, round, theirs);
-        }
         if (split)
             CHECK_OK_RET(swy_alltoallv(hs, hsc, hsd, hr, hsc, hsd, SWY_FLOAT32,
                                        hcomm, &hi, &hreq),
