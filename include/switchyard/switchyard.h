@@ -298,7 +298,8 @@ SWY_EXPORT swy_status_t swy_alltoallv(const void *sendbuf,
  * ranks and the counts); a chunk's size is still checked when its data
  * arrives. (Held chunks of device memory exchange a header each, at
  * their release: a device send waits for its receiver's header.) A
- * chunk without data takes the memory type of the others. With SWY_CHUNKS_HELD chunk j moves nothing (neither reads
+ * chunk without data takes the memory type of the others. With
+ * SWY_CHUNKS_HELD chunk j moves nothing (neither reads
  * its part of sendbuf nor writes its part of recvbuf) until
  * swy_chunk_release(reqs[j]): fill a chunk's part of sendbuf, then
  * release it; every rank must release every chunk (a chunk never

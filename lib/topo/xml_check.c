@@ -33,8 +33,8 @@
  * reason: well-formed nesting, one root object of type Machine, a PU and
  * a NUMA node, every normal or memory object with all four sets, bitmaps,
  * indices and matrix sizes checked for syntax and range, and limits on
- * depth and element count. Only hwloc 2 files (<topology version="2.0">) are accepted. It
- * is stricter than hwloc's parsers (no CDATA, no processing
+ * depth and element count. Only hwloc 2 files (<topology version="2.0">)
+ * are accepted. It is stricter than hwloc's parsers (no CDATA, no processing
  * instructions past the declaration, no DTD internal subset, double-quoted
  * attributes only), which hwloc's exports never use. */
 #include "topo/topo.h"

@@ -32,17 +32,18 @@ def from_swy_run(env):
 
 
 def rendezvous_timeout(env):
-    """The wait for the other ranks at init: SWY_TIMEOUT_S (the library's
-    default 300 s), not torch's 30 minutes, so that a rank whose peer
+    """The wait for the other ranks at init: SWY_TIMEOUT_S read as the
+    library reads it (default 300 s, a value outside 0.1..1e7 s taken to
+    the nearer bound), not torch's 30 minutes, so that a rank whose peer
     never comes (rank 0 could not listen, or died) fails within the
     timeout the library keeps for everything else."""
     try:
         seconds = float(env.get("SWY_TIMEOUT_S", "300"))
     except ValueError:
         seconds = 300.0
-    if not math.isfinite(seconds) or seconds <= 0:
+    if math.isnan(seconds):
         seconds = 300.0
-    return datetime.timedelta(seconds=min(seconds, 86400.0))
+    return datetime.timedelta(seconds=min(max(seconds, 0.1), 1e7))
 
 
 def run(prog, args, body):

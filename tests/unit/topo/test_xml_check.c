@@ -190,6 +190,24 @@ static void test_rules(void)
                    "", 22, "<topology> without a NUMANode object");
 }
 
+/* A topology with a NUMA node and no PU: refused by the check, not by
+ * hwloc. */
+static void test_no_pu(void)
+{
+    char path[64], msg[1024];
+    const char *text =
+        "<topology version=\"2.0\">\n"
+        "<object type=\"Machine\" os_index=\"0\" cpuset=\"0x1\" "
+        "complete_cpuset=\"0x1\" nodeset=\"0x1\" complete_nodeset=\"0x1\">\n"
+        "<object type=\"NUMANode\" os_index=\"0\" cpuset=\"0x1\" "
+        "complete_cpuset=\"0x1\" nodeset=\"0x1\" complete_nodeset=\"0x1\"/>\n"
+        "</object>\n"
+        "</topology>\n";
+    CHECK(load_text(text, path, sizeof(path), msg, sizeof(msg)) ==
+          SWY_ERR_INVALID_ARG);
+    CHECK(strstr(msg, "line 5: <topology> without a PU object") != NULL);
+}
+
 /* Nesting deeper than the limit, each level a valid object. */
 static void test_depth(void)
 {
@@ -269,6 +287,7 @@ int main(int argc, char **argv)
     setenv("SWY_LOG_LEVEL", "error", 1);
 
     test_rules();
+    test_no_pu();
     test_depth();
     test_corpus(argv[1]);
     if (check_failures != 0)
