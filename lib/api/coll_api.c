@@ -110,7 +110,8 @@ static swy_status_t check_buf(const char *fn, const char *name,
  * what it needs before anything is posted: a transport that moves device
  * memory to every peer it exchanges data with, and the work queued on
  * the caller's stream finished (see swy_op_attr_t.stream). A buffer that
- * carries no data (count 0) takes the other one's type. */
+ * carries no data (count 0) takes the other one's type; with no data
+ * at all, the pointers' type. */
 static swy_status_t prepare_memory(const char *fn, swy_comm_t comm,
                                    swy_coll_args_t *args, int send_used,
                                    int recv_used, const swy_op_attr_t *attr)
@@ -134,6 +135,14 @@ static swy_status_t prepare_memory(const char *fn, swy_comm_t comm,
                                     : smem;
     if (!send_used)
         smem = rmem;
+    if (!send_used && !recv_used) {
+        /* Nothing moves here (an alltoallv whose counts are all 0 on this
+         * rank), but the peers compare memory types with this rank's:
+         * the pointers say which, where given. */
+        smem = rmem = swy_device_mem_type(args->sendbuf != NULL
+                                              ? args->sendbuf
+                                              : args->recvbuf);
+    }
     if (smem != rmem)
         return swy_err_set(SWY_ERR_UNSUPPORTED, "api",
                            "%s '%s': sendbuf is %s memory but recvbuf is %s "
