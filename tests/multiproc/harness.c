@@ -145,3 +145,90 @@ int swy_test_spawn(int nranks, swy_test_rank_fn fn, void *arg,
         }
     return failed || killed;
 }
+
+/* ---- the GPU test double (see harness.h) ---- */
+
+#include <dlfcn.h>
+
+#include "devdouble.h"
+
+static struct {
+    int tried, ok;
+    swy_devdouble_alloc_fn alloc;
+    swy_devdouble_free_fn free;
+    swy_devdouble_stream_create_fn stream_create;
+    swy_devdouble_stream_destroy_fn stream_destroy;
+    swy_devdouble_launch_fn launch;
+} dd;
+
+int swy_test_devdouble(void)
+{
+    if (dd.tried)
+        return dd.ok;
+    dd.tried = 1;
+    const char *path = getenv("SWYTEST_DEVDOUBLE");
+    /* The library loads the same file from SWY_PLUGIN_PATH; dlopen gives
+     * both the one copy. */
+    void *h = path != NULL && path[0] != '\0' ? dlopen(path, RTLD_NOW) : NULL;
+    if (h == NULL)
+        return 0;
+    dd.alloc = (swy_devdouble_alloc_fn)dlsym(h, SWY_DEVDOUBLE_ALLOC);
+    dd.free = (swy_devdouble_free_fn)dlsym(h, SWY_DEVDOUBLE_FREE);
+    dd.stream_create = (swy_devdouble_stream_create_fn)dlsym(
+        h, SWY_DEVDOUBLE_STREAM_CREATE);
+    dd.stream_destroy = (swy_devdouble_stream_destroy_fn)dlsym(
+        h, SWY_DEVDOUBLE_STREAM_DESTROY);
+    dd.launch = (swy_devdouble_launch_fn)dlsym(h, SWY_DEVDOUBLE_LAUNCH);
+    dd.ok = dd.alloc && dd.free && dd.stream_create && dd.stream_destroy &&
+            dd.launch;
+    return dd.ok;
+}
+
+static void dd_need(const char *what)
+{
+    if (!swy_test_devdouble()) {
+        fprintf(stderr, "%s: the GPU test double is not loaded (SWYTEST_DEVDOUBLE="
+                "%s)\n", what, getenv("SWYTEST_DEVDOUBLE") ? getenv("SWYTEST_DEVDOUBLE")
+                                                       : "(unset)");
+        abort();
+    }
+}
+
+void *swy_test_dev_alloc(size_t bytes)
+{
+    dd_need("swy_test_dev_alloc");
+    void *p = dd.alloc(bytes);
+    if (p == NULL) {
+        fprintf(stderr, "swy_test_dev_alloc(%zu): out of memory\n", bytes);
+        abort();
+    }
+    return p;
+}
+
+void swy_test_dev_free(void *ptr)
+{
+    dd_need("swy_test_dev_free");
+    dd.free(ptr);
+}
+
+void *swy_test_dev_stream_create(void)
+{
+    dd_need("swy_test_dev_stream_create");
+    void *s = dd.stream_create();
+    if (s == NULL)
+        abort();
+    return s;
+}
+
+void swy_test_dev_stream_destroy(void *stream)
+{
+    dd_need("swy_test_dev_stream_destroy");
+    dd.stream_destroy(stream);
+}
+
+void swy_test_dev_launch(void *stream, void (*fn)(void *), void *arg)
+{
+    dd_need("swy_test_dev_launch");
+    if (dd.launch(stream, fn, arg) != 0)
+        abort();
+}

@@ -31,6 +31,17 @@ typedef struct {
 int swy_test_spawn(int nranks, swy_test_rank_fn fn, void *arg,
                    double timeout_s, swy_test_result_t *result);
 
+/* The GPU test double (tests/devdouble/devdouble.h), when SWYTEST_DEVDOUBLE
+ * names it (the device tests' environment): its "device memory" and
+ * streams. swy_test_devdouble() is 1 when it is there (loaded on first
+ * use); the others abort when it is not, or when out of memory. */
+int swy_test_devdouble(void);
+void *swy_test_dev_alloc(size_t bytes);
+void swy_test_dev_free(void *ptr);
+void *swy_test_dev_stream_create(void);
+void swy_test_dev_stream_destroy(void *stream);
+void swy_test_dev_launch(void *stream, void (*fn)(void *), void *arg);
+
 /* The number after key ("\"ts\":") in a line of a Chrome trace that
  * SWY_TRACE wrote. Returns 0, or -1 if the line has no such key. */
 static inline int swy_test_trace_num(const char *line, const char *key,

@@ -14,12 +14,34 @@
  *   unreleased  the last rank never releases chunk 1 of 3 held chunks:
  *             every rank's wait ends in SWY_ERR_TIMEOUT (run with a short
  *             SWY_TIMEOUT_S), naming the chunk never released or the
- *             rank whose data never came */
+ *             rank whose data never came
+ * TEST_COLL_MEM=device: sendbuf and recvbuf are device memory of the GPU
+ * test double (tests/devdouble). */
 #include <unistd.h>
 
 #include "harness.h"
 
 #define NCHUNKS 8
+
+static int g_device; /* TEST_COLL_MEM=device */
+
+/* n doubles, zeroed: device memory of the test double in device mode. */
+static double *dzalloc(size_t n)
+{
+    if (!g_device)
+        return calloc(n, sizeof(double));
+    double *p = swy_test_dev_alloc(n * sizeof(double));
+    memset(p, 0, n * sizeof(double));
+    return p;
+}
+
+static void dfree(void *p)
+{
+    if (g_device)
+        swy_test_dev_free(p);
+    else
+        free(p);
+}
 
 /* The value rank src sends rank dst at element i of chunk j. */
 static double val(int src, int dst, int j, size_t i)
@@ -63,8 +85,8 @@ static int plan_make(plan_t *p, int rank, int w, int n, uint64_t seed)
         }
     p->send_total = so;
     p->recv_total = ro;
-    p->send = malloc((so + 1) * sizeof(double));
-    p->recv = malloc((ro + 1) * sizeof(double));
+    p->send = dzalloc(so + 1);
+    p->recv = dzalloc(ro + 1);
     CHECK_RET(p->send != NULL && p->recv != NULL, "malloc");
     for (size_t i = 0; i < ro; i++)
         p->recv[i] = -1;
@@ -95,8 +117,8 @@ static int check_chunk(const plan_t *p, int rank, int w, int j)
 static void plan_free(plan_t *p)
 {
     free(p->sc);
-    free(p->send);
-    free(p->recv);
+    dfree(p->send);
+    dfree(p->recv);
 }
 
 static uint64_t headers_sent(swy_comm_t comm)
@@ -294,10 +316,10 @@ static int mismatch(swy_comm_t comm, int rank, int w, const char *which)
             p.rc[c2] = 12;
         }
     }
-    free(p.send);
-    free(p.recv);
-    p.send = calloc((size_t)n * (size_t)w * 16, sizeof(double));
-    p.recv = calloc((size_t)n * (size_t)w * 16, sizeof(double));
+    dfree(p.send);
+    dfree(p.recv);
+    p.send = dzalloc((size_t)n * (size_t)w * 16);
+    p.recv = dzalloc((size_t)n * (size_t)w * 16);
     CHECK_RET(p.send != NULL && p.recv != NULL, "malloc");
     swy_request_t reqs[NCHUNKS];
     swy_status_t st = swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc,
@@ -335,10 +357,10 @@ static int case_unreleased(swy_comm_t comm, int rank, int w, void *arg)
             p.sc[c] = p.rc[c] = 10;
             p.sd[c] = p.rd[c] = c * 16;
         }
-    free(p.send);
-    free(p.recv);
-    p.send = calloc((size_t)3 * (size_t)w * 16, sizeof(double));
-    p.recv = calloc((size_t)3 * (size_t)w * 16, sizeof(double));
+    dfree(p.send);
+    dfree(p.recv);
+    p.send = dzalloc((size_t)3 * (size_t)w * 16);
+    p.recv = dzalloc((size_t)3 * (size_t)w * 16);
     CHECK_RET(p.send != NULL && p.recv != NULL, "malloc");
     swy_request_t reqs[3];
     CHECK_OK_RET(swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
@@ -393,6 +415,13 @@ int main(int argc, char **argv)
     if (fn == NULL || w < 1 || w > 64 || (mism && w < 2)) {
         fprintf(stderr, "test_chunks: bad arguments\n");
         return 2;
+    }
+    const char *mem = getenv("TEST_COLL_MEM");
+    g_device = mem != NULL && strcmp(mem, "device") == 0;
+    if (g_device && !swy_test_devdouble()) {
+        fprintf(stderr, "test_chunks: TEST_COLL_MEM=device, but the GPU "
+                "test double is not loaded (SWYTEST_DEVDOUBLE)\n");
+        return 1;
     }
     swy_test_result_t result;
     int rc = swy_test_spawn(w, fn, (void *)which, 60, &result);

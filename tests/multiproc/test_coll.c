@@ -3,18 +3,37 @@
  * with zeros, every dtype and reduction op, several ops in flight at once.
  * Usage: test_coll NRANKS [SEED] */
 #include <string.h>
+#include <time.h>
 
 #include "coll_ref.h"
 #include "harness.h"
 
 /* Buffers of the collectives: malloc'd, or from swy_mem_alloc on every
  * rank (TEST_COLL_MEM=shared) or on the odd ranks only (mixed), so that
- * the shm algorithms' direct paths meet every case of the reference. */
+ * the shm algorithms' direct paths meet every case of the reference; or
+ * "device memory" of the GPU test double (device: tests/devdouble). */
 static swy_comm_t g_comm;
 static int g_shared; /* this rank allocates with swy_mem_alloc */
+static int g_device; /* every buffer is the test double's device memory */
+
+/* A buffer that is device memory in device mode, else malloc'd. */
+static void *dbuf(size_t bytes)
+{
+    return g_device ? swy_test_dev_alloc(bytes) : malloc(bytes);
+}
+
+static void dfree(void *p)
+{
+    if (g_device)
+        swy_test_dev_free(p);
+    else
+        free(p);
+}
 
 static void *tbuf(size_t bytes)
 {
+    if (g_device || !g_shared)
+        return dbuf(bytes);
     if (!g_shared)
         return malloc(bytes);
     void *p = NULL;
@@ -28,8 +47,8 @@ static void *tbuf(size_t bytes)
 
 static void tfree(void *p)
 {
-    if (!g_shared) {
-        free(p);
+    if (g_device || !g_shared) {
+        dfree(p);
     } else if (swy_mem_free(g_comm, p) != SWY_OK) {
         fprintf(stderr, "swy_mem_free: %s\n", swy_last_error(g_comm));
         abort();
@@ -144,8 +163,8 @@ static int test_alltoallv(swy_comm_t comm, int rank, int w, int iter,
 static int test_allgather(swy_comm_t comm, int rank, int w, size_t count,
                           int in_place)
 {
-    int64_t *buf = malloc((count * (size_t)w + 1) * 8);
-    int64_t *mine = malloc((count + 1) * 8);
+    int64_t *buf = dbuf((count * (size_t)w + 1) * 8);
+    int64_t *mine = dbuf((count + 1) * 8);
     for (size_t i = 0; i < count * (size_t)w; i++)
         buf[i] = -1;
     for (size_t i = 0; i < count; i++)
@@ -159,15 +178,15 @@ static int test_allgather(swy_comm_t comm, int rank, int w, size_t count,
         for (size_t i = 0; i < count; i++)
             CHECK_RET(buf[(size_t)r * count + i] == r * 1000000 + (int64_t)i,
                       "allgather block %d elem %zu", r, i);
-    free(buf);
-    free(mine);
+    dfree(buf);
+    dfree(mine);
     return 0;
 }
 
 static int test_broadcast(swy_comm_t comm, int rank, int w, size_t count)
 {
     for (int root = 0; root < w; root++) {
-        double *buf = malloc((count + 1) * 8);
+        double *buf = dbuf((count + 1) * 8);
         for (size_t i = 0; i < count; i++)
             buf[i] = rank == root ? root + i * 0.5 : -1;
         CHECK_OK_RET(swy_broadcast(buf, count, SWY_FLOAT64, root, comm, NULL,
@@ -175,7 +194,7 @@ static int test_broadcast(swy_comm_t comm, int rank, int w, size_t count)
         for (size_t i = 0; i < count; i++)
             CHECK_RET(buf[i] == root + i * 0.5, "broadcast root %d elem %zu",
                       root, i);
-        free(buf);
+        dfree(buf);
     }
     return 0;
 }
@@ -196,7 +215,7 @@ static int test_in_flight(swy_comm_t comm, int rank, int w)
         for (size_t i = 0; i < count; i++)
             ar_in[a][i] = (float)(rank + 1) * (float)((i + (size_t)a) % 7);
     }
-    int64_t *bc = malloc(count * 8);
+    int64_t *bc = dbuf(count * 8);
     for (size_t i = 0; i < count; i++)
         bc[i] = rank == 0 ? (int64_t)i * 3 : 0;
     CHECK_OK_RET(swy_allreduce(ar_in[0], ar_out[0], count, SWY_FLOAT32, SWY_SUM,
@@ -242,7 +261,7 @@ static int test_in_flight(swy_comm_t comm, int rank, int w)
             tfree(ar_out[a]);
         tfree(ar_in[a]);
     }
-    free(bc);
+    dfree(bc);
     return 0;
 }
 
@@ -282,6 +301,47 @@ static int test_mappings_dropped(swy_comm_t comm, int w)
     return 0;
 }
 
+/* Device mode: an allreduce posted with attr.stream reads what the work
+ * queued on that stream before the post wrote, however late it runs
+ * (here 30 ms). Broken when the post does not order itself after the
+ * stream: the sum is then of the 0xA5 filler, not of the ranks' values. */
+typedef struct {
+    float *buf;
+    size_t n;
+    float value;
+} slow_fill_t;
+
+static void slow_fill(void *arg)
+{
+    slow_fill_t *f = arg;
+    struct timespec ts = {0, 30 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    for (size_t i = 0; i < f->n; i++)
+        f->buf[i] = f->value;
+}
+
+static int test_stream_order(swy_comm_t comm, int rank, int w)
+{
+    size_t count = 20000;
+    float *in = tbuf(count * 4), *out = tbuf(count * 4);
+    void *stream = swy_test_dev_stream_create();
+    slow_fill_t fill = {in, count, (float)(rank + 1)};
+    swy_test_dev_launch(stream, slow_fill, &fill);
+    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+    attr.stream = stream;
+    attr.name = "after-stream";
+    CHECK_OK_RET(swy_allreduce(in, out, count, SWY_FLOAT32, SWY_SUM, comm,
+                               &attr, NULL), comm);
+    float expect = (float)w * (float)(w + 1) / 2;
+    for (size_t i = 0; i < count; i++)
+        CHECK_RET(out[i] == expect, "allreduce after the stream: element %zu "
+                  "is %g, expected %g", i, (double)out[i], (double)expect);
+    swy_test_dev_stream_destroy(stream);
+    tfree(in);
+    tfree(out);
+    return 0;
+}
+
 static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
 {
     size_t big = *(size_t *)arg;
@@ -289,6 +349,9 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
     g_comm = comm;
     g_shared = mem != NULL && (strcmp(mem, "shared") == 0 ||
                                (strcmp(mem, "mixed") == 0 && rank % 2));
+    g_device = mem != NULL && strcmp(mem, "device") == 0;
+    CHECK_RET(!g_device || swy_test_devdouble(), "TEST_COLL_MEM=device: the "
+              "GPU test double is not loaded (SWYTEST_DEVDOUBLE)");
     CHECK_RET(swy_comm_rank(comm) == rank && swy_comm_size(comm) == w,
               "rank/size");
     CHECK_OK_RET(swy_barrier(comm), comm);
@@ -306,7 +369,9 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
             return 1;
     if (test_in_flight(comm, rank, w))
         return 1;
-    if (getenv("TEST_COLL_MEM") != NULL && test_mappings_dropped(comm, w))
+    if (g_device && test_stream_order(comm, rank, w))
+        return 1;
+    if (mem != NULL && !g_device && test_mappings_dropped(comm, w))
         return 1;
     CHECK_OK_RET(swy_barrier(comm), comm);
     swy_comm_stats_t stats = {.struct_size = sizeof(stats)};

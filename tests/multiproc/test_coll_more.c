@@ -5,6 +5,8 @@
  * order of their own, buffers that the op must leave alone (guards after
  * each block, a non-root's recvbuf), and several ops in flight at once.
  * With TRACE_DIR, rank 0's trace shows each kind's default priority.
+ * TEST_COLL_MEM=device: every buffer is device memory of the GPU test
+ * double (tests/devdouble).
  * Usage: test_coll_more NRANKS BIG [SEED [TRACE_DIR]] */
 #include <string.h>
 
@@ -23,13 +25,24 @@ static int untouched(const unsigned char *p, size_t bytes)
     return 1;
 }
 
+static int g_device; /* TEST_COLL_MEM=device */
+
 /* A buffer of `bytes` and a guard after it, all GUARD. */
 static unsigned char *guarded(size_t bytes)
 {
-    unsigned char *p = malloc(bytes + GUARD_BYTES);
+    unsigned char *p = g_device ? swy_test_dev_alloc(bytes + GUARD_BYTES)
+                                : malloc(bytes + GUARD_BYTES);
     if (p != NULL)
         memset(p, GUARD, bytes + GUARD_BYTES);
     return p;
+}
+
+static void gfree(void *p)
+{
+    if (g_device)
+        swy_test_dev_free(p);
+    else
+        free(p);
 }
 
 /* n elements of rank r's input for op `iter` from element `first`. */
@@ -84,8 +97,8 @@ static int test_reduce_scatter(swy_comm_t comm, int rank, int w,
                 CHECK_RET(first_diff(in, di, iter, rank, 0, total,
                                      op == SWY_PROD) == total,
                           "reduce_scatter changed its sendbuf");
-            free(in);
-            free(out);
+            gfree(in);
+            gfree(out);
         }
     return 0;
 }
@@ -120,8 +133,8 @@ static int test_reduce(swy_comm_t comm, int rank, int w, size_t count,
             CHECK_RET(untouched(in + count * ds, GUARD_BYTES) &&
                           untouched(out + count * ds, GUARD_BYTES),
                       "reduce wrote past its buffers");
-            free(in);
-            free(out);
+            gfree(in);
+            gfree(out);
         }
     return 0;
 }
@@ -189,8 +202,8 @@ static int test_gather_scatter(swy_comm_t comm, int rank, int w,
                       (recv != mine || rank != root ||
                        untouched(all + total * ds, GUARD_BYTES)),
                   "scatter wrote past its buffers");
-        free(mine);
-        free(all);
+        gfree(mine);
+        gfree(all);
     }
     return 0;
 }
@@ -271,8 +284,8 @@ static int agv_verify(agv_case_t *c, int w)
     }
     free(c->counts);
     free(c->displs);
-    free(c->mine);
-    free(c->recv);
+    gfree(c->mine);
+    gfree(c->recv);
     return 0;
 }
 
@@ -349,14 +362,18 @@ static int test_in_flight(swy_comm_t comm, int rank, int w, size_t count)
     for (int k = 0; k < NAGV; k++)
         if (agv_verify(&agv[k], w))
             return 1;
-    free(rs_in); free(rs_out); free(rd_in); free(rd_out);
-    free(g_all); free(s_out); free(g_in); free(s_all);
+    gfree(rs_in); gfree(rs_out); gfree(rd_in); gfree(rd_out);
+    gfree(g_all); gfree(s_out); gfree(g_in); gfree(s_all);
     return 0;
 }
 
 static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
 {
     size_t big = *(size_t *)arg;
+    const char *mem = getenv("TEST_COLL_MEM");
+    g_device = mem != NULL && strcmp(mem, "device") == 0;
+    CHECK_RET(!g_device || swy_test_devdouble(), "TEST_COLL_MEM=device: the "
+              "GPU test double is not loaded (SWYTEST_DEVDOUBLE)");
     CHECK_OK_RET(swy_barrier(comm), comm);
     /* big is the whole of a reduce_scatter's or gather's buffer */
     size_t sizes[] = {0, 1, 7, 1000, big / (size_t)w};
