@@ -88,11 +88,18 @@ typedef struct {
     int64_t order; /**< tie-break within a priority, lower first
                         (e.g. layer index) */
     /** cudaStream_t that produced the device buffers (NULL: the legacy
-     *  default stream). With device buffers the op reads sendbuf only
-     *  after all work queued on this stream before the call: the post
-     *  waits for that work (it blocks the calling thread until the stream
-     *  drains). Completion of the request means the result is in recvbuf
-     *  and visible to every stream; nothing is queued on this stream.
+     *  default stream). With device buffers the op is ordered on this
+     *  stream, as NCCL's are: it reads sendbuf only after all work queued
+     *  on the stream before the call, and work queued on the stream after
+     *  the call waits until the op has completed (result in recvbuf).
+     *  The post does not wait for the stream (a non-blocking call returns
+     *  at once; a blocking one returns when the op completed), and
+     *  swy_wait/swy_test still tell completion to the host. A stream that
+     *  is being captured into a CUDA graph is SWY_ERR_UNSUPPORTED: the op
+     *  runs from the host and cannot be captured. swy_alltoallv_chunks,
+     *  and device services without the stream functions (an older nccl
+     *  plugin), wait for the stream instead: the post blocks the calling
+     *  thread until the stream drains, and nothing is queued on it.
      *  With host buffers it is ignored. Without device services (no GPU,
      *  or the nccl plugin is not built) a non-NULL stream is
      *  SWY_ERR_UNSUPPORTED. */

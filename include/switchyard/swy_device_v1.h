@@ -14,12 +14,21 @@
  *    inside one rank (copy), and stage device buffers through host memory
  *    where the host must compute on them (allreduce's reduction),
  *  - post sends with a priority, so the plugin can put them on its
- *    high- or low-priority stream and communicator (isend_prio).
+ *    high- or low-priority stream and communicator (isend_prio);
+ *  - (appended, optional) order an op on the caller's stream without
+ *    blocking the host: learn when the work queued before the post has
+ *    finished (stream_notify), hold the work queued after it until the
+ *    op completes (stream_gate, gate_open), and refuse a stream being
+ *    captured into a CUDA graph (stream_capturing).
+ *
+ * The struct only grows at its end (docs/architecture.md, "versioning
+ * rule"): the host uses an appended field only where struct_size covers
+ * it and it is not NULL, and otherwise falls back (stream_sync).
  *
  * Process-wide functions (mem_type, stream_sync, copy, host_alloc,
- * host_free, device_count, error_string) may be called from any thread at
- * any time after dlopen, with or without a transport context, and must be
- * thread-safe.  isend_prio follows the threading rules of
+ * host_free, device_count, error_string and the stream functions) may be
+ * called from any thread at any time after dlopen, with or without a
+ * transport context, and must be thread-safe.  isend_prio follows the threading rules of
  * swy_transport_v1_t (called under the context's lock).
  */
 #ifndef SWY_DEVICE_V1_H
@@ -77,6 +86,26 @@ typedef struct swy_device_v1 {
                                swy_mem_type_t mem, int priority,
                                swy_transport_complete_cb_v1_t cb,
                                void *cb_arg, void **handle_p);
+
+    /* ---- appended (2026-11); present where struct_size covers them ---- */
+
+    /** Call done(arg) once, on a thread of the plugin's, when all work
+     *  queued on stream before this call has finished (as
+     *  cudaLaunchHostFunc). done must not call this table's functions or
+     *  block for long: it only tells the host. */
+    swy_status_t (*stream_notify)(void *stream, void (*done)(void *arg),
+                                  void *arg);
+    /** Hold the work queued on stream after this call until gate_open()
+     *  of *gate_p (e.g. cuStreamWaitValue32 on a flag in mapped host
+     *  memory). The host opens every gate it made, exactly once. */
+    swy_status_t (*stream_gate)(void *stream, void **gate_p);
+    /** Let the stream pass the gate; the gate is released by the plugin
+     *  (once the stream has passed it). Called from any host thread, never
+     *  from a done() callback. */
+    void (*gate_open)(void *gate);
+    /** 1 when stream is being captured into a CUDA graph, 0 when not, < 0
+     *  on failure (error_string says why). */
+    int (*stream_capturing)(void *stream);
 } swy_device_v1_t;
 
 #ifdef __cplusplus

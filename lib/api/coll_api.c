@@ -108,13 +108,17 @@ static swy_status_t check_buf(const char *fn, const char *name,
 
 /* The memory type of the op's buffers (args->mem), and for device memory
  * what it needs before anything is posted: a transport that moves device
- * memory to every peer it exchanges data with, and the work queued on
- * the caller's stream finished (see swy_op_attr_t.stream). A buffer that
- * carries no data (count 0) takes the other one's type; with no data
- * at all, the pointers' type. */
+ * memory to every peer it exchanges data with, and the order after the
+ * work queued on the caller's stream (see swy_op_attr_t.stream). Where
+ * on_stream_p is given and the device services have the stream
+ * functions, *on_stream_p = 1 says the op is to be posted on the stream
+ * (swy_sched_post_on_stream: nothing blocks); otherwise this thread waits
+ * here until the stream drains. A buffer that carries no data (count 0)
+ * takes the other one's type; with no data at all, the pointers' type. */
 static swy_status_t prepare_memory(const char *fn, swy_comm_t comm,
                                    swy_coll_args_t *args, int send_used,
-                                   int recv_used, const swy_op_attr_t *attr)
+                                   int recv_used, const swy_op_attr_t *attr,
+                                   int *on_stream_p)
 {
     void *stream = attr != NULL ? attr->stream : NULL;
     const swy_device_v1_t *dev = swy_device_ops();
@@ -174,6 +178,24 @@ static swy_status_t prepare_memory(const char *fn, swy_comm_t comm,
                            names);
     }
     swy_free(peers);
+    if (on_stream_p != NULL && swy_device_has_streams(dev)) {
+        int capturing = dev->stream_capturing(stream);
+        if (capturing < 0)
+            return swy_err_set(SWY_ERR_TRANSPORT, "api", "%s '%s': cannot "
+                               "ask stream %p whether it is being captured: "
+                               "%s", fn, attr_name(attr), stream,
+                               dev->error_string());
+        /* The op runs from the host, driven by Switchyard's progress: a
+         * graph would replay none of it. */
+        if (capturing > 0)
+            return swy_err_set(SWY_ERR_UNSUPPORTED, "api", "%s '%s': stream "
+                               "%p is being captured into a CUDA graph; "
+                               "Switchyard's ops are driven by the host and "
+                               "cannot be captured: post the op outside the "
+                               "capture", fn, attr_name(attr), stream);
+        *on_stream_p = 1;
+        return SWY_OK;
+    }
     /* Blocks this thread until the stream drains: the transports then
      * read sendbuf on their own streams with the caller's data in it. */
     if (dev->stream_sync(stream) != SWY_OK)
@@ -261,14 +283,33 @@ static swy_status_t post_or_run(const char *fn, swy_comm_t comm,
                                 swy_request_t *req)
 {
     struct swy_request *op;
+    int on_stream = 0;
     swy_status_t status = prepare_memory(fn, comm, args, send_used,
-                                         recv_used, attr);
+                                         recv_used, attr, &on_stream);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
-    status = swy_sched_post(comm->view, args, prio, order, attr_name(attr),
-                            &op);
+    int gated = 1;
+    status = on_stream
+                 ? swy_sched_post_on_stream(comm->view, args, prio, order,
+                                            attr_name(attr),
+                                            attr != NULL ? attr->stream
+                                                         : NULL,
+                                            &op, &gated)
+                 : swy_sched_post(comm->view, args, prio, order,
+                                  attr_name(attr), &op);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
+    /* A stream the device could not hold: the op is done before the
+     * caller queues more work on it (not inside a group, whose posts must
+     * all be out before any is waited for: there the order is the
+     * caller's, as the warning said). */
+    if (!gated && req != NULL && group.depth == 0) {
+        status = swy_sched_wait(op);
+        if (status != SWY_OK) {
+            swy_sched_release(op);
+            return swy_api_fail(comm, status);
+        }
+    }
     if (req == NULL && group.depth > 0) {
         status = group_add(comm, op);
         if (status != SWY_OK) { /* cannot wait for it later: now then */
@@ -476,7 +517,7 @@ swy_status_t swy_alltoallv_chunks(const void *sendbuf,
                                  &recv_used);
         if (status == SWY_OK)
             status = prepare_memory(fn, comm, &args[j], send_used,
-                                    recv_used, attr);
+                                    recv_used, attr, NULL);
         if (status != SWY_OK || !(send_used || recv_used))
             continue;
         if (with_data < 0)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sched/engine_impl.h"
@@ -101,6 +102,7 @@ swy_status_t swy_sched_create(const swy_sched_params_t *params,
                                       : params->window_bytes;
     }
     swy_list_init(&s->ops);
+    swy_list_init(&s->stream_ops);
     swy_list_init(&s->completed);
     swy_list_init(&s->detached);
     swy_list_init(&s->uop_pool);
@@ -267,6 +269,25 @@ void swy_sched_destroy(swy_sched_t *s)
         struct swy_request *op = swy_container_of(pos, struct swy_request,
                                                   link);
         swy_sched_op_drain(op, 1);
+    }
+    /* Ops still waiting for their streams get a callback that writes
+     * into them and the wake fd: wait for those (the streams get there,
+     * their ops' gates opened as the ops failed above), for at most the
+     * timeout; past it the engine is left allocated, not freed under a
+     * callback to come. */
+    double give_up = swy_time_s() + s->p.timeout_s;
+    while (s->n_stream_ops > 0) {
+        swy_sched_stream_ops_poll(s, 0);
+        if (s->n_stream_ops == 0)
+            break;
+        if (swy_time_s() >= give_up) {
+            swy_warn("sched", "%d op(s) still wait for their CUDA streams "
+                     "after %.0f s: the engine's memory is not freed",
+                     s->n_stream_ops, s->p.timeout_s);
+            return;
+        }
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
     }
     swy_list_for_each_safe(pos, tmp, &s->detached) {
         swy_uop_t *uop = swy_container_of(pos, swy_uop_t, op_link);

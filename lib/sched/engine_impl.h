@@ -169,6 +169,17 @@ struct swy_request {
     uint32_t series;
     uint8_t series_head;
     uint8_t held;           /* a chunk not released: not started */
+    /* An op of device memory ordered on the caller's stream
+     * (swy_sched_post_on_stream): held until the work queued on the
+     * stream before the post has finished, which the device's callback
+     * says by setting stream_ready (from a thread of its own: atomic);
+     * on_stream until the engine took note of it (the op's memory stays
+     * until then: the callback writes into it); gate holds the stream's
+     * later work until the op completes. */
+    uint8_t on_stream;
+    int stream_ready;
+    void *gate;
+    swy_list_t slink; /* sched->stream_ops while on_stream */
     int completed, released;
     int failing;    /* failed; completes once its buffers are free */
     int in_handler; /* handle_completion frees it (released) at its end */
@@ -224,6 +235,8 @@ struct swy_sched {
     swy_sched_params_t p;
     swy_link_t *links;
     swy_list_t ops, completed, detached;
+    swy_list_t stream_ops; /* ops waiting for their stream (op->slink) */
+    int n_stream_ops;
     swy_list_t uop_pool; /* freed micro-ops kept for reuse (UOP_POOL_MAX) */
     int uop_pool_len;
     swy_list_t comms;      /* every view (swy_sched_comm_t.link) */
@@ -328,6 +341,11 @@ static inline const char *op_label(const struct swy_request *op)
 uint64_t swy_sched_wire_tag(const struct swy_request *op,
                             const swy_coll_xfer_t *x);
 void swy_sched_handle_header(struct swy_request *op, swy_uop_t *uop);
+/* Under s->lock: start the ops whose stream got to them (start = 0: only
+ * note that their callbacks came, as the engine goes away); returns how
+ * many. */
+int swy_sched_stream_ops_poll(swy_sched_t *s, int start);
+
 /* Fill the series fields of the header to peer of a series' head,
  * chunks[0], from its n chunks. */
 void swy_sched_series_header(struct swy_request *const *chunks, int n,

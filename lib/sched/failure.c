@@ -90,7 +90,14 @@ void swy_sched_check_deadlines(swy_sched_t *s, double now)
         }
         swy_free(listed);
         char msg[SWY_ERRMSG_MAX];
-        if (op->held)
+        if (op->on_stream)
+            snprintf(msg, sizeof(msg), "op #%u %s '%s' timed out after %.0f "
+                     "s on rank %d: the work queued on its stream "
+                     "(attr.stream) before the post never finished there "
+                     "(SWY_TIMEOUT_S)", op->seq,
+                     swy_coll_kind_name(op->args.kind), op_label(op),
+                     s->p.timeout_s, op->comm->rank);
+        else if (op->held)
             snprintf(msg, sizeof(msg), "op #%u %s '%s' timed out after %.0f "
                      "s on rank %d: a held chunk never released there "
                      "(swy_chunk_release; SWY_TIMEOUT_S)", op->seq,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sched/engine_impl.h"
 
@@ -102,7 +103,13 @@ static void op_complete(struct swy_request *op)
         op->failing = 0;
         s->n_failing--;
     }
-    if (op->released && !op->in_handler)
+    /* The caller's stream goes on past the op, done or failed: a stream
+     * held for an op that failed would hang the caller's GPU work. */
+    if (op->gate != NULL) {
+        swy_device_ops()->gate_open(op->gate);
+        op->gate = NULL;
+    }
+    if (op->released && !op->in_handler && !op->on_stream)
         op_free(op);
 }
 
@@ -705,6 +712,99 @@ swy_status_t swy_sched_post(swy_sched_comm_t *c, const swy_coll_args_t *args,
     return SWY_OK;
 }
 
+/* The device's callback (a thread of its own): the stream reached the
+ * op. Wake the progress thread, then say so; after that store the op may
+ * be gone, so nothing follows it. */
+static void stream_reached(void *arg)
+{
+    struct swy_request *op = arg;
+    swy_sched_t *s = op->sched;
+    uint64_t one = 1;
+    if (s->wake_fd >= 0 && write(s->wake_fd, &one, sizeof(one)) < 0)
+        (void)0; /* the counter is full: the thread is awake anyway */
+    __atomic_store_n(&op->stream_ready, 1, __ATOMIC_RELEASE);
+}
+
+swy_status_t swy_sched_post_on_stream(swy_sched_comm_t *c,
+                                      const swy_coll_args_t *args,
+                                      int priority, int64_t order,
+                                      const char *name, void *stream,
+                                      struct swy_request **req_p,
+                                      int *gated_p)
+{
+    swy_sched_t *s = c->sched;
+    const swy_device_v1_t *dev = swy_device_ops();
+    struct swy_request *op;
+    if (!swy_device_has_streams(dev))
+        return swy_err_set(SWY_ERR_INTERNAL, "sched", "an op on a stream "
+                           "without the device's stream functions");
+    /* Held: it starts when the stream gets there, with its own header
+     * exchange then (op_start), as a held chunk of device memory. */
+    SWY_CHECK(op_prepare(c, args, priority, order, name, 1, &op));
+    pthread_mutex_lock(&s->lock);
+    swy_status_t status = op_admit(op);
+    if (status != SWY_OK) {
+        pthread_mutex_unlock(&s->lock);
+        op_free(op);
+        return status;
+    }
+    /* The callback only writes op->stream_ready and the wake fd: it may
+     * run at once, under this lock or not. */
+    op->on_stream = 1;
+    if (dev->stream_notify(stream, stream_reached, op) != SWY_OK) {
+        pthread_mutex_unlock(&s->lock);
+        status = swy_err_set(SWY_ERR_TRANSPORT, "sched", "op '%s': cannot "
+                             "order it after the work on stream %p: %s",
+                             name != NULL ? name : "", stream,
+                             dev->error_string());
+        op_free(op);
+        return status;
+    }
+    swy_list_push_back(&s->stream_ops, &op->slink);
+    s->n_stream_ops++;
+    op_start(op, NULL, 0);
+    *gated_p = 1;
+    if (dev->stream_gate(stream, &op->gate) != SWY_OK) {
+        /* The stream's later work cannot be held for the op: the caller
+         * must then wait for the op before queuing more (once said). */
+        op->gate = NULL;
+        *gated_p = 0;
+        static int said;
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+            swy_warn("sched", "cannot hold a CUDA stream for an op (%s): "
+                     "posts with device buffers wait for their ops to "
+                     "complete", dev->error_string());
+    }
+    swy_sched_progress_locked(s);
+    pthread_mutex_unlock(&s->lock);
+    *req_p = op;
+    return SWY_OK;
+}
+
+int swy_sched_stream_ops_poll(swy_sched_t *s, int start)
+{
+    int n = 0;
+    swy_list_t *pos, *tmp;
+    swy_list_for_each_safe(pos, tmp, &s->stream_ops) {
+        struct swy_request *op = swy_container_of(pos, struct swy_request,
+                                                  slink);
+        if (!__atomic_load_n(&op->stream_ready, __ATOMIC_ACQUIRE))
+            continue;
+        swy_list_del(&op->slink);
+        s->n_stream_ops--;
+        op->on_stream = 0;
+        n++;
+        if (start && op_alive(op)) {
+            op->held = 0;
+            op_headers(op, NULL, 0); /* see op_start */
+            op_run(op);
+        } else if (op->completed && op->released) {
+            op_free(op); /* failed meanwhile, and nobody waits */
+        }
+    }
+    return n;
+}
+
 swy_status_t swy_sched_post_series(swy_sched_comm_t *c,
                                    const swy_coll_args_t *args, int n,
                                    int held, int priority, int64_t order,
@@ -813,7 +913,7 @@ void swy_sched_release(struct swy_request *op)
 {
     swy_sched_t *s = op->sched;
     pthread_mutex_lock(&s->lock);
-    if (op->completed)
+    if (op->completed && !op->on_stream)
         op_free(op);
     else
         op->released = 1;

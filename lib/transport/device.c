@@ -36,6 +36,15 @@ static const char *device_missing_function(const swy_device_v1_t *dev)
     return NULL; /* isend_prio is optional: sends then go without priority */
 }
 
+int swy_device_has_streams(const swy_device_v1_t *dev)
+{
+    return dev != NULL &&
+           dev->struct_size >= offsetof(swy_device_v1_t, stream_capturing) +
+                                   sizeof(dev->stream_capturing) &&
+           dev->stream_notify != NULL && dev->stream_gate != NULL &&
+           dev->gate_open != NULL && dev->stream_capturing != NULL;
+}
+
 swy_status_t swy_device_plugin_symbol(void *dl_handle, const char *path,
                                       const swy_device_v1_t **dev_p,
                                       char *why, size_t why_len)
@@ -52,10 +61,12 @@ swy_status_t swy_device_plugin_symbol(void *dl_handle, const char *path,
                  SWY_DEVICE_PLUGIN_SYMBOL_V1, SWY_DEVICE_ABI_V1);
         return SWY_ERR_INVALID_ARG;
     }
-    if (dev->struct_size != sizeof(swy_device_v1_t)) {
-        snprintf(why, why_len, "plugin %s: wrong struct size %u of %s "
-                 "(expected %zu)", path, dev->struct_size,
-                 SWY_DEVICE_PLUGIN_SYMBOL_V1, sizeof(swy_device_v1_t));
+    /* The table grows at its end: a plugin from before the stream
+     * functions is as valid as one built against this header. */
+    if (dev->struct_size < DEVICE_V1_BASE_SIZE) {
+        snprintf(why, why_len, "plugin %s: struct size %u of %s is below "
+                 "the %zu bytes of its first release", path, dev->struct_size,
+                 SWY_DEVICE_PLUGIN_SYMBOL_V1, (size_t)DEVICE_V1_BASE_SIZE);
         return SWY_ERR_INVALID_ARG;
     }
     const char *missing = device_missing_function(dev);

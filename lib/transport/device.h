@@ -37,6 +37,15 @@ swy_status_t swy_device_plugin_symbol(void *dl_handle, const char *path,
                                       const swy_device_v1_t **dev_p,
                                       char *why, size_t why_len);
 
+/* The size of swy_device_v1_t as first released (up to isend_prio). */
+#define DEVICE_V1_BASE_SIZE                                                    \
+    (offsetof(swy_device_v1_t, isend_prio) + sizeof(void (*)(void)))
+
+/* Does dev have the stream functions appended to swy_device_v1_t
+ * (struct_size covers them, none NULL)? Without them an op on device
+ * memory waits for its stream with stream_sync, blocking the caller. */
+int swy_device_has_streams(const swy_device_v1_t *dev);
+
 /* Memory type of a user buffer: the plugin's verdict when there are
  * device services, SWY_MEM_HOST otherwise (and for NULL). */
 swy_mem_type_t swy_device_mem_type(const void *ptr);

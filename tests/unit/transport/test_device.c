@@ -228,7 +228,7 @@ int main(int argc, char **argv)
         const char *base = strrchr(argv[i], '/');
         base = base != NULL ? base + 1 : argv[i];
         const char *needle = strstr(base, "badabi") ? "wrong ABI version 99"
-                             : strstr(base, "badsize") ? "wrong struct size"
+                             : strstr(base, "badsize") ? "is below the"
                                                        : "device_count is NULL";
         test_symbol(argv[i], SWY_ERR_INVALID_ARG, needle);
     }
