@@ -36,4 +36,8 @@ __attribute__((visibility("default"))) const swy_device_v1_t
         .host_free = nccl_device_host_free,
         .error_string = nccl_device_error_string,
         .isend_prio = nccl_device_isend_prio,
+        .stream_notify = nccl_device_stream_notify,
+        .stream_gate = nccl_device_stream_gate,
+        .gate_open = nccl_device_gate_open,
+        .stream_capturing = nccl_device_stream_capturing,
 };

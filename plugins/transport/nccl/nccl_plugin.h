@@ -301,5 +301,10 @@ swy_status_t nccl_device_isend_prio(void *ctx, int peer, uint64_t tag,
                                     swy_mem_type_t mem, int priority,
                                     swy_transport_complete_cb_v1_t cb,
                                     void *cb_arg, void **handle_p);
+swy_status_t nccl_device_stream_notify(void *stream, void (*done)(void *),
+                                       void *arg);
+swy_status_t nccl_device_stream_gate(void *stream, void **gate_p);
+void nccl_device_gate_open(void *gate);
+int nccl_device_stream_capturing(void *stream);
 
 #endif
