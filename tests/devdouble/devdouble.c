@@ -104,6 +104,7 @@ typedef struct {
     pthread_cond_t cond;
     dd_work_t *head, *tail;
     int running, stop;
+    int capturing; /* swy_devdouble_stream_capture */
 } dd_stream_t;
 
 static void *stream_main(void *arg)
@@ -192,6 +193,14 @@ DD_EXPORT int swy_devdouble_launch(void *stream, void (*fn)(void *), void *arg)
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
     return 0;
+}
+
+DD_EXPORT void swy_devdouble_stream_capture(void *stream, int on)
+{
+    dd_stream_t *s = stream_of(stream);
+    pthread_mutex_lock(&s->lock);
+    s->capturing = on;
+    pthread_mutex_unlock(&s->lock);
 }
 
 /* ---- device services ---------------------------------------------- */
@@ -853,6 +862,105 @@ static void dd_finalize(void *vctx)
     ctx->host->free(ctx);
 }
 
+#ifndef DD_FIRST_RELEASE
+/* The stream functions: a callback is work on the stream's thread; a
+ * gate is work that blocks that thread until opened (as the GPU waits
+ * on a value), with two references: the stream's and the host's. */
+typedef struct {
+    void (*done)(void *);
+    void *arg;
+} dd_notify_t;
+
+static void notify_run(void *arg)
+{
+    dd_notify_t n = *(dd_notify_t *)arg;
+    free(arg);
+    n.done(n.arg);
+}
+
+static swy_status_t dd_stream_notify(void *stream, void (*done)(void *),
+                                     void *arg)
+{
+    dd_notify_t *n = malloc(sizeof(*n));
+    if (n == NULL)
+        return SWY_ERR_NO_MEMORY;
+    *n = (dd_notify_t){done, arg};
+    if (swy_devdouble_launch(stream, notify_run, n) != 0) {
+        free(n);
+        snprintf(dd_error, sizeof(dd_error), "devdouble: no stream");
+        return SWY_ERR_NO_MEMORY;
+    }
+    return SWY_OK;
+}
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int open, refs;
+} dd_gate_t;
+
+static void gate_unref(dd_gate_t *g)
+{
+    pthread_mutex_lock(&g->lock);
+    int last = --g->refs == 0;
+    pthread_mutex_unlock(&g->lock);
+    if (last) {
+        pthread_mutex_destroy(&g->lock);
+        pthread_cond_destroy(&g->cond);
+        free(g);
+    }
+}
+
+static void gate_wait(void *arg)
+{
+    dd_gate_t *g = arg;
+    pthread_mutex_lock(&g->lock);
+    while (!g->open)
+        pthread_cond_wait(&g->cond, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+    gate_unref(g);
+}
+
+static swy_status_t dd_stream_gate(void *stream, void **gate_p)
+{
+    dd_gate_t *g = calloc(1, sizeof(*g));
+    if (g == NULL)
+        return SWY_ERR_NO_MEMORY;
+    pthread_mutex_init(&g->lock, NULL);
+    pthread_cond_init(&g->cond, NULL);
+    g->refs = 2;
+    if (swy_devdouble_launch(stream, gate_wait, g) != 0) {
+        free(g);
+        snprintf(dd_error, sizeof(dd_error), "devdouble: no stream");
+        return SWY_ERR_NO_MEMORY;
+    }
+    *gate_p = g;
+    return SWY_OK;
+}
+
+static void dd_gate_open(void *gate)
+{
+    dd_gate_t *g = gate;
+    pthread_mutex_lock(&g->lock);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+    gate_unref(g);
+}
+
+static int dd_stream_capturing(void *stream)
+{
+    dd_stream_t *s = stream_of(stream);
+    if (s == NULL)
+        return -1;
+    pthread_mutex_lock(&s->lock);
+    int on = s->capturing;
+    pthread_mutex_unlock(&s->lock);
+    return on;
+}
+
+#endif /* DD_FIRST_RELEASE */
+
 static swy_status_t dd_isend_prio(void *vctx, int peer, uint64_t tag,
                                   const void *buf, size_t len,
                                   swy_mem_type_t mem, int priority,
@@ -881,9 +989,15 @@ DD_EXPORT const swy_transport_v1_t swy_transport_plugin_v1 = {
     .finalize = dd_finalize,
 };
 
+/* DD_FIRST_RELEASE: the table as first released, without the stream
+ * functions (an older plugin), to test the library's fallback. */
 DD_EXPORT const swy_device_v1_t swy_device_plugin_v1 = {
     .abi_version = SWY_DEVICE_ABI_V1,
+#ifdef DD_FIRST_RELEASE
+    .struct_size = offsetof(swy_device_v1_t, stream_notify),
+#else
     .struct_size = sizeof(swy_device_v1_t),
+#endif
     .name = DD_NAME,
     .device_count = dd_device_count,
     .mem_type = dd_mem_type,
@@ -893,4 +1007,10 @@ DD_EXPORT const swy_device_v1_t swy_device_plugin_v1 = {
     .host_free = dd_host_free,
     .error_string = dd_error_string,
     .isend_prio = dd_isend_prio,
+#ifndef DD_FIRST_RELEASE
+    .stream_notify = dd_stream_notify,
+    .stream_gate = dd_stream_gate,
+    .gate_open = dd_gate_open,
+    .stream_capturing = dd_stream_capturing,
+#endif
 };

@@ -22,13 +22,15 @@
  * as SWY_MEM_CUDA by mem_type until freed. NULL on failure. */
 typedef void *(*swy_devdouble_alloc_fn)(size_t bytes);
 typedef void (*swy_devdouble_free_fn)(void *ptr);
-/* A stream: a thread that runs launched work in order. */
+/* A stream: a thread that runs launched work in order; the library's
+ * ops wait on it and hold it through the stream functions. */
 typedef void *(*swy_devdouble_stream_create_fn)(void);
 typedef void (*swy_devdouble_stream_destroy_fn)(void *stream);
 /* Queue fn(arg) on stream (NULL: the default stream); returns 0, or -1
  * when out of memory. */
 typedef int (*swy_devdouble_launch_fn)(void *stream, void (*fn)(void *),
                                        void *arg);
+typedef void (*swy_devdouble_stream_capture_fn)(void *stream, int on);
 
 /* The double's definitions (tests find them with dlsym, by these names). */
 void *swy_devdouble_alloc(size_t bytes);
@@ -36,11 +38,15 @@ void swy_devdouble_free(void *ptr);
 void *swy_devdouble_stream_create(void);
 void swy_devdouble_stream_destroy(void *stream);
 int swy_devdouble_launch(void *stream, void (*fn)(void *), void *arg);
+/* Say that stream is (on = 1) or is not being captured into a graph
+ * (its stream_capturing answer); nothing else changes. */
+void swy_devdouble_stream_capture(void *stream, int on);
 
 #define SWY_DEVDOUBLE_ALLOC "swy_devdouble_alloc"
 #define SWY_DEVDOUBLE_FREE "swy_devdouble_free"
 #define SWY_DEVDOUBLE_STREAM_CREATE "swy_devdouble_stream_create"
 #define SWY_DEVDOUBLE_STREAM_DESTROY "swy_devdouble_stream_destroy"
 #define SWY_DEVDOUBLE_LAUNCH "swy_devdouble_launch"
+#define SWY_DEVDOUBLE_STREAM_CAPTURE "swy_devdouble_stream_capture"
 
 #endif

@@ -159,6 +159,7 @@ static struct {
     swy_devdouble_stream_create_fn stream_create;
     swy_devdouble_stream_destroy_fn stream_destroy;
     swy_devdouble_launch_fn launch;
+    swy_devdouble_stream_capture_fn capture;
 } dd;
 
 int swy_test_devdouble(void)
@@ -179,8 +180,10 @@ int swy_test_devdouble(void)
     dd.stream_destroy = (swy_devdouble_stream_destroy_fn)dlsym(
         h, SWY_DEVDOUBLE_STREAM_DESTROY);
     dd.launch = (swy_devdouble_launch_fn)dlsym(h, SWY_DEVDOUBLE_LAUNCH);
+    dd.capture = (swy_devdouble_stream_capture_fn)dlsym(
+        h, SWY_DEVDOUBLE_STREAM_CAPTURE);
     dd.ok = dd.alloc && dd.free && dd.stream_create && dd.stream_destroy &&
-            dd.launch;
+            dd.launch && dd.capture;
     return dd.ok;
 }
 
@@ -231,4 +234,10 @@ void swy_test_dev_launch(void *stream, void (*fn)(void *), void *arg)
     dd_need("swy_test_dev_launch");
     if (dd.launch(stream, fn, arg) != 0)
         abort();
+}
+
+void swy_test_dev_stream_capture(void *stream, int on)
+{
+    dd_need("swy_test_dev_stream_capture");
+    dd.capture(stream, on);
 }

@@ -41,6 +41,7 @@ void swy_test_dev_free(void *ptr);
 void *swy_test_dev_stream_create(void);
 void swy_test_dev_stream_destroy(void *stream);
 void swy_test_dev_launch(void *stream, void (*fn)(void *), void *arg);
+void swy_test_dev_stream_capture(void *stream, int on);
 
 /* The number after key ("\"ts\":") in a line of a Chrome trace that
  * SWY_TRACE wrote. Returns 0, or -1 if the line has no such key. */

@@ -15,8 +15,14 @@
  *             every rank's wait ends in SWY_ERR_TIMEOUT (run with a short
  *             SWY_TIMEOUT_S), naming the chunk never released or the
  *             rank whose data never came
+ *   stream_stuck  (device) the last rank's stream never gets to its
+ *             alltoallv (posted on it, not in chunks): every rank's wait
+ *             ends in SWY_ERR_TIMEOUT, naming the stream or the rank;
+ *             the stream goes on after the failure, and the op's late
+ *             callback finds it failed (run with a short SWY_TIMEOUT_S)
  * TEST_COLL_MEM=device: sendbuf and recvbuf are device memory of the GPU
  * test double (tests/devdouble). */
+#include <pthread.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -395,6 +401,71 @@ static int case_mismatch(swy_comm_t comm, int rank, int w, void *arg)
     return mismatch(comm, rank, w, arg);
 }
 
+/* A stream's work that waits until the test says go. */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int go;
+} hold_t;
+
+static void hold_stream(void *arg)
+{
+    hold_t *h = arg;
+    pthread_mutex_lock(&h->lock);
+    while (!h->go)
+        pthread_cond_wait(&h->cond, &h->lock);
+    pthread_mutex_unlock(&h->lock);
+}
+
+static int case_stream_stuck(swy_comm_t comm, int rank, int w, void *arg)
+{
+    (void)arg;
+    CHECK_RET(g_device, "stream_stuck needs TEST_COLL_MEM=device");
+    plan_t p;
+    if (plan_make(&p, rank, w, 1, 5))
+        return 1;
+    for (int k = 0; k < w; k++) { /* data to and from everyone */
+        p.sc[k] = p.rc[k] = 10;
+        p.sd[k] = p.rd[k] = (size_t)k * 16;
+    }
+    dfree(p.send);
+    dfree(p.recv);
+    p.send = dzalloc((size_t)w * 16);
+    p.recv = dzalloc((size_t)w * 16);
+    void *stream = swy_test_dev_stream_create();
+    hold_t h = {.go = rank != w - 1};
+    pthread_mutex_init(&h.lock, NULL);
+    pthread_cond_init(&h.cond, NULL);
+    swy_test_dev_launch(stream, hold_stream, &h);
+    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+    attr.stream = stream;
+    attr.name = "stuck";
+    swy_request_t req;
+    CHECK_OK_RET(swy_alltoallv(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
+                               SWY_FLOAT64, comm, &attr, &req), comm);
+    swy_status_t got = swy_wait(req);
+    const char *msg = swy_last_error(comm);
+    fprintf(stderr, "rank %d: %s: %s\n", rank, swy_status_string(got), msg);
+    CHECK_RET(got == SWY_ERR_TIMEOUT, "got %s", swy_status_string(got));
+    char silent[64];
+    snprintf(silent, sizeof(silent), "no data from rank %d", w - 1);
+    CHECK_RET(strstr(msg, "its stream") != NULL ||
+                  strstr(msg, silent) != NULL, "message: %s", msg);
+    swy_request_free(req); /* freed when its callback has come */
+    /* Now the stream goes on; the op's callback comes after its failure,
+     * and the stream passes the op's (opened) gate. */
+    pthread_mutex_lock(&h.lock);
+    h.go = 1;
+    pthread_cond_broadcast(&h.cond);
+    pthread_mutex_unlock(&h.lock);
+    swy_test_dev_stream_destroy(stream); /* returns once it drained */
+    pthread_mutex_destroy(&h.lock);
+    pthread_cond_destroy(&h.cond);
+    plan_free(&p);
+    CHECK_RET(swy_comm_destroy(comm) == SWY_OK, "destroy of a failed comm");
+    return 200;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -409,6 +480,7 @@ int main(int argc, char **argv)
     else if (!strcmp(which, "held")) fn = case_held;
     else if (!strcmp(which, "args")) fn = case_args;
     else if (!strcmp(which, "unreleased")) fn = case_unreleased;
+    else if (!strcmp(which, "stream_stuck")) fn = case_stream_stuck;
     else if (!strcmp(which, "nchunks") || !strcmp(which, "totals") ||
              !strcmp(which, "divide"))
         fn = case_mismatch, mism = 1;

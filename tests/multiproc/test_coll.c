@@ -2,6 +2,8 @@
  * each rank from the same seeded inputs: random data, random uneven counts
  * with zeros, every dtype and reduction op, several ops in flight at once.
  * Usage: test_coll NRANKS [SEED] */
+#include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -342,6 +344,111 @@ static int test_stream_order(swy_comm_t comm, int rank, int w)
     return 0;
 }
 
+/* Device mode, as NCCL's calls: a non-blocking post with attr.stream
+ * returns while the stream's earlier work still runs (that work here
+ * waits for the caller to say go, after the post: a post that waited for
+ * the stream would wait the 10 s out), and work queued on the stream
+ * after the post runs after the op completed (a snapshot of recvbuf
+ * taken on the stream; rank 1 posts 100 ms late, so rank 0's op cannot
+ * be done before its snapshot would run without the hold). */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int go, timed_out;
+    float *buf;
+    size_t n;
+    float value;
+} gated_fill_t;
+
+static void gated_fill(void *arg)
+{
+    gated_fill_t *g = arg;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    pthread_mutex_lock(&g->lock);
+    while (!g->go && !g->timed_out)
+        g->timed_out = pthread_cond_timedwait(&g->cond, &g->lock, &until) ==
+                       ETIMEDOUT;
+    pthread_mutex_unlock(&g->lock);
+    for (size_t i = 0; i < g->n; i++)
+        g->buf[i] = g->value;
+}
+
+typedef struct {
+    const float *src;
+    float *dst;
+    size_t n;
+} snapshot_t;
+
+static void snapshot(void *arg)
+{
+    snapshot_t *s = arg;
+    memcpy(s->dst, s->src, s->n * sizeof(float));
+}
+
+static int test_stream_semantics(swy_comm_t comm, int rank, int w)
+{
+    size_t count = 20000;
+    float *in = tbuf(count * 4), *out = tbuf(count * 4);
+    float *snap = malloc(count * 4);
+    CHECK_RET(snap != NULL, "out of memory");
+    void *stream = swy_test_dev_stream_create();
+    gated_fill_t g = {.buf = in, .n = count, .value = (float)(rank + 1)};
+    pthread_mutex_init(&g.lock, NULL);
+    pthread_cond_init(&g.cond, NULL);
+    swy_test_dev_launch(stream, gated_fill, &g);
+    if (rank == 1) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+    attr.stream = stream;
+    attr.name = "on-stream";
+    swy_request_t req;
+    CHECK_OK_RET(swy_allreduce(in, out, count, SWY_FLOAT32, SWY_SUM, comm,
+                               &attr, &req), comm);
+    snapshot_t snapshot_args = {out, snap, count};
+    swy_test_dev_launch(stream, snapshot, &snapshot_args);
+    pthread_mutex_lock(&g.lock);
+    int posted_in_time = !g.timed_out;
+    g.go = 1;
+    pthread_cond_broadcast(&g.cond);
+    pthread_mutex_unlock(&g.lock);
+    CHECK_RET(posted_in_time, "the post waited for the stream's earlier work");
+    CHECK_OK_RET(swy_wait(req), comm);
+    swy_request_free(req);
+    swy_test_dev_stream_destroy(stream); /* runs what is queued first */
+    float expect = (float)w * (float)(w + 1) / 2;
+    for (size_t i = 0; i < count; i++) {
+        CHECK_RET(out[i] == expect, "on-stream allreduce: element %zu is %g, "
+                  "expected %g", i, (double)out[i], (double)expect);
+        CHECK_RET(snap[i] == expect, "work queued on the stream after the "
+                  "post ran before the op completed: element %zu of its "
+                  "snapshot is %g, expected %g", i, (double)snap[i],
+                  (double)expect);
+    }
+    /* A stream being captured into a graph: refused, nothing posted. */
+    stream = swy_test_dev_stream_create();
+    swy_test_dev_stream_capture(stream, 1);
+    attr.stream = stream;
+    swy_status_t st = swy_allreduce(in, out, count, SWY_FLOAT32, SWY_SUM,
+                                    comm, &attr, &req);
+    CHECK_RET(st == SWY_ERR_UNSUPPORTED, "a post on a capturing stream: %s",
+              swy_status_string(st));
+    CHECK_RET(strstr(swy_last_error(comm), "captured") != NULL, "message: %s",
+              swy_last_error(comm));
+    swy_test_dev_stream_destroy(stream);
+    pthread_mutex_destroy(&g.lock);
+    pthread_cond_destroy(&g.cond);
+    free(snap);
+    tfree(in);
+    tfree(out);
+    /* The communicator goes on. */
+    CHECK_OK_RET(swy_barrier(comm), comm);
+    return 0;
+}
+
 static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
 {
     size_t big = *(size_t *)arg;
@@ -369,7 +476,11 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
             return 1;
     if (test_in_flight(comm, rank, w))
         return 1;
-    if (g_device && test_stream_order(comm, rank, w))
+    /* A double with the device table as first released: the post waits
+     * for the stream (test_stream_order), no stream functions. */
+    int first_release = getenv("TEST_DEVDOUBLE_FIRST_RELEASE") != NULL;
+    if (g_device && (test_stream_order(comm, rank, w) ||
+                     (!first_release && test_stream_semantics(comm, rank, w))))
         return 1;
     if (mem != NULL && !g_device && test_mappings_dropped(comm, w))
         return 1;
