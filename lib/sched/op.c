@@ -688,13 +688,16 @@ static void op_start(struct swy_request *op, struct swy_request *const *chunks,
         op_run(op);
 }
 
-swy_status_t swy_sched_post(swy_sched_comm_t *c, const swy_coll_args_t *args,
-                            int priority, int64_t order, const char *name,
-                            struct swy_request **req_p)
+/* A lone op prepared and admitted: on SWY_OK with s->lock held. */
+static swy_status_t op_prepare_admit(swy_sched_comm_t *c,
+                                     const swy_coll_args_t *args,
+                                     int priority, int64_t order,
+                                     const char *name, int held,
+                                     struct swy_request **op_p)
 {
     swy_sched_t *s = c->sched;
     struct swy_request *op;
-    SWY_CHECK(op_prepare(c, args, priority, order, name, 0, &op));
+    SWY_CHECK(op_prepare(c, args, priority, order, name, held, &op));
     pthread_mutex_lock(&s->lock);
     swy_status_t status = op_admit(op);
     if (status != SWY_OK) {
@@ -702,6 +705,17 @@ swy_status_t swy_sched_post(swy_sched_comm_t *c, const swy_coll_args_t *args,
         op_free(op);
         return status;
     }
+    *op_p = op;
+    return SWY_OK;
+}
+
+swy_status_t swy_sched_post(swy_sched_comm_t *c, const swy_coll_args_t *args,
+                            int priority, int64_t order, const char *name,
+                            struct swy_request **req_p)
+{
+    swy_sched_t *s = c->sched;
+    struct swy_request *op = NULL;
+    SWY_CHECK(op_prepare_admit(c, args, priority, order, name, 0, &op));
     op_start(op, NULL, 0);
     swy_sched_progress_locked(s);
     pthread_mutex_unlock(&s->lock);
@@ -734,29 +748,22 @@ swy_status_t swy_sched_post_on_stream(swy_sched_comm_t *c,
 {
     swy_sched_t *s = c->sched;
     const swy_device_v1_t *dev = swy_device_ops();
-    struct swy_request *op;
+    struct swy_request *op = NULL;
     if (!swy_device_has_streams(dev))
         return swy_err_set(SWY_ERR_INTERNAL, "sched", "an op on a stream "
                            "without the device's stream functions");
     /* Held: it starts when the stream gets there, with its own header
      * exchange then (op_start), as a held chunk of device memory. */
-    SWY_CHECK(op_prepare(c, args, priority, order, name, 1, &op));
-    pthread_mutex_lock(&s->lock);
-    swy_status_t status = op_admit(op);
-    if (status != SWY_OK) {
-        pthread_mutex_unlock(&s->lock);
-        op_free(op);
-        return status;
-    }
+    SWY_CHECK(op_prepare_admit(c, args, priority, order, name, 1, &op));
     /* The callback only writes op->stream_ready and the wake fd: it may
      * run at once, under this lock or not. */
     op->on_stream = 1;
     if (dev->stream_notify(stream, stream_reached, op) != SWY_OK) {
         pthread_mutex_unlock(&s->lock);
-        status = swy_err_set(SWY_ERR_TRANSPORT, "sched", "op '%s': cannot "
-                             "order it after the work on stream %p: %s",
-                             name != NULL ? name : "", stream,
-                             dev->error_string());
+        swy_status_t status = swy_err_set(
+            SWY_ERR_TRANSPORT, "sched", "op '%s': cannot order it after "
+            "the work on stream %p: %s", name != NULL ? name : "", stream,
+            dev->error_string());
         op_free(op);
         return status;
     }

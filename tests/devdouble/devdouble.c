@@ -549,26 +549,43 @@ static swy_status_t check_buffer(dd_ctx_t *ctx, const char *what,
     return SWY_OK;
 }
 
+/* A send's or a receive's record, after the checks of its arguments. */
+static swy_status_t new_op(dd_ctx_t *ctx, int is_send, int peer,
+                           uint64_t tag, const void *buf, size_t len,
+                           swy_mem_type_t mem,
+                           swy_transport_complete_cb_v1_t cb, void *cb_arg,
+                           void **handle_p, dd_op_t **op_p)
+{
+    if (peer < 0 || peer >= ctx->nranks ||
+        (peer != ctx->rank && ctx->peers[peer].fd < 0))
+        return SWY_ERR_INVALID_ARG;
+    swy_status_t status = check_buffer(ctx, is_send ? "send" : "receive",
+                                       buf, len, mem);
+    if (status != SWY_OK)
+        return status;
+    dd_op_t *op = malloc(sizeof(*op));
+    if (op == NULL)
+        return SWY_ERR_NO_MEMORY;
+    *op = (dd_op_t){.is_send = is_send, .peer = peer, .tag = tag,
+                    .buf = (char *)buf, .len = len, .cb = cb,
+                    .cb_arg = cb_arg};
+    if (handle_p != NULL)
+        *handle_p = op;
+    *op_p = op;
+    return SWY_OK;
+}
+
 static swy_status_t dd_isend(void *vctx, int peer, uint64_t tag,
                              const void *buf, size_t len, swy_mem_type_t mem,
                              swy_transport_complete_cb_v1_t cb, void *cb_arg,
                              void **handle_p)
 {
     dd_ctx_t *ctx = vctx;
-    if (peer < 0 || peer >= ctx->nranks ||
-        (peer != ctx->rank && ctx->peers[peer].fd < 0))
-        return SWY_ERR_INVALID_ARG;
-    swy_status_t status = check_buffer(ctx, "send", buf, len, mem);
+    dd_op_t *op;
+    swy_status_t status = new_op(ctx, 1, peer, tag, buf, len, mem, cb,
+                                 cb_arg, handle_p, &op);
     if (status != SWY_OK)
         return status;
-    dd_op_t *op = malloc(sizeof(*op));
-    if (op == NULL)
-        return SWY_ERR_NO_MEMORY;
-    *op = (dd_op_t){.is_send = 1, .peer = peer, .tag = tag,
-                    .buf = (char *)buf, .len = len, .cb = cb,
-                    .cb_arg = cb_arg};
-    if (handle_p != NULL)
-        *handle_p = op;
     if (peer == ctx->rank) {
         status = deliver(ctx, peer, tag, buf, len);
         if (status != SWY_OK) {
@@ -589,19 +606,11 @@ static swy_status_t dd_irecv(void *vctx, int peer, uint64_t tag, void *buf,
                              void **handle_p)
 {
     dd_ctx_t *ctx = vctx;
-    if (peer < 0 || peer >= ctx->nranks ||
-        (peer != ctx->rank && ctx->peers[peer].fd < 0))
-        return SWY_ERR_INVALID_ARG;
-    swy_status_t status = check_buffer(ctx, "receive", buf, len, mem);
+    dd_op_t *op;
+    swy_status_t status = new_op(ctx, 0, peer, tag, buf, len, mem, cb,
+                                 cb_arg, handle_p, &op);
     if (status != SWY_OK)
         return status;
-    dd_op_t *op = malloc(sizeof(*op));
-    if (op == NULL)
-        return SWY_ERR_NO_MEMORY;
-    *op = (dd_op_t){.peer = peer, .tag = tag, .buf = buf, .len = len,
-                    .cb = cb, .cb_arg = cb_arg};
-    if (handle_p != NULL)
-        *handle_p = op;
     dd_peer_t *p = &ctx->peers[peer];
     dd_msg_t *prev = NULL;
     for (dd_msg_t *m = p->unexp; m != NULL; prev = m, m = m->next) {
