@@ -28,8 +28,9 @@
  * Process-wide functions (mem_type, stream_sync, copy, host_alloc,
  * host_free, device_count, error_string and the stream functions) may be
  * called from any thread at any time after dlopen, with or without a
- * transport context, and must be thread-safe.  isend_prio follows the threading rules of
- * swy_transport_v1_t (called under the context's lock).
+ * transport context, and must be thread-safe.  isend_prio follows the
+ * threading rules of swy_transport_v1_t (called under the context's
+ * lock).
  */
 #ifndef SWY_DEVICE_V1_H
 #define SWY_DEVICE_V1_H

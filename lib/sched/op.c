@@ -869,7 +869,9 @@ swy_status_t swy_sched_release_held(struct swy_request *op)
 {
     swy_sched_t *s = op->sched;
     pthread_mutex_lock(&s->lock);
-    if (!op->held) {
+    /* An op waiting for its stream is held too, but not the caller's to
+     * start. */
+    if (!op->held || op->on_stream) {
         pthread_mutex_unlock(&s->lock);
         return swy_err_set(SWY_ERR_INVALID_ARG, "sched", "op #%u '%s': not "
                            "a held chunk, or released already", op->seq,

@@ -408,6 +408,9 @@ static int test_stream_semantics(swy_comm_t comm, int rank, int w)
     swy_request_t req;
     CHECK_OK_RET(swy_allreduce(in, out, count, SWY_FLOAT32, SWY_SUM, comm,
                                &attr, &req), comm);
+    /* Waiting for its stream, it is not the caller's to start. */
+    CHECK_RET(swy_chunk_release(req) == SWY_ERR_INVALID_ARG,
+              "swy_chunk_release of an op waiting for its stream");
     snapshot_t snapshot_args = {out, snap, count};
     swy_test_dev_launch(stream, snapshot, &snapshot_args);
     pthread_mutex_lock(&g.lock);
