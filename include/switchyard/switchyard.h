@@ -94,9 +94,16 @@ typedef struct {
      *  the call waits until the op has completed (result in recvbuf).
      *  The post does not wait for the stream (a non-blocking call returns
      *  at once; a blocking one returns when the op completed), and
-     *  swy_wait/swy_test still tell completion to the host. A stream that
-     *  is being captured into a CUDA graph is SWY_ERR_UNSUPPORTED: the op
-     *  runs from the host and cannot be captured. swy_alltoallv_chunks,
+     *  swy_wait/swy_test still tell completion to the host. Ops on one
+     *  stream therefore run one after another, as NCCL's do: sends and
+     *  receives that need each other go in one swy_group_start/end,
+     *  whose ops on a stream start together and hold the stream until
+     *  all of them completed. Ops whose stream never gets to them fail
+     *  with SWY_ERR_TIMEOUT (SWY_TIMEOUT_S), naming the stream. A stream
+     *  that is being captured into a CUDA graph is SWY_ERR_UNSUPPORTED:
+     *  the op runs from the host and cannot be captured. A blocking call
+     *  on a stream whose earlier work waits for a later call of this
+     *  thread cannot end: use a group. swy_alltoallv_chunks,
      *  and device services without the stream functions (an older nccl
      *  plugin), wait for the stream instead: the post blocks the calling
      *  thread until the stream drains, and nothing is queued on it.
@@ -526,7 +533,9 @@ SWY_EXPORT swy_status_t swy_group_start(void);
  *        swy_group_start() together, so a batch of sends and receives to
  *        many peers cannot deadlock whatever the order of the calls, then
  *        wait for the blocking ones (req == NULL). Non-blocking calls of
- *        the group got their request at the call. End a group before
+ *        the group got their request at the call. Calls with device
+ *        buffers are ordered on their streams here, those of one stream
+ *        together (see swy_op_attr_t.stream). End a group before
  *        destroying a communicator it posted on.
  * @return SWY_OK, the first failure of a blocking call of the group, or
  *         SWY_ERR_INVALID_ARG without a matching swy_group_start().

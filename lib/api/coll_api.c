@@ -206,32 +206,95 @@ static swy_status_t prepare_memory(const char *fn, swy_comm_t comm,
     return SWY_OK;
 }
 
-/* swy_group_start/end: per thread, the depth and the blocking calls
- * made inside (posted at once, waited for at the outermost end). */
+/* swy_group_start/end: per thread, the depth, the blocking calls made
+ * inside (posted at once, waited for at the outermost end) and the ops
+ * on CUDA streams (ordered on their streams at the end, those of one
+ * stream together, as NCCL's group calls are). */
 #define GROUP_MAX_DEPTH 64
 typedef struct {
     int depth;
     struct swy_request **waits;
     swy_comm_t *comms;
     size_t nwaits, cap;
+    struct swy_request **sops;
+    void **streams;
+    size_t nsops, scap;
 } group_t;
 static __thread group_t group;
 
+/* Room for entry n of two parallel arrays of pointers, *cap long; a_p and
+ * b_p point at the arrays' variables (copied through memcpy: they are of
+ * other pointer types). */
+static swy_status_t group_grow(void *a_p, void *b_p, size_t n, size_t *cap)
+{
+    if (n < *cap)
+        return SWY_OK;
+    size_t grown = *cap ? 2 * *cap : 16;
+    void *a, *b;
+    memcpy(&a, a_p, sizeof(a));
+    memcpy(&b, b_p, sizeof(b));
+    void *na = swy_realloc_array(a, grown, sizeof(void *));
+    if (na == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+    memcpy(a_p, &na, sizeof(na));
+    void *nb = swy_realloc_array(b, grown, sizeof(void *));
+    if (nb == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+    memcpy(b_p, &nb, sizeof(nb));
+    *cap = grown;
+    return SWY_OK;
+}
+
+static swy_status_t group_add_stream_op(struct swy_request *op, void *stream)
+{
+    SWY_CHECK(group_grow(&group.sops, &group.streams, group.nsops,
+                         &group.scap));
+    group.sops[group.nsops] = op;
+    group.streams[group.nsops++] = stream;
+    return SWY_OK;
+}
+
+/* The group's ops on streams, ordered stream by stream; the first
+ * failure. */
+static swy_status_t group_order_streams(void)
+{
+    swy_status_t first = SWY_OK;
+    char msg[SWY_ERRMSG_MAX] = "";
+    size_t n = group.nsops;
+    while (n > 0) {
+        /* The ops of the last one's stream to the end, in posting order. */
+        void *stream = group.streams[n - 1];
+        size_t k = n;
+        for (size_t i = n; i-- > 0;)
+            if (group.streams[i] == stream) {
+                struct swy_request *op = group.sops[i];
+                memmove(&group.sops[i], &group.sops[i + 1],
+                        (k - 1 - i) * sizeof(group.sops[0]));
+                memmove(&group.streams[i], &group.streams[i + 1],
+                        (k - 1 - i) * sizeof(group.streams[0]));
+                group.sops[k - 1] = op;
+                group.streams[k - 1] = stream;
+                k--;
+            }
+        int gated;
+        swy_status_t status = swy_sched_stream_order(
+            &group.sops[k], (int)(n - k), stream, &gated);
+        if (status != SWY_OK && first == SWY_OK) {
+            first = status;
+            snprintf(msg, sizeof(msg), "%s", swy_err_last());
+        }
+        n = k;
+    }
+    group.nsops = 0;
+    if (first != SWY_OK)
+        swy_err_store(msg);
+    return first;
+}
+
 static swy_status_t group_add(swy_comm_t comm, struct swy_request *op)
 {
-    if (group.nwaits == group.cap) {
-        size_t cap = group.cap ? 2 * group.cap : 16;
-        struct swy_request **waits =
-            swy_realloc_array(group.waits, cap, sizeof(*waits));
-        if (waits == NULL)
-            return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
-        group.waits = waits;
-        swy_comm_t *comms = swy_realloc_array(group.comms, cap, sizeof(*comms));
-        if (comms == NULL)
-            return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
-        group.comms = comms;
-        group.cap = cap;
-    }
+    SWY_CHECK(group_grow(&group.waits, &group.comms, group.nwaits,
+                         &group.cap));
     group.waits[group.nwaits] = op;
     group.comms[group.nwaits++] = comm;
     return SWY_OK;
@@ -255,10 +318,12 @@ swy_status_t swy_group_end(void)
                            "swy_group_start() to end on this thread");
     if (--group.depth > 0)
         return SWY_OK;
+    swy_status_t first = group_order_streams();
+    char msg[SWY_ERRMSG_MAX] = "";
+    if (first != SWY_OK)
+        snprintf(msg, sizeof(msg), "%s", swy_err_last());
     /* Every call of the group is posted (a post never waits for a peer):
      * waiting for them in any order cannot deadlock. */
-    swy_status_t first = SWY_OK;
-    char msg[SWY_ERRMSG_MAX] = "";
     for (size_t i = 0; i < group.nwaits; i++) {
         swy_status_t status = swy_sched_wait(group.waits[i]);
         swy_api_fail(group.comms[i], status);
@@ -288,23 +353,30 @@ static swy_status_t post_or_run(const char *fn, swy_comm_t comm,
                                          recv_used, attr, &on_stream);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
-    int gated = 1;
-    status = on_stream
-                 ? swy_sched_post_on_stream(comm->view, args, prio, order,
-                                            attr_name(attr),
-                                            attr != NULL ? attr->stream
-                                                         : NULL,
-                                            &op, &gated)
-                 : swy_sched_post(comm->view, args, prio, order,
-                                  attr_name(attr), &op);
+    status = on_stream ? swy_sched_post_on_stream(comm->view, args, prio,
+                                                  order, attr_name(attr), &op)
+                       : swy_sched_post(comm->view, args, prio, order,
+                                        attr_name(attr), &op);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
-    /* A stream the device could not hold: the op is done before the
-     * caller queues more work on it (not inside a group, whose posts must
-     * all be out before any is waited for: there the order is the
-     * caller's, as the warning said). */
-    if (!gated && req != NULL && group.depth == 0) {
-        status = swy_sched_wait(op);
+    void *stream = attr != NULL ? attr->stream : NULL;
+    if (on_stream && group.depth > 0) {
+        /* Ordered with the group's other ops on this stream at its end. */
+        status = group_add_stream_op(op, stream);
+        if (status != SWY_OK) {
+            int gated;
+            if (swy_sched_stream_order(&op, 1, stream, &gated) != SWY_OK)
+                status = SWY_ERR_TRANSPORT;
+            swy_sched_release(op);
+            return swy_api_fail(comm, status);
+        }
+    } else if (on_stream) {
+        int gated;
+        status = swy_sched_stream_order(&op, 1, stream, &gated);
+        /* A stream the device could not hold: the op is done before the
+         * caller queues more work on it. */
+        if (status == SWY_OK && !gated && req != NULL)
+            status = swy_sched_wait(op);
         if (status != SWY_OK) {
             swy_sched_release(op);
             return swy_api_fail(comm, status);

@@ -178,7 +178,7 @@ struct swy_request {
      * later work until the op completes. */
     uint8_t on_stream;
     int stream_ready;
-    void *gate;
+    struct swy_stream_gate *gate;
     swy_list_t slink; /* sched->stream_ops while on_stream */
     int completed, released;
     int failing;    /* failed; completes once its buffers are free */
@@ -199,6 +199,13 @@ typedef struct {
     int prio[PRIO_SLOTS];
     size_t amount[PRIO_SLOTS];
 } prio_tally_t;
+
+/* A gate on a stream (the device's stream_gate) shared by the ops of one
+ * swy_sched_stream_order: opened when the last of them completed. */
+typedef struct swy_stream_gate {
+    void *gate;  /* the device's; NULL when it could not be made */
+    int pending; /* atomic: ops not yet completed, + 1 while set up */
+} swy_stream_gate_t;
 
 /* A communicator's view of the engine (sched.h). */
 struct swy_sched_comm {

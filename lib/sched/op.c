@@ -80,6 +80,8 @@ static void uop_release(swy_sched_t *s, swy_uop_t *uop)
     s->uop_pool_len++;
 }
 
+static void gate_share_drop(swy_stream_gate_t *g);
+
 static void op_complete(struct swy_request *op)
 {
     swy_sched_t *s = op->sched;
@@ -106,8 +108,9 @@ static void op_complete(struct swy_request *op)
     /* The caller's stream goes on past the op, done or failed: a stream
      * held for an op that failed would hang the caller's GPU work. */
     if (op->gate != NULL) {
-        swy_device_ops()->gate_open(op->gate);
+        swy_stream_gate_t *g = op->gate;
         op->gate = NULL;
+        gate_share_drop(g);
     }
     if (op->released && !op->in_handler && !op->on_stream)
         op_free(op);
@@ -726,55 +729,123 @@ swy_status_t swy_sched_post(swy_sched_comm_t *c, const swy_coll_args_t *args,
     return SWY_OK;
 }
 
+/* What the device's callback gets: the ops the stream reached. */
+typedef struct {
+    int n;
+    struct swy_request *ops[];
+} stream_notice_t;
+
 /* The device's callback (a thread of its own): the stream reached the
- * op. Wake the progress thread, then say so; after that store the op may
- * be gone, so nothing follows it. */
+ * ops. For each, wake its engine's progress thread, then mark it; after
+ * that store the op may be gone, so nothing of it is read again. */
 static void stream_reached(void *arg)
 {
-    struct swy_request *op = arg;
-    swy_sched_t *s = op->sched;
-    uint64_t one = 1;
-    if (s->wake_fd >= 0 && write(s->wake_fd, &one, sizeof(one)) < 0)
-        (void)0; /* the counter is full: the thread is awake anyway */
-    __atomic_store_n(&op->stream_ready, 1, __ATOMIC_RELEASE);
+    stream_notice_t *notice = arg;
+    for (int i = 0; i < notice->n; i++) {
+        struct swy_request *op = notice->ops[i];
+        swy_sched_t *s = op->sched;
+        uint64_t one = 1;
+        if (s->wake_fd >= 0 && write(s->wake_fd, &one, sizeof(one)) < 0)
+            (void)0; /* the counter is full: the thread is awake anyway */
+        __atomic_store_n(&op->stream_ready, 1, __ATOMIC_RELEASE);
+    }
+    swy_free(notice);
+}
+
+/* One op's share of a gate gone (it completed, or the set-up is done):
+ * the last one opens it. */
+static void gate_share_drop(swy_stream_gate_t *g)
+{
+    if (__atomic_sub_fetch(&g->pending, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    if (g->gate != NULL)
+        swy_device_ops()->gate_open(g->gate);
+    swy_free(g);
 }
 
 swy_status_t swy_sched_post_on_stream(swy_sched_comm_t *c,
                                       const swy_coll_args_t *args,
                                       int priority, int64_t order,
-                                      const char *name, void *stream,
-                                      struct swy_request **req_p,
-                                      int *gated_p)
+                                      const char *name,
+                                      struct swy_request **req_p)
 {
     swy_sched_t *s = c->sched;
-    const swy_device_v1_t *dev = swy_device_ops();
     struct swy_request *op = NULL;
-    if (!swy_device_has_streams(dev))
+    if (!swy_device_has_streams(swy_device_ops()))
         return swy_err_set(SWY_ERR_INTERNAL, "sched", "an op on a stream "
                            "without the device's stream functions");
     /* Held: it starts when the stream gets there, with its own header
      * exchange then (op_start), as a held chunk of device memory. */
     SWY_CHECK(op_prepare_admit(c, args, priority, order, name, 1, &op));
-    /* The callback only writes op->stream_ready and the wake fd: it may
-     * run at once, under this lock or not. */
     op->on_stream = 1;
-    if (dev->stream_notify(stream, stream_reached, op) != SWY_OK) {
-        pthread_mutex_unlock(&s->lock);
-        swy_status_t status = swy_err_set(
-            SWY_ERR_TRANSPORT, "sched", "op '%s': cannot order it after "
-            "the work on stream %p: %s", name != NULL ? name : "", stream,
-            dev->error_string());
-        op_free(op);
-        return status;
-    }
     swy_list_push_back(&s->stream_ops, &op->slink);
     s->n_stream_ops++;
     op_start(op, NULL, 0);
+    pthread_mutex_unlock(&s->lock);
+    *req_p = op;
+    return SWY_OK;
+}
+
+swy_status_t swy_sched_stream_order(struct swy_request *const *ops, int n,
+                                    void *stream, int *gated_p)
+{
+    const swy_device_v1_t *dev = swy_device_ops();
     *gated_p = 1;
-    if (dev->stream_gate(stream, &op->gate) != SWY_OK) {
-        /* The stream's later work cannot be held for the op: the caller
-         * must then wait for the op before queuing more (once said). */
-        op->gate = NULL;
+    stream_notice_t *notice =
+        swy_malloc(sizeof(*notice) + (size_t)n * sizeof(notice->ops[0]));
+    swy_stream_gate_t *g = swy_calloc(1, sizeof(*g));
+    swy_status_t status = SWY_OK;
+    if (notice == NULL || g == NULL) {
+        swy_free(notice);
+        swy_free(g);
+        status = swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
+    }
+    if (status == SWY_OK) {
+        notice->n = n;
+        memcpy(notice->ops, ops, (size_t)n * sizeof(ops[0]));
+        /* A share for each op and one for this set-up, so that an op
+         * failing meanwhile cannot open the gate before it exists. */
+        g->pending = n + 1;
+        for (int i = 0; i < n; i++) {
+            swy_sched_t *s = ops[i]->sched;
+            pthread_mutex_lock(&s->lock);
+            if (ops[i]->completed)
+                g->pending--; /* failed already: its gate share is gone */
+            else
+                ops[i]->gate = g;
+            pthread_mutex_unlock(&s->lock);
+        }
+        if (dev->stream_notify(stream, stream_reached, notice) != SWY_OK) {
+            status = swy_err_set(SWY_ERR_TRANSPORT, "sched", "cannot order "
+                                 "%d op(s) after the work on stream %p: %s",
+                                 n, stream, dev->error_string());
+            swy_free(notice);
+            notice = NULL;
+        }
+    }
+    if (status != SWY_OK) {
+        /* No callback comes: the ops fail, and the engine takes them as
+         * reached so that they can go. */
+        char msg[SWY_ERRMSG_MAX];
+        snprintf(msg, sizeof(msg), "%s", swy_err_last());
+        for (int i = 0; i < n; i++) {
+            swy_sched_t *s = ops[i]->sched;
+            pthread_mutex_lock(&s->lock);
+            op_error(ops[i], status, "op #%u '%s': %s", ops[i]->seq,
+                     op_label(ops[i]), msg);
+            __atomic_store_n(&ops[i]->stream_ready, 1, __ATOMIC_RELEASE);
+            swy_sched_progress_locked(s);
+            pthread_mutex_unlock(&s->lock);
+        }
+        if (g != NULL)
+            gate_share_drop(g);
+        swy_err_store(msg);
+        return status;
+    }
+    if (dev->stream_gate(stream, &g->gate) != SWY_OK) {
+        /* The stream's later work cannot be held for the ops: the caller
+         * must then wait for them before queuing more (said once). */
+        g->gate = NULL;
         *gated_p = 0;
         static int said;
         if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
@@ -782,9 +853,7 @@ swy_status_t swy_sched_post_on_stream(swy_sched_comm_t *c,
                      "posts with device buffers wait for their ops to "
                      "complete", dev->error_string());
     }
-    swy_sched_progress_locked(s);
-    pthread_mutex_unlock(&s->lock);
-    *req_p = op;
+    gate_share_drop(g);
     return SWY_OK;
 }
 

@@ -139,20 +139,25 @@ swy_status_t swy_sched_post(swy_sched_comm_t *comm, const swy_coll_args_t *args,
                             int priority, int64_t order, const char *name,
                             struct swy_request **req_p);
 
-/* As swy_sched_post, for an op of device memory ordered on stream (the
- * caller's CUDA stream; NULL: the legacy default stream) without
- * blocking: the op starts when the work queued on stream before this
- * call has finished, and the work queued after it waits until the op
- * completes (the device services' stream functions, which must be
- * there: swy_device_has_streams). *gated_p = 0 when the device could not
- * hold the stream (the op is posted all the same): the caller must then
- * wait for the op before it queues more work on the stream. */
+/* As swy_sched_post, for an op of device memory to be ordered on a
+ * CUDA stream (the device services' stream functions must be there:
+ * swy_device_has_streams): posted, but held until swy_sched_stream_order
+ * names it. */
 swy_status_t swy_sched_post_on_stream(swy_sched_comm_t *comm,
                                       const swy_coll_args_t *args,
                                       int priority, int64_t order,
-                                      const char *name, void *stream,
-                                      struct swy_request **req_p,
-                                      int *gated_p);
+                                      const char *name,
+                                      struct swy_request **req_p);
+/* Order ops posted by swy_sched_post_on_stream on stream (NULL: the
+ * legacy default stream), without blocking: they start when the work
+ * queued on stream before this call has finished, all at once (a group's
+ * sends and receives to each other), and the work queued after it waits
+ * until every one of them completed. *gated_p = 0 when the device could
+ * not hold the stream: the caller must then wait for the ops before it
+ * queues more work on it. On failure the ops fail (their requests say
+ * so) and the message says why. */
+swy_status_t swy_sched_stream_order(struct swy_request *const *ops, int n,
+                                    void *stream, int *gated_p);
 
 /* Post n alltoallv ops (args[0..n-1], priority, order + j, "name[j/n]")
  * as the chunks of one series: only the first exchanges op headers, and

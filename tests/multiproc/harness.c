@@ -241,3 +241,20 @@ void swy_test_dev_stream_capture(void *stream, int on)
     dd_need("swy_test_dev_stream_capture");
     dd.capture(stream, on);
 }
+
+void *swy_test_buf_calloc(int device, size_t n, size_t size)
+{
+    if (!device)
+        return calloc(n, size);
+    void *p = swy_test_dev_alloc(n * size);
+    memset(p, 0, n * size);
+    return p;
+}
+
+void swy_test_buf_free(int device, void *ptr)
+{
+    if (device)
+        swy_test_dev_free(ptr);
+    else
+        free(ptr);
+}

@@ -42,6 +42,11 @@ void *swy_test_dev_stream_create(void);
 void swy_test_dev_stream_destroy(void *stream);
 void swy_test_dev_launch(void *stream, void (*fn)(void *), void *arg);
 void swy_test_dev_stream_capture(void *stream, int on);
+/* n zeroed elements of size bytes: the double's device memory where
+ * device is nonzero, else calloc'd (NULL when out of host memory); and
+ * the matching free. */
+void *swy_test_buf_calloc(int device, size_t n, size_t size);
+void swy_test_buf_free(int device, void *ptr);
 
 /* The number after key ("\"ts\":") in a line of a Chrome trace that
  * SWY_TRACE wrote. Returns 0, or -1 if the line has no such key. */

@@ -34,19 +34,12 @@ static int g_device; /* TEST_COLL_MEM=device */
 /* n doubles, zeroed: device memory of the test double in device mode. */
 static double *dzalloc(size_t n)
 {
-    if (!g_device)
-        return calloc(n, sizeof(double));
-    double *p = swy_test_dev_alloc(n * sizeof(double));
-    memset(p, 0, n * sizeof(double));
-    return p;
+    return swy_test_buf_calloc(g_device, n, sizeof(double));
 }
 
 static void dfree(void *p)
 {
-    if (g_device)
-        swy_test_dev_free(p);
-    else
-        free(p);
+    swy_test_buf_free(g_device, p);
 }
 
 /* The value rank src sends rank dst at element i of chunk j. */

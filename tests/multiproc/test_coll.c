@@ -26,10 +26,7 @@ static void *dbuf(size_t bytes)
 
 static void dfree(void *p)
 {
-    if (g_device)
-        swy_test_dev_free(p);
-    else
-        free(p);
+    swy_test_buf_free(g_device, p);
 }
 
 static void *tbuf(size_t bytes)

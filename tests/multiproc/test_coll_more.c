@@ -39,10 +39,7 @@ static unsigned char *guarded(size_t bytes)
 
 static void gfree(void *p)
 {
-    if (g_device)
-        swy_test_dev_free(p);
-    else
-        free(p);
+    swy_test_buf_free(g_device, p);
 }
 
 /* n elements of rank r's input for op `iter` from element `first`. */

@@ -19,6 +19,8 @@
  *             next one
  *   info      swy_comm_peer_info on the world and a reversed split
  *   threads   17 communicators run on the threads of one
+ * TEST_COLL_MEM=device: p2p's and group's buffers are device memory of
+ * the GPU test double (tests/devdouble).
  *   join      a communicator from a unique id of its own, over the same
  *             processes, joins their engine (its counters count both
  *             communicators' ops); ops of both in flight together
@@ -365,6 +367,9 @@ static int case_inflight(swy_comm_t comm, int rank, int w, void *arg)
 
 /* Rank r sends NMSG messages to every peer, of sizes that differ per
  * message, non-blocking; receives them in posting order. */
+static int g_device; /* TEST_COLL_MEM=device */
+
+
 static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
 {
     enum { NMSG = 5 };
@@ -372,9 +377,13 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
     int32_t *sbuf[64][NMSG], *rbuf[64][NMSG];
     swy_request_t reqs[64 * NMSG * 2];
     int nreq = 0;
+    /* Ops on one stream run one after another, as NCCL's: device sends
+     * and receives that need each other go in a group. */
+    if (g_device)
+        CHECK_OK_RET(swy_group_start(), comm);
     for (int k = 0; k < NMSG; k++)
         for (int p = 0; p < w; p++) {
-            rbuf[p][k] = calloc(sizes[k] + 1, sizeof(int32_t));
+            rbuf[p][k] = swy_test_buf_calloc(g_device, sizes[k] + 1, sizeof(int32_t));
             CHECK_OK_RET(swy_recv(rbuf[p][k], sizes[k], SWY_INT32, p, comm,
                                   NULL, &reqs[nreq++]),
                          comm);
@@ -382,7 +391,7 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
     for (int k = 0; k < NMSG; k++)
         for (int i = 1; i <= w; i++) {
             int p = (rank + i) % w; /* self last */
-            sbuf[p][k] = malloc((sizes[k] + 1) * sizeof(int32_t));
+            sbuf[p][k] = swy_test_buf_calloc(g_device, sizes[k] + 1, sizeof(int32_t));
             for (size_t e = 0; e < sizes[k]; e++)
                 sbuf[p][k][e] = rank * 1000000 + p * 10000 + k * 1000 +
                                 (int32_t)(e % 1000);
@@ -390,6 +399,8 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
                                   NULL, &reqs[nreq++]),
                          comm);
         }
+    if (g_device)
+        CHECK_OK_RET(swy_group_end(), comm);
     for (int i = 0; i < nreq; i++) {
         CHECK_OK_RET(swy_wait(reqs[i]), comm);
         swy_request_free(reqs[i]);
@@ -401,8 +412,8 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
                                                k * 1000 + (int32_t)(e % 1000),
                           "message %d from %d [%zu] = %d", k, p, e,
                           rbuf[p][k][e]);
-            free(rbuf[p][k]);
-            free(sbuf[p][k]);
+            swy_test_buf_free(g_device, rbuf[p][k]);
+            swy_test_buf_free(g_device, sbuf[p][k]);
         }
     /* Blocking, on a split communicator: a ring shift. */
     swy_comm_t rev;
@@ -445,7 +456,7 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
 static int case_group(swy_comm_t comm, int rank, int w, void *arg)
 {
     size_t count = 1u << 20; /* 4 MiB: rendezvous */
-    int32_t *s = malloc(count * 4 * (size_t)w), *r = malloc(count * 4 * (size_t)w);
+    int32_t *s = swy_test_buf_calloc(g_device, count * (size_t)w, 4), *r = swy_test_buf_calloc(g_device, count * (size_t)w, 4);
     CHECK_RET(s != NULL && r != NULL, "malloc");
     for (int p = 0; p < w; p++)
         for (size_t e = 0; e < count; e += 1)
@@ -482,8 +493,8 @@ static int case_group(swy_comm_t comm, int rank, int w, void *arg)
                           p * 100 + rank + (int32_t)(e & 0xff),
                       "from %d [%zu]", p, e);
     CHECK_RET(swy_group_end() == SWY_ERR_INVALID_ARG, "unmatched group_end");
-    free(s);
-    free(r);
+    swy_test_buf_free(g_device, s);
+    swy_test_buf_free(g_device, r);
     return 0;
 }
 
@@ -867,6 +878,13 @@ int main(int argc, char **argv)
     if (fn == NULL || w < 1 || w > 64) {
         fprintf(stderr, "test_split: bad arguments\n");
         return 2;
+    }
+    const char *mem = getenv("TEST_COLL_MEM");
+    g_device = mem != NULL && strcmp(mem, "device") == 0;
+    if (g_device && !swy_test_devdouble()) {
+        fprintf(stderr, "test_split: TEST_COLL_MEM=device, but the GPU test "
+                "double is not loaded (SWYTEST_DEVDOUBLE)\n");
+        return 1;
     }
     swy_test_result_t result;
     int rc = swy_test_spawn(w, fn, NULL, 120, &result);
