@@ -261,29 +261,27 @@ static swy_status_t group_order_streams(void)
     swy_status_t first = SWY_OK;
     char msg[SWY_ERRMSG_MAX] = "";
     size_t n = group.nsops;
-    while (n > 0) {
-        /* The ops of the last one's stream to the end, in posting order. */
-        void *stream = group.streams[n - 1];
-        size_t k = n;
-        for (size_t i = n; i-- > 0;)
-            if (group.streams[i] == stream) {
-                struct swy_request *op = group.sops[i];
-                memmove(&group.sops[i], &group.sops[i + 1],
-                        (k - 1 - i) * sizeof(group.sops[0]));
-                memmove(&group.streams[i], &group.streams[i + 1],
-                        (k - 1 - i) * sizeof(group.streams[0]));
-                group.sops[k - 1] = op;
-                group.streams[k - 1] = stream;
-                k--;
+    for (size_t i = 0; i < n;) {
+        /* The ops on stream i's stream to i..k-1, in posting order (the
+         * others' order does not matter: each stream is one batch). */
+        void *stream = group.streams[i];
+        size_t k = i + 1;
+        for (size_t j = k; j < n; j++)
+            if (group.streams[j] == stream) {
+                struct swy_request *op = group.sops[j];
+                group.sops[j] = group.sops[k];
+                group.streams[j] = group.streams[k];
+                group.sops[k] = op;
+                group.streams[k++] = stream;
             }
         int gated;
         swy_status_t status = swy_sched_stream_order(
-            &group.sops[k], (int)(n - k), stream, &gated);
+            &group.sops[i], (int)(k - i), stream, &gated);
         if (status != SWY_OK && first == SWY_OK) {
             first = status;
             snprintf(msg, sizeof(msg), "%s", swy_err_last());
         }
-        n = k;
+        i = k;
     }
     group.nsops = 0;
     if (first != SWY_OK)

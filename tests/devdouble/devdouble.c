@@ -501,20 +501,48 @@ static swy_status_t dd_connect(void *vctx, const void *const *addrs,
     return SWY_OK;
 }
 
+/* The first posted receive from p with tag, taken off the queue; NULL if
+ * none. */
+static dd_op_t *take_recv(dd_peer_t *p, uint64_t tag)
+{
+    for (dd_op_t *op = p->rq; op != NULL; op = op->next)
+        if (op->tag == tag) {
+            unlink_op(&p->rq, &p->rq_tail, op);
+            return op;
+        }
+    return NULL;
+}
+
+/* A receive whose message of msg_len bytes is in its buffer (as much as
+ * fits): a longer message is SWY_ERR_MISMATCH, as the ABI says. */
+static void finish_recv(dd_ctx_t *ctx, dd_op_t *op, size_t msg_len)
+{
+    finish(ctx, op, msg_len > op->len ? SWY_ERR_MISMATCH : SWY_OK,
+           msg_len < op->len ? msg_len : op->len);
+}
+
+/* A whole message kept until its receive is posted. */
+static void keep_unexpected(dd_peer_t *p, dd_msg_t *m)
+{
+    m->next = NULL;
+    if (p->unexp_tail != NULL)
+        p->unexp_tail->next = m;
+    else
+        p->unexp = m;
+    p->unexp_tail = m;
+}
+
 /* A whole message from peer (self sends, or one read whole): to the
  * first posted receive with its tag, else kept until one is posted. */
 static swy_status_t deliver(dd_ctx_t *ctx, int peer, uint64_t tag,
                             const char *data, size_t len)
 {
     dd_peer_t *p = &ctx->peers[peer];
-    for (dd_op_t *op = p->rq; op != NULL; op = op->next) {
-        if (op->tag != tag)
-            continue;
-        unlink_op(&p->rq, &p->rq_tail, op);
-        size_t n = len < op->len ? len : op->len;
-        if (n > 0)
-            memcpy(op->buf, data, n);
-        finish(ctx, op, len > op->len ? SWY_ERR_MISMATCH : SWY_OK, n);
+    dd_op_t *op = take_recv(p, tag);
+    if (op != NULL) {
+        if (len > 0 && op->len > 0)
+            memcpy(op->buf, data, len < op->len ? len : op->len);
+        finish_recv(ctx, op, len);
         return SWY_OK;
     }
     dd_msg_t *m = malloc(sizeof(*m));
@@ -527,11 +555,7 @@ static swy_status_t deliver(dd_ctx_t *ctx, int peer, uint64_t tag,
     if (len > 0)
         memcpy(copy, data, len);
     *m = (dd_msg_t){NULL, tag, len, copy};
-    if (p->unexp_tail != NULL)
-        p->unexp_tail->next = m;
-    else
-        p->unexp = m;
-    p->unexp_tail = m;
+    keep_unexpected(p, m);
     return SWY_OK;
 }
 
@@ -622,10 +646,9 @@ static swy_status_t dd_irecv(void *vctx, int peer, uint64_t tag, void *buf,
             p->unexp = m->next;
         if (p->unexp_tail == m)
             p->unexp_tail = prev;
-        size_t n = m->len < len ? m->len : len;
-        if (n > 0)
-            memcpy(buf, m->data, n);
-        finish(ctx, op, m->len > len ? SWY_ERR_MISMATCH : SWY_OK, n);
+        if (m->len > 0 && len > 0)
+            memcpy(buf, m->data, m->len < len ? m->len : len);
+        finish_recv(ctx, op, m->len);
         free(m->data);
         free(m);
         return SWY_OK;
@@ -733,13 +756,7 @@ static int read_peer(dd_ctx_t *ctx, int peer)
             p->in_got = 0;
             p->in_body = 1;
             p->body_got = 0;
-            p->filling = NULL;
-            for (dd_op_t *op = p->rq; op != NULL; op = op->next)
-                if (op->tag == p->in.tag) {
-                    unlink_op(&p->rq, &p->rq_tail, op);
-                    p->filling = op;
-                    break;
-                }
+            p->filling = take_recv(p, p->in.tag);
             if (p->filling == NULL) {
                 dd_msg_t *m = malloc(sizeof(*m));
                 char *data = malloc(p->in.len > 0 ? p->in.len : 1);
@@ -759,18 +776,10 @@ static int read_peer(dd_ctx_t *ctx, int peer)
             continue;
         p->in_body = 0;
         if (p->filling != NULL) {
-            dd_op_t *op = p->filling;
-            size_t got = p->in.len < op->len ? p->in.len : op->len;
-            finish(ctx, op, p->in.len > op->len ? SWY_ERR_MISMATCH : SWY_OK,
-                   got);
+            finish_recv(ctx, p->filling, p->in.len);
             p->filling = NULL;
         } else {
-            dd_msg_t *m = p->unexp_cur;
-            if (p->unexp_tail != NULL)
-                p->unexp_tail->next = m;
-            else
-                p->unexp = m;
-            p->unexp_tail = m;
+            keep_unexpected(p, p->unexp_cur);
             p->unexp_cur = NULL;
         }
         events++;
@@ -786,8 +795,7 @@ static int dd_progress(void *vctx)
         if (p->fd < 0)
             continue;
         events += flush_sends(ctx, p);
-        if (p->fd >= 0)
-            events += read_peer(ctx, r);
+        events += read_peer(ctx, r);
     }
     while (ctx->done != NULL) {
         dd_op_t *op = ctx->done;

@@ -190,9 +190,9 @@ int swy_test_devdouble(void)
 static void dd_need(const char *what)
 {
     if (!swy_test_devdouble()) {
-        fprintf(stderr, "%s: the GPU test double is not loaded (SWYTEST_DEVDOUBLE="
-                "%s)\n", what, getenv("SWYTEST_DEVDOUBLE") ? getenv("SWYTEST_DEVDOUBLE")
-                                                       : "(unset)");
+        const char *path = getenv("SWYTEST_DEVDOUBLE");
+        fprintf(stderr, "%s: the GPU test double is not loaded "
+                "(SWYTEST_DEVDOUBLE=%s)\n", what, path ? path : "(unset)");
         abort();
     }
 }

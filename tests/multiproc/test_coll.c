@@ -449,6 +449,77 @@ static int test_stream_semantics(swy_comm_t comm, int rank, int w)
     return 0;
 }
 
+/* Device mode: a group's ops on two streams, posted a, b, a: each stream's
+ * ops are ordered on it together. The first op on stream a completes
+ * while stream b still waits for the caller's go (were it batched with
+ * b's op, it would wait too; it is posted first, as fifo serves a
+ * communicator's ops in posting order), and the op on b reads what b's
+ * earlier work wrote (were it batched with a's, it would sum the
+ * filler). */
+static int test_stream_group(swy_comm_t comm, int rank, int w)
+{
+    size_t count = 5000;
+    float *xa = tbuf(count * 4), *ya = tbuf(count * 4);
+    float *xb = tbuf(count * 4), *yb = tbuf(count * 4);
+    float *ya2 = tbuf(count * 4);
+    for (size_t i = 0; i < count; i++)
+        xa[i] = (float)(rank + 1);
+    void *a = swy_test_dev_stream_create(), *b = swy_test_dev_stream_create();
+    gated_fill_t g = {.buf = xb, .n = count, .value = (float)(2 * rank)};
+    pthread_mutex_init(&g.lock, NULL);
+    pthread_cond_init(&g.cond, NULL);
+    swy_test_dev_launch(b, gated_fill, &g);
+    swy_op_attr_t on_a = SWY_OP_ATTR_INIT, on_b = SWY_OP_ATTR_INIT;
+    on_a.stream = a;
+    on_b.stream = b;
+    swy_request_t ra, rb, ra2;
+    CHECK_OK_RET(swy_group_start(), comm);
+    CHECK_OK_RET(swy_allreduce(xa, ya, count, SWY_FLOAT32, SWY_SUM, comm,
+                               &on_a, &ra), comm);
+    CHECK_OK_RET(swy_allreduce(xb, yb, count, SWY_FLOAT32, SWY_SUM, comm,
+                               &on_b, &rb), comm);
+    CHECK_OK_RET(swy_allreduce(xa, ya2, count, SWY_FLOAT32, SWY_SUM, comm,
+                               &on_a, &ra2), comm);
+    CHECK_OK_RET(swy_group_end(), comm);
+    int done = 0;
+    for (int i = 0; i < 5000 && !done; i++) {
+        CHECK_OK_RET(swy_test(ra, &done), comm);
+        if (!done) {
+            struct timespec ts = {0, 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    pthread_mutex_lock(&g.lock);
+    g.go = 1;
+    pthread_cond_broadcast(&g.cond);
+    pthread_mutex_unlock(&g.lock);
+    CHECK_RET(done, "the group's op on stream a waited for stream b");
+    CHECK_OK_RET(swy_wait(rb), comm);
+    CHECK_OK_RET(swy_wait(ra2), comm);
+    swy_request_free(ra);
+    swy_request_free(rb);
+    swy_request_free(ra2);
+    swy_test_dev_stream_destroy(a);
+    swy_test_dev_stream_destroy(b);
+    float sa = (float)w * (float)(w + 1) / 2, sb = (float)w * (float)(w - 1);
+    for (size_t i = 0; i < count; i++) {
+        CHECK_RET(ya[i] == sa && ya2[i] == sa, "stream a: element %zu is "
+                  "%g and %g, expected %g", i, (double)ya[i],
+                  (double)ya2[i], (double)sa);
+        CHECK_RET(yb[i] == sb, "stream b: element %zu is %g, expected %g", i,
+                  (double)yb[i], (double)sb);
+    }
+    CHECK_RET(!g.timed_out, "stream b's work timed out");
+    pthread_mutex_destroy(&g.lock);
+    pthread_cond_destroy(&g.cond);
+    tfree(xa);
+    tfree(ya);
+    tfree(xb);
+    tfree(yb);
+    tfree(ya2);
+    return 0;
+}
+
 static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
 {
     size_t big = *(size_t *)arg;
@@ -480,7 +551,9 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
      * for the stream (test_stream_order), no stream functions. */
     int first_release = getenv("TEST_DEVDOUBLE_FIRST_RELEASE") != NULL;
     if (g_device && (test_stream_order(comm, rank, w) ||
-                     (!first_release && test_stream_semantics(comm, rank, w))))
+                     (!first_release &&
+                      (test_stream_semantics(comm, rank, w) ||
+                       test_stream_group(comm, rank, w)))))
         return 1;
     if (mem != NULL && !g_device && test_mappings_dropped(comm, w))
         return 1;

@@ -383,7 +383,8 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
         CHECK_OK_RET(swy_group_start(), comm);
     for (int k = 0; k < NMSG; k++)
         for (int p = 0; p < w; p++) {
-            rbuf[p][k] = swy_test_buf_calloc(g_device, sizes[k] + 1, sizeof(int32_t));
+            rbuf[p][k] = swy_test_buf_calloc(g_device, sizes[k] + 1,
+                                             sizeof(int32_t));
             CHECK_OK_RET(swy_recv(rbuf[p][k], sizes[k], SWY_INT32, p, comm,
                                   NULL, &reqs[nreq++]),
                          comm);
@@ -391,7 +392,8 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
     for (int k = 0; k < NMSG; k++)
         for (int i = 1; i <= w; i++) {
             int p = (rank + i) % w; /* self last */
-            sbuf[p][k] = swy_test_buf_calloc(g_device, sizes[k] + 1, sizeof(int32_t));
+            sbuf[p][k] = swy_test_buf_calloc(g_device, sizes[k] + 1,
+                                             sizeof(int32_t));
             for (size_t e = 0; e < sizes[k]; e++)
                 sbuf[p][k][e] = rank * 1000000 + p * 10000 + k * 1000 +
                                 (int32_t)(e % 1000);
@@ -456,7 +458,8 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
 static int case_group(swy_comm_t comm, int rank, int w, void *arg)
 {
     size_t count = 1u << 20; /* 4 MiB: rendezvous */
-    int32_t *s = swy_test_buf_calloc(g_device, count * (size_t)w, 4), *r = swy_test_buf_calloc(g_device, count * (size_t)w, 4);
+    int32_t *s = swy_test_buf_calloc(g_device, count * (size_t)w, 4);
+    int32_t *r = swy_test_buf_calloc(g_device, count * (size_t)w, 4);
     CHECK_RET(s != NULL && r != NULL, "malloc");
     for (int p = 0; p < w; p++)
         for (size_t e = 0; e < count; e += 1)
