@@ -10,6 +10,7 @@
 #include "transport/device.h"
 #include "transport/transport.h"
 #include "util/alloc.h"
+#include "util/config.h"
 #include "util/log.h"
 #include "util/status.h"
 
@@ -79,8 +80,41 @@ swy_status_t swy_device_plugin_symbol(void *dl_handle, const char *path,
     return SWY_OK;
 }
 
+swy_status_t swy_devcoll_plugin_symbol(void *dl_handle, const char *path,
+                                       const swy_devcoll_v1_t **dc_p,
+                                       char *why, size_t why_len)
+{
+    dlerror();
+    const swy_devcoll_v1_t *dc = dlsym(dl_handle,
+                                       SWY_DEVCOLL_PLUGIN_SYMBOL_V1);
+    *dc_p = NULL;
+    if (dc == NULL)
+        return SWY_OK;
+    const char *bad = NULL;
+    if (dc->abi_version != SWY_DEVCOLL_ABI_V1)
+        bad = "wrong ABI version";
+    else if (dc->struct_size < sizeof(swy_devcoll_v1_t))
+        bad = "struct size below that of version 1";
+    else if (dc->id_bytes == 0 || dc->id_bytes > SWY_DEVCOLL_ID_MAX)
+        bad = "id_bytes out of 1..SWY_DEVCOLL_ID_MAX";
+    else if (dc->name == NULL || dc->unique_id == NULL ||
+             dc->comm_init == NULL || dc->comm_destroy == NULL ||
+             dc->comm_abort == NULL || dc->launch == NULL ||
+             dc->error_string == NULL)
+        bad = "a function is NULL";
+    if (bad != NULL) {
+        snprintf(why, why_len, "plugin %s: %s: %s (ABI %u, %u bytes)", path,
+                 SWY_DEVCOLL_PLUGIN_SYMBOL_V1, bad, dc->abi_version,
+                 dc->struct_size);
+        return SWY_ERR_INVALID_ARG;
+    }
+    *dc_p = dc;
+    return SWY_OK;
+}
+
 static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 static const swy_device_v1_t *device_ops;
+static const swy_devcoll_v1_t *devcoll_ops;
 
 /* Runs once. Everything that is normal on a machine without a GPU (no
  * plugin, a plugin that cannot load for lack of CUDA libraries, no
@@ -129,12 +163,27 @@ static void device_open(void)
     swy_debug(DEV_SUBSYS, "device services %s from %s: %d device(s)",
               dev->name, path, count);
     device_ops = dev;
+    const swy_devcoll_v1_t *dc = NULL;
+    if (swy_devcoll_plugin_symbol(handle, path, &dc, why, sizeof(why)) !=
+        SWY_OK)
+        swy_warn(DEV_SUBSYS, "%s; device collectives stage through host "
+                 "memory", why);
+    devcoll_ops = dc;
 }
 
 const swy_device_v1_t *swy_device_ops(void)
 {
     pthread_once(&device_once, device_open);
     return device_ops;
+}
+
+const swy_devcoll_v1_t *swy_devcoll_ops(void)
+{
+    pthread_once(&device_once, device_open);
+    if (devcoll_ops == NULL)
+        return NULL;
+    const char *mode = swy_config_get_text("SWY_DEVICE_COLL");
+    return mode != NULL && strcmp(mode, "staged") == 0 ? NULL : devcoll_ops;
 }
 
 swy_mem_type_t swy_device_mem_type(const void *ptr)

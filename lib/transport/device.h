@@ -20,6 +20,8 @@
 
 #include "switchyard/swy_device_v1.h"
 
+#include "switchyard/swy_devcoll_v1.h"
+
 /* Name of the plugin whose device services the process uses. */
 #define SWY_DEVICE_PLUGIN_NAME "nccl"
 
@@ -27,6 +29,18 @@
  * no driver, no device). The first call does the work (thread-safe, once);
  * later calls are a load. */
 const swy_device_v1_t *swy_device_ops(void);
+
+/* The plugin's device collectives (swy_devcoll_plugin_v1, from the same
+ * plugin as swy_device_ops), or NULL: none there, no device services, or
+ * SWY_DEVICE_COLL=staged. Device collectives then stage through host
+ * memory. */
+const swy_devcoll_v1_t *swy_devcoll_ops(void);
+
+/* Look for swy_devcoll_plugin_v1 in an opened plugin and validate it, as
+ * swy_device_plugin_symbol does. */
+swy_status_t swy_devcoll_plugin_symbol(void *dl_handle, const char *path,
+                                       const swy_devcoll_v1_t **dc_p,
+                                       char *why, size_t why_len);
 
 /* Look for swy_device_plugin_v1 in an opened plugin and validate it.
  * SWY_OK with *dev_p NULL when the plugin does not export it; SWY_OK with

@@ -108,6 +108,15 @@ const swy_config_entry_t swy_config_table[] = {
     {"SWY_ALLTOALLV_ALGO", "auto", "Alltoallv algorithm for host buffers: pairwise (through the transports; on one host large blocks go by one CMA copy), shm (through the shared-memory channel: two copies in user space; where there is none, pairwise) or auto (shm where the CPUs all ranks may run on, together, are fewer than the ranks, else pairwise); must be the same on every rank.",
      SWY_CONFIG_TEXT, 0, 0,
      "auto,pairwise,shm"},
+    {"SWY_DEVICE_COLL", "auto",
+     "Collectives on device buffers (allreduce, reduce_scatter, "
+     "allgather, broadcast, alltoallv): auto (where the nccl plugin runs "
+     "collectives, each partition is an NCCL call on the communicator and "
+     "stream of its priority class, made on the communicator's first such "
+     "op; else as staged) or staged (through the transports, reductions "
+     "on the host through pinned copies). Must be the same on every "
+     "rank.",
+     SWY_CONFIG_TEXT, 0, 0, "auto,staged"},
     {"SWY_SHM_CHANNEL", "1",
      "1: a communicator whose ranks all share one host (2 to 32 ranks) "
      "maps two shared-memory segments (/dev/shm, about 10 MiB each for 4 "
