@@ -191,6 +191,8 @@ const swy_coll_algo_t *swy_coll_algo_choose(swy_coll_args_t *args,
 const swy_coll_algo_t *swy_coll_algo_for(const swy_coll_args_t *args,
                                          int nranks)
 {
+    if (args->offload)
+        return &swy_coll_offload;
     if (args->kind == SWY_COLL_ALLTOALLV)
         return swy_coll_alltoallv_choose(
                    args, (swy_coll_a2a_algo_t)args->alltoallv_algo) ==
@@ -226,6 +228,8 @@ int swy_coll_data_peers(const swy_coll_args_t *args, int rank, int nranks,
 {
     int n = 0;
     int right = (rank + 1) % nranks, left = (rank - 1 + nranks) % nranks;
+    if (args->offload)
+        return 0; /* the plugin moves it, on its own communicators */
     switch (args->kind) {
     case SWY_COLL_ALLTOALLV:
         for (int p = 0; p < nranks; p++)

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "switchyard/switchyard.h"
+#include "switchyard/swy_devcoll_v1.h"
 #include "switchyard/swy_transport_v1.h"
 #include "util/half.h"
 #include "util/status.h"
@@ -77,6 +78,11 @@ typedef struct {
     /* alltoallv: the swy_coll_a2a_algo_t it runs (the scheduler sets it
      * with swy_coll_alltoallv_choose; the header carries it). */
     uint8_t alltoallv_algo;
+    /* Device buffers whose collective the plugin runs, partition by
+     * partition (offload.c); the scheduler sets it, alike on every rank
+     * of a communicator with the plugin's communicators (the header
+     * carries it). */
+    uint8_t offload;
     /* alltoallv: arrays of nranks elements, owned by the op (copies);
      * allgatherv: recvcounts and rdispls only */
     size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
@@ -90,6 +96,7 @@ typedef struct {
     uint8_t kind, dtype, redop;
     uint8_t mem;            /* swy_mem_type_t of the user's buffers */
     uint8_t algo;           /* allreduce: swy_coll_ar_algo_t it runs */
+    uint8_t offload;        /* args.offload */
     int32_t root;
     uint64_t count;         /* op-wide count (allreduce/allgather/bcast) */
     uint64_t send_to_peer;  /* alltoallv, allgatherv: elements I send to
@@ -577,6 +584,25 @@ swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
                                    const char *op_name, int rank, int peer,
                                    const swy_coll_header_t *hdr, char *msg,
                                    size_t msg_len);
+
+/* Device collectives the plugin runs (offload.c). An offloaded op is a
+ * plan of groups: group g is calls[first[g] .. first[g + 1]), one launch
+ * of swy_devcoll_v1 moving bytes[g] bytes of this rank's (what its sends
+ * and reductions read), and the groups go in order on every rank. */
+typedef struct {
+    int ngroups, ncalls;
+    int *first;   /* [ngroups + 1] */
+    size_t *bytes; /* [ngroups] */
+    swy_devcoll_call_v1_t *calls;
+} swy_coll_offload_plan_t;
+/* Can the plugin run this kind (allreduce, broadcast, allgather,
+ * reduce_scatter, alltoallv)? */
+int swy_coll_offloadable(swy_coll_kind_t kind);
+/* The algorithm of an offloaded op: create() makes the plan (cut at the
+ * op's partition size); it posts no transfer. */
+extern const swy_coll_algo_t swy_coll_offload;
+const swy_coll_offload_plan_t *
+swy_coll_offload_plan(const swy_coll_state_t *state);
 
 /* swy_dtype_size (element size, 0 if invalid) is public: switchyard.h. */
 const char *swy_dtype_name(swy_dtype_t dtype);

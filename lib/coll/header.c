@@ -87,6 +87,7 @@ void swy_coll_header_make(const swy_coll_args_t *args, uint32_t seq, int peer,
     hdr->algo = args->kind == SWY_COLL_ALLREDUCE   ? args->allreduce_algo
                 : args->kind == SWY_COLL_ALLTOALLV ? args->alltoallv_algo
                                                    : 0;
+    hdr->offload = args->offload;
     hdr->root = args->root;
     hdr->count = args->count;
     hdr->partition_bytes = args->partition_bytes;
@@ -208,6 +209,19 @@ swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
                  op_name, rank,
                  swy_mem_type_name((swy_mem_type_t)mine.mem), peer,
                  swy_mem_type_name((swy_mem_type_t)hdr->mem));
+        return SWY_ERR_MISMATCH;
+    }
+    /* One side's plugin runs the collective, the other's transports
+     * would: neither would ever see the other's data. */
+    if (hdr->offload != mine.offload) {
+        int off = mine.offload ? rank : peer;
+        snprintf(msg, msg_len,
+                 "op #%u %s '%s': rank %d hands the collective to the "
+                 "device plugin, rank %d runs it through the transports: "
+                 "set SWY_DEVICE_COLL to the same value on every rank, and "
+                 "give every rank the same plugin", seq,
+                 swy_coll_kind_name((swy_coll_kind_t)mine.kind), op_name,
+                 off, off == rank ? peer : rank);
         return SWY_ERR_MISMATCH;
     }
     /* Different algorithms wait for different messages: fail instead. */
