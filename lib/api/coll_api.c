@@ -114,10 +114,13 @@ static swy_status_t check_buf(const char *fn, const char *name,
  * functions, *on_stream_p = 1 says the op is to be posted on the stream
  * (swy_sched_post_on_stream: nothing blocks); otherwise this thread waits
  * here until the stream drains. A buffer that carries no data (count 0)
- * takes the other one's type; with no data at all, the pointers' type. */
+ * takes the other one's type; with no data at all, the pointers' type.
+ * With may_offload, a device collective the plugin can run is handed to
+ * it (args->offload), its communicators made on the comm's first. */
 static swy_status_t prepare_memory(const char *fn, swy_comm_t comm,
                                    swy_coll_args_t *args, int send_used,
-                                   int recv_used, const swy_op_attr_t *attr,
+                                   int recv_used, int may_offload,
+                                   const swy_op_attr_t *attr,
                                    int *on_stream_p)
 {
     void *stream = attr != NULL ? attr->stream : NULL;
@@ -156,6 +159,11 @@ static swy_status_t prepare_memory(const char *fn, swy_comm_t comm,
     args->mem = smem;
     if (smem == SWY_MEM_HOST)
         return SWY_OK; /* a stream, if given, orders nothing here */
+    if (may_offload && swy_coll_offloadable(args->kind)) {
+        int ready;
+        SWY_CHECK(swy_api_devcoll_ready(fn, comm, &ready));
+        args->offload = (uint8_t)ready;
+    }
 
     int *peers = swy_malloc((size_t)comm->nranks * sizeof(int));
     if (peers == NULL)
@@ -348,7 +356,7 @@ static swy_status_t post_or_run(const char *fn, swy_comm_t comm,
     struct swy_request *op;
     int on_stream = 0;
     swy_status_t status = prepare_memory(fn, comm, args, send_used,
-                                         recv_used, attr, &on_stream);
+                                         recv_used, 1, attr, &on_stream);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
     status = on_stream ? swy_sched_post_on_stream(comm->view, args, prio,
@@ -587,7 +595,7 @@ swy_status_t swy_alltoallv_chunks(const void *sendbuf,
                                  &recv_used);
         if (status == SWY_OK)
             status = prepare_memory(fn, comm, &args[j], send_used,
-                                    recv_used, attr, NULL);
+                                    recv_used, 0, attr, NULL);
         if (status != SWY_OK || !(send_used || recv_used))
             continue;
         if (with_data < 0)

@@ -92,6 +92,12 @@ void swy_api_engine_unregister(swy_engine_t *engine);
  * (collective; probe.c). */
 swy_status_t swy_api_probe_links(swy_comm_t comm);
 
+/* The device plugin's communicators of comm, made (collectively) if it
+ * has none yet: *ready_p = 1 when its device collectives can go to the
+ * plugin, 0 when there is no plugin that runs them (devcoll.c). */
+swy_status_t swy_api_devcoll_ready(const char *fn, swy_comm_t comm,
+                                   int *ready_p);
+
 /* Record the calling thread's last error on the comm; returns status. */
 swy_status_t swy_api_fail(swy_comm_t comm, swy_status_t status);
 

@@ -62,6 +62,7 @@ static swy_status_t comm_new(swy_sched_t *s,
 
 static void comm_free(swy_sched_comm_t *c)
 {
+    swy_sched_lane_free(c);
     /* Its id rests until every other one was used (swy_sched_comm_ids):
      * messages of its last ops may still arrive (a peer's headers of an
      * op it posted before it heard of a failure), and must meet no
@@ -103,6 +104,7 @@ swy_status_t swy_sched_create(const swy_sched_params_t *params,
     }
     swy_list_init(&s->ops);
     swy_list_init(&s->stream_ops);
+    swy_list_init(&s->launched);
     swy_list_init(&s->completed);
     swy_list_init(&s->detached);
     swy_list_init(&s->uop_pool);

@@ -12,6 +12,9 @@
  *              quiescence after a failure, deadlines
  *   progress.c progress passes, the progress thread and its parking,
  *              waiting callers
+ *   lane.c     device collectives the plugin runs (swy_devcoll_v1): per
+ *              communicator and priority class, the launches in op
+ *              order, admitted by the policy and handed to the plugin
  * Locking: one mutex per engine (swy_sched_t.lock); every function here
  * runs under it unless it says otherwise. */
 #ifndef SWY_SCHED_ENGINE_IMPL_H
@@ -128,6 +131,43 @@ typedef struct swy_uop {
     size_t bytes_done;
 } swy_uop_t;
 
+/* A launch: one partition of an offloaded op (lib/coll/offload.c), a
+ * group of plugin calls. READY in its lane's class queue, POSTED (in
+ * sched->launched) from its hand-over to the plugin until the plugin's
+ * done, which a thread of the plugin's reports by setting done (atomic)
+ * and waking the engine. A launch whose op failed is detached (op NULL)
+ * and freed when its done comes. */
+typedef struct swy_launch {
+    swy_list_t q_link;  /* lane->queue[cls], then sched->launched */
+    swy_list_t op_link; /* op->launches */
+    struct swy_request *op;
+    swy_sched_t *sched;
+    swy_sched_comm_t *comm;
+    int cls, index, ncalls, prio;
+    uint32_t seq;
+    uint8_t state;      /* UOP_READY, UOP_POSTED */
+    int done;           /* atomic */
+    swy_status_t status; /* the plugin's, written before done */
+    size_t bytes;
+    uint64_t ready_index, ready_ns, posted_ns;
+    const swy_devcoll_call_v1_t *calls; /* the op's plan */
+} swy_launch_t;
+
+/* Priority classes of the plugin's communicators: each has its own
+ * communicator and stream; a launch goes to its op's class. */
+enum { LANE_LOW = 0, LANE_HIGH = 1, LANE_NCLASSES = 2 };
+
+/* A view's device lane: the plugin's communicators, made on the first
+ * offloaded op (swy_sched_lane_attach), and the launches not yet handed
+ * over, in op order then partition order (the order every rank gives
+ * the plugin, so that a communicator's launches match across ranks). */
+typedef struct {
+    void *dcomm[LANE_NCLASSES];
+    swy_list_t queue[LANE_NCLASSES];
+    int aborted;        /* the plugin's communicators were given up */
+    char why[SWY_ERRMSG_MAX];
+} swy_lane_t;
+
 struct swy_request {
     swy_list_t link;  /* sched->ops, in post order over every view */
     swy_list_t clink; /* comm->ops */
@@ -149,6 +189,8 @@ struct swy_request {
     swy_coll_header_t *hdr_out, *hdr_in; /* indexed by peer rank */
     uint8_t *hdr_seen; /* by peer rank: HDR_NONE, HDR_EXPECTED, HDR_SEEN */
     int *hdr_peers;    /* scratch for swy_coll_header_peers */
+    swy_list_t launches; /* an offloaded op's (swy_launch_t.op_link) */
+    size_t lane_inflight; /* bytes of its launches with the plugin */
     size_t *counts_copy; /* alltoallv: room for args' four arrays */
     swy_list_t gated;  /* sends waiting for their peer's header: device
                           sends, and host sends beyond the unconfirmed
@@ -223,6 +265,7 @@ struct swy_sched_comm {
     uint32_t next_series; /* id of the next swy_alltoallv_chunks */
     uint32_t *p2p_send_seq, *p2p_recv_seq; /* [nranks]: per ordered pair */
     swy_list_t ops; /* incomplete ops in post order (op->clink) */
+    swy_lane_t *lane; /* NULL until its first offloaded op */
     swy_status_t failed;
     char failmsg[SWY_ERRMSG_MAX];
 };
@@ -244,6 +287,14 @@ struct swy_sched {
     swy_list_t ops, completed, detached;
     swy_list_t stream_ops; /* ops waiting for their stream (op->slink) */
     int n_stream_ops;
+    /* Device lanes (lane.c): launches queued in some view, those with
+     * the plugin, and the bytes of those by priority. */
+    int n_lane_queued;
+    swy_list_t launched;
+    int n_launched;
+    size_t lane_inflight_bytes;
+    prio_tally_t lane_inflight_by_prio;
+    uint64_t next_launch_index;
     swy_list_t uop_pool; /* freed micro-ops kept for reuse (UOP_POOL_MAX) */
     int uop_pool_len;
     swy_list_t comms;      /* every view (swy_sched_comm_t.link) */
@@ -374,6 +425,23 @@ void swy_sched_handle_completion(swy_sched_t *s, swy_uop_t *uop);
 void swy_sched_ready_insert(swy_sched_t *s, swy_uop_t *uop);
 void swy_sched_link_account(swy_sched_t *s, swy_uop_t *uop, int sign);
 int swy_sched_issue_all(swy_sched_t *s);
+
+/* op.c: after one of an op's micro-ops or launches completed (in_handler
+ * set): finish the op when nothing of it is left, free it when the
+ * caller released it. */
+void swy_sched_op_settle(struct swy_request *op);
+
+/* lane.c: device lanes. */
+void swy_sched_lane_enqueue(struct swy_request *op);
+int swy_sched_lane_issue(swy_sched_t *s);
+int swy_sched_lane_poll(swy_sched_t *s);
+/* The op failed: drop its queued launches; give up the plugin's
+ * communicators if some are with it. */
+void swy_sched_lane_op_failed(struct swy_request *op);
+/* Has the op launches with the plugin? */
+int swy_sched_lane_busy(const struct swy_request *op);
+/* Before the view is freed: its launches done, its communicators gone. */
+void swy_sched_lane_free(swy_sched_comm_t *c);
 
 /* failure.c: failures, quiescence, deadlines. */
 void swy_sched_check_control_plane(swy_sched_t *s, double now);

@@ -218,5 +218,5 @@ int swy_sched_issue_all(swy_sched_t *s)
     int issued = 0;
     for (int i = 1; i <= s->p.nranks; i++)
         issued += issue_link(s, (s->p.rank + i) % s->p.nranks);
-    return issued;
+    return issued + swy_sched_lane_issue(s);
 }

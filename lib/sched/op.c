@@ -165,6 +165,8 @@ void swy_sched_op_fail(struct swy_request *op, swy_status_t status,
             uop->tp->ops->cancel(uop->tp->ctx, uop->handle);
         }
     }
+    if (!swy_list_empty(&op->launches))
+        swy_sched_lane_op_failed(op);
     swy_sched_op_drain(op, 0);
 }
 
@@ -225,6 +227,10 @@ void swy_sched_op_drain(struct swy_request *op, int force)
                     late_peer = p;
             }
         }
+    /* Partitions with the device plugin: their communicators were given
+     * up (swy_sched_lane_op_failed), so their ends come promptly. */
+    if (!force && swy_sched_lane_busy(op))
+        waiting = 1;
     int lost = swy_boot_lost(s->p.boot);
     if (waiting && now < op->release_deadline &&
         !(lost && now >= op->fail_s + RELEASE_LOST_S))
@@ -241,6 +247,12 @@ void swy_sched_op_drain(struct swy_request *op, int force)
         swy_list_del(&uop->op_link);
         uop->op = NULL;
         swy_list_push_back(&s->detached, &uop->op_link);
+    }
+    /* Launches still with the plugin are freed when their ends come. */
+    swy_list_for_each_safe(pos, tmp, &op->launches) {
+        swy_launch_t *l = swy_container_of(pos, swy_launch_t, op_link);
+        swy_list_del(&l->op_link);
+        l->op = NULL;
     }
     op->n_live = 0;
     op_complete(op);
@@ -426,6 +438,11 @@ void swy_sched_handle_completion(swy_sched_t *s, swy_uop_t *uop)
                      "%d failed", op->seq, op_label(op), uop->x.peer);
     }
     uop_release(s, uop);
+    swy_sched_op_settle(op);
+}
+
+void swy_sched_op_settle(struct swy_request *op)
+{
     if (op_alive(op) && op->n_live == 0 && !op->held)
         op_finish(op);
     op->in_handler = 0;
@@ -538,6 +555,7 @@ static swy_status_t op_prepare(swy_sched_comm_t *c,
     swy_list_init(&op->uops);
     swy_list_init(&op->gated);
     swy_list_init(&op->start_recvs);
+    swy_list_init(&op->launches);
     swy_list_init(&op->link);
     swy_list_init(&op->clink);
     if (op->algo == NULL) {
@@ -584,6 +602,12 @@ static swy_status_t op_admit(struct swy_request *op)
         swy_err_store(c->failmsg);
         return c->failed;
     }
+    if (args->offload && (c->lane == NULL || c->lane->aborted))
+        return swy_err_set(SWY_ERR_ABORTED, "sched", "%s of device memory: "
+                           "the device plugin's communicators of this "
+                           "communicator %s%s", swy_coll_kind_name(args->kind),
+                           c->lane == NULL ? "were not made" : "were given up: ",
+                           c->lane == NULL ? "" : c->lane->why);
     /* Sends and receives take their ordered pair's sequence: they match
      * in posting order per pair, whatever else either rank posts. */
     if (args->kind == SWY_COLL_SEND)
@@ -685,6 +709,10 @@ static void op_start(struct swy_request *op, struct swy_request *const *chunks,
      * released: a device send waits for its peer's header, which must
      * then mean that the peer posted this chunk's receives (NCCL blocks
      * a stream on a send until its receive is matched; engine_impl.h). */
+    /* An offloaded op's launches queue in post order, whenever it
+     * starts: the order every rank gives the plugin (lane.c). */
+    if (op->args.offload)
+        swy_sched_lane_enqueue(op);
     if (!(op->held && op->args.mem != SWY_MEM_HOST))
         op_headers(op, chunks, n);
     if (!op->held)

@@ -89,6 +89,8 @@ int swy_sched_progress_locked(swy_sched_t *s)
     events += handled;
     if (s->n_stream_ops > 0)
         events += swy_sched_stream_ops_poll(s, 1);
+    if (s->n_launched > 0)
+        events += swy_sched_lane_poll(s);
     if (s->n_failing > 0 || (s->n_failed_views > 0 && !s->quiesce_reported))
         swy_sched_progress_failing(s);
     events += swy_sched_issue_all(s);

@@ -191,6 +191,19 @@ swy_status_t swy_sched_failure(swy_sched_comm_t *comm, char *msg,
 void swy_sched_fail_comm(swy_sched_comm_t *comm, swy_status_t status,
                          const char *msg, int report);
 
+/* Device collectives the plugin runs (lib/coll/offload.c; lane.c): the
+ * view's communicators of the plugin, one per class (dcomm[0] for
+ * priorities up to SWY_PRIO_DEFAULT, dcomm[1] above), made by the caller
+ * on every rank before its first offloaded op; the view owns them from
+ * here on (SWY_ERR_INVALID_ARG if it has them already). Ops posted with
+ * args.offload set need them. */
+swy_status_t swy_sched_lane_attach(swy_sched_comm_t *comm,
+                                   void *const dcomm[2]);
+/* 1 when the view has the plugin's communicators, 0 when not. */
+int swy_sched_lane_attached(swy_sched_comm_t *comm);
+/* The priority (SWY_PRIO_*) a class's communicator is made with. */
+int swy_sched_lane_class_priority(int cls);
+
 void swy_sched_phase_hint(swy_sched_t *sched, int phase);
 void swy_sched_stats(swy_sched_t *sched, swy_comm_stats_t *stats);
 size_t swy_sched_partition_bytes(const swy_sched_t *sched);

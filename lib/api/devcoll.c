@@ -1,0 +1,87 @@
+/* The device plugin's communicators of a communicator (swy_devcoll_v1):
+ * made on its first device collective that the plugin runs, by every
+ * rank at the same point of its op order (collectives are posted in the
+ * same order on every rank), as NCCL users make theirs with
+ * ncclCommInitRank: rank 0 makes the ids, a broadcast on the communicator
+ * brings them to the others, and each rank joins the plugin's
+ * communicator of each priority class (lib/sched/lane.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "api/comm_impl.h"
+#include "sched/sched.h"
+#include "transport/device.h"
+#include "util/status.h"
+
+/* What rank 0 broadcasts: whether it has the ids, then one id per class
+ * (an id makes one communicator: NCCL's root serves one and closes). */
+typedef struct {
+    uint8_t ok;
+    unsigned char id[2][SWY_DEVCOLL_ID_MAX];
+} devcoll_hello_t;
+
+static swy_status_t broadcast_hello(swy_comm_t comm, devcoll_hello_t *hello)
+{
+    swy_coll_args_t args = {
+        .kind = SWY_COLL_BROADCAST, .dtype = SWY_UINT8, .mem = SWY_MEM_HOST,
+        .sendbuf = hello, .recvbuf = hello, .count = sizeof(*hello),
+        .root = 0};
+    struct swy_request *op;
+    SWY_CHECK(swy_sched_post(comm->view, &args, SWY_PRIO_HIGH, 0,
+                             "device communicators", &op));
+    swy_status_t status = swy_sched_wait(op);
+    swy_sched_release(op);
+    return status;
+}
+
+swy_status_t swy_api_devcoll_ready(const char *fn, swy_comm_t comm,
+                                   int *ready_p)
+{
+    const swy_devcoll_v1_t *dc = swy_devcoll_ops();
+    *ready_p = 0;
+    if (dc == NULL)
+        return SWY_OK;
+    if (swy_sched_lane_attached(comm->view)) {
+        *ready_p = 1;
+        return SWY_OK;
+    }
+    devcoll_hello_t hello;
+    memset(&hello, 0, sizeof(hello));
+    char why[SWY_ERRMSG_MAX] = "";
+    if (comm->rank == 0) {
+        hello.ok = dc->unique_id(hello.id[0]) == SWY_OK &&
+                   dc->unique_id(hello.id[1]) == SWY_OK;
+        if (!hello.ok)
+            snprintf(why, sizeof(why), "%s", dc->error_string());
+    }
+    /* Rank 0 broadcasts even without an id, so that no rank waits. */
+    swy_status_t status = broadcast_hello(comm, &hello);
+    if (status != SWY_OK)
+        return swy_err_set(status, "api", "%s: making the device "
+                           "communicators: %s", fn, swy_err_last());
+    if (!hello.ok)
+        return swy_err_set(SWY_ERR_TRANSPORT, "api", "%s: rank 0 could not "
+                           "make an id for the device communicators%s%s", fn,
+                           why[0] != '\0' ? ": " : "", why);
+    void *dcomm[2] = {NULL, NULL};
+    for (int k = 0; k < 2 && status == SWY_OK; k++) {
+        status = dc->comm_init(hello.id[k], comm->nranks, comm->rank,
+                               swy_sched_lane_class_priority(k),
+                               comm->timeout_s, &dcomm[k]);
+        if (status != SWY_OK)
+            swy_err_set(status, "api", "%s: joining the %s-priority device "
+                        "communicator (%s, %d ranks) failed: %s", fn,
+                        k == 0 ? "low" : "high", dc->name, comm->nranks,
+                        dc->error_string());
+    }
+    if (status == SWY_OK)
+        status = swy_sched_lane_attach(comm->view, dcomm);
+    if (status != SWY_OK) {
+        for (int k = 0; k < 2; k++)
+            if (dcomm[k] != NULL)
+                dc->comm_destroy(dcomm[k]);
+        return status;
+    }
+    *ready_p = 1;
+    return SWY_OK;
+}

@@ -1,0 +1,370 @@
+/* Device lanes: collectives of device memory that the plugin runs
+ * (swy_devcoll_v1; the plan of an op: lib/coll/offload.c). Each view has
+ * one plugin communicator per priority class, and per class a queue of
+ * launches in op order, then partition order: the order in which every
+ * rank hands them to that communicator, so that they match across ranks
+ * (a plugin communicator, like an NCCL one, runs its calls in the order
+ * it was given them). A launch leaves when its op has started (not held
+ * by its stream) and heard every header (a disagreement fails the op
+ * before the plugin sees it), and when the policy admits it against what
+ * the lanes have with the plugin: lina holds a low-priority partition
+ * while higher priority is with the plugin and bounds low priority in
+ * flight by its credit, fair gives each op an allowance, fifo runs one
+ * op of a communicator at a time. The launches of the two classes run on
+ * different plugin communicators and streams, so holding one class never
+ * holds the other. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sched/engine_impl.h"
+
+static int lane_class(int priority)
+{
+    return priority > SWY_PRIO_DEFAULT ? LANE_HIGH : LANE_LOW;
+}
+
+int swy_sched_lane_class_priority(int cls)
+{
+    return cls == LANE_HIGH ? SWY_PRIO_HIGH : SWY_PRIO_LOW;
+}
+
+swy_status_t swy_sched_lane_attach(swy_sched_comm_t *c, void *const dcomm[2])
+{
+    swy_sched_t *s = c->sched;
+    swy_lane_t *lane = swy_calloc(1, sizeof(*lane));
+    if (lane == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
+    for (int k = 0; k < LANE_NCLASSES; k++) {
+        lane->dcomm[k] = dcomm[k];
+        swy_list_init(&lane->queue[k]);
+    }
+    pthread_mutex_lock(&s->lock);
+    int had = c->lane != NULL;
+    if (!had)
+        c->lane = lane;
+    pthread_mutex_unlock(&s->lock);
+    if (had) {
+        swy_free(lane);
+        return swy_err_set(SWY_ERR_INVALID_ARG, "sched", "communicator %u "
+                           "has its device communicators already", c->id);
+    }
+    return SWY_OK;
+}
+
+int swy_sched_lane_attached(swy_sched_comm_t *c)
+{
+    pthread_mutex_lock(&c->sched->lock);
+    int attached = c->lane != NULL;
+    pthread_mutex_unlock(&c->sched->lock);
+    return attached;
+}
+
+static void launch_free(swy_sched_t *s, swy_launch_t *l)
+{
+    if (l->state == UOP_READY)
+        s->n_lane_queued--;
+    swy_free(l);
+}
+
+void swy_sched_lane_enqueue(struct swy_request *op)
+{
+    swy_sched_t *s = op->sched;
+    swy_lane_t *lane = op->comm->lane;
+    const swy_coll_offload_plan_t *plan = swy_coll_offload_plan(op->state);
+    int cls = lane_class(op->priority);
+    for (int g = 0; g < plan->ngroups; g++) {
+        swy_launch_t *l = swy_calloc(1, sizeof(*l));
+        if (l == NULL) {
+            op_error(op, SWY_ERR_NO_MEMORY, "op #%u '%s': out of memory for "
+                     "its partitions", op->seq, op_label(op));
+            return;
+        }
+        *l = (swy_launch_t){
+            .op = op, .sched = s, .comm = op->comm, .cls = cls, .index = g,
+            .ncalls = plan->first[g + 1] - plan->first[g],
+            .prio = op->priority, .seq = op->seq, .state = UOP_READY,
+            .bytes = plan->bytes[g], .ready_index = s->next_launch_index++,
+            .ready_ns = s->now_ns, .calls = plan->calls + plan->first[g]};
+        swy_list_push_back(&lane->queue[cls], &l->q_link);
+        swy_list_push_back(&op->launches, &l->op_link);
+        s->n_lane_queued++;
+        op->n_live++;
+    }
+}
+
+/* Every header of the op is in (and matched). */
+static int headers_in(const struct swy_request *op)
+{
+    for (int p = 0; p < op->comm->nranks; p++)
+        if (op->hdr_seen[p] == HDR_EXPECTED)
+            return 0;
+    return 1;
+}
+
+/* The plugin's thread: the launch is done. Wake the engine, then mark
+ * it; after that store the launch may be gone. */
+static void launch_done(void *arg, swy_status_t status)
+{
+    swy_launch_t *l = arg;
+    swy_sched_t *s = l->sched;
+    uint64_t one = 1;
+    l->status = status;
+    if (s->wake_fd >= 0 && write(s->wake_fd, &one, sizeof(one)) < 0)
+        (void)0; /* the counter is full: the engine is awake anyway */
+    __atomic_store_n(&l->done, 1, __ATOMIC_RELEASE);
+}
+
+static void lane_account(swy_sched_t *s, swy_launch_t *l, int sign)
+{
+    if (sign > 0) {
+        s->lane_inflight_bytes += l->bytes;
+        tally_add(&s->lane_inflight_by_prio, l->prio, l->bytes);
+        if (l->op != NULL)
+            l->op->lane_inflight += l->bytes;
+    } else {
+        s->lane_inflight_bytes -= l->bytes;
+        tally_sub(&s->lane_inflight_by_prio, l->prio, l->bytes);
+        if (l->op != NULL)
+            l->op->lane_inflight -= SWY_MIN(l->op->lane_inflight, l->bytes);
+    }
+}
+
+/* The policy's verdict on the head launch of a class queue. The lanes
+ * are one way out of the rank (the device's links), as an uplink is. */
+static int lane_admit(swy_sched_t *s, const swy_launch_t *l)
+{
+    const struct swy_request *op = l->op;
+    swy_list_t *cops = &op->comm->ops;
+    uint32_t oldest = swy_container_of(cops->next, struct swy_request,
+                                       clink)->eseq;
+    swy_policy_uop_v1_t view = {
+        .priority = l->prio, .order = op->order, .op_seq = op->eseq,
+        .ready_index = l->ready_index, .ready_ns = l->ready_ns,
+        .bytes = l->bytes, .peer = -1, .op_inflight_bytes = op->lane_inflight,
+        .fair_key = l->ready_index};
+    swy_policy_link_v1_t lv = {
+        .peer = -1, .inflight_bytes = s->lane_inflight_bytes,
+        .inflight_le_bytes = tally_sum(&s->lane_inflight_by_prio, l->prio, 1),
+        .inflight_ge_bytes =
+            tally_sum(&s->lane_inflight_by_prio, l->prio - 1, 0),
+        .higher_pending = tally_sum(&s->pending_ops, l->prio, 0) > 0,
+        .phase = s->phase, .max_priority_seen = s->max_prio_seen,
+        .oldest_op_seq = oldest, .window_bytes = s->p.window_bytes,
+        .credit_bytes = s->credit_bytes,
+        .partition_bytes = s->p.partition_bytes, .now_ns = s->now_ns};
+    lv.uplink_inflight_bytes = lv.inflight_bytes;
+    lv.uplink_inflight_le_bytes = lv.inflight_le_bytes;
+    return s->policy.ops->admit(s->policy.ctx, &lv, &view);
+}
+
+static void lane_issue_one(swy_sched_t *s, swy_lane_t *lane, swy_launch_t *l)
+{
+    const swy_devcoll_v1_t *dc = swy_devcoll_ops();
+    struct swy_request *op = l->op;
+    swy_list_del(&l->q_link);
+    s->n_lane_queued--;
+    l->state = UOP_POSTED;
+    l->posted_ns = s->now_ns;
+    lane_account(s, l, +1);
+    swy_list_push_back(&s->launched, &l->q_link);
+    s->n_launched++;
+    swy_status_t status =
+        dc->launch(lane->dcomm[l->cls], l->calls, l->ncalls, launch_done, l);
+    if (status == SWY_OK) {
+        s->stats.micro_ops_sent++;
+        return;
+    }
+    /* Never with the plugin: gone with its op's failure. */
+    int index = l->index;
+    lane_account(s, l, -1);
+    swy_list_del(&l->q_link);
+    s->n_launched--;
+    swy_list_del(&l->op_link);
+    op->n_live--;
+    swy_free(l);
+    op_error(op, status, "op #%u '%s': the device plugin refused partition "
+             "%d: %s", op->seq, op_label(op), index, dc->error_string());
+}
+
+int swy_sched_lane_issue(swy_sched_t *s)
+{
+    if (s->n_lane_queued == 0)
+        return 0;
+    int issued = 0;
+    swy_list_t *pos;
+    for (pos = s->comms.next; pos != &s->comms; pos = pos->next) {
+        swy_sched_comm_t *c = swy_container_of(pos, swy_sched_comm_t, link);
+        swy_lane_t *lane = c->lane;
+        if (lane == NULL)
+            continue;
+        for (int k = LANE_NCLASSES - 1; k >= 0; k--) {
+            while (!swy_list_empty(&lane->queue[k])) {
+                swy_launch_t *l = swy_container_of(lane->queue[k].next,
+                                                   swy_launch_t, q_link);
+                if (l->op->held || !headers_in(l->op) ||
+                    lane_admit(s, l) != SWY_POLICY_ISSUE)
+                    break; /* the class's order holds: nothing passes */
+                lane_issue_one(s, lane, l);
+                issued++;
+            }
+        }
+    }
+    return issued;
+}
+
+static void launch_complete(swy_sched_t *s, swy_launch_t *l)
+{
+    struct swy_request *op = l->op;
+    lane_account(s, l, -1);
+    if (s->trace != NULL) {
+        char name[64];
+        snprintf(name, sizeof(name), "%.44s #%u/%d",
+                 op != NULL ? op_label(op) : "detached", l->seq, l->index);
+        swy_trace_event(s->trace, 200000 + l->cls, name, "launch",
+                        l->posted_ns, swy_time_ns(), l->prio, l->bytes, -1,
+                        l->seq);
+    }
+    if (op == NULL) { /* its op failed and went */
+        swy_free(l);
+        return;
+    }
+    swy_list_del(&l->op_link);
+    op->n_live--;
+    swy_status_t status = l->status;
+    int index = l->index;
+    if (status == SWY_OK)
+        s->stats.bytes_sent += l->bytes;
+    swy_free(l);
+    if (op->failing) {
+        swy_sched_op_drain(op, 0);
+        return;
+    }
+    op->in_handler = 1;
+    if (status != SWY_OK)
+        op_error(op, status == SWY_ERR_ABORTED ? SWY_ERR_ABORTED
+                                               : SWY_ERR_TRANSPORT,
+                 "op #%u '%s': partition %d failed on the device: %s",
+                 op->seq, op_label(op), index, swy_status_string(status));
+    swy_sched_op_settle(op);
+}
+
+int swy_sched_lane_poll(swy_sched_t *s)
+{
+    int n = 0;
+    swy_list_t *pos, *tmp;
+    swy_list_for_each_safe(pos, tmp, &s->launched) {
+        swy_launch_t *l = swy_container_of(pos, swy_launch_t, q_link);
+        if (!__atomic_load_n(&l->done, __ATOMIC_ACQUIRE))
+            continue;
+        swy_list_del(&l->q_link);
+        s->n_launched--;
+        launch_complete(s, l);
+        n++;
+    }
+    return n;
+}
+
+/* Give up the view's plugin communicators: what they have ends, with
+ * an error, and they take nothing more. */
+static void lane_abort(swy_sched_comm_t *c, const char *why)
+{
+    swy_lane_t *lane = c->lane;
+    if (lane == NULL || lane->aborted)
+        return;
+    lane->aborted = 1;
+    snprintf(lane->why, sizeof(lane->why), "%s", why);
+    const swy_devcoll_v1_t *dc = swy_devcoll_ops();
+    for (int k = 0; k < LANE_NCLASSES; k++)
+        dc->comm_abort(lane->dcomm[k]);
+}
+
+void swy_sched_lane_op_failed(struct swy_request *op)
+{
+    swy_sched_t *s = op->sched;
+    swy_list_t *pos, *tmp;
+    int with_plugin = 0;
+    swy_list_for_each_safe(pos, tmp, &op->launches) {
+        swy_launch_t *l = swy_container_of(pos, swy_launch_t, op_link);
+        if (l->state == UOP_POSTED) {
+            with_plugin = 1;
+            continue;
+        }
+        swy_list_del(&l->q_link);
+        swy_list_del(&l->op_link);
+        op->n_live--;
+        launch_free(s, l);
+    }
+    /* A plugin communicator whose ranks stopped at different calls is
+     * out of step for good (NCCL's are): later ops on it would wait for
+     * calls that never come. */
+    if (with_plugin) {
+        char why[SWY_ERRMSG_MAX];
+        snprintf(why, sizeof(why), "op #%u '%s' failed while some of it "
+                 "was with the device plugin", op->seq, op_label(op));
+        lane_abort(op->comm, why);
+    }
+}
+
+int swy_sched_lane_busy(const struct swy_request *op)
+{
+    return !swy_list_empty(&op->launches);
+}
+
+void swy_sched_lane_free(swy_sched_comm_t *c)
+{
+    swy_sched_t *s = c->sched;
+    swy_lane_t *lane = c->lane;
+    swy_list_t *pos, *tmp;
+    if (lane == NULL)
+        return;
+    int mine = 0;
+    for (pos = s->launched.next; pos != &s->launched; pos = pos->next)
+        mine += swy_container_of(pos, swy_launch_t, q_link)->comm == c;
+    if (mine > 0)
+        lane_abort(c, "communicator destroyed");
+    /* The plugin's done callbacks take no lock: wait for them here. */
+    double give_up = swy_time_s() + s->p.timeout_s;
+    while (mine > 0 && swy_time_s() < give_up) {
+        mine = 0;
+        swy_list_for_each_safe(pos, tmp, &s->launched) {
+            swy_launch_t *l = swy_container_of(pos, swy_launch_t, q_link);
+            if (l->comm != c)
+                continue;
+            if (!__atomic_load_n(&l->done, __ATOMIC_ACQUIRE)) {
+                mine++;
+                continue;
+            }
+            swy_list_del(&l->q_link);
+            s->n_launched--;
+            launch_complete(s, l);
+        }
+        if (mine > 0) {
+            struct timespec ts = {0, 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    const swy_devcoll_v1_t *dc = swy_devcoll_ops();
+    if (mine > 0) {
+        /* Freeing them now would free memory the plugin writes to. */
+        swy_warn("sched", "communicator %u: %d partition(s) still with the "
+                 "device plugin %.0f s after it was given up; its device "
+                 "communicators are not freed", c->id, mine, s->p.timeout_s);
+    } else {
+        for (int k = 0; k < LANE_NCLASSES; k++)
+            dc->comm_destroy(lane->dcomm[k]);
+    }
+    for (int k = 0; k < LANE_NCLASSES; k++)
+        swy_list_for_each_safe(pos, tmp, &lane->queue[k]) {
+            swy_launch_t *l = swy_container_of(pos, swy_launch_t, q_link);
+            swy_list_del(&l->q_link);
+            if (l->op != NULL)
+                swy_list_del(&l->op_link);
+            launch_free(s, l);
+        }
+    swy_free(lane);
+    c->lane = NULL;
+}
