@@ -1,13 +1,17 @@
 /* Test double of the nccl plugin for machines without a GPU; what it
- * stands in for and what not: devdouble.h. One file, three parts: the
- * "device" (memory regions and streams), the device services table, and
- * a transport for that memory over Unix stream sockets between the
+ * stands in for and what not: devdouble.h. One file, four parts: the
+ * "device" (memory regions and streams), the device services table, a
+ * transport for that memory over Unix stream sockets between the
  * processes of one host (a frame per message: tag, length, bytes; tag
- * matching per source in posting order, as the transport ABI asks). */
+ * matching per source in posting order, as the transport ABI asks), and
+ * collectives on that memory (swy_devcoll_plugin_v1) over a mesh of such
+ * sockets, as NCCL's communicators. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +23,14 @@
 #include <unistd.h>
 
 #include "devdouble.h"
+#include "switchyard/swy_devcoll_v1.h"
 #include "switchyard/swy_device_v1.h"
 #include "switchyard/swy_transport_v1.h"
+#ifndef DD_FIRST_RELEASE
+/* The library's conversions (lib/util/half.c, built into this double):
+ * its reductions must give the bits the library's give. */
+#include "util/half.h"
+#endif
 
 #define DD_EXPORT __attribute__((visibility("default")))
 #define DD_NAME "devdouble"
@@ -1031,3 +1041,895 @@ DD_EXPORT const swy_device_v1_t swy_device_plugin_v1 = {
     .stream_capturing = dd_stream_capturing,
 #endif
 };
+
+#ifndef DD_FIRST_RELEASE
+/* ---- collectives on device memory (swy_devcoll_plugin_v1) --------- */
+
+/* What NCCL does on the GPU, done by the communicator's stream thread
+ * over a full mesh of Unix stream sockets. launch() checks and plans a
+ * group whole: per peer, the frames to send and those to receive, in call
+ * order, and buffers for the peers' contributions to a reduction. The
+ * job then moves every frame of the group at once (non-blocking sockets,
+ * one poll loop: no call order of a group can deadlock), then reduces
+ * and copies. A reduction takes the ranks in order 0..W-1 with the
+ * library's arithmetic (lib/coll/dtype.c), so that every rank gets the
+ * bits of the library's host reduction and of the tests' serial
+ * references. The id is an abstract socket name: nothing on disk. */
+
+/* sizeof(sun_path): an id is a socket address, the leading NUL included. */
+#define DD_COLL_ID_BYTES 108
+_Static_assert(DD_COLL_ID_BYTES == sizeof(((struct sockaddr_un *)0)->sun_path),
+               "an id is a sun_path");
+_Static_assert(DD_COLL_ID_BYTES <= SWY_DEVCOLL_ID_MAX, "id too long");
+/* The id's name, so that "-<rank>" still fits in sun_path. */
+#define DD_COLL_NAME_MAX 90
+/* How long a job waits in poll() before it looks at the abort flag. */
+#define DD_COLL_POLL_MS 100
+#define DD_COLL_HELLO_MAGIC 0x53595744u /* "SYWD" */
+
+/* A frame is a dd_frame_t whose tag is its class, then its bytes.
+ * Collectives and sends/receives are matched apart, as NCCL does: the
+ * collectives of a launch come in the same order on every rank, the
+ * sends and receives of a pair in that pair's call order, but how a
+ * rank orders the two kinds among each other is its own. */
+enum { DD_FRAME_COLL, DD_FRAME_P2P, DD_FRAME_CLASSES };
+
+typedef struct {
+    char *buf;
+    size_t len;
+    int call; /* index in the launch, for messages */
+    int cls;  /* DD_FRAME_* */
+} dd_seg_t;
+
+/* A job's traffic with one peer (with this rank itself: the sends to
+ * self and the receives from self, which pair up in order). */
+typedef struct {
+    dd_seg_t *out; /* to send, in call order */
+    int n_out, out_next;
+    size_t out_sent; /* of out[out_next]: frame header, then bytes */
+    dd_seg_t *in[DD_FRAME_CLASSES]; /* to receive, per class in order */
+    int n_in[DD_FRAME_CLASSES], in_next[DD_FRAME_CLASSES];
+    dd_frame_t in_hdr;
+    size_t in_got;     /* of in_hdr, then of the body of *filling */
+    dd_seg_t *filling; /* the segment the body goes to, or NULL */
+} dd_coll_peer_t;
+
+typedef struct dd_coll_job {
+    struct dd_coll_job *next;
+    swy_devcoll_call_v1_t *calls;
+    int ncalls;
+    char **tmp;            /* per call: the peers' contributions, or NULL */
+    dd_coll_peer_t *peers; /* per rank */
+    dd_seg_t *segs;        /* the peers' segments: 3 * ncalls each */
+    swy_devcoll_done_cb_v1_t done;
+    void *arg;
+} dd_coll_job_t;
+
+typedef struct {
+    int rank, nranks;
+    int priority; /* recorded only: the stream's thread has none */
+    int *fds;     /* per rank; -1 for this rank */
+    dd_stream_t *stream;
+    /* The running job's scratch, per rank (one job runs at a time). */
+    struct pollfd *pfds;
+    int *pfd_rank;
+    const void **srcs;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;         /* running went to 0 */
+    dd_coll_job_t *head, *tail;  /* launched, not started */
+    int running;                 /* a job is between start and done */
+    atomic_int aborted;          /* comm_abort came */
+    swy_status_t broken;         /* the stream's: a launch failed */
+} dd_coll_t;
+
+typedef struct {
+    uint32_t magic;
+    int32_t rank, nranks;
+} dd_coll_hello_t;
+
+static const char *const dd_kind_names[] = {"?",    "allreduce", "reduce",
+                                            "broadcast", "send", "recv"};
+
+__attribute__((format(printf, 2, 3))) static swy_status_t
+dd_fail(swy_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dd_error, sizeof(dd_error), fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static size_t dd_dtype_size(int dtype)
+{
+    switch (dtype) {
+    case SWY_INT8: case SWY_UINT8: return 1;
+    case SWY_FLOAT16: case SWY_BFLOAT16: return 2;
+    case SWY_INT32: case SWY_FLOAT32: return 4;
+    case SWY_INT64: case SWY_FLOAT64: return 8;
+    }
+    return 0;
+}
+
+/* dst[i] = ((srcs[0][i] op srcs[1][i]) op srcs[2][i]) ..., in the type,
+ * as lib/coll/dtype.c: integer sums and products wrap (in UT, unsigned),
+ * and SWY_AVG divides the sum by n as swy_coll_scale_avg does (AVG: the
+ * expression of the sum a; integer division for the integers). dst may
+ * be one of the sources. */
+#define DD_REDUCE(NAME, T, UT, AVG)                                           \
+    static void NAME(void *dst, const void *const *srcs, int n,               \
+                     size_t count, swy_redop_t op)                            \
+    {                                                                         \
+        for (size_t i = 0; i < count; i++) {                                  \
+            T a = ((const T *)srcs[0])[i];                                    \
+            for (int k = 1; k < n; k++) {                                     \
+                T b = ((const T *)srcs[k])[i];                                \
+                switch (op) {                                                 \
+                case SWY_SUM: case SWY_AVG: a = (T)((UT)a + (UT)b); break;    \
+                case SWY_PROD: a = (T)((UT)a * (UT)b); break;                 \
+                case SWY_MAX: a = a > b ? a : b; break;                       \
+                case SWY_MIN: a = a < b ? a : b; break;                       \
+                }                                                             \
+            }                                                                 \
+            ((T *)dst)[i] = op == SWY_AVG && n > 1 ? (AVG) : a;               \
+        }                                                                     \
+    }
+
+DD_REDUCE(reduce_i8, int8_t, uint8_t, (int8_t)(a / n))
+DD_REDUCE(reduce_u8, uint8_t, uint8_t, (uint8_t)(a / n))
+DD_REDUCE(reduce_i32, int32_t, uint32_t, (int32_t)(a / n))
+DD_REDUCE(reduce_i64, int64_t, uint64_t, (int64_t)(a / n))
+DD_REDUCE(reduce_f32, float, float, a / (float)n)
+DD_REDUCE(reduce_f64, double, double, a / (double)n)
+
+static float apply_float(float a, float b, swy_redop_t op)
+{
+    switch (op) {
+    case SWY_SUM: case SWY_AVG: return a + b;
+    case SWY_PROD: return a * b;
+    case SWY_MAX: return a > b ? a : b;
+    case SWY_MIN: return a < b ? a : b;
+    }
+    return a;
+}
+
+/* fp16 and bf16 in float, rounded back after each operation, as the
+ * library's reduce_half_n and swy_coll_scale_avg. */
+static void reduce_half(void *dst, const void *const *srcs, int n,
+                        size_t count, swy_redop_t op, int bf16)
+{
+    float (*to_float)(uint16_t) = bf16 ? swy_bf16_to_float
+                                       : swy_half_to_float;
+    uint16_t (*from_float)(float) = bf16 ? swy_float_to_bf16
+                                         : swy_float_to_half;
+    for (size_t i = 0; i < count; i++) {
+        uint16_t acc = ((const uint16_t *)srcs[0])[i];
+        for (int k = 1; k < n; k++) {
+            float b = to_float(((const uint16_t *)srcs[k])[i]);
+            acc = from_float(apply_float(to_float(acc), b, op));
+        }
+        if (op == SWY_AVG && n > 1)
+            acc = from_float(to_float(acc) / (float)n);
+        ((uint16_t *)dst)[i] = acc;
+    }
+}
+
+static void dd_reduce(void *dst, const void *const *srcs, int n,
+                      size_t count, swy_dtype_t dtype, swy_redop_t op)
+{
+    switch (dtype) {
+    case SWY_INT8: reduce_i8(dst, srcs, n, count, op); break;
+    case SWY_UINT8: reduce_u8(dst, srcs, n, count, op); break;
+    case SWY_INT32: reduce_i32(dst, srcs, n, count, op); break;
+    case SWY_INT64: reduce_i64(dst, srcs, n, count, op); break;
+    case SWY_FLOAT16: reduce_half(dst, srcs, n, count, op, 0); break;
+    case SWY_BFLOAT16: reduce_half(dst, srcs, n, count, op, 1); break;
+    case SWY_FLOAT32: reduce_f32(dst, srcs, n, count, op); break;
+    case SWY_FLOAT64: reduce_f64(dst, srcs, n, count, op); break;
+    }
+}
+
+static swy_status_t dd_coll_unique_id(void *id)
+{
+    static atomic_uint counter;
+    if (id == NULL)
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble unique_id: id NULL");
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    /* Unique on the host: the pid, a counter for the ids of one process,
+     * and the time against a pid that was reused. */
+    char *name = id;
+    memset(name, 0, DD_COLL_ID_BYTES);
+    snprintf(name + 1, DD_COLL_NAME_MAX + 1, "swy-devcoll-%d-%u-%lld.%09ld",
+             (int)getpid(), atomic_fetch_add(&counter, 1u),
+             (long long)t.tv_sec, (long)t.tv_nsec);
+    return SWY_OK;
+}
+
+/* Where rank listens in the communicator of the id's name: the abstract
+ * name "<name>-<rank>". Returns the address length. */
+static socklen_t rank_address(const char *name, int rank,
+                              struct sockaddr_un *sa)
+{
+    *sa = (struct sockaddr_un){.sun_family = AF_UNIX};
+    int n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "%.*s-%d",
+                     DD_COLL_NAME_MAX, name, rank);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* Connect to peer (lower than this rank), retried until the deadline
+ * while the peer has not bound its address yet (or its backlog is full),
+ * and name this rank. */
+static swy_status_t connect_rank(dd_coll_t *c, const char *name, int peer,
+                                 double deadline, double timeout_s)
+{
+    struct sockaddr_un sa;
+    socklen_t len = rank_address(name, peer, &sa);
+    dd_coll_hello_t hello = {DD_COLL_HELLO_MAGIC, c->rank, c->nranks};
+    for (;;) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                        0);
+        if (fd < 0)
+            return dd_fail(SWY_ERR_TRANSPORT, "devdouble comm_init: "
+                           "socket: %s", strerror(errno));
+        if (connect(fd, (struct sockaddr *)&sa, len) == 0) {
+            /* A new socket's buffer holds the hello whole. */
+            if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) !=
+                (ssize_t)sizeof(hello)) {
+                close(fd);
+                return dd_fail(SWY_ERR_TRANSPORT, "devdouble comm_init: "
+                               "rank %d: hello to rank %d: %s", c->rank,
+                               peer, strerror(errno));
+            }
+            c->fds[peer] = fd;
+            return SWY_OK;
+        }
+        int err = errno;
+        close(fd);
+        if (err != ECONNREFUSED && err != ENOENT && err != EAGAIN &&
+            err != EINTR)
+            return dd_fail(SWY_ERR_TRANSPORT, "devdouble comm_init: rank %d:"
+                           " connecting to rank %d: %s", c->rank, peer,
+                           strerror(err));
+        if (now_s() >= deadline)
+            return dd_fail(SWY_ERR_TIMEOUT, "devdouble comm_init: rank %d of"
+                           " %d: rank %d did not join within %g s", c->rank,
+                           c->nranks, peer, timeout_s);
+        nanosleep(&(struct timespec){0, 2000000}, NULL);
+    }
+}
+
+/* Accept one higher rank's connection and its hello. */
+static swy_status_t accept_rank(dd_coll_t *c, int lfd, double deadline,
+                                double timeout_s)
+{
+    for (;;) {
+        double left = deadline - now_s();
+        if (left <= 0) {
+            int missing = 0;
+            for (int r = c->rank + 1; r < c->nranks; r++)
+                missing += c->fds[r] < 0;
+            return dd_fail(SWY_ERR_TIMEOUT, "devdouble comm_init: rank %d "
+                           "of %d: %d rank(s) above it did not join within "
+                           "%g s", c->rank, c->nranks, missing, timeout_s);
+        }
+        struct pollfd p = {.fd = lfd, .events = POLLIN};
+        int ms = left > 1.0 ? 1000 : (int)(left * 1e3) + 1;
+        if (poll(&p, 1, ms) > 0)
+            break;
+    }
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    dd_coll_hello_t hello = {0};
+    /* The peer sends its hello right after it connects: read blocking,
+     * then non-blocking as the peer's socket is. */
+    ssize_t n = fd >= 0 ? recv(fd, &hello, sizeof(hello), MSG_WAITALL) : -1;
+    int flags = n == (ssize_t)sizeof(hello) ? fcntl(fd, F_GETFL) : -1;
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0 ||
+        hello.magic != DD_COLL_HELLO_MAGIC ||
+        hello.nranks != c->nranks || hello.rank <= c->rank ||
+        hello.rank >= c->nranks || c->fds[hello.rank] >= 0) {
+        if (fd >= 0)
+            close(fd);
+        return dd_fail(SWY_ERR_TRANSPORT, "devdouble comm_init: rank %d of "
+                       "%d: bad hello (rank %d of %d)", c->rank, c->nranks,
+                       (int)hello.rank, (int)hello.nranks);
+    }
+    c->fds[hello.rank] = fd;
+    return SWY_OK;
+}
+
+/* Every pair connects once: the higher rank connects to the lower one's
+ * address (the kernel queues the connection, so no one waits for an
+ * accept) and names itself; the lower one accepts. */
+static swy_status_t connect_mesh(dd_coll_t *c, const char *name,
+                                 double timeout_s)
+{
+    double deadline = now_s() + timeout_s;
+    swy_status_t status = SWY_OK;
+    int lfd = -1;
+    if (c->rank < c->nranks - 1) {
+        struct sockaddr_un sa;
+        socklen_t len = rank_address(name, c->rank, &sa);
+        lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, len) != 0 ||
+            listen(lfd, c->nranks) != 0)
+            status = dd_fail(SWY_ERR_TRANSPORT, "devdouble comm_init: rank "
+                             "%d: listening socket: %s", c->rank,
+                             strerror(errno));
+    }
+    for (int r = 0; r < c->rank && status == SWY_OK; r++)
+        status = connect_rank(c, name, r, deadline, timeout_s);
+    for (int r = c->rank + 1; r < c->nranks && status == SWY_OK; r++)
+        status = accept_rank(c, lfd, deadline, timeout_s);
+    if (lfd >= 0)
+        close(lfd);
+    return status;
+}
+
+/* Free a communicator whose stream is gone (or was never made). */
+static void coll_free(dd_coll_t *c)
+{
+    for (int r = 0; c->fds != NULL && r < c->nranks; r++)
+        if (c->fds[r] >= 0)
+            close(c->fds[r]);
+    free(c->fds);
+    free(c->pfds);
+    free(c->pfd_rank);
+    free(c->srcs);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->cond);
+    free(c);
+}
+
+static swy_status_t dd_coll_comm_init(const void *id, int nranks, int rank,
+                                      int priority, double timeout_s,
+                                      void **comm_p)
+{
+    const char *name = id != NULL ? (const char *)id + 1 : NULL;
+    if (id == NULL || comm_p == NULL || nranks < 1 || rank < 0 ||
+        rank >= nranks || !(timeout_s >= 0))
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble comm_init: rank %d "
+                       "of %d, timeout %g s, id %p, comm_p %p", rank, nranks,
+                       timeout_s, id, (void *)comm_p);
+    size_t name_len = strnlen(name, DD_COLL_ID_BYTES - 1);
+    if (((const char *)id)[0] != '\0' || name_len == 0 ||
+        name_len > DD_COLL_NAME_MAX)
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble comm_init: the id is "
+                       "not one of this double's unique_id");
+    dd_coll_t *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return dd_fail(SWY_ERR_NO_MEMORY, "devdouble comm_init: no memory");
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cond, NULL);
+    c->rank = rank;
+    c->nranks = nranks;
+    c->priority = priority;
+    c->fds = malloc((size_t)nranks * sizeof(*c->fds));
+    c->pfds = malloc((size_t)nranks * sizeof(*c->pfds));
+    c->pfd_rank = malloc((size_t)nranks * sizeof(*c->pfd_rank));
+    c->srcs = malloc((size_t)nranks * sizeof(*c->srcs));
+    for (int r = 0; c->fds != NULL && r < nranks; r++)
+        c->fds[r] = -1;
+    if (c->fds == NULL || c->pfds == NULL || c->pfd_rank == NULL ||
+        c->srcs == NULL) {
+        coll_free(c);
+        return dd_fail(SWY_ERR_NO_MEMORY, "devdouble comm_init: no memory");
+    }
+    swy_status_t status = connect_mesh(c, name, timeout_s);
+    if (status == SWY_OK && (c->stream = swy_devdouble_stream_create()) ==
+                                NULL)
+        status = dd_fail(SWY_ERR_NO_MEMORY, "devdouble comm_init: no "
+                         "stream");
+    if (status != SWY_OK) {
+        coll_free(c);
+        return status;
+    }
+    *comm_p = c;
+    return SWY_OK;
+}
+
+/* buf, bytes long, must be this double's "device memory". */
+static swy_status_t check_device(int i, const swy_devcoll_call_v1_t *call,
+                                 const char *what, const void *buf,
+                                 size_t bytes)
+{
+    if (bytes == 0 || in_device(buf, bytes))
+        return SWY_OK;
+    return dd_fail(SWY_ERR_INVALID_ARG, "devdouble launch: call %d (%s): "
+                   "%s %p of %zu bytes is not device memory of this double",
+                   i, dd_kind_names[call->kind], what, buf, bytes);
+}
+
+/* The checks of call i, as NCCL's: its bytes in *bytes_p. A buffer the
+ * call does not use on this rank (a REDUCE's recvbuf, a BROADCAST's
+ * sendbuf off the root) may be anything. */
+static swy_status_t check_call(const dd_coll_t *c, int i,
+                               const swy_devcoll_call_v1_t *call,
+                               size_t *bytes_p)
+{
+    int kind = call->kind;
+    if (kind < SWY_DEVCOLL_ALLREDUCE || kind > SWY_DEVCOLL_RECV)
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble launch: call %d: "
+                       "kind %d is not a swy_devcoll_kind_t", i, kind);
+    size_t dsize = dd_dtype_size(call->dtype);
+    if (dsize == 0)
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble launch: call %d "
+                       "(%s): dtype %d is not a swy_dtype_t", i,
+                       dd_kind_names[kind], (int)call->dtype);
+    int reduces = kind == SWY_DEVCOLL_ALLREDUCE || kind == SWY_DEVCOLL_REDUCE;
+    if (reduces && ((int)call->redop < SWY_SUM || call->redop > SWY_AVG))
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble launch: call %d "
+                       "(%s): redop %d is not a swy_redop_t", i,
+                       dd_kind_names[kind], (int)call->redop);
+    if (kind != SWY_DEVCOLL_ALLREDUCE &&
+        (call->root < 0 || call->root >= c->nranks))
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble launch: call %d "
+                       "(%s): root or peer %d is not a rank of %d", i,
+                       dd_kind_names[kind], (int)call->root, c->nranks);
+    if (call->count > SIZE_MAX / dsize)
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble launch: call %d "
+                       "(%s): %zu elements of %zu bytes overflow", i,
+                       dd_kind_names[kind], call->count, dsize);
+    size_t bytes = call->count * dsize;
+    int root = call->root == c->rank;
+    int sends = kind != SWY_DEVCOLL_RECV &&
+                (kind != SWY_DEVCOLL_BROADCAST || root);
+    int receives = kind != SWY_DEVCOLL_SEND &&
+                   (kind != SWY_DEVCOLL_REDUCE || root);
+    swy_status_t status = SWY_OK;
+    if (sends)
+        status = check_device(i, call, "sendbuf", call->sendbuf, bytes);
+    if (receives && status == SWY_OK)
+        status = check_device(i, call, "recvbuf", call->recvbuf, bytes);
+    *bytes_p = bytes;
+    return status;
+}
+
+static void add_seg(dd_seg_t *segs, int *n, int call, int cls,
+                    const void *buf, size_t len)
+{
+    segs[(*n)++] = (dd_seg_t){(char *)buf, len, call, cls};
+}
+
+/* Where rank r's contribution to call i lands: its slot of tmp[i]
+ * (NULL for a call of no bytes). */
+static char *peer_slot(const dd_coll_t *c, const dd_coll_job_t *job, int i,
+                       int r, size_t bytes)
+{
+    if (job->tmp[i] == NULL)
+        return NULL;
+    return job->tmp[i] + (size_t)(r < c->rank ? r : r - 1) * bytes;
+}
+
+/* The segments of call i, to and from each peer, as NCCL moves them:
+ * ALLREDUCE sends to all and receives from all; REDUCE sends to the root,
+ * which receives from all; BROADCAST the other way. */
+static void plan_call(const dd_coll_t *c, dd_coll_job_t *job, int i,
+                      size_t bytes)
+{
+    const swy_devcoll_call_v1_t *call = &job->calls[i];
+    int me = c->rank, root = call->root;
+    for (int r = 0; r < c->nranks; r++) {
+        dd_coll_peer_t *p = &job->peers[r];
+        int coll_in = 0, coll_out = 0;
+        switch (call->kind) {
+        case SWY_DEVCOLL_ALLREDUCE:
+            coll_in = coll_out = r != me;
+            break;
+        case SWY_DEVCOLL_REDUCE:
+            coll_in = root == me && r != me;
+            coll_out = root != me && r == root;
+            break;
+        case SWY_DEVCOLL_BROADCAST:
+            coll_in = root != me && r == root;
+            coll_out = root == me && r != me;
+            break;
+        case SWY_DEVCOLL_SEND:
+            if (r == root)
+                add_seg(p->out, &p->n_out, i, DD_FRAME_P2P, call->sendbuf,
+                        bytes);
+            break;
+        case SWY_DEVCOLL_RECV:
+            if (r == root)
+                add_seg(p->in[DD_FRAME_P2P], &p->n_in[DD_FRAME_P2P], i,
+                        DD_FRAME_P2P, call->recvbuf, bytes);
+            break;
+        }
+        if (coll_out)
+            add_seg(p->out, &p->n_out, i, DD_FRAME_COLL, call->sendbuf, bytes);
+        if (coll_in)
+            add_seg(p->in[DD_FRAME_COLL], &p->n_in[DD_FRAME_COLL], i,
+                    DD_FRAME_COLL,
+                    call->kind == SWY_DEVCOLL_BROADCAST
+                        ? call->recvbuf
+                        : peer_slot(c, job, i, r, bytes),
+                    bytes);
+    }
+}
+
+static void job_free(dd_coll_job_t *job)
+{
+    for (int i = 0; job->tmp != NULL && i < job->ncalls; i++)
+        free(job->tmp[i]);
+    free(job->tmp);
+    free(job->segs);
+    free(job->peers);
+    free(job->calls);
+    free(job);
+}
+
+/* Check calls[0..ncalls-1] and plan them into a new job. */
+static swy_status_t job_create(const dd_coll_t *c,
+                               const swy_devcoll_call_v1_t *calls, int ncalls,
+                               dd_coll_job_t **job_p)
+{
+    size_t w = (size_t)c->nranks, n = ncalls > 0 ? (size_t)ncalls : 1;
+    dd_coll_job_t *job = calloc(1, sizeof(*job));
+    if (job == NULL)
+        return dd_fail(SWY_ERR_NO_MEMORY, "devdouble launch: no memory");
+    job->ncalls = ncalls;
+    job->calls = malloc(n * sizeof(*job->calls));
+    job->tmp = calloc(n, sizeof(*job->tmp));
+    job->peers = calloc(w, sizeof(*job->peers));
+    job->segs = malloc(w * 3 * n * sizeof(*job->segs));
+    if (job->calls == NULL || job->tmp == NULL || job->peers == NULL ||
+        job->segs == NULL) {
+        job_free(job);
+        return dd_fail(SWY_ERR_NO_MEMORY, "devdouble launch: no memory");
+    }
+    if (ncalls > 0)
+        memcpy(job->calls, calls, (size_t)ncalls * sizeof(*calls));
+    /* A call adds at most one segment per peer, direction and class. */
+    for (size_t r = 0; r < w; r++) {
+        job->peers[r].out = job->segs + 3 * r * n;
+        job->peers[r].in[DD_FRAME_COLL] = job->segs + (3 * r + 1) * n;
+        job->peers[r].in[DD_FRAME_P2P] = job->segs + (3 * r + 2) * n;
+    }
+    swy_status_t status = SWY_OK;
+    for (int i = 0; i < ncalls && status == SWY_OK; i++) {
+        const swy_devcoll_call_v1_t *call = &job->calls[i];
+        size_t bytes = 0;
+        status = check_call(c, i, call, &bytes);
+        int gathers = call->kind == SWY_DEVCOLL_ALLREDUCE ||
+                      (call->kind == SWY_DEVCOLL_REDUCE &&
+                       call->root == c->rank);
+        if (status == SWY_OK && gathers && w > 1 && bytes > 0 &&
+            (bytes > SIZE_MAX / (w - 1) ||
+             (job->tmp[i] = malloc((w - 1) * bytes)) == NULL))
+            status = dd_fail(SWY_ERR_NO_MEMORY, "devdouble launch: call %d "
+                             "(%s): no memory for %zu contributions of %zu "
+                             "bytes", i, dd_kind_names[call->kind], w - 1,
+                             bytes);
+        if (status == SWY_OK)
+            plan_call(c, job, i, bytes);
+    }
+    /* The sends to this rank and the receives from it pair up in order:
+     * each pair must agree on the bytes, or NCCL would wait forever. */
+    const dd_coll_peer_t *self = &job->peers[c->rank];
+    const dd_seg_t *sends = self->out, *recvs = self->in[DD_FRAME_P2P];
+    if (status == SWY_OK && self->n_out != self->n_in[DD_FRAME_P2P])
+        status = dd_fail(SWY_ERR_INVALID_ARG, "devdouble launch: %d send(s) "
+                         "to this rank, %d receive(s) from it", self->n_out,
+                         self->n_in[DD_FRAME_P2P]);
+    for (int k = 0; status == SWY_OK && k < self->n_out; k++)
+        if (sends[k].len != recvs[k].len)
+            status = dd_fail(SWY_ERR_INVALID_ARG, "devdouble launch: call %d"
+                             " sends %zu bytes to this rank, its receive "
+                             "(call %d) takes %zu", sends[k].call,
+                             sends[k].len, recvs[k].call, recvs[k].len);
+    if (status != SWY_OK) {
+        job_free(job);
+        return status;
+    }
+    *job_p = job;
+    return SWY_OK;
+}
+
+/* The connection to peer failed in a job: because of comm_abort (which
+ * shut the sockets down), or the peer died or aborted. */
+static swy_status_t link_failed(const dd_coll_t *c, int peer, const char *why)
+{
+    if (atomic_load(&c->aborted))
+        return dd_fail(SWY_ERR_ABORTED, "devdouble: communicator aborted");
+    return dd_fail(SWY_ERR_TRANSPORT, "devdouble launch: rank %d: connection"
+                   " to rank %d: %s", c->rank, peer, why);
+}
+
+/* Write what the socket takes of p's frames. */
+static swy_status_t peer_send(const dd_coll_t *c, int peer, dd_coll_peer_t *p)
+{
+    while (p->out_next < p->n_out) {
+        const dd_seg_t *seg = &p->out[p->out_next];
+        dd_frame_t hdr = {(uint64_t)seg->cls, seg->len};
+        size_t hs = sizeof(hdr), body = p->out_sent > hs ? p->out_sent - hs
+                                                         : 0;
+        struct iovec iov[2];
+        int niov = 0;
+        if (p->out_sent < hs)
+            iov[niov++] = (struct iovec){(char *)&hdr + p->out_sent,
+                                         hs - p->out_sent};
+        if (body < seg->len)
+            iov[niov++] = (struct iovec){seg->buf + body, seg->len - body};
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
+        ssize_t n = sendmsg(c->fds[peer], &msg, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return SWY_OK;
+        if (n < 0)
+            return link_failed(c, peer, strerror(errno));
+        p->out_sent += (size_t)n;
+        if (p->out_sent == hs + seg->len) {
+            p->out_next++;
+            p->out_sent = 0;
+        }
+    }
+    return SWY_OK;
+}
+
+static int in_pending(const dd_coll_peer_t *p)
+{
+    return p->in_next[DD_FRAME_COLL] < p->n_in[DD_FRAME_COLL] ||
+           p->in_next[DD_FRAME_P2P] < p->n_in[DD_FRAME_P2P];
+}
+
+/* The segment that the frame header from peer is for: the next one of
+ * its class, of the same length. */
+static swy_status_t match_frame(const dd_coll_t *c,
+                                const dd_coll_job_t *job, int peer,
+                                dd_coll_peer_t *p)
+{
+    uint64_t cls = p->in_hdr.tag, len = p->in_hdr.len;
+    if (cls >= DD_FRAME_CLASSES || p->in_next[cls] >= p->n_in[cls])
+        return dd_fail(SWY_ERR_MISMATCH, "devdouble launch: rank %d sent "
+                       "rank %d a frame (class %llu, %llu bytes) that no "
+                       "call of this launch receives", peer, c->rank,
+                       (unsigned long long)cls, (unsigned long long)len);
+    dd_seg_t *seg = &p->in[cls][p->in_next[cls]];
+    if (len != seg->len)
+        return dd_fail(SWY_ERR_MISMATCH, "devdouble launch: rank %d: call %d"
+                       " (%s) receives %zu bytes from rank %d, which sent "
+                       "%llu", c->rank, seg->call,
+                       dd_kind_names[job->calls[seg->call].kind], seg->len, peer,
+                       (unsigned long long)len);
+    p->filling = seg;
+    return SWY_OK;
+}
+
+/* Read what arrived from peer: frame headers, each body straight into
+ * its segment. Never past the last frame of this job: the next job's
+ * frames stay on the socket. */
+static swy_status_t peer_recv(const dd_coll_t *c, const dd_coll_job_t *job,
+                              int peer, dd_coll_peer_t *p)
+{
+    while (in_pending(p)) {
+        int header = p->filling == NULL;
+        size_t full = header ? sizeof(p->in_hdr) : p->filling->len;
+        if (p->in_got < full) {
+            char *dst = header ? (char *)&p->in_hdr : p->filling->buf;
+            ssize_t n = recv(c->fds[peer], dst + p->in_got, full - p->in_got,
+                             0);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                return SWY_OK;
+            if (n <= 0)
+                return link_failed(c, peer, n == 0 ? "closed by the peer "
+                                   "(it died, aborted or left)"
+                                   : strerror(errno));
+            p->in_got += (size_t)n;
+            continue;
+        }
+        p->in_got = 0;
+        if (header) {
+            swy_status_t status = match_frame(c, job, peer, p);
+            if (status != SWY_OK)
+                return status;
+        } else {
+            p->in_next[p->filling->cls]++;
+            p->filling = NULL;
+        }
+    }
+    return SWY_OK;
+}
+
+/* Move every frame of the job, all peers at once. */
+static swy_status_t job_move(dd_coll_t *c, dd_coll_job_t *job)
+{
+    for (;;) {
+        if (atomic_load(&c->aborted))
+            return dd_fail(SWY_ERR_ABORTED, "devdouble: communicator "
+                           "aborted");
+        nfds_t n = 0;
+        for (int r = 0; r < c->nranks; r++) {
+            const dd_coll_peer_t *p = &job->peers[r];
+            short events = (short)((p->out_next < p->n_out ? POLLOUT : 0) |
+                                   (in_pending(p) ? POLLIN : 0));
+            if (r == c->rank || events == 0)
+                continue;
+            c->pfds[n] = (struct pollfd){c->fds[r], events, 0};
+            c->pfd_rank[n++] = r;
+        }
+        if (n == 0)
+            return SWY_OK;
+        /* Bounded, so that the abort flag is looked at even if nothing
+         * wakes the poll (comm_abort's shutdown() should). */
+        if (poll(c->pfds, n, DD_COLL_POLL_MS) < 0 && errno != EINTR)
+            return dd_fail(SWY_ERR_TRANSPORT, "devdouble launch: poll: %s",
+                           strerror(errno));
+        for (nfds_t k = 0; k < n; k++) {
+            short ready = c->pfds[k].revents, asked = c->pfds[k].events;
+            int r = c->pfd_rank[k];
+            swy_status_t status = SWY_OK;
+            /* An error or a hang-up shows on the next send or receive. */
+            if ((asked & POLLOUT) && (ready & (POLLOUT | POLLERR | POLLHUP)))
+                status = peer_send(c, r, &job->peers[r]);
+            if (status == SWY_OK && (asked & POLLIN) &&
+                (ready & (POLLIN | POLLERR | POLLHUP)))
+                status = peer_recv(c, job, r, &job->peers[r]);
+            if (status != SWY_OK)
+                return status;
+        }
+    }
+}
+
+/* After the moves: the copies to self, then the reductions (in rank
+ * order, this rank's own contribution from its sendbuf) and the root's
+ * copy of a BROADCAST, in call order. */
+static void job_finish(dd_coll_t *c, dd_coll_job_t *job)
+{
+    const dd_coll_peer_t *self = &job->peers[c->rank];
+    for (int k = 0; k < self->n_out; k++)
+        if (self->out[k].len > 0)
+            memmove(self->in[DD_FRAME_P2P][k].buf, self->out[k].buf,
+                    self->out[k].len);
+    for (int i = 0; i < job->ncalls; i++) {
+        const swy_devcoll_call_v1_t *call = &job->calls[i];
+        size_t bytes = call->count * dd_dtype_size(call->dtype);
+        int root = call->root == c->rank;
+        if (call->kind == SWY_DEVCOLL_ALLREDUCE ||
+            (call->kind == SWY_DEVCOLL_REDUCE && root)) {
+            for (int r = 0; r < c->nranks; r++)
+                c->srcs[r] = r == c->rank ? call->sendbuf
+                                          : peer_slot(c, job, i, r, bytes);
+            dd_reduce(call->recvbuf, c->srcs, c->nranks, call->count,
+                      call->dtype, call->redop);
+        } else if (call->kind == SWY_DEVCOLL_BROADCAST && root &&
+                   call->recvbuf != call->sendbuf && bytes > 0) {
+            memmove(call->recvbuf, call->sendbuf, bytes);
+        }
+    }
+}
+
+/* A launch's work on the communicator's stream: the oldest launched job,
+ * unless comm_abort has them (it fails them itself). */
+static void job_run(void *arg)
+{
+    dd_coll_t *c = arg;
+    pthread_mutex_lock(&c->lock);
+    dd_coll_job_t *job = atomic_load(&c->aborted) ? NULL : c->head;
+    if (job != NULL) {
+        c->head = job->next;
+        if (c->head == NULL)
+            c->tail = NULL;
+        c->running = 1;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (job == NULL)
+        return;
+    swy_status_t status = c->broken;
+    if (status == SWY_OK) {
+        status = job_move(c, job);
+        if (status == SWY_OK) {
+            job_finish(c, job);
+        } else if (status != SWY_ERR_ABORTED) {
+            /* The sockets' bytes no longer line up with the calls: the
+             * launches after this one fail too, as on an NCCL
+             * communicator with an asynchronous error. done carries no
+             * text, hence stderr. */
+            c->broken = status;
+            fprintf(stderr, "%s\n", dd_error);
+        }
+    }
+    job->done(job->arg, status);
+    job_free(job);
+    pthread_mutex_lock(&c->lock);
+    c->running = 0;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static swy_status_t dd_coll_launch(void *comm,
+                                   const swy_devcoll_call_v1_t *calls,
+                                   int ncalls, swy_devcoll_done_cb_v1_t done,
+                                   void *arg)
+{
+    dd_coll_t *c = comm;
+    if (c == NULL || done == NULL || ncalls < 0 ||
+        (ncalls > 0 && calls == NULL))
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble launch: comm %p, "
+                       "%d calls at %p, done %s", comm, ncalls,
+                       (const void *)calls, done != NULL ? "set" : "NULL");
+    if (atomic_load(&c->aborted))
+        return dd_fail(SWY_ERR_ABORTED, "devdouble launch: the communicator"
+                       " was aborted");
+    dd_coll_job_t *job = NULL;
+    swy_status_t status = job_create(c, calls, ncalls, &job);
+    if (status != SWY_OK)
+        return status;
+    job->done = done;
+    job->arg = arg;
+    /* The stream's work and the job are queued together, under the lock
+     * that job_run takes first: each work runs the oldest job. */
+    pthread_mutex_lock(&c->lock);
+    if (atomic_load(&c->aborted))
+        status = dd_fail(SWY_ERR_ABORTED, "devdouble launch: the "
+                         "communicator was aborted");
+    else if (swy_devdouble_launch(c->stream, job_run, c) != 0)
+        status = dd_fail(SWY_ERR_NO_MEMORY, "devdouble launch: no memory");
+    if (status == SWY_OK) {
+        if (c->tail != NULL)
+            c->tail->next = job;
+        else
+            c->head = job;
+        c->tail = job;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (status != SWY_OK)
+        job_free(job);
+    return status;
+}
+
+static void dd_coll_comm_abort(void *comm)
+{
+    dd_coll_t *c = comm;
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->lock);
+    atomic_store(&c->aborted, 1);
+    /* Wakes a job in poll(): its sockets, and the peers', read the end. */
+    for (int r = 0; r < c->nranks; r++)
+        if (c->fds[r] >= 0)
+            shutdown(c->fds[r], SHUT_RDWR);
+    while (c->running)
+        pthread_cond_wait(&c->cond, &c->lock);
+    dd_coll_job_t *queued = c->head;
+    c->head = c->tail = NULL;
+    pthread_mutex_unlock(&c->lock);
+    while (queued != NULL) {
+        dd_coll_job_t *next = queued->next;
+        queued->done(queued->arg, SWY_ERR_ABORTED);
+        job_free(queued);
+        queued = next;
+    }
+}
+
+static void dd_coll_comm_destroy(void *comm)
+{
+    dd_coll_t *c = comm;
+    if (c == NULL)
+        return;
+    swy_devdouble_stream_destroy(c->stream);
+    coll_free(c);
+}
+
+DD_EXPORT const swy_devcoll_v1_t swy_devcoll_plugin_v1 = {
+    .abi_version = SWY_DEVCOLL_ABI_V1,
+    .struct_size = sizeof(swy_devcoll_v1_t),
+    .name = DD_NAME,
+    .id_bytes = DD_COLL_ID_BYTES,
+    .unique_id = dd_coll_unique_id,
+    .comm_init = dd_coll_comm_init,
+    .comm_destroy = dd_coll_comm_destroy,
+    .comm_abort = dd_coll_comm_abort,
+    .launch = dd_coll_launch,
+    .error_string = dd_error_string,
+};
+#endif /* DD_FIRST_RELEASE */

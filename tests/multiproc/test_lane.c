@@ -1,0 +1,275 @@
+/* Device collectives run by the plugin (lib/sched/lane.c), on the GPU test
+ * double (tests/devdouble stands in for the nccl plugin: no GPU here).
+ * Each rank posts a low-priority device allreduce cut into many
+ * partitions, then a high-priority device alltoallv, waits for both and
+ * checks them against serial references; then, from the Chrome trace it
+ * wrote (one "launch" event per partition handed to the plugin, stamped
+ * when it was handed over):
+ *  - lina: no low-priority partition was handed over between the first
+ *    and the last high-priority one (the high op never waits behind a low
+ *    one that Switchyard could have held back);
+ *  - fair: some were (each op gets its share);
+ *  - both: low-priority partitions were still to go after the last high
+ *    one, so the backlog was there to hold (the window was exercised).
+ * A third op, a device allgather on a communicator split in two, checks
+ * that lanes of different communicators work side by side.
+ * Failures (third argument):
+ *  - kill: the last rank dies while a device allreduce's partitions are
+ *    with the plugin; every other rank's op fails (not hangs) within the
+ *    timeout, and its communicator can be destroyed;
+ *  - mismatch: rank 0 passes another count; every rank's op fails with
+ *    SWY_ERR_MISMATCH before the plugin sees a partition, and a later
+ *    device collective on the communicator still works.
+ * Usage: test_lane NRANKS TRACE_DIR [kill|mismatch]
+ *        (SWY_POLICY lina or fair) */
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define PART (16u << 10)
+
+static const char *trace_dir;
+static int lina;
+
+typedef struct {
+    double ts;
+    int prio;
+} ev_t;
+
+static int check_trace(int rank)
+{
+    char path[512], line[1024];
+    snprintf(path, sizeof(path), "%s/lane-trace.%d.json", trace_dir, rank);
+    FILE *f = fopen(path, "r");
+    CHECK_RET(f != NULL, "trace %s missing", path);
+    enum { MAX_EVENTS = 100000 };
+    static ev_t evs[MAX_EVENTS];
+    size_t n = 0;
+    while (fgets(line, sizeof(line), f)) {
+        double ts, prio;
+        /* The two ops under test, not the later ones. */
+        if (strstr(line, "\"cat\":\"launch\"") == NULL ||
+            (strstr(line, "\"name\":\"low #") == NULL &&
+             strstr(line, "\"name\":\"high #") == NULL) ||
+            swy_test_trace_num(line, "\"ts\":", &ts) ||
+            swy_test_trace_num(line, "\"priority\":", &prio))
+            continue;
+        CHECK_RET(n < MAX_EVENTS, "trace %s: too many launches", path);
+        evs[n++] = (ev_t){ts, (int)prio};
+    }
+    fclose(f);
+    double first_high = -1, last_high = -1;
+    size_t nhigh = 0, nlow = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (evs[i].prio != SWY_PRIO_HIGH) {
+            nlow++;
+            continue;
+        }
+        nhigh++;
+        if (first_high < 0 || evs[i].ts < first_high)
+            first_high = evs[i].ts;
+        if (evs[i].ts > last_high)
+            last_high = evs[i].ts;
+    }
+    CHECK_RET(nhigh > 0 && nlow > 0, "rank %d: %zu high and %zu low "
+              "launches in the trace", rank, nhigh, nlow);
+    size_t inside = 0, after = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (evs[i].prio == SWY_PRIO_HIGH)
+            continue;
+        inside += evs[i].ts > first_high && evs[i].ts < last_high;
+        after += evs[i].ts > last_high;
+    }
+    fprintf(stderr, "rank %d: %zu high launches, %zu low; low ones between "
+            "the first and last high: %zu, after: %zu\n", rank, nhigh, nlow,
+            inside, after);
+    CHECK_RET(after > 0, "rank %d: no low-priority partition was left when "
+              "the high op's last went: the window was not exercised", rank);
+    if (lina)
+        CHECK_RET(inside == 0, "rank %d: lina handed %zu low-priority "
+                  "partitions to the plugin while the high op had some to "
+                  "go", rank, inside);
+    else
+        CHECK_RET(inside > 0, "rank %d: fair let no low-priority partition "
+                  "through while the high op was going", rank);
+    return 0;
+}
+
+static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
+{
+    size_t low_count = (4u << 20) / 4, per_peer = (64u << 10) / 4;
+    size_t wpp = per_peer * (size_t)w;
+    float *ls = swy_test_buf_calloc(1, low_count, 4);
+    float *lr = swy_test_buf_calloc(1, low_count, 4);
+    float *hs = swy_test_buf_calloc(1, wpp, 4);
+    float *hr = swy_test_buf_calloc(1, wpp, 4);
+    /* "Device memory" of the double is host memory: filled directly. */
+    for (size_t i = 0; i < low_count; i++)
+        ls[i] = (float)((rank + 1) * (int)(i % 61));
+    for (size_t i = 0; i < wpp; i++)
+        hs[i] = (float)(rank * 1000 + (int)(i % 997));
+    size_t counts[16], displs[16];
+    for (int j = 0; j < w; j++) {
+        counts[j] = per_peer;
+        displs[j] = (size_t)j * per_peer;
+    }
+    swy_op_attr_t low = SWY_OP_ATTR_INIT, high = SWY_OP_ATTR_INIT;
+    low.priority = SWY_PRIO_LOW;
+    low.name = "low";
+    high.priority = SWY_PRIO_HIGH;
+    high.name = "high";
+    /* Each on a stream of its own, as a framework puts its all-to-all
+     * and its gradient allreduce: ops on one stream run one after the
+     * other (as NCCL's), and there would be nothing to order. */
+    void *lstream = swy_test_dev_stream_create();
+    void *hstream = swy_test_dev_stream_create();
+    low.stream = lstream;
+    high.stream = hstream;
+    swy_request_t lreq, hreq;
+    CHECK_OK_RET(swy_allreduce(ls, lr, low_count, SWY_FLOAT32, SWY_SUM, comm,
+                               &low, &lreq), comm);
+    CHECK_OK_RET(swy_alltoallv(hs, counts, displs, hr, counts, displs,
+                               SWY_FLOAT32, comm, &high, &hreq), comm);
+    CHECK_OK_RET(swy_wait(hreq), comm);
+    CHECK_OK_RET(swy_wait(lreq), comm);
+    swy_request_free(hreq);
+    swy_request_free(lreq);
+    swy_test_dev_stream_destroy(lstream);
+    swy_test_dev_stream_destroy(hstream);
+    float sum_k = (float)(w * (w + 1) / 2);
+    for (size_t i = 0; i < low_count; i++)
+        CHECK_RET(lr[i] == sum_k * (float)(int)(i % 61),
+                  "allreduce[%zu] = %g, expected %g", i, lr[i],
+                  sum_k * (float)(int)(i % 61));
+    for (int j = 0; j < w; j++)
+        for (size_t i = 0; i < per_peer; i++) {
+            float want = (float)(j * 1000 +
+                                 (int)((rank * per_peer + i) % 997));
+            CHECK_RET(hr[(size_t)j * per_peer + i] == want,
+                      "alltoallv from %d [%zu] = %g, expected %g", j, i,
+                      hr[(size_t)j * per_peer + i], want);
+        }
+
+    /* Two communicators, each with its own lane, one op each at once. */
+    swy_comm_t half;
+    CHECK_OK_RET(swy_comm_split(comm, rank % 2, rank, &half), comm);
+    int hw = swy_comm_size(half), hme = swy_comm_rank(half);
+    size_t per = 5000;
+    float *gs = swy_test_buf_calloc(1, per, 4);
+    float *gr = swy_test_buf_calloc(1, per * (size_t)hw, 4);
+    for (size_t i = 0; i < per; i++)
+        gs[i] = (float)(hme * 100000 + (int)i);
+    swy_request_t greq, areq;
+    CHECK_OK_RET(swy_allgather(gs, gr, per, SWY_FLOAT32, half, NULL, &greq),
+                 half);
+    CHECK_OK_RET(swy_allreduce(ls, lr, low_count, SWY_FLOAT32, SWY_MAX, comm,
+                               NULL, &areq), comm);
+    CHECK_OK_RET(swy_wait(greq), half);
+    CHECK_OK_RET(swy_wait(areq), comm);
+    swy_request_free(greq);
+    swy_request_free(areq);
+    for (int j = 0; j < hw; j++)
+        for (size_t i = 0; i < per; i++)
+            CHECK_RET(gr[(size_t)j * per + i] == (float)(j * 100000 + (int)i),
+                      "allgather block %d [%zu] = %g", j, i,
+                      gr[(size_t)j * per + i]);
+    for (size_t i = 0; i < low_count; i++)
+        CHECK_RET(lr[i] == (float)(w * (int)(i % 61)),
+                  "allreduce max [%zu] = %g", i, lr[i]);
+    swy_comm_stats_t st = {.struct_size = sizeof(st)};
+    CHECK_OK_RET(swy_comm_stats(comm, &st), comm);
+    CHECK_RET(st.micro_ops_sent > 0, "counters");
+    CHECK_OK_RET(swy_comm_destroy(half), half);
+    CHECK_OK_RET(swy_comm_destroy(comm), comm);
+    swy_test_buf_free(1, ls);
+    swy_test_buf_free(1, lr);
+    swy_test_buf_free(1, hs);
+    swy_test_buf_free(1, hr);
+    swy_test_buf_free(1, gs);
+    swy_test_buf_free(1, gr);
+    if (check_trace(rank))
+        return 201;
+    return 200;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int kill_main(swy_comm_t comm, int rank, int w, void *arg)
+{
+    size_t count = (8u << 20) / 4;
+    float *b = swy_test_buf_calloc(1, count, 4);
+    for (size_t i = 0; i < count; i++)
+        b[i] = 1.0f;
+    swy_request_t req;
+    CHECK_OK_RET(swy_allreduce(b, b, count, SWY_FLOAT32, SWY_SUM, comm, NULL,
+                               &req), comm);
+    if (rank == w - 1) {
+        usleep(20 * 1000); /* some partitions are with the plugin */
+        _exit(0);
+    }
+    double t0 = now_s();
+    swy_status_t st = swy_wait(req);
+    double took = now_s() - t0;
+    fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank,
+            swy_status_string(st), took, swy_last_error(comm));
+    CHECK_RET(st != SWY_OK, "rank %d: the allreduce completed without rank "
+              "%d", rank, w - 1);
+    CHECK_RET(swy_last_error(comm)[0] != '\0', "no message");
+    swy_request_free(req);
+    swy_comm_destroy(comm);
+    return 200;
+}
+
+static int mismatch_main(swy_comm_t comm, int rank, int w, void *arg)
+{
+    size_t count = 100000 + (rank == 0 ? 8 : 0);
+    float *b = swy_test_buf_calloc(1, count, 4);
+    for (size_t i = 0; i < count; i++)
+        b[i] = (float)rank;
+    swy_status_t st = swy_allreduce(b, b, count, SWY_FLOAT32, SWY_SUM, comm,
+                                    NULL, NULL);
+    CHECK_RET(st == SWY_ERR_MISMATCH, "rank %d: %s, expected a mismatch: %s",
+              rank, swy_status_string(st), swy_last_error(comm));
+    fprintf(stderr, "rank %d: %s\n", rank, swy_last_error(comm));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int w = argc > 1 ? atoi(argv[1]) : 2;
+    trace_dir = argc > 2 ? argv[2] : "/tmp";
+    if (!swy_test_devdouble()) {
+        printf("SKIP: the GPU test double is not there (SWYTEST_DEVDOUBLE)\n");
+        return 77;
+    }
+    const char *policy = getenv("SWY_POLICY");
+    lina = policy == NULL || strcmp(policy, "lina") == 0;
+    char pattern[600], part[32];
+    snprintf(pattern, sizeof(pattern), "%s/lane-trace.%%r.json", trace_dir);
+    setenv("SWY_TRACE", pattern, 1);
+    snprintf(part, sizeof(part), "%u", PART);
+    setenv("SWY_PARTITION_BYTES", part, 1);
+    /* Nothing moves between the two posts but what each post's own
+     * progress pass issues: the high op meets the backlog. */
+    setenv("SWY_PROGRESS", "caller", 1);
+    const char *mode = argc > 3 ? argv[3] : "";
+    if (strcmp(mode, "kill") == 0 || strcmp(mode, "mismatch") == 0) {
+        int kill = mode[0] == 'k';
+        int rc = swy_test_spawn(w, kill ? kill_main : mismatch_main, NULL,
+                                120, NULL);
+        printf("%s: device lanes on %d ranks: %s\n", rc ? "FAIL" : "PASS", w,
+               kill ? "a rank dies mid-op" : "ranks disagree");
+        return rc;
+    }
+    int rc = swy_test_spawn(w, rank_main, NULL, 120, NULL);
+    printf("%s: device lanes on %d ranks under %s\n", rc ? "FAIL" : "PASS", w,
+           lina ? "lina" : "fair");
+    return rc;
+}
