@@ -1,7 +1,9 @@
-/* swy-transport-nccl: the two exported tables. swy_transport_plugin_v1
- * moves device memory between ranks (nccl_connect.c, nccl_p2p.c);
- * swy_device_plugin_v1 offers the device services (nccl_device.c). Nothing
- * else leaves the shared object (hidden visibility). */
+/* swy-transport-nccl: two of the three exported tables.
+ * swy_transport_plugin_v1 moves device memory between ranks
+ * (nccl_connect.c, nccl_p2p.c); swy_device_plugin_v1 offers the device
+ * services (nccl_device.c); swy_devcoll_plugin_v1, the third, is defined
+ * in nccl_coll.c. Nothing else leaves the shared object (hidden
+ * visibility). */
 #include "nccl_plugin.h"
 
 __attribute__((visibility("default"))) const swy_transport_v1_t

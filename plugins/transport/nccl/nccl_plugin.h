@@ -21,7 +21,17 @@
  *
  * Threading: the host calls every entry point of one context under one
  * lock; only the wake-up object (nccl_waker_t) is touched by CUDA's
- * host-function thread. */
+ * host-function thread.
+ *
+ * Device collectives (swy_devcoll_plugin_v1, nccl_coll.c) use other
+ * communicators: per Switchyard communicator, one NCCL communicator over
+ * all its ranks per priority class (2 per communicator), both made on
+ * its first offloaded device collective, each non-blocking
+ * (config.blocking = 0) with its own non-blocking stream at the class's
+ * stream priority. They come besides the per-pair ones above, which still
+ * carry every point-to-point transfer; they share no state with the
+ * transport context (their device is the caller's current one at
+ * comm_init, as for init()). */
 #ifndef SWY_PLUGIN_NCCL_H
 #define SWY_PLUGIN_NCCL_H
 
