@@ -14,12 +14,12 @@
  * A third op, a device allgather on a communicator split in two, checks
  * that lanes of different communicators work side by side.
  * Failures (third argument):
- *  - kill: the last rank dies while a device allreduce's partitions are
- *    with the plugin; every other rank's op fails (not hangs) within the
- *    timeout, and its communicator can be destroyed;
+ *  - kill: the last rank dies 20 ms into a device allreduce of 128
+ *    partitions; every other rank's op fails (not hangs) with a message,
+ *    and its communicator can be destroyed;
  *  - mismatch: rank 0 passes another count; every rank's op fails with
- *    SWY_ERR_MISMATCH before the plugin sees a partition, and a later
- *    device collective on the communicator still works.
+ *    SWY_ERR_MISMATCH (the headers disagree before the plugin sees a
+ *    partition: a plugin communicator given mismatched calls would hang).
  * Usage: test_lane NRANKS TRACE_DIR [kill|mismatch]
  *        (SWY_POLICY lina or fair) */
 #include <string.h>
