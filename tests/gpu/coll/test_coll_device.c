@@ -344,6 +344,54 @@ static void test_stream_order(swy_comm_t comm, int use_alltoallv,
     free(hout);
 }
 
+/* Work queued on attr.stream after the post waits for the op: a copy of
+ * recvbuf queued right after a non-blocking post, with no host wait in
+ * between, must read the result, not the bytes before it. */
+static void test_stream_after(swy_comm_t comm)
+{
+    const size_t count = 8u << 20; /* 32 MiB of float */
+    size_t bytes = count * 4;
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    unsigned char *hin = malloc(bytes), *hout;
+    CUDA_OK(cudaMallocHost((void **)&hout, bytes));
+    fill_pattern(hin, bytes, 4);
+    void *dsend = dev_alloc(bytes), *drecv = dev_alloc(bytes);
+    to_dev(dsend, hin, bytes);
+    CUDA_OK(cudaMemset(drecv, 0xEE, bytes));
+    CUDA_OK(cudaDeviceSynchronize());
+    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+    attr.stream = stream;
+    attr.name = "stream-after";
+    swy_request_t req;
+    CHECK_OK(swy_allreduce(dsend, drecv, count, SWY_FLOAT32, SWY_SUM, comm,
+                           &attr, &req), comm);
+    CUDA_OK(cudaMemcpyAsync(hout, drecv, bytes, cudaMemcpyDeviceToHost,
+                            stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    long d = first_diff(hout, hin, bytes); /* one rank: the sum is sendbuf */
+    CHECK(d < 0, "a copy queued on attr.stream after the allreduce read "
+          "byte %ld before the result (got %u, expected %u)", d,
+          d >= 0 ? hout[d] : 0, d >= 0 ? hin[d] : 0);
+    CHECK_OK(swy_wait(req), comm);
+    swy_request_free(req);
+    /* Under graph capture the op is refused, and the capture survives. */
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+    swy_status_t st = swy_allreduce(dsend, drecv, count, SWY_FLOAT32,
+                                    SWY_SUM, comm, &attr, NULL);
+    cudaGraph_t graph;
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    CHECK(st == SWY_ERR_UNSUPPORTED, "allreduce under graph capture: %s "
+          "(%s), expected SWY_ERR_UNSUPPORTED", swy_status_string(st),
+          swy_last_error(comm));
+    CUDA_OK(cudaGraphDestroy(graph));
+    CUDA_OK(cudaStreamDestroy(stream));
+    CUDA_OK(cudaFreeHost(hout));
+    CUDA_OK(cudaFree(dsend));
+    CUDA_OK(cudaFree(drecv));
+    free(hin);
+}
+
 /* ---- errors ------------------------------------------------------------- */
 
 static void expect_error(swy_comm_t comm, swy_status_t got,
@@ -544,6 +592,7 @@ static int run_full(void)
     test_in_flight(comm);
     test_stream_order(comm, 1, 0);
     test_stream_order(comm, 0, 0);
+    test_stream_after(comm);
     test_stream_order(comm, 1, 1);
     test_stream_order(comm, 0, 1);
     test_mixed(comm);
