@@ -259,10 +259,18 @@ SWY_EXPORT int swy_comm_size(swy_comm_t comm);
  * transport moves device memory to some peer, the message names it, its
  * link class and the transports loaded; a stream without device
  * services), SWY_ERR_TRANSPORT (a CUDA failure, named in the message).
- * swy_reduce_scatter(), swy_allgatherv(), swy_reduce(), swy_gather() and
- * swy_scatter() move device buffers through pinned host copies (the
- * whole receive region is copied in and out, so bytes the op does not
- * write keep their values) and reduce on the host, as allreduce does.
+ * Where the nccl plugin runs collectives (SWY_DEVICE_COLL=auto, the
+ * default), swy_allreduce(), swy_reduce_scatter(), swy_allgather(),
+ * swy_broadcast() and swy_alltoallv() of device memory run on NCCL a
+ * partition at a time, each partition an NCCL call on the communicator
+ * and stream of the op's priority class (two per communicator, made
+ * collectively by its first such op), released by Switchyard's policy;
+ * nothing is staged through host memory. Otherwise (SWY_DEVICE_COLL=
+ * staged, or a plugin without them), and always for swy_allgatherv(),
+ * swy_reduce(), swy_gather() and swy_scatter(), device buffers move
+ * through pinned host copies (the whole receive region is copied in and
+ * out, so bytes the op does not write keep their values) and reductions
+ * run on the host.
  */
 
 /**
@@ -349,10 +357,11 @@ SWY_EXPORT swy_status_t swy_chunk_release(swy_request_t req);
  * @brief Reduce @p count elements over all ranks and leave the result on
  *        every rank. In place when sendbuf == recvbuf. SWY_AVG divides
  *        the sum by the number of ranks (integer division for integer
- *        types). Default priority: low. Device buffers are reduced on the
- *        host: on more than one rank the op copies sendbuf to pinned host
- *        memory when it starts and the result back to recvbuf before the
- *        request completes; on one rank it is a device copy.
+ *        types). Default priority: low. Device buffers: see above (NCCL
+ *        partition by partition; staged, they are reduced on the host: on
+ *        more than one rank the op copies sendbuf to pinned host memory
+ *        when it starts and the result back to recvbuf before the request
+ *        completes; on one rank it is a device copy).
  */
 SWY_EXPORT swy_status_t swy_allreduce(const void *sendbuf, void *recvbuf,
                                       size_t count, swy_dtype_t dtype,
