@@ -103,8 +103,11 @@ typedef struct {
      *  that is being captured into a CUDA graph is SWY_ERR_UNSUPPORTED:
      *  the op runs from the host and cannot be captured. A blocking call
      *  on a stream whose earlier work waits for a later call of this
-     *  thread cannot end: use a group. swy_alltoallv_chunks,
-     *  and device services without the stream functions (an older nccl
+     *  thread cannot end: use a group. The chunks of one
+     *  swy_alltoallv_chunks are ordered on the stream as one op: they
+     *  start together and the stream's later work waits for all of
+     *  them. Held chunks (SWY_CHUNKS_HELD, started by the caller), and
+     *  device services without the stream functions (an older nccl
      *  plugin), wait for the stream instead: the post blocks the calling
      *  thread until the stream drains, and nothing is queued on it.
      *  With host buffers it is ignored. Without device services (no GPU,

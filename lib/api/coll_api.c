@@ -543,6 +543,37 @@ swy_status_t swy_alltoallv(const void *sendbuf, const size_t *sendcounts,
                        attr, req);
 }
 
+/* The chunks of a series posted on stream, ordered on it as one op: in
+ * a group at its end, with the group's other ops on that stream; else
+ * now. On failure the chunks are released (their requests gone). */
+static swy_status_t chunks_order_on_stream(struct swy_request **reqs, int n,
+                                           void *stream)
+{
+    swy_status_t status = SWY_OK;
+    int gated = 1, added = 0;
+    if (group.depth > 0) {
+        while (added < n && status == SWY_OK)
+            if ((status = group_add_stream_op(reqs[added], stream)) == SWY_OK)
+                added++;
+        if (status == SWY_OK)
+            return SWY_OK;
+        group.nsops -= (size_t)added; /* out of memory: all go now */
+    }
+    status = swy_sched_stream_order(reqs, n, stream, &gated);
+    /* A stream the device could not hold: the chunks are done before the
+     * caller queues more work on it. */
+    for (int j = 0; j < n && status == SWY_OK && !gated; j++)
+        status = swy_sched_wait(reqs[j]);
+    if (status == SWY_OK)
+        return SWY_OK;
+    char msg[SWY_ERRMSG_MAX];
+    snprintf(msg, sizeof(msg), "%s", swy_err_last());
+    for (int j = 0; j < n; j++)
+        swy_sched_release(reqs[j]);
+    swy_err_store(msg);
+    return status;
+}
+
 swy_status_t swy_alltoallv_chunks(const void *sendbuf,
                                   const size_t *sendcounts,
                                   const size_t *sdispls, void *recvbuf,
@@ -585,7 +616,7 @@ swy_status_t swy_alltoallv_chunks(const void *sendbuf,
     size_t w = (size_t)comm->nranks;
     /* The chunks' memory: that of the first chunk with data (one buffer
      * pair for all); a chunk without data takes it. */
-    int with_data = -1;
+    int with_data = -1, held = (flags & SWY_CHUNKS_HELD) != 0, on_stream = 0;
     for (int j = 0; j < nchunks && status == SWY_OK; j++) {
         size_t at = (size_t)j * w;
         int send_used, recv_used;
@@ -593,9 +624,12 @@ swy_status_t swy_alltoallv_chunks(const void *sendbuf,
                                  sdispls + at, recvbuf, recvcounts + at,
                                  rdispls + at, dtype, &args[j], &send_used,
                                  &recv_used);
+        /* Chunks the caller releases start when it says, which a stream
+         * cannot order: those wait for their stream here. */
         if (status == SWY_OK)
             status = prepare_memory(fn, comm, &args[j], send_used,
-                                    recv_used, 0, attr, NULL);
+                                    recv_used, 0, attr,
+                                    held ? NULL : &on_stream);
         if (status != SWY_OK || !(send_used || recv_used))
             continue;
         if (with_data < 0)
@@ -610,13 +644,16 @@ swy_status_t swy_alltoallv_chunks(const void *sendbuf,
     for (int j = 0; j < nchunks && status == SWY_OK && with_data >= 0; j++)
         args[j].mem = args[with_data].mem;
     if (status == SWY_OK)
-        status = swy_sched_post_series(comm->view, args, nchunks,
-                                       (flags & SWY_CHUNKS_HELD) != 0, prio,
-                                       order, attr_name(attr)[0] != '\0'
-                                                  ? attr_name(attr)
-                                                  : "alltoallv",
+        status = swy_sched_post_series(comm->view, args, nchunks, held,
+                                       on_stream, prio, order,
+                                       attr_name(attr)[0] != '\0'
+                                           ? attr_name(attr)
+                                           : "alltoallv",
                                        reqs);
     swy_free(args);
+    if (status == SWY_OK && on_stream)
+        status = chunks_order_on_stream(reqs, nchunks,
+                                        attr != NULL ? attr->stream : NULL);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
     swy_sched_handoff(comm->sched);

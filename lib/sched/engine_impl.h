@@ -210,6 +210,13 @@ struct swy_request {
      * hdr_seen and hear of each header from it (header.c, confirm_peer). */
     uint32_t series;
     uint8_t series_head;
+    /* A series on a stream starts when the stream gets there: every chunk
+     * knows its head (which starts first and exchanges the headers), and
+     * the head keeps the chunks until then (its series header sums
+     * them). */
+    struct swy_request *series_head_op;
+    struct swy_request **series_chunks;
+    int series_n;
     uint8_t held;           /* a chunk not released: not started */
     /* An op of device memory ordered on the caller's stream
      * (swy_sched_post_on_stream): held until the work queued on the

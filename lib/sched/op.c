@@ -23,6 +23,7 @@ void swy_sched_uop_complete_cb(void *arg, swy_status_t status, size_t bytes)
 
 static void op_free(struct swy_request *op)
 {
+    swy_free(op->series_chunks);
     if (op->state != NULL)
         op->algo->destroy(op->state);
     swy_free(op);
@@ -885,48 +886,97 @@ swy_status_t swy_sched_stream_order(struct swy_request *const *ops, int n,
     return SWY_OK;
 }
 
-int swy_sched_stream_ops_poll(swy_sched_t *s, int start)
+/* The stream got to ops[0..n-1] (the engine saw each one's mark): they
+ * leave the stream's list and, with start, begin as op_start would have
+ * begun them, in order (a series: head first, which hears the headers
+ * for all). */
+static void stream_ops_begin(swy_sched_t *s, struct swy_request *const *ops,
+                             int n, int start)
 {
-    int n = 0;
-    swy_list_t *pos, *tmp;
-    swy_list_for_each_safe(pos, tmp, &s->stream_ops) {
-        struct swy_request *op = swy_container_of(pos, struct swy_request,
-                                                  slink);
-        if (!__atomic_load_n(&op->stream_ready, __ATOMIC_ACQUIRE))
-            continue;
-        swy_list_del(&op->slink);
+    for (int j = 0; j < n; j++) {
+        swy_list_del(&ops[j]->slink);
         s->n_stream_ops--;
+    }
+    /* on_stream goes one op at a time: it keeps the ops not yet begun
+     * allocated, whatever starting the others does (a failure that
+     * completes them all). */
+    for (int j = 0; j < n; j++) {
+        struct swy_request *op = ops[j];
         op->on_stream = 0;
-        n++;
         if (start && op_alive(op)) {
             op->held = 0;
-            op_headers(op, NULL, 0); /* see op_start */
+            op_headers(op, n > 1 ? ops : NULL, n > 1 ? n : 0);
             op_run(op);
         } else if (op->completed && op->released) {
             op_free(op); /* failed meanwhile, and nobody waits */
         }
+    }
+}
+
+int swy_sched_stream_ops_poll(swy_sched_t *s, int start)
+{
+    int n = 0;
+    swy_list_t *pos, *tmp;
+again:
+    swy_list_for_each_safe(pos, tmp, &s->stream_ops) {
+        struct swy_request *op = swy_container_of(pos, struct swy_request,
+                                                  slink);
+        /* The chunks of a series on a stream go with their head, once the
+         * stream's callback has marked every one of them (it writes into
+         * each: none may be freed before). */
+        if (op->series_head_op != NULL && op->series_chunks == NULL)
+            continue;
+        if (op->series_chunks != NULL) {
+            struct swy_request **chunks = op->series_chunks;
+            int nchunks = op->series_n, marked = 1;
+            for (int j = 0; j < nchunks && marked; j++)
+                marked = __atomic_load_n(&chunks[j]->stream_ready,
+                                         __ATOMIC_ACQUIRE);
+            if (!marked)
+                continue;
+            op->series_chunks = NULL;
+            stream_ops_begin(s, chunks, nchunks, start);
+            swy_free(chunks);
+            n += nchunks;
+            goto again; /* the chunks left the list, tmp among them */
+        }
+        if (!__atomic_load_n(&op->stream_ready, __ATOMIC_ACQUIRE))
+            continue;
+        stream_ops_begin(s, &op, 1, start);
+        n++;
     }
     return n;
 }
 
 swy_status_t swy_sched_post_series(swy_sched_comm_t *c,
                                    const swy_coll_args_t *args, int n,
-                                   int held, int priority, int64_t order,
-                                   const char *name,
+                                   int held, int on_stream, int priority,
+                                   int64_t order, const char *name,
                                    struct swy_request **reqs)
 {
     swy_sched_t *s = c->sched;
     swy_status_t status = SWY_OK;
+    struct swy_request **chunks = NULL;
+    if (on_stream) {
+        if (held || !swy_device_has_streams(swy_device_ops()))
+            return swy_err_set(SWY_ERR_INTERNAL, "sched", "a series on a "
+                               "stream that is held, or without the "
+                               "device's stream functions");
+        chunks = swy_malloc((size_t)n * sizeof(*chunks));
+        if (chunks == NULL)
+            return swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
+    }
     for (int j = 0; j < n; j++) {
         char label[sizeof(reqs[0]->name)];
         snprintf(label, sizeof(label), "%.*s[%d/%d]",
                  (int)sizeof(label) - 24, name != NULL ? name : "chunk", j,
                  n);
-        status = op_prepare(c, &args[j], priority, order + j, label, held,
-                            &reqs[j]);
+        status = op_prepare(c, &args[j], priority, order + j, label,
+                            held || on_stream, &reqs[j]);
         if (status != SWY_OK) {
             while (j-- > 0)
                 op_free(reqs[j]);
+            swy_free(chunks);
             return status;
         }
     }
@@ -940,10 +990,12 @@ swy_status_t swy_sched_post_series(swy_sched_comm_t *c,
         pthread_mutex_unlock(&s->lock);
         for (int j = 0; j < n; j++)
             op_free(reqs[j]);
+        swy_free(chunks);
         return status;
     }
     /* Held chunks of device memory are lone ops, each with its own header
-     * at its release (op_start). */
+     * at its release (op_start). Chunks on a stream are held until the
+     * stream gets there, and then start together, head first. */
     int share = !(held && args[0].mem != SWY_MEM_HOST);
     uint32_t id = 0;
     if (share) {
@@ -954,6 +1006,17 @@ swy_status_t swy_sched_post_series(swy_sched_comm_t *c,
     for (int j = 0; j < n; j++) {
         reqs[j]->series = id;
         reqs[j]->series_head = share && j == 0;
+        if (on_stream) {
+            reqs[j]->on_stream = 1;
+            reqs[j]->series_head_op = reqs[0];
+            swy_list_push_back(&s->stream_ops, &reqs[j]->slink);
+            s->n_stream_ops++;
+        }
+    }
+    if (on_stream) {
+        memcpy(chunks, reqs, (size_t)n * sizeof(*chunks));
+        reqs[0]->series_chunks = chunks;
+        reqs[0]->series_n = n;
     }
     for (int j = 0; j < n; j++)
         op_start(reqs[j], share ? reqs : NULL, share ? n : 0);

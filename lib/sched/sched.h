@@ -164,11 +164,13 @@ swy_status_t swy_sched_stream_order(struct swy_request *const *ops, int n,
  * its header speaks for every chunk (their number, the counts summed and
  * a digest of each chunk's). With held, each chunk starts (reads its
  * send buffer, posts its receives) at swy_sched_release_held(reqs[j]). All
- * or nothing: on failure no chunk was posted. */
+ * or nothing: on failure no chunk was posted. With on_stream (device
+ * memory, not held), the chunks are held until swy_sched_stream_order
+ * names them all: they start when the stream gets there, head first. */
 swy_status_t swy_sched_post_series(swy_sched_comm_t *comm,
                                    const swy_coll_args_t *args, int n,
-                                   int held, int priority, int64_t order,
-                                   const char *name,
+                                   int held, int on_stream, int priority,
+                                   int64_t order, const char *name,
                                    struct swy_request **reqs);
 /* Start a held chunk. SWY_ERR_INVALID_ARG (with a message) if
  * req is not a held chunk or was released already. */

@@ -20,9 +20,16 @@
  *             ends in SWY_ERR_TIMEOUT, naming the stream or the rank;
  *             the stream goes on after the failure, and the op's late
  *             callback finds it failed (run with a short SWY_TIMEOUT_S)
+ *   stream    (device) 8 chunks posted on a stream whose earlier work
+ *             (the fill of sendbuf) waits for the caller's go, given after
+ *             the post: the post does not wait for it, the chunks read
+ *             what it wrote, release is refused, and work queued on the
+ *             stream after the post sees every chunk's data
  * TEST_COLL_MEM=device: sendbuf and recvbuf are device memory of the GPU
  * test double (tests/devdouble). */
+#include <errno.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -464,6 +471,92 @@ static int case_stream_stuck(swy_comm_t comm, int rank, int w, void *arg)
     return 200;
 }
 
+/* The stream's earlier work: fill sendbuf once the test says go (or after
+ * 10 s: a post that waited for it would take that long). */
+typedef struct {
+    hold_t h;
+    plan_t *p;
+    int rank, w, timed_out;
+} fill_t;
+
+static void fill_when_told(void *arg)
+{
+    fill_t *f = arg;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    pthread_mutex_lock(&f->h.lock);
+    while (!f->h.go && !f->timed_out)
+        f->timed_out = pthread_cond_timedwait(&f->h.cond, &f->h.lock,
+                                              &until) == ETIMEDOUT;
+    pthread_mutex_unlock(&f->h.lock);
+    for (int j = 0; j < NCHUNKS; j++)
+        fill_chunk(f->p, f->rank, f->w, j);
+}
+
+typedef struct {
+    const double *src;
+    double *dst;
+    size_t n;
+} snapshot_t;
+
+static void snapshot(void *arg)
+{
+    snapshot_t *s = arg;
+    memcpy(s->dst, s->src, s->n * sizeof(double));
+}
+
+static int case_stream(swy_comm_t comm, int rank, int w, void *arg)
+{
+    (void)arg;
+    CHECK_RET(g_device, "stream needs TEST_COLL_MEM=device");
+    plan_t p;
+    if (plan_make(&p, rank, w, NCHUNKS, 11))
+        return 1;
+    double *snap = calloc(p.recv_total + 1, sizeof(double));
+    CHECK_RET(snap != NULL, "malloc");
+    void *stream = swy_test_dev_stream_create();
+    fill_t f = {.h = {.go = 0}, .p = &p, .rank = rank, .w = w};
+    pthread_mutex_init(&f.h.lock, NULL);
+    pthread_cond_init(&f.h.cond, NULL);
+    swy_test_dev_launch(stream, fill_when_told, &f);
+    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+    attr.stream = stream;
+    attr.name = "on-stream";
+    swy_request_t reqs[NCHUNKS];
+    CHECK_OK_RET(swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
+                                      NCHUNKS, SWY_FLOAT64, comm, &attr, 0,
+                                      reqs), comm);
+    CHECK_RET(swy_chunk_release(reqs[1]) == SWY_ERR_INVALID_ARG,
+              "swy_chunk_release of a chunk waiting for its stream");
+    snapshot_t snap_args = {p.recv, snap, p.recv_total};
+    swy_test_dev_launch(stream, snapshot, &snap_args);
+    pthread_mutex_lock(&f.h.lock);
+    int posted_in_time = !f.timed_out;
+    f.h.go = 1;
+    pthread_cond_broadcast(&f.h.cond);
+    pthread_mutex_unlock(&f.h.lock);
+    CHECK_RET(posted_in_time, "the post waited for the stream's earlier "
+              "work");
+    for (int j = NCHUNKS - 1; j >= 0; j--) {
+        CHECK_OK_RET(swy_wait(reqs[j]), comm);
+        swy_request_free(reqs[j]);
+    }
+    swy_test_dev_stream_destroy(stream); /* runs what is queued first */
+    for (int j = 0; j < NCHUNKS; j++)
+        if (check_chunk(&p, rank, w, j))
+            return 1;
+    for (size_t i = 0; i < p.recv_total; i++)
+        CHECK_RET(snap[i] == p.recv[i], "work queued on the stream after "
+                  "the chunks ran before all of them completed: element %zu "
+                  "of its snapshot is %g, want %g", i, snap[i], p.recv[i]);
+    pthread_mutex_destroy(&f.h.lock);
+    pthread_cond_destroy(&f.h.cond);
+    free(snap);
+    plan_free(&p);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -479,6 +572,7 @@ int main(int argc, char **argv)
     else if (!strcmp(which, "args")) fn = case_args;
     else if (!strcmp(which, "unreleased")) fn = case_unreleased;
     else if (!strcmp(which, "stream_stuck")) fn = case_stream_stuck;
+    else if (!strcmp(which, "stream")) fn = case_stream;
     else if (!strcmp(which, "nchunks") || !strcmp(which, "totals") ||
              !strcmp(which, "divide"))
         fn = case_mismatch, mism = 1;
