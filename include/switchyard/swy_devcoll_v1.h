@@ -114,6 +114,18 @@ typedef struct swy_devcoll_v1 {
     /** Text of the last failure of a function above on the calling
      *  thread; never NULL. */
     const char *(*error_string)(void);
+
+    /** Optional (NULL: the host makes a sub-communicator's own, with
+     *  unique_id and comm_init, at its first offloaded op). As
+     *  ncclCommSplit: collective over every rank of parent, each calling
+     *  it once per split, in the same order; the ranks that pass the same
+     *  color >= 0 form a communicator, ordered by key then by their rank
+     *  in parent, its stream of the priority that suits priority; a
+     *  color < 0 gives *comm_p = NULL. Launches may be running on parent
+     *  meanwhile (from another thread). */
+    swy_status_t (*comm_split)(void *parent, int color, int key,
+                               int priority, double timeout_s,
+                               void **comm_p);
 } swy_devcoll_v1_t;
 
 #ifdef __cplusplus

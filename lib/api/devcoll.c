@@ -5,6 +5,7 @@
  * ncclCommInitRank: rank 0 makes the ids, a broadcast on the communicator
  * brings them to the others, and each rank joins the plugin's
  * communicator of each priority class (lib/sched/lane.c). */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -84,4 +85,34 @@ swy_status_t swy_api_devcoll_ready(const char *fn, swy_comm_t comm,
     }
     *ready_p = 1;
     return SWY_OK;
+}
+
+swy_status_t swy_api_devcoll_split(swy_comm_t parent, int color, int key,
+                                   swy_comm_t child)
+{
+    const swy_devcoll_v1_t *dc = swy_devcoll_ops();
+    void *pd[2], *cd[2] = {NULL, NULL};
+    if (dc == NULL ||
+        dc->struct_size < offsetof(swy_devcoll_v1_t, comm_split) +
+                              sizeof(dc->comm_split) ||
+        dc->comm_split == NULL || !swy_sched_lane_dcomms(parent->view, pd))
+        return SWY_OK; /* the child makes its own when it needs them */
+    swy_status_t status = SWY_OK;
+    for (int k = 0; k < 2 && status == SWY_OK; k++) {
+        status = dc->comm_split(pd[k], color, key,
+                                swy_sched_lane_class_priority(k),
+                                parent->timeout_s, &cd[k]);
+        if (status != SWY_OK)
+            swy_err_set(status, "api", "swy_comm_split: splitting the %s-"
+                        "priority device communicator (%s) failed: %s",
+                        k == 0 ? "low" : "high", dc->name,
+                        dc->error_string());
+    }
+    if (status == SWY_OK && child != NULL)
+        status = swy_sched_lane_attach(child->view, cd);
+    if (status != SWY_OK)
+        for (int k = 0; k < 2; k++)
+            if (cd[k] != NULL)
+                dc->comm_destroy(cd[k]);
+    return status;
 }

@@ -9,6 +9,7 @@
  * name of its failures (swy_boot_report_comm_failure) is its first
  * member's engine peer, that engine's count of views made and the id:
  * no two communicators of a job share it, even after one is gone. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,10 +141,24 @@ swy_status_t swy_comm_split(swy_comm_t comm, int color, int key,
     swy_op_attr_t attr = {.priority = -1, .name = "swy_comm_split"};
     swy_status_t status = swy_allgather(&mine, all, sizeof(mine), SWY_UINT8,
                                         comm, &attr, NULL);
-    if (status == SWY_OK && color == SWY_SPLIT_NOCOLOR)
-        *newcomm = NULL;
-    else if (status == SWY_OK)
-        status = swy_api_fail(comm, split_make(comm, all, newcomm));
+    swy_comm_t child = NULL;
+    if (status == SWY_OK && color != SWY_SPLIT_NOCOLOR)
+        status = swy_api_fail(comm, split_make(comm, all, &child));
     swy_free(all);
+    /* Every rank of the parent takes part, NOCOLOR too; a failure here is
+     * every rank's (the plugin's split is collective). */
+    if (status == SWY_OK) {
+        status = swy_api_fail(comm, swy_api_devcoll_split(comm, color, key,
+                                                          child));
+        if (status != SWY_OK && child != NULL) {
+            char msg[SWY_ERRMSG_MAX];
+            snprintf(msg, sizeof(msg), "%s", swy_err_last());
+            swy_comm_destroy(child);
+            swy_err_store(msg);
+            child = NULL;
+        }
+    }
+    if (status == SWY_OK)
+        *newcomm = child;
     return status;
 }

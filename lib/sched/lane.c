@@ -63,6 +63,16 @@ int swy_sched_lane_attached(swy_sched_comm_t *c)
     return attached;
 }
 
+int swy_sched_lane_dcomms(swy_sched_comm_t *c, void *dcomm[2])
+{
+    pthread_mutex_lock(&c->sched->lock);
+    int usable = c->lane != NULL && !c->lane->aborted;
+    for (int k = 0; k < LANE_NCLASSES; k++)
+        dcomm[k] = usable ? c->lane->dcomm[k] : NULL;
+    pthread_mutex_unlock(&c->sched->lock);
+    return usable;
+}
+
 static void launch_free(swy_sched_t *s, swy_launch_t *l)
 {
     if (l->state == UOP_READY)

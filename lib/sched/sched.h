@@ -203,6 +203,9 @@ swy_status_t swy_sched_lane_attach(swy_sched_comm_t *comm,
                                    void *const dcomm[2]);
 /* 1 when the view has the plugin's communicators, 0 when not. */
 int swy_sched_lane_attached(swy_sched_comm_t *comm);
+/* The view's plugin communicators (dcomm[0..1]) while they are usable:
+ * 1, or 0 when it has none or gave them up. */
+int swy_sched_lane_dcomms(swy_sched_comm_t *comm, void *dcomm[2]);
 /* The priority (SWY_PRIO_*) a class's communicator is made with. */
 int swy_sched_lane_class_priority(int cls);
 

@@ -1120,6 +1120,8 @@ typedef struct {
     int running;                 /* a job is between start and done */
     atomic_int aborted;          /* comm_abort came */
     swy_status_t broken;         /* the stream's: a launch failed */
+    char name[DD_COLL_NAME_MAX + 1]; /* of its id: what splits derive from */
+    unsigned splits;             /* comm_split calls so far */
 } dd_coll_t;
 
 typedef struct {
@@ -1411,6 +1413,7 @@ static swy_status_t dd_coll_comm_init(const void *id, int nranks, int rank,
     c->rank = rank;
     c->nranks = nranks;
     c->priority = priority;
+    memcpy(c->name, name, name_len);
     c->fds = malloc((size_t)nranks * sizeof(*c->fds));
     c->pfds = malloc((size_t)nranks * sizeof(*c->pfds));
     c->pfd_rank = malloc((size_t)nranks * sizeof(*c->pfd_rank));
@@ -1920,6 +1923,126 @@ static void dd_coll_comm_destroy(void *comm)
     coll_free(c);
 }
 
+/* The id of a communicator made by split number `split` of the
+ * communicator named parent: for color < 0 the one every rank of the
+ * parent joins to trade colors and keys, else that color's. Every rank
+ * derives the same (FNV-1a), of a fixed length however deep the splits. */
+static void split_id(char *id, const char *parent, unsigned split,
+                     int color)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    char tail[32];
+    snprintf(tail, sizeof(tail), "/%u/%d", split, color);
+    for (const char *p = parent; *p != '\0'; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    for (const char *p = tail; *p != '\0'; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    memset(id, 0, DD_COLL_ID_BYTES);
+    snprintf(id + 1, DD_COLL_NAME_MAX + 1, "swy-devsplit-%016llx",
+             (unsigned long long)h);
+}
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done;
+    swy_status_t status;
+} split_wait_t;
+
+static void split_done(void *arg, swy_status_t status)
+{
+    split_wait_t *w = arg;
+    pthread_mutex_lock(&w->lock);
+    w->status = status;
+    w->done = 1;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+typedef struct {
+    int32_t key;
+    int rank;
+} split_member_t;
+
+static int split_member_cmp(const void *a, const void *b)
+{
+    const split_member_t *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* As ncclCommSplit. The colors and keys go round on a communicator of
+ * the parent's ranks made for it (the parent's sockets belong to its
+ * stream, where launches may be running); then the ranks of each color
+ * join a communicator whose id they all derive. */
+static swy_status_t dd_coll_comm_split(void *parent, int color, int key,
+                                       int priority, double timeout_s,
+                                       void **comm_p)
+{
+    dd_coll_t *p = parent;
+    if (p == NULL || comm_p == NULL || !(timeout_s >= 0))
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble comm_split: parent "
+                       "%p, comm_p %p, timeout %g s", parent, (void *)comm_p,
+                       timeout_s);
+    *comm_p = NULL;
+    int n = p->nranks;
+    unsigned split = p->splits++;
+    char id[DD_COLL_ID_BYTES];
+    split_id(id, p->name, split, -1);
+    void *all_comm;
+    swy_status_t status = dd_coll_comm_init(id, n, p->rank, priority,
+                                            timeout_s, &all_comm);
+    if (status != SWY_OK)
+        return status;
+    int32_t *ck = swy_devdouble_alloc(2 * (size_t)n * sizeof(int32_t));
+    swy_devcoll_call_v1_t *calls = calloc((size_t)n, sizeof(*calls));
+    split_member_t *members = calloc((size_t)n, sizeof(*members));
+    if (ck == NULL || calls == NULL || members == NULL)
+        status = dd_fail(SWY_ERR_NO_MEMORY, "devdouble comm_split: no "
+                         "memory");
+    split_wait_t w = {.status = SWY_OK};
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_cond_init(&w.cond, NULL);
+    if (status == SWY_OK) {
+        ck[2 * p->rank] = color < 0 ? -1 : color;
+        ck[2 * p->rank + 1] = key;
+        for (int r = 0; r < n; r++)
+            calls[r] = (swy_devcoll_call_v1_t){
+                .kind = SWY_DEVCOLL_BROADCAST, .root = r,
+                .dtype = SWY_INT32, .sendbuf = &ck[2 * r],
+                .recvbuf = &ck[2 * r], .count = 2};
+        status = dd_coll_launch(all_comm, calls, n, split_done, &w);
+    }
+    if (status == SWY_OK) {
+        pthread_mutex_lock(&w.lock);
+        while (!w.done)
+            pthread_cond_wait(&w.cond, &w.lock);
+        pthread_mutex_unlock(&w.lock);
+        status = w.status;
+    }
+    dd_coll_comm_destroy(all_comm);
+    int count = 0, rank = -1;
+    if (status == SWY_OK && color >= 0) {
+        for (int r = 0; r < n; r++)
+            if (ck[2 * r] == color)
+                members[count++] = (split_member_t){ck[2 * r + 1], r};
+        qsort(members, (size_t)count, sizeof(*members), split_member_cmp);
+        for (int i = 0; i < count; i++)
+            if (members[i].rank == p->rank)
+                rank = i;
+        split_id(id, p->name, split, color);
+        status = dd_coll_comm_init(id, count, rank, priority, timeout_s,
+                                   comm_p);
+    }
+    pthread_mutex_destroy(&w.lock);
+    pthread_cond_destroy(&w.cond);
+    swy_devdouble_free(ck);
+    free(calls);
+    free(members);
+    return status;
+}
+
 DD_EXPORT const swy_devcoll_v1_t swy_devcoll_plugin_v1 = {
     .abi_version = SWY_DEVCOLL_ABI_V1,
     .struct_size = sizeof(swy_devcoll_v1_t),
@@ -1931,5 +2054,6 @@ DD_EXPORT const swy_devcoll_v1_t swy_devcoll_plugin_v1 = {
     .comm_abort = dd_coll_comm_abort,
     .launch = dd_coll_launch,
     .error_string = dd_error_string,
+    .comm_split = dd_coll_comm_split,
 };
 #endif /* DD_FIRST_RELEASE */

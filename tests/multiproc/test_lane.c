@@ -97,6 +97,13 @@ static int check_trace(int rank)
     return 0;
 }
 
+static uint64_t headers_sent(swy_comm_t comm)
+{
+    swy_comm_stats_t st = {.struct_size = sizeof(st)};
+    return swy_comm_stats(comm, &st) == SWY_OK ? st.headers_sent
+                                                : UINT64_MAX;
+}
+
 static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
 {
     size_t low_count = (4u << 20) / 4, per_peer = (64u << 10) / 4;
@@ -152,7 +159,11 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
                       hr[(size_t)j * per_peer + i], want);
         }
 
-    /* Two communicators, each with its own lane, one op each at once. */
+    /* Two communicators, each with its own lane, one op each at once.
+     * The parent has its device communicators, so the split splits them
+     * (the double's comm_split, as ncclCommSplit): the child's first
+     * device op makes none of its own (a broadcast of ids, whose headers
+     * would count), and sends as many headers as its second. */
     swy_comm_t half;
     CHECK_OK_RET(swy_comm_split(comm, rank % 2, rank, &half), comm);
     int hw = swy_comm_size(half), hme = swy_comm_rank(half);
@@ -161,6 +172,36 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
     float *gr = swy_test_buf_calloc(1, per * (size_t)hw, 4);
     for (size_t i = 0; i < per; i++)
         gs[i] = (float)(hme * 100000 + (int)i);
+    uint64_t hdr[3];
+    for (int k = 0; k < 3; k++) {
+        hdr[k] = headers_sent(half);
+        if (k < 2)
+            CHECK_OK_RET(swy_allgather(gs, gr, per, SWY_FLOAT32, half, NULL,
+                                       NULL), half);
+    }
+    CHECK_RET(hdr[1] - hdr[0] == hdr[2] - hdr[1], "rank %d: the first device "
+              "op on a split communicator sent %llu headers, the second "
+              "%llu: it made device communicators of its own", rank,
+              (unsigned long long)(hdr[1] - hdr[0]),
+              (unsigned long long)(hdr[2] - hdr[1]));
+    /* A rank out of a split (NOCOLOR) takes part in the device split too. */
+    swy_comm_t rest;
+    CHECK_OK_RET(swy_comm_split(comm, rank == 0 ? SWY_SPLIT_NOCOLOR : 1,
+                                -rank, &rest), comm);
+    CHECK_RET((rank == 0) == (rest == NULL), "NOCOLOR split");
+    if (rest != NULL) {
+        float *rs = swy_test_buf_calloc(1, 1000, 4);
+        for (size_t i = 0; i < 1000; i++)
+            rs[i] = (float)rank;
+        CHECK_OK_RET(swy_allreduce(rs, rs, 1000, SWY_FLOAT32, SWY_SUM, rest,
+                                   NULL, NULL), rest);
+        float want = (float)(w * (w - 1) / 2);
+        for (size_t i = 0; i < 1000; i++)
+            CHECK_RET(rs[i] == want, "allreduce on the rest [%zu] = %g, "
+                      "expected %g", i, rs[i], want);
+        swy_test_buf_free(1, rs);
+        CHECK_OK_RET(swy_comm_destroy(rest), rest);
+    }
     swy_request_t greq, areq;
     CHECK_OK_RET(swy_allgather(gs, gr, per, SWY_FLOAT32, half, NULL, &greq),
                  half);

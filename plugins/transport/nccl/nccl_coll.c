@@ -343,6 +343,89 @@ static swy_status_t nccl_coll_connect(nccl_coll_t *c)
     return status;
 }
 
+/* A communicator's host side and stream, on the caller's current device
+ * (as nccl_init()); its NCCL communicator comes next. */
+static swy_status_t nccl_coll_new(int nranks, int rank, int priority,
+                                  double timeout_s, const char *what,
+                                  nccl_coll_t **c_p)
+{
+    nccl_coll_t *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        nccl_coll_set_error("%s: out of host memory", what);
+        return SWY_ERR_NO_MEMORY;
+    }
+    if (pthread_mutex_init(&c->issue_lock, NULL) != 0) {
+        free(c);
+        nccl_coll_set_error("%s: pthread_mutex_init failed", what);
+        return SWY_ERR_SYSTEM;
+    }
+    c->hub = nccl_coll_hub_create();
+    if (c->hub == NULL) {
+        pthread_mutex_destroy(&c->issue_lock);
+        free(c);
+        nccl_coll_set_error("%s: out of host memory", what);
+        return SWY_ERR_NO_MEMORY;
+    }
+    atomic_init(&c->aborted, 0);
+    c->failed = SWY_OK;
+    c->timeout_s = timeout_s;
+    c->nranks = nranks;
+    c->rank = rank;
+    c->priority = priority;
+    snprintf(c->name, sizeof(c->name), "swy:coll%d:%s", rank,
+             priority > SWY_PRIO_DEFAULT ? "high" : "low");
+    swy_status_t status = SWY_OK;
+    cudaError_t err = cudaGetDevice(&c->device);
+    if (err != cudaSuccess)
+        status = nccl_coll_cuda_fail("cudaGetDevice", err);
+    int least = 0, greatest = 0;
+    if (status == SWY_OK &&
+        (err = cudaDeviceGetStreamPriorityRange(&least, &greatest)) !=
+            cudaSuccess)
+        status = nccl_coll_cuda_fail("cudaDeviceGetStreamPriorityRange", err);
+    /* Numerically lower is more urgent: greatest is the smallest number.
+     * Non-blocking: the legacy default stream never waits for a
+     * collective that waits for a peer. */
+    c->stream_prio = priority > SWY_PRIO_DEFAULT ? greatest : least;
+    if (status == SWY_OK &&
+        (err = cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking,
+                                            c->stream_prio)) != cudaSuccess) {
+        c->stream = NULL;
+        status = nccl_coll_cuda_fail("cudaStreamCreateWithPriority", err);
+    }
+    if (status != SWY_OK) {
+        nccl_coll_free(c);
+        return status;
+    }
+    ncclConfig_t initial = NCCL_CONFIG_INITIALIZER;
+    c->config = initial;
+    c->config.blocking = 0;
+    c->config.commName = c->name;
+    *c_p = c;
+    return SWY_OK;
+}
+
+/* c->comm was just made (or is being made): wait for it, connect it;
+ * on failure abort it (never destroy: its init may wait for a peer, and
+ * abort makes it give up) and free c. */
+static swy_status_t nccl_coll_ready(nccl_coll_t *c, const char *what,
+                                    void **comm_p)
+{
+    swy_status_t status = nccl_coll_wait(c, what, c->timeout_s, 0);
+    if (status == SWY_OK)
+        status = nccl_coll_connect(c);
+    if (status == SWY_OK) {
+        *comm_p = c;
+        return SWY_OK;
+    }
+    if (c->comm != NULL) {
+        (void)ncclCommAbort(c->comm);
+        c->comm = NULL;
+    }
+    nccl_coll_free(c);
+    return status;
+}
+
 static swy_status_t nccl_coll_comm_init(const void *id, int nranks, int rank,
                                         int priority, double timeout_s,
                                         void **comm_p)
@@ -356,88 +439,105 @@ static swy_status_t nccl_coll_comm_init(const void *id, int nranks, int rank,
                             id, rank, nranks, timeout_s);
         return SWY_ERR_INVALID_ARG;
     }
-    nccl_coll_t *c = calloc(1, sizeof(*c));
-    if (c == NULL) {
-        nccl_coll_set_error("comm_init: out of host memory");
-        return SWY_ERR_NO_MEMORY;
-    }
-    if (pthread_mutex_init(&c->issue_lock, NULL) != 0) {
-        free(c);
-        nccl_coll_set_error("comm_init: pthread_mutex_init failed");
-        return SWY_ERR_SYSTEM;
-    }
-    c->hub = nccl_coll_hub_create();
-    if (c->hub == NULL) {
-        pthread_mutex_destroy(&c->issue_lock);
-        free(c);
-        nccl_coll_set_error("comm_init: out of host memory");
-        return SWY_ERR_NO_MEMORY;
-    }
-    atomic_init(&c->aborted, 0);
-    c->failed = SWY_OK;
-    c->timeout_s = timeout_s;
-    c->nranks = nranks;
-    c->rank = rank;
-    c->priority = priority;
-    snprintf(c->name, sizeof(c->name), "swy:coll%d:%s", rank,
-             priority > SWY_PRIO_DEFAULT ? "high" : "low");
-
-    /* As nccl_init(): the device is the caller's current one. */
-    swy_status_t status;
-    cudaError_t err = cudaGetDevice(&c->device);
-    if (err != cudaSuccess) {
-        status = nccl_coll_cuda_fail("cudaGetDevice", err);
-        goto fail;
-    }
-    int least = 0, greatest = 0;
-    err = cudaDeviceGetStreamPriorityRange(&least, &greatest);
-    if (err != cudaSuccess) {
-        status = nccl_coll_cuda_fail("cudaDeviceGetStreamPriorityRange", err);
-        goto fail;
-    }
-    /* Numerically lower is more urgent: greatest is the smallest number. */
-    c->stream_prio = priority > SWY_PRIO_DEFAULT ? greatest : least;
-    /* Non-blocking: the legacy default stream never waits for a collective
-     * that waits for a peer. */
-    err = cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking,
-                                       c->stream_prio);
-    if (err != cudaSuccess) {
-        c->stream = NULL;
-        status = nccl_coll_cuda_fail("cudaStreamCreateWithPriority", err);
-        goto fail;
-    }
-
+    nccl_coll_t *c;
+    swy_status_t status = nccl_coll_new(nranks, rank, priority, timeout_s,
+                                        "comm_init", &c);
+    if (status != SWY_OK)
+        return status;
     ncclUniqueId uid;
     memcpy(&uid, id, sizeof(uid));
-    ncclConfig_t initial = NCCL_CONFIG_INITIALIZER;
-    c->config = initial;
-    c->config.blocking = 0;
-    c->config.commName = c->name;
     /* Returns ncclInProgress (or ncclSuccess) while NCCL's thread joins
      * the other ranks; c->comm is valid from here on either way. */
     ncclResult_t res = ncclCommInitRankConfig(&c->comm, nranks, uid, rank,
                                               &c->config);
     if (res != ncclSuccess && res != ncclInProgress) {
         status = nccl_coll_nccl_fail("ncclCommInitRankConfig", res, c->comm);
-        goto fail_abort;
+        if (c->comm != NULL)
+            (void)ncclCommAbort(c->comm);
+        c->comm = NULL;
+        nccl_coll_free(c);
+        return status;
     }
-    status = nccl_coll_wait(c, "ncclCommInitRankConfig", timeout_s, 0);
-    if (status == SWY_OK)
-        status = nccl_coll_connect(c);
-    if (status != SWY_OK)
-        goto fail_abort;
-    *comm_p = c;
-    return SWY_OK;
+    return nccl_coll_ready(c, "ncclCommInitRankConfig", comm_p);
+}
 
-fail_abort:
-    /* Abort, never destroy: the init thread may wait for a peer; abort
-     * makes it give up. */
-    if (c->comm != NULL) {
+/* As ncclCommSplit, on the parent's device and under its issue_lock (an
+ * NCCL communicator is not thread-safe, and the host's progress may be
+ * launching on it): the parent is busy with the split until every rank
+ * took part, so no launch goes to it before. */
+static swy_status_t nccl_coll_comm_split(void *parent, int color, int key,
+                                         int priority, double timeout_s,
+                                         void **comm_p)
+{
+    nccl_coll_t *p = parent;
+    if (comm_p != NULL)
+        *comm_p = NULL;
+    if (p == NULL || comm_p == NULL || !(timeout_s > 0)) {
+        nccl_coll_set_error("comm_split: bad argument (parent %p, timeout "
+                            "%g s)", parent, timeout_s);
+        return SWY_ERR_INVALID_ARG;
+    }
+    int prev;
+    swy_status_t status = nccl_coll_enter(p->device, &prev);
+    if (status != SWY_OK)
+        return status;
+    /* Its rank and size are NCCL's to tell: filled in below. */
+    nccl_coll_t *c = NULL;
+    status = nccl_coll_new(0, 0, priority, timeout_s, "comm_split", &c);
+    if (status == SWY_OK) {
+        pthread_mutex_lock(&p->issue_lock);
+        if (atomic_load(&p->aborted) || p->comm == NULL ||
+            p->failed != SWY_OK) {
+            nccl_coll_set_error("comm_split (%s): the parent communicator "
+                                "was aborted or failed", p->name);
+            status = SWY_ERR_ABORTED;
+        } else {
+            ncclResult_t res = ncclCommSplit(
+                p->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key,
+                &c->comm, &c->config);
+            if (res != ncclSuccess && res != ncclInProgress)
+                status = nccl_coll_nccl_fail("ncclCommSplit", res, p->comm);
+            else
+                status = nccl_coll_wait(p, "ncclCommSplit (parent)",
+                                        timeout_s, 0);
+        }
+        pthread_mutex_unlock(&p->issue_lock);
+    }
+    if (status == SWY_OK && color >= 0 && c->comm == NULL) {
+        nccl_coll_set_error("comm_split (%s): NCCL made no communicator for "
+                            "color %d", p->name, color);
+        status = SWY_ERR_INTERNAL;
+    }
+    if (status != SWY_OK || color < 0) {
+        if (c != NULL && c->comm != NULL)
+            (void)ncclCommAbort(c->comm);
+        if (c != NULL) {
+            c->comm = NULL;
+            nccl_coll_free(c);
+        }
+        nccl_coll_leave(p->device, prev);
+        return status;
+    }
+    status = nccl_coll_wait(c, "ncclCommSplit", timeout_s, 0);
+    int nranks = 0, rank = 0;
+    ncclResult_t res = ncclSuccess;
+    if (status == SWY_OK &&
+        ((res = ncclCommCount(c->comm, &nranks)) != ncclSuccess ||
+         (res = ncclCommUserRank(c->comm, &rank)) != ncclSuccess))
+        status = nccl_coll_nccl_fail("ncclCommCount/UserRank", res, c->comm);
+    if (status != SWY_OK) {
         (void)ncclCommAbort(c->comm);
         c->comm = NULL;
+        nccl_coll_free(c);
+        nccl_coll_leave(p->device, prev);
+        return status;
     }
-fail:
-    nccl_coll_free(c);
+    c->nranks = nranks;
+    c->rank = rank;
+    snprintf(c->name, sizeof(c->name), "swy:coll%d:%s", rank,
+             priority > SWY_PRIO_DEFAULT ? "high" : "low");
+    status = nccl_coll_ready(c, "ncclCommSplit", comm_p);
+    nccl_coll_leave(p->device, prev);
     return status;
 }
 
@@ -795,4 +895,5 @@ __attribute__((visibility("default"))) const swy_devcoll_v1_t
         .comm_abort = nccl_coll_comm_abort,
         .launch = nccl_coll_launch,
         .error_string = nccl_coll_error_string,
+        .comm_split = nccl_coll_comm_split,
 };
