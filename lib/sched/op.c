@@ -706,14 +706,14 @@ static void op_start(struct swy_request *op, struct swy_request *const *chunks,
     if (s->phase == SWY_PHASE_A2A_IMMINENT && op->priority >= SWY_PRIO_HIGH)
         s->phase = SWY_PHASE_NONE;
 
-    /* A held chunk of device memory exchanges its own header when it is
-     * released: a device send waits for its peer's header, which must
-     * then mean that the peer posted this chunk's receives (NCCL blocks
-     * a stream on a send until its receive is matched; engine_impl.h). */
     /* An offloaded op's launches queue in post order, whenever it
      * starts: the order every rank gives the plugin (lane.c). */
     if (op->args.offload)
         swy_sched_lane_enqueue(op);
+    /* A held chunk of device memory exchanges its own header when it is
+     * released: a device send waits for its peer's header, which must
+     * then mean that the peer posted this chunk's receives (NCCL blocks
+     * a stream on a send until its receive is matched; engine_impl.h). */
     if (!(op->held && op->args.mem != SWY_MEM_HOST))
         op_headers(op, chunks, n);
     if (!op->held)
@@ -888,10 +888,10 @@ swy_status_t swy_sched_stream_order(struct swy_request *const *ops, int n,
 
 /* The stream got to ops[0..n-1] (the engine saw each one's mark): they
  * leave the stream's list and, with start, begin as op_start would have
- * begun them, in order (a series: head first, which hears the headers
- * for all). */
+ * begun them, in order (with series, the chunks of one: head first,
+ * which hears the headers for all). */
 static void stream_ops_begin(swy_sched_t *s, struct swy_request *const *ops,
-                             int n, int start)
+                             int n, int series, int start)
 {
     for (int j = 0; j < n; j++) {
         swy_list_del(&ops[j]->slink);
@@ -905,7 +905,7 @@ static void stream_ops_begin(swy_sched_t *s, struct swy_request *const *ops,
         op->on_stream = 0;
         if (start && op_alive(op)) {
             op->held = 0;
-            op_headers(op, n > 1 ? ops : NULL, n > 1 ? n : 0);
+            op_headers(op, series ? ops : NULL, series ? n : 0);
             op_run(op);
         } else if (op->completed && op->released) {
             op_free(op); /* failed meanwhile, and nobody waits */
@@ -935,14 +935,14 @@ again:
             if (!marked)
                 continue;
             op->series_chunks = NULL;
-            stream_ops_begin(s, chunks, nchunks, start);
+            stream_ops_begin(s, chunks, nchunks, 1, start);
             swy_free(chunks);
             n += nchunks;
             goto again; /* the chunks left the list, tmp among them */
         }
         if (!__atomic_load_n(&op->stream_ready, __ATOMIC_ACQUIRE))
             continue;
-        stream_ops_begin(s, &op, 1, start);
+        stream_ops_begin(s, &op, 1, 0, start);
         n++;
     }
     return n;
