@@ -17,10 +17,14 @@
  *  - kill: the last rank dies 20 ms into a device allreduce of 128
  *    partitions; every other rank's op fails (not hangs) with a message,
  *    and its communicator can be destroyed;
+ *  - abort: rank 0 aborts a split communicator 20 ms into a device
+ *    allreduce there; every rank's op on it fails, and a device
+ *    collective on the parent still works (its device communicators are
+ *    its own);
  *  - mismatch: rank 0 passes another count; every rank's op fails with
  *    SWY_ERR_MISMATCH (the headers disagree before the plugin sees a
  *    partition: a plugin communicator given mismatched calls would hang).
- * Usage: test_lane NRANKS TRACE_DIR [kill|mismatch]
+ * Usage: test_lane NRANKS TRACE_DIR [kill|abort|mismatch]
  *        (SWY_POLICY lina or fair) */
 #include <string.h>
 #include <time.h>
@@ -222,8 +226,15 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
     swy_comm_stats_t st = {.struct_size = sizeof(st)};
     CHECK_OK_RET(swy_comm_stats(comm, &st), comm);
     CHECK_RET(st.micro_ops_sent > 0, "counters");
-    CHECK_OK_RET(swy_comm_destroy(half), half);
+    /* The parent goes first; the child's device communicators (split
+     * from the parent's) go on without it. */
     CHECK_OK_RET(swy_comm_destroy(comm), comm);
+    CHECK_OK_RET(swy_allgather(gs, gr, per, SWY_FLOAT32, half, NULL, NULL),
+                 half);
+    for (int j = 0; j < hw; j++)
+        CHECK_RET(gr[(size_t)j * per] == (float)(j * 100000),
+                  "allgather after the parent went: block %d", j);
+    CHECK_OK_RET(swy_comm_destroy(half), half);
     swy_test_buf_free(1, ls);
     swy_test_buf_free(1, lr);
     swy_test_buf_free(1, hs);
@@ -268,6 +279,46 @@ static int kill_main(swy_comm_t comm, int rank, int w, void *arg)
     return 200;
 }
 
+static int abort_main(swy_comm_t comm, int rank, int w, void *arg)
+{
+    size_t count = (8u << 20) / 4;
+    float *b = swy_test_buf_calloc(1, count, 4);
+    for (size_t i = 0; i < count; i++)
+        b[i] = 1.0f;
+    /* The parent's device communicators first, so that the split splits
+     * them. */
+    CHECK_OK_RET(swy_allreduce(b, b, 1000, SWY_FLOAT32, SWY_SUM, comm, NULL,
+                               NULL), comm);
+    swy_comm_t sub;
+    CHECK_OK_RET(swy_comm_split(comm, 0, -rank, &sub), comm);
+    swy_request_t req;
+    CHECK_OK_RET(swy_allreduce(b, b, count, SWY_FLOAT32, SWY_SUM, sub, NULL,
+                               &req), sub);
+    if (rank == 0) {
+        usleep(20 * 1000);
+        CHECK_OK_RET(swy_comm_abort(sub), sub);
+        swy_request_free(req);
+    } else {
+        double t0 = now_s();
+        swy_status_t st = swy_wait(req);
+        fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank,
+                swy_status_string(st), now_s() - t0, swy_last_error(sub));
+        CHECK_RET(st != SWY_OK, "rank %d: the allreduce completed on a "
+                  "communicator rank 0 aborted", rank);
+        swy_request_free(req);
+        swy_comm_destroy(sub);
+    }
+    for (size_t i = 0; i < 1000; i++)
+        b[i] = (float)rank;
+    CHECK_OK_RET(swy_allreduce(b, b, 1000, SWY_FLOAT32, SWY_SUM, comm, NULL,
+                               NULL), comm);
+    for (size_t i = 0; i < 1000; i++)
+        CHECK_RET(b[i] == (float)(w * (w - 1) / 2), "parent allreduce after "
+                  "the abort [%zu] = %g", i, b[i]);
+    swy_test_buf_free(1, b);
+    return 0;
+}
+
 static int mismatch_main(swy_comm_t comm, int rank, int w, void *arg)
 {
     size_t count = 100000 + (rank == 0 ? 8 : 0);
@@ -301,12 +352,14 @@ int main(int argc, char **argv)
      * progress pass issues: the high op meets the backlog. */
     setenv("SWY_PROGRESS", "caller", 1);
     const char *mode = argc > 3 ? argv[3] : "";
-    if (strcmp(mode, "kill") == 0 || strcmp(mode, "mismatch") == 0) {
-        int kill = mode[0] == 'k';
-        int rc = swy_test_spawn(w, kill ? kill_main : mismatch_main, NULL,
-                                120, NULL);
+    swy_test_rank_fn fn = strcmp(mode, "kill") == 0       ? kill_main
+                          : strcmp(mode, "abort") == 0    ? abort_main
+                          : strcmp(mode, "mismatch") == 0 ? mismatch_main
+                                                          : NULL;
+    if (fn != NULL) {
+        int rc = swy_test_spawn(w, fn, NULL, 120, NULL);
         printf("%s: device lanes on %d ranks: %s\n", rc ? "FAIL" : "PASS", w,
-               kill ? "a rank dies mid-op" : "ranks disagree");
+               mode);
         return rc;
     }
     int rc = swy_test_spawn(w, rank_main, NULL, 120, NULL);
