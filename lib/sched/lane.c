@@ -144,7 +144,8 @@ static void lane_account(swy_sched_t *s, swy_launch_t *l, int sign)
 }
 
 /* The policy's verdict on the head launch of a class queue. The lanes
- * are one way out of the rank (the device's links), as an uplink is. */
+ * are one way out of the rank (the device's links), as an uplink is. The
+ * policy's compare is not asked: a class keeps the plugin's order. */
 static int lane_admit(swy_sched_t *s, const swy_launch_t *l)
 {
     const struct swy_request *op = l->op;
@@ -154,8 +155,8 @@ static int lane_admit(swy_sched_t *s, const swy_launch_t *l)
     swy_policy_uop_v1_t view = {
         .priority = l->prio, .order = op->order, .op_seq = op->eseq,
         .ready_index = l->ready_index, .ready_ns = l->ready_ns,
-        .bytes = l->bytes, .peer = -1, .op_inflight_bytes = op->lane_inflight,
-        .fair_key = l->ready_index};
+        .bytes = l->bytes, .peer = -1,
+        .op_inflight_bytes = op->lane_inflight};
     swy_policy_link_v1_t lv = {
         .peer = -1, .inflight_bytes = s->lane_inflight_bytes,
         .inflight_le_bytes = tally_sum(&s->lane_inflight_by_prio, l->prio, 1),
