@@ -293,13 +293,19 @@ static void nccl_coll_free(nccl_coll_t *c)
  * launch on the other class's: each waits for the other (launches of
  * different classes go in no agreed order). So the collective channels
  * connect here, where every rank comes in the same order: a byte of
- * allreduce and of broadcast (ring and tree). Sends and receives still
- * connect at first use (a connection to every peer is what NCCL's lazy
- * p2p saves at scale). */
+ * allreduce and of broadcast (ring and tree), and, up to
+ * NCCL_COLL_CONNECT_P2P_MAX ranks, a byte sent to and received from every
+ * peer (an alltoallv's sends and receives). Above that, sends and
+ * receives connect at first use: a connection to every peer is what
+ * NCCL's lazy p2p saves at scale, and an alltoallv of both classes must
+ * then have run once in the same order on every rank. */
+#define NCCL_COLL_CONNECT_P2P_MAX 64
 static swy_status_t nccl_coll_connect(nccl_coll_t *c)
 {
-    void *buf = NULL;
-    cudaError_t err = cudaMalloc(&buf, 2);
+    int p2p = c->nranks > 1 && c->nranks <= NCCL_COLL_CONNECT_P2P_MAX;
+    size_t bytes = 2 + (p2p ? 2 * (size_t)c->nranks : 0);
+    char *buf = NULL;
+    cudaError_t err = cudaMalloc((void **)&buf, bytes);
     if (err != cudaSuccess)
         return nccl_coll_cuda_fail("cudaMalloc (connect)", err);
     swy_status_t status = SWY_OK;
@@ -307,11 +313,19 @@ static swy_status_t nccl_coll_connect(nccl_coll_t *c)
     if (res == ncclSuccess) {
         ncclResult_t a = ncclAllReduce(buf, buf, 1, ncclUint8, ncclSum,
                                        c->comm, c->stream);
-        ncclResult_t b = ncclBroadcast((char *)buf + 1, (char *)buf + 1, 1,
-                                       ncclUint8, 0, c->comm, c->stream);
+        ncclResult_t b = ncclBroadcast(buf + 1, buf + 1, 1, ncclUint8, 0,
+                                       c->comm, c->stream);
+        char *out = buf + 2, *in = out + c->nranks;
+        for (int r = 0; p2p && r < c->nranks && b == ncclSuccess; r++) {
+            if (r == c->rank)
+                continue;
+            b = ncclSend(out + r, 1, ncclUint8, r, c->comm, c->stream);
+            if (b == ncclSuccess)
+                b = ncclRecv(in + r, 1, ncclUint8, r, c->comm, c->stream);
+        }
         res = ncclGroupEnd();
         if (a != ncclSuccess || b != ncclSuccess)
-            status = nccl_coll_nccl_fail("connect: ncclAllReduce/Broadcast",
+            status = nccl_coll_nccl_fail("connect: a first collective",
                                          a != ncclSuccess ? a : b, c->comm);
     }
     if (status == SWY_OK && res == ncclInProgress)
