@@ -7,13 +7,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int child_main(int fd, int rank, int nranks, swy_test_rank_fn fn,
                       void *arg)
 {
@@ -109,7 +102,7 @@ int swy_test_spawn(int nranks, swy_test_rank_fn fn, void *arg,
     if (status != SWY_OK)
         fprintf(stderr, "harness: swy_get_unique_id failed: %s\n",
                 swy_last_error(NULL));
-    double deadline = now_s() + timeout_s;
+    double deadline = swy_test_now_s() + timeout_s;
     int remaining = nranks, killed = 0;
     for (int r = 0; r < nranks; r++)
         result->code[r] = -1000;
@@ -126,7 +119,7 @@ int swy_test_spawn(int nranks, swy_test_rank_fn fn, void *arg,
                 }
             continue;
         }
-        if (!killed && now_s() > deadline) {
+        if (!killed && swy_test_now_s() > deadline) {
             fprintf(stderr, "harness: timeout after %.0f s; killing ranks\n",
                     timeout_s);
             for (int r = 0; r < nranks; r++)
@@ -240,6 +233,12 @@ void swy_test_dev_stream_capture(void *stream, int on)
 {
     dd_need("swy_test_dev_stream_capture");
     dd.capture(stream, on);
+}
+
+void swy_test_snapshot(void *arg)
+{
+    swy_test_snapshot_t *s = arg;
+    memcpy(s->dst, s->src, s->bytes);
 }
 
 void *swy_test_buf_calloc(int device, size_t n, size_t size)

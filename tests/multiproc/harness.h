@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check_swy.h"
 #include "switchyard/switchyard.h"
@@ -47,6 +48,24 @@ void swy_test_dev_stream_capture(void *stream, int on);
  * the matching free. */
 void *swy_test_buf_calloc(int device, size_t n, size_t size);
 void swy_test_buf_free(int device, void *ptr);
+
+/* A stream's work that copies bytes from src to dst (the double's
+ * "device memory" is host memory) when the stream gets there: what the
+ * work queued after an op sees. */
+typedef struct {
+    const void *src;
+    void *dst;
+    size_t bytes;
+} swy_test_snapshot_t;
+void swy_test_snapshot(void *arg);
+
+/* Monotonic seconds. */
+static inline double swy_test_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 /* The number after key ("\"ts\":") in a line of a Chrome trace that
  * SWY_TRACE wrote. Returns 0, or -1 if the line has no such key. */

@@ -406,20 +406,49 @@ static int case_mismatch(swy_comm_t comm, int rank, int w, void *arg)
     return mismatch(comm, rank, w, arg);
 }
 
-/* A stream's work that waits until the test says go. */
+/* A stream's work that waits until the test says go, or 10 s (then
+ * timed_out: a post that waited for it would take that long). */
 typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    int go;
+    int go, timed_out;
 } hold_t;
+
+static void hold_init(hold_t *h, int go)
+{
+    *h = (hold_t){.go = go};
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_cond_init(&h->cond, NULL);
+}
 
 static void hold_stream(void *arg)
 {
     hold_t *h = arg;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
     pthread_mutex_lock(&h->lock);
-    while (!h->go)
-        pthread_cond_wait(&h->cond, &h->lock);
+    while (!h->go && !h->timed_out)
+        h->timed_out = pthread_cond_timedwait(&h->cond, &h->lock, &until) ==
+                       ETIMEDOUT;
     pthread_mutex_unlock(&h->lock);
+}
+
+/* Say go; 1 if the hold had not timed out by then. */
+static int hold_release(hold_t *h)
+{
+    pthread_mutex_lock(&h->lock);
+    int in_time = !h->timed_out;
+    h->go = 1;
+    pthread_cond_broadcast(&h->cond);
+    pthread_mutex_unlock(&h->lock);
+    return in_time;
+}
+
+static void hold_destroy(hold_t *h)
+{
+    pthread_mutex_destroy(&h->lock);
+    pthread_cond_destroy(&h->cond);
 }
 
 static int case_stream_stuck(swy_comm_t comm, int rank, int w, void *arg)
@@ -438,9 +467,8 @@ static int case_stream_stuck(swy_comm_t comm, int rank, int w, void *arg)
     p.send = dzalloc((size_t)w * 16);
     p.recv = dzalloc((size_t)w * 16);
     void *stream = swy_test_dev_stream_create();
-    hold_t h = {.go = rank != w - 1};
-    pthread_mutex_init(&h.lock, NULL);
-    pthread_cond_init(&h.cond, NULL);
+    hold_t h;
+    hold_init(&h, rank != w - 1);
     swy_test_dev_launch(stream, hold_stream, &h);
     swy_op_attr_t attr = SWY_OP_ATTR_INIT;
     attr.stream = stream;
@@ -459,51 +487,27 @@ static int case_stream_stuck(swy_comm_t comm, int rank, int w, void *arg)
     swy_request_free(req); /* freed when its callback has come */
     /* Now the stream goes on; the op's callback comes after its failure,
      * and the stream passes the op's (opened) gate. */
-    pthread_mutex_lock(&h.lock);
-    h.go = 1;
-    pthread_cond_broadcast(&h.cond);
-    pthread_mutex_unlock(&h.lock);
+    hold_release(&h);
     swy_test_dev_stream_destroy(stream); /* returns once it drained */
-    pthread_mutex_destroy(&h.lock);
-    pthread_cond_destroy(&h.cond);
+    hold_destroy(&h);
     plan_free(&p);
     CHECK_RET(swy_comm_destroy(comm) == SWY_OK, "destroy of a failed comm");
     return 200;
 }
 
-/* The stream's earlier work: fill sendbuf once the test says go (or after
- * 10 s: a post that waited for it would take that long). */
+/* The stream's earlier work: fill sendbuf once the test says go. */
 typedef struct {
     hold_t h;
     plan_t *p;
-    int rank, w, timed_out;
+    int rank, w;
 } fill_t;
 
 static void fill_when_told(void *arg)
 {
     fill_t *f = arg;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 10;
-    pthread_mutex_lock(&f->h.lock);
-    while (!f->h.go && !f->timed_out)
-        f->timed_out = pthread_cond_timedwait(&f->h.cond, &f->h.lock,
-                                              &until) == ETIMEDOUT;
-    pthread_mutex_unlock(&f->h.lock);
+    hold_stream(&f->h);
     for (int j = 0; j < NCHUNKS; j++)
         fill_chunk(f->p, f->rank, f->w, j);
-}
-
-typedef struct {
-    const double *src;
-    double *dst;
-    size_t n;
-} snapshot_t;
-
-static void snapshot(void *arg)
-{
-    snapshot_t *s = arg;
-    memcpy(s->dst, s->src, s->n * sizeof(double));
 }
 
 static int case_stream(swy_comm_t comm, int rank, int w, void *arg)
@@ -516,9 +520,8 @@ static int case_stream(swy_comm_t comm, int rank, int w, void *arg)
     double *snap = calloc(p.recv_total + 1, sizeof(double));
     CHECK_RET(snap != NULL, "malloc");
     void *stream = swy_test_dev_stream_create();
-    fill_t f = {.h = {.go = 0}, .p = &p, .rank = rank, .w = w};
-    pthread_mutex_init(&f.h.lock, NULL);
-    pthread_cond_init(&f.h.cond, NULL);
+    fill_t f = {.p = &p, .rank = rank, .w = w};
+    hold_init(&f.h, 0);
     swy_test_dev_launch(stream, fill_when_told, &f);
     swy_op_attr_t attr = SWY_OP_ATTR_INIT;
     attr.stream = stream;
@@ -529,14 +532,10 @@ static int case_stream(swy_comm_t comm, int rank, int w, void *arg)
                                       reqs), comm);
     CHECK_RET(swy_chunk_release(reqs[1]) == SWY_ERR_INVALID_ARG,
               "swy_chunk_release of a chunk waiting for its stream");
-    snapshot_t snap_args = {p.recv, snap, p.recv_total};
-    swy_test_dev_launch(stream, snapshot, &snap_args);
-    pthread_mutex_lock(&f.h.lock);
-    int posted_in_time = !f.timed_out;
-    f.h.go = 1;
-    pthread_cond_broadcast(&f.h.cond);
-    pthread_mutex_unlock(&f.h.lock);
-    CHECK_RET(posted_in_time, "the post waited for the stream's earlier "
+    swy_test_snapshot_t snapshot = {p.recv, snap,
+                                    p.recv_total * sizeof(double)};
+    swy_test_dev_launch(stream, swy_test_snapshot, &snapshot);
+    CHECK_RET(hold_release(&f.h), "the post waited for the stream's earlier "
               "work");
     for (int j = NCHUNKS - 1; j >= 0; j--) {
         CHECK_OK_RET(swy_wait(reqs[j]), comm);
@@ -550,8 +549,7 @@ static int case_stream(swy_comm_t comm, int rank, int w, void *arg)
         CHECK_RET(snap[i] == p.recv[i], "work queued on the stream after "
                   "the chunks ran before all of them completed: element %zu "
                   "of its snapshot is %g, want %g", i, snap[i], p.recv[i]);
-    pthread_mutex_destroy(&f.h.lock);
-    pthread_cond_destroy(&f.h.cond);
+    hold_destroy(&f.h);
     free(snap);
     plan_free(&p);
     return 0;

@@ -372,18 +372,6 @@ static void gated_fill(void *arg)
         g->buf[i] = g->value;
 }
 
-typedef struct {
-    const float *src;
-    float *dst;
-    size_t n;
-} snapshot_t;
-
-static void snapshot(void *arg)
-{
-    snapshot_t *s = arg;
-    memcpy(s->dst, s->src, s->n * sizeof(float));
-}
-
 static int test_stream_semantics(swy_comm_t comm, int rank, int w)
 {
     size_t count = 20000;
@@ -408,8 +396,8 @@ static int test_stream_semantics(swy_comm_t comm, int rank, int w)
     /* Waiting for its stream, it is not the caller's to start. */
     CHECK_RET(swy_chunk_release(req) == SWY_ERR_INVALID_ARG,
               "swy_chunk_release of an op waiting for its stream");
-    snapshot_t snapshot_args = {out, snap, count};
-    swy_test_dev_launch(stream, snapshot, &snapshot_args);
+    swy_test_snapshot_t snapshot = {out, snap, count * sizeof(float)};
+    swy_test_dev_launch(stream, swy_test_snapshot, &snapshot);
     pthread_mutex_lock(&g.lock);
     int posted_in_time = !g.timed_out;
     g.go = 1;

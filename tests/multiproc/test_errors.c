@@ -19,13 +19,6 @@
 
 #include "harness.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 #define EXPECT_STATUS(expr, want, comm, needle)                               \
     do {                                                                      \
         swy_status_t got_ = (expr);                                           \
@@ -286,7 +279,7 @@ static int expect_failure(swy_comm_t comm, swy_request_t req,
                           swy_status_t want, const char *needle,
                           double limit_s)
 {
-    double t0 = now_s();
+    double t0 = swy_test_now_s();
     swy_status_t got = swy_wait(req);
     swy_request_free(req);
     if (got == SWY_OK && want == SWY_ERR_MISMATCH) {
@@ -294,7 +287,7 @@ static int expect_failure(swy_comm_t comm, swy_request_t req,
          * the op; the comm is poisoned all the same: its next call fails. */
         got = swy_barrier(comm);
     }
-    double took = now_s() - t0;
+    double took = swy_test_now_s() - t0;
     const char *msg = swy_last_error(comm);
     fprintf(stderr, "rank %d: %s after %.2f s: %s\n", swy_comm_rank(comm),
             swy_status_string(got), took, msg);

@@ -254,13 +254,6 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
     return 200;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int kill_main(swy_comm_t comm, int rank, int w, void *arg)
 {
     size_t count = (8u << 20) / 4;
@@ -274,9 +267,9 @@ static int kill_main(swy_comm_t comm, int rank, int w, void *arg)
         usleep(20 * 1000); /* some partitions are with the plugin */
         _exit(0);
     }
-    double t0 = now_s();
+    double t0 = swy_test_now_s();
     swy_status_t st = swy_wait(req);
-    double took = now_s() - t0;
+    double took = swy_test_now_s() - t0;
     fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank,
             swy_status_string(st), took, swy_last_error(comm));
     CHECK_RET(st != SWY_OK, "rank %d: the allreduce completed without rank "
@@ -307,10 +300,10 @@ static int abort_main(swy_comm_t comm, int rank, int w, void *arg)
         CHECK_OK_RET(swy_comm_abort(sub), sub);
         swy_request_free(req);
     } else {
-        double t0 = now_s();
+        double t0 = swy_test_now_s();
         swy_status_t st = swy_wait(req);
         fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank,
-                swy_status_string(st), now_s() - t0, swy_last_error(sub));
+                swy_status_string(st), swy_test_now_s() - t0, swy_last_error(sub));
         CHECK_RET(st != SWY_OK, "rank %d: the allreduce completed on a "
                   "communicator rank 0 aborted", rank);
         swy_request_free(req);
