@@ -1,7 +1,8 @@
 /* Collectives on device memory (cudaMalloc'd buffers) on one rank, through
  * the public API, checked against host references: alltoallv (counts
  * including 0, displacements with gaps), allreduce (every dtype and op, in
- * place and not, up to 64 MiB), allgather, broadcast, several ops in
+ * place and not, up to 64 MiB), allgather, broadcast, reduce_scatter, a
+ * split communicator, several ops in
  * flight at different priorities, ordering after attr.stream, and the
  * errors of mixed host/device buffers and of a comm without a transport
  * that moves device memory.
@@ -221,6 +222,51 @@ static void test_broadcast(swy_comm_t comm, size_t count)
     CUDA_OK(cudaFree(dbuf));
     free(hin);
     free(hout);
+}
+
+/* reduce_scatter on one rank: the rank's block is its input reduced with
+ * nothing else, whatever the op. */
+static void test_reduce_scatter(swy_comm_t comm, int di, swy_redop_t op,
+                                size_t count)
+{
+    size_t bytes = count * dsizes[di];
+    unsigned char *hin = malloc(bytes + 1), *hout = malloc(bytes + 1);
+    fill_pattern(hin, bytes, dsizes[di]);
+    void *dsend = dev_alloc(bytes), *drecv = dev_alloc(bytes);
+    to_dev(dsend, hin, bytes);
+    CUDA_OK(cudaMemset(drecv, 0xA5, bytes > 0 ? bytes : 1));
+    CHECK_OK(swy_reduce_scatter(dsend, drecv, count, dtypes[di], op, comm,
+                                NULL, NULL), comm);
+    from_dev(hout, drecv, bytes);
+    long d = first_diff(hout, hin, bytes);
+    CHECK(d < 0, "reduce_scatter %s op %d count %zu: byte %ld differs from "
+          "the input", dtype_names[di], (int)op, count, d);
+    CUDA_OK(cudaFree(dsend));
+    CUDA_OK(cudaFree(drecv));
+    free(hin);
+    free(hout);
+}
+
+/* A sub-communicator of a communicator whose device communicators exist:
+ * the child's are split from the parent's (ncclCommSplit); its device ops
+ * work, and so do the parent's after the child is destroyed. A rank with
+ * SWY_SPLIT_NOCOLOR gets no communicator. */
+static void test_split(swy_comm_t comm)
+{
+    swy_comm_t child = NULL, none = (swy_comm_t)1;
+    CHECK_OK(swy_comm_split(comm, 7, 0, &child), comm);
+    CHECK(child != NULL, "swy_comm_split(color 7) gave no communicator");
+    if (child == NULL)
+        return;
+    test_allreduce(child, 6, SWY_SUM, 1u << 20, 0);
+    test_reduce_scatter(child, 5, SWY_MAX, 100003);
+    test_alltoallv(child, 4099, 3, 1, SWY_FLOAT32, 4);
+    swy_status_t st = swy_comm_destroy(child);
+    CHECK(st == SWY_OK, "swy_comm_destroy(child): %s", swy_status_string(st));
+    CHECK_OK(swy_comm_split(comm, SWY_SPLIT_NOCOLOR, 0, &none), comm);
+    CHECK(none == NULL, "swy_comm_split(SWY_SPLIT_NOCOLOR) gave a "
+          "communicator");
+    test_allreduce(comm, 7, SWY_SUM, 4096, 1);
 }
 
 /* ---- several ops in flight ----------------------------------------------- */
@@ -581,6 +627,11 @@ static int run_full(void)
     test_allgather(comm, 4u << 20, 0);
     test_broadcast(comm, 0);
     test_broadcast(comm, 99999);
+    for (int di = 0; di < NDTYPES; di++)
+        test_reduce_scatter(comm, di, redops[di % 5], di == 6 ? 3u << 20
+                                                               : 4099);
+    test_reduce_scatter(comm, 6, SWY_SUM, 0);
+    test_split(comm);
 
     test_chunks(comm, 0);
     test_chunks(comm, 1);
