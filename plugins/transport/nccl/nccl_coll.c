@@ -295,14 +295,16 @@ static void nccl_coll_free(nccl_coll_t *c)
  * connect here, where every rank comes in the same order: a byte of
  * allreduce and of broadcast (ring and tree), and, up to
  * NCCL_COLL_CONNECT_P2P_MAX ranks, a byte sent to and received from every
- * peer (an alltoallv's sends and receives). Above that, sends and
+ * peer, the rank itself included (an alltoallv's sends and receives;
+ * a connection made later, inside an op, could also wait behind a gate on
+ * the caller's stream that waits for that op). Above that, sends and
  * receives connect at first use: a connection to every peer is what
  * NCCL's lazy p2p saves at scale, and an alltoallv of both classes must
  * then have run once in the same order on every rank. */
 #define NCCL_COLL_CONNECT_P2P_MAX 64
 static swy_status_t nccl_coll_connect(nccl_coll_t *c)
 {
-    int p2p = c->nranks > 1 && c->nranks <= NCCL_COLL_CONNECT_P2P_MAX;
+    int p2p = c->nranks <= NCCL_COLL_CONNECT_P2P_MAX;
     size_t bytes = 2 + (p2p ? 2 * (size_t)c->nranks : 0);
     char *buf = NULL;
     cudaError_t err = cudaMalloc((void **)&buf, bytes);
@@ -316,9 +318,8 @@ static swy_status_t nccl_coll_connect(nccl_coll_t *c)
         ncclResult_t b = ncclBroadcast(buf + 1, buf + 1, 1, ncclUint8, 0,
                                        c->comm, c->stream);
         char *out = buf + 2, *in = out + c->nranks;
+        /* The rank itself too: an alltoallv sends its own block. */
         for (int r = 0; p2p && r < c->nranks && b == ncclSuccess; r++) {
-            if (r == c->rank)
-                continue;
             b = ncclSend(out + r, 1, ncclUint8, r, c->comm, c->stream);
             if (b == ncclSuccess)
                 b = ncclRecv(in + r, 1, ncclUint8, r, c->comm, c->stream);

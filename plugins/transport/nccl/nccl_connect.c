@@ -287,13 +287,10 @@ static swy_status_t nccl_hello(nccl_ctx_t *ctx,
             .cls = (uint16_t)c,
             .flags = NCCL_HEADER_HELLO,
         };
-        /* From pageable memory cudaMemcpy returns once the bytes are
-         * staged; the wait makes them land before a send on one of our
-         * (non-blocking) streams reads the slot. */
-        cudaError_t err = cudaMemcpy(ctx->hello_slot[c]->dev, &hello,
-                                     sizeof(hello), cudaMemcpyHostToDevice);
-        if (err == cudaSuccess)
-            err = cudaStreamSynchronize(0);
+        /* Landed before a send reads the slot; on the plugin's copy
+         * stream, which no gate on a caller's stream holds. */
+        cudaError_t err =
+            nccl_copy_sync(ctx->hello_slot[c]->dev, &hello, sizeof(hello));
         if (err != cudaSuccess)
             return nccl_cuda_fail(ctx, "cudaMemcpy (hello header)", err);
     }

@@ -63,27 +63,98 @@ swy_status_t nccl_device_stream_sync(void *stream)
     return SWY_OK;
 }
 
+/* ---- what must never wait behind a gate ----
+ *
+ * While a gate holds a caller's stream (stream_gate below), whatever waits
+ * for that stream waits for the op the gate belongs to. The op's own copies
+ * therefore go on a stream of the plugin's that is non-blocking (the
+ * legacy default stream waits for every blocking stream, and a gate on it,
+ * where the caller passed NULL, would hold the copy), and pinned memory is
+ * not freed while a gate is closed (cudaFreeHost may wait for the whole
+ * device): the free waits for a moment when none is. */
+
+#define NCCL_COPY_MAX_DEVICES 64
+static pthread_mutex_t copy_lock = PTHREAD_MUTEX_INITIALIZER;
+static cudaStream_t copy_streams[NCCL_COPY_MAX_DEVICES];
+
+static int gates_closed; /* atomic: gates made whose stream has not passed */
+
+typedef struct nccl_deferred_free {
+    struct nccl_deferred_free *next;
+    void *ptr;
+} nccl_deferred_free_t;
+static pthread_mutex_t deferred_lock = PTHREAD_MUTEX_INITIALIZER;
+static nccl_deferred_free_t *deferred_frees;
+
+/* The calling thread's device's copy stream, made on first use. */
+static cudaError_t nccl_copy_stream(cudaStream_t *stream_p)
+{
+    int dev = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err != cudaSuccess)
+        return err;
+    if (dev < 0 || dev >= NCCL_COPY_MAX_DEVICES)
+        return cudaErrorInvalidDevice;
+    pthread_mutex_lock(&copy_lock);
+    if (copy_streams[dev] == NULL) {
+        err = cudaStreamCreateWithFlags(&copy_streams[dev],
+                                        cudaStreamNonBlocking);
+        if (err != cudaSuccess)
+            copy_streams[dev] = NULL;
+    }
+    *stream_p = copy_streams[dev];
+    pthread_mutex_unlock(&copy_lock);
+    return err;
+}
+
+cudaError_t nccl_copy_sync(void *dst, const void *src, size_t bytes)
+{
+    cudaStream_t stream = NULL;
+    cudaError_t err = nccl_copy_stream(&stream);
+    /* Threads that copy at once share the stream; each waits for its own
+     * copy and for those queued before it. */
+    if (err == cudaSuccess)
+        err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream);
+    if (err == cudaSuccess)
+        err = cudaStreamSynchronize(stream);
+    return err;
+}
+
 swy_status_t nccl_device_copy(void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0)
         return SWY_OK;
-    cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+    cudaError_t err = nccl_copy_sync(dst, src, bytes);
     if (err != cudaSuccess) {
-        nccl_device_set_error("cudaMemcpy", err);
-        return nccl_status_from_cuda(err);
-    }
-    /* cudaMemcpy may return before a copy within the device (or from
-     * pageable memory) has landed; the ABI promises it has. */
-    err = cudaStreamSynchronize(0);
-    if (err != cudaSuccess) {
-        nccl_device_set_error("cudaStreamSynchronize (copy)", err);
+        nccl_device_set_error("copy (cudaMemcpyAsync on the plugin's "
+                              "stream)", err);
         return nccl_status_from_cuda(err);
     }
     return SWY_OK;
 }
 
+/* Frees the pinned buffers put off, when no gate is closed. */
+static void nccl_deferred_sweep(void)
+{
+    if (__atomic_load_n(&gates_closed, __ATOMIC_ACQUIRE) != 0)
+        return;
+    pthread_mutex_lock(&deferred_lock);
+    nccl_deferred_free_t *list = deferred_frees;
+    deferred_frees = NULL;
+    pthread_mutex_unlock(&deferred_lock);
+    while (list != NULL) {
+        nccl_deferred_free_t *d = list;
+        list = d->next;
+        cudaError_t err = cudaFreeHost(d->ptr);
+        if (err != cudaSuccess)
+            nccl_device_set_error("cudaFreeHost", err);
+        free(d);
+    }
+}
+
 void *nccl_device_host_alloc(size_t bytes)
 {
+    nccl_deferred_sweep();
     void *ptr = NULL;
     /* Portable: pinned for every device and context of the process. */
     cudaError_t err = cudaHostAlloc(&ptr, bytes > 0 ? bytes : 1,
@@ -99,9 +170,23 @@ void nccl_device_host_free(void *ptr)
 {
     if (ptr == NULL)
         return;
-    cudaError_t err = cudaFreeHost(ptr);
-    if (err != cudaSuccess)
-        nccl_device_set_error("cudaFreeHost", err);
+    nccl_deferred_free_t *d = malloc(sizeof(*d));
+    if (d != NULL) {
+        d->ptr = ptr;
+        pthread_mutex_lock(&deferred_lock);
+        d->next = deferred_frees;
+        deferred_frees = d;
+        pthread_mutex_unlock(&deferred_lock);
+        nccl_deferred_sweep();
+        return;
+    }
+    /* No memory to remember it: kept (leaked) rather than freed under a
+     * closed gate. */
+    if (__atomic_load_n(&gates_closed, __ATOMIC_ACQUIRE) == 0) {
+        cudaError_t err = cudaFreeHost(ptr);
+        if (err != cudaSuccess)
+            nccl_device_set_error("cudaFreeHost", err);
+    }
 }
 
 const char *nccl_device_error_string(void)
@@ -127,8 +212,10 @@ swy_status_t nccl_device_isend_prio(void *ctx, int peer, uint64_t tag,
  * (cuStreamWaitValue32, found through the runtime's driver entry points
  * so that the plugin links no libcuda) until gate_open writes 1; a host
  * function queued right after the wait says when the stream has passed
- * it, and the next stream_gate call frees the gates that were passed and
- * opened (cudaFreeHost may not run inside a host function). */
+ * it. The flags come from blocks of pinned memory that are never freed:
+ * a gate whose stream passed it and that was opened goes back to the
+ * free list (no cudaHostAlloc or cudaFreeHost, which may wait for the
+ * device, on the post path). */
 
 typedef CUresult (*nccl_wait_value32_fn)(CUstream, CUdeviceptr, cuuint32_t,
                                          unsigned int);
@@ -136,13 +223,17 @@ typedef CUresult (*nccl_wait_value32_fn)(CUstream, CUdeviceptr, cuuint32_t,
 typedef struct nccl_gate {
     struct nccl_gate *next;
     volatile uint32_t *flag; /* mapped, pinned */
+    void *dptr;              /* the flag's device address */
     int passed;              /* atomic: the stream is past the wait */
 } nccl_gate_t;
+
+#define NCCL_GATE_BLOCK 1024 /* flags per pinned block */
 
 static pthread_once_t wait_value_once = PTHREAD_ONCE_INIT;
 static nccl_wait_value32_fn wait_value32;
 static pthread_mutex_t gates_lock = PTHREAD_MUTEX_INITIALIZER;
-static nccl_gate_t *gates_opened; /* opened, freed once passed */
+static nccl_gate_t *gates_opened; /* opened, reusable once passed */
+static nccl_gate_t *gates_free;   /* reusable */
 
 static void wait_value_find(void)
 {
@@ -190,12 +281,13 @@ static void CUDART_CB nccl_gate_passed(void *arg)
 {
     nccl_gate_t *g = arg;
     __atomic_store_n(&g->passed, 1, __ATOMIC_RELEASE);
+    __atomic_sub_fetch(&gates_closed, 1, __ATOMIC_ACQ_REL);
 }
 
-/* Free the gates that were opened and that their streams passed. */
-static void nccl_gates_sweep(void)
+/* Under gates_lock: move the opened gates that their streams passed to
+ * the free list; if it is empty, add a block of flags. */
+static swy_status_t nccl_gates_refill(void)
 {
-    pthread_mutex_lock(&gates_lock);
     nccl_gate_t **pp = &gates_opened;
     while (*pp != NULL) {
         nccl_gate_t *g = *pp;
@@ -204,10 +296,37 @@ static void nccl_gates_sweep(void)
             continue;
         }
         *pp = g->next;
-        (void)cudaFreeHost((void *)g->flag);
-        free(g);
+        g->next = gates_free;
+        gates_free = g;
     }
-    pthread_mutex_unlock(&gates_lock);
+    if (gates_free != NULL)
+        return SWY_OK;
+    nccl_gate_t *gs = calloc(NCCL_GATE_BLOCK, sizeof(*gs));
+    void *flags = NULL, *dflags = NULL;
+    if (gs == NULL) {
+        snprintf(nccl_device_error, sizeof(nccl_device_error),
+                 "stream_gate: out of host memory");
+        return SWY_ERR_NO_MEMORY;
+    }
+    cudaError_t err = cudaHostAlloc(&flags, NCCL_GATE_BLOCK * sizeof(uint32_t),
+                                    cudaHostAllocMapped |
+                                        cudaHostAllocPortable);
+    if (err == cudaSuccess)
+        err = cudaHostGetDevicePointer(&dflags, flags, 0);
+    if (err != cudaSuccess) {
+        nccl_device_set_error("cudaHostAlloc (gates)", err);
+        if (flags != NULL)
+            (void)cudaFreeHost(flags);
+        free(gs);
+        return nccl_status_from_cuda(err);
+    }
+    for (int i = 0; i < NCCL_GATE_BLOCK; i++) {
+        gs[i].flag = (volatile uint32_t *)flags + i;
+        gs[i].dptr = (char *)dflags + (size_t)i * sizeof(uint32_t);
+        gs[i].next = gates_free;
+        gates_free = &gs[i];
+    }
+    return SWY_OK;
 }
 
 swy_status_t nccl_device_stream_gate(void *stream, void **gate_p)
@@ -218,43 +337,41 @@ swy_status_t nccl_device_stream_gate(void *stream, void **gate_p)
                  "cuStreamWaitValue32 is not available from this driver");
         return SWY_ERR_UNSUPPORTED;
     }
-    nccl_gates_sweep();
-    nccl_gate_t *g = calloc(1, sizeof(*g));
-    if (g == NULL)
-        return SWY_ERR_NO_MEMORY;
-    void *flag = NULL, *dptr = NULL;
-    cudaError_t err = cudaHostAlloc(&flag, sizeof(uint32_t),
-                                    cudaHostAllocMapped |
-                                        cudaHostAllocPortable);
-    if (err == cudaSuccess) {
-        *(volatile uint32_t *)flag = 0;
-        err = cudaHostGetDevicePointer(&dptr, flag, 0);
+    pthread_mutex_lock(&gates_lock);
+    swy_status_t status = nccl_gates_refill();
+    nccl_gate_t *g = NULL;
+    if (status == SWY_OK) {
+        g = gates_free;
+        gates_free = g->next;
     }
-    if (err != cudaSuccess) {
-        nccl_device_set_error("cudaHostAlloc (gate)", err);
-        if (flag != NULL)
-            (void)cudaFreeHost(flag);
-        free(g);
-        return nccl_status_from_cuda(err);
-    }
-    g->flag = flag;
-    CUresult res = wait_value32((CUstream)stream, (CUdeviceptr)dptr, 1,
+    pthread_mutex_unlock(&gates_lock);
+    if (status != SWY_OK)
+        return status;
+    *g->flag = 0;
+    g->passed = 0;
+    g->next = NULL;
+    __atomic_add_fetch(&gates_closed, 1, __ATOMIC_ACQ_REL);
+    CUresult res = wait_value32((CUstream)stream, (CUdeviceptr)g->dptr, 1,
                                 CU_STREAM_WAIT_VALUE_GEQ);
     if (res != CUDA_SUCCESS) {
         snprintf(nccl_device_error, sizeof(nccl_device_error),
                  "cuStreamWaitValue32 failed (CUresult %d)", (int)res);
-        (void)cudaFreeHost(flag);
-        free(g);
+        __atomic_sub_fetch(&gates_closed, 1, __ATOMIC_ACQ_REL);
+        pthread_mutex_lock(&gates_lock);
+        g->next = gates_free;
+        gates_free = g;
+        pthread_mutex_unlock(&gates_lock);
         return SWY_ERR_UNSUPPORTED;
     }
     /* From here the gate must be opened, whatever happens: the stream
      * waits on it. */
-    err = cudaLaunchHostFunc((cudaStream_t)stream, nccl_gate_passed, g);
+    cudaError_t err =
+        cudaLaunchHostFunc((cudaStream_t)stream, nccl_gate_passed, g);
     if (err != cudaSuccess) {
         nccl_device_set_error("cudaLaunchHostFunc (gate)", err);
-        /* never known to be passed: kept (a few bytes) rather than freed
-         * under the stream */
-        g->passed = 0;
+        /* Never known to be passed: the flag is not reused, and the
+         * count of closed gates drops when it is opened. */
+        g->passed = -1;
     }
     *gate_p = g;
     return SWY_OK;
@@ -264,6 +381,10 @@ void nccl_device_gate_open(void *gate)
 {
     nccl_gate_t *g = gate;
     __atomic_store_n(g->flag, 1, __ATOMIC_RELEASE);
+    if (g->passed == -1) {
+        __atomic_sub_fetch(&gates_closed, 1, __ATOMIC_ACQ_REL);
+        return; /* its stream may still read the flag: not reused */
+    }
     pthread_mutex_lock(&gates_lock);
     g->next = gates_opened;
     gates_opened = g;

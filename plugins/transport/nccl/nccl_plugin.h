@@ -304,6 +304,10 @@ int nccl_device_count(void);
 swy_mem_type_t nccl_device_mem_type(const void *ptr);
 swy_status_t nccl_device_stream_sync(void *stream);
 swy_status_t nccl_device_copy(void *dst, const void *src, size_t bytes);
+/* cudaMemcpyAsync on the plugin's non-blocking copy stream of the current
+ * device, then a wait for that stream: a copy that nothing queued on a
+ * caller's stream (the legacy default stream included) can hold. */
+cudaError_t nccl_copy_sync(void *dst, const void *src, size_t bytes);
 void *nccl_device_host_alloc(size_t bytes);
 void nccl_device_host_free(void *ptr);
 const char *nccl_device_error_string(void);
