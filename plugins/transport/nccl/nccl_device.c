@@ -229,8 +229,11 @@ typedef struct nccl_gate {
 
 #define NCCL_GATE_BLOCK 1024 /* flags per pinned block */
 
+typedef CUresult (*nccl_loading_mode_fn)(CUmoduleLoadingMode *);
+
 static pthread_once_t wait_value_once = PTHREAD_ONCE_INIT;
 static nccl_wait_value32_fn wait_value32;
+static int lazy_loading; /* CUDA loads kernels at their first launch */
 static pthread_mutex_t gates_lock = PTHREAD_MUTEX_INITIALIZER;
 static nccl_gate_t *gates_opened; /* opened, reusable once passed */
 static nccl_gate_t *gates_free;   /* reusable */
@@ -244,6 +247,23 @@ static void wait_value_find(void)
                                          &found) == cudaSuccess &&
         found == cudaDriverEntryPointSuccess)
         wait_value32 = (nccl_wait_value32_fn)fn;
+    else
+        (void)cudaGetLastError();
+    /* Loading a kernel may wait for the whole device ("lazy loading" in
+     * the CUDA programming guide). A gate holds a caller's stream until an
+     * op completes, so an op whose NCCL call loads a kernel waits for
+     * itself: seen on an H200, a one-rank fp16 ncclAvg allreduce (NCCL's
+     * oneRankReduce kernel, loaded at its first use) never ran while the
+     * legacy stream waited at the op's gate. With lazy loading the host
+     * is told that no gate can be made, and waits for its ops instead. */
+    fn = NULL;
+    CUmoduleLoadingMode mode = CU_MODULE_EAGER_LOADING;
+    if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &fn, 11070,
+                                         cudaEnableDefault,
+                                         &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess &&
+        ((nccl_loading_mode_fn)fn)(&mode) == CUDA_SUCCESS)
+        lazy_loading = mode == CU_MODULE_LAZY_LOADING;
     else
         (void)cudaGetLastError();
 }
@@ -335,6 +355,14 @@ swy_status_t nccl_device_stream_gate(void *stream, void **gate_p)
     if (wait_value32 == NULL) {
         snprintf(nccl_device_error, sizeof(nccl_device_error),
                  "cuStreamWaitValue32 is not available from this driver");
+        return SWY_ERR_UNSUPPORTED;
+    }
+    if (lazy_loading) {
+        snprintf(nccl_device_error, sizeof(nccl_device_error),
+                 "CUDA loads kernels lazily (CUDA_MODULE_LOADING=LAZY, the "
+                 "default), and a kernel loaded while a stream is held can "
+                 "wait for that stream; set CUDA_MODULE_LOADING=EAGER "
+                 "before CUDA starts to post device ops without waiting");
         return SWY_ERR_UNSUPPORTED;
     }
     pthread_mutex_lock(&gates_lock);
