@@ -285,6 +285,11 @@ static swy_status_t group_order_streams(void)
         int gated;
         swy_status_t status = swy_sched_stream_order(
             &group.sops[i], (int)(k - i), stream, &gated);
+        /* A stream the device could not hold: its ops are done before the
+         * caller queues more work on it (every op of the group is posted,
+         * so waiting cannot deadlock). */
+        for (size_t j = i; j < k && status == SWY_OK && !gated; j++)
+            status = swy_sched_wait(group.sops[j]);
         if (status != SWY_OK && first == SWY_OK) {
             first = status;
             snprintf(msg, sizeof(msg), "%s", swy_err_last());

@@ -950,6 +950,14 @@ static void gate_wait(void *arg)
 
 static swy_status_t dd_stream_gate(void *stream, void **gate_p)
 {
+    /* SWYTEST_DEVDOUBLE_GATE=refuse: no gate, as the nccl plugin when CUDA
+     * loads kernels lazily; the library then waits for its ops. */
+    const char *refuse = getenv("SWYTEST_DEVDOUBLE_GATE");
+    if (refuse != NULL && strcmp(refuse, "refuse") == 0) {
+        snprintf(dd_error, sizeof(dd_error), "devdouble: gates refused "
+                 "(SWYTEST_DEVDOUBLE_GATE=refuse)");
+        return SWY_ERR_UNSUPPORTED;
+    }
     dd_gate_t *g = calloc(1, sizeof(*g));
     if (g == NULL)
         return SWY_ERR_NO_MEMORY;

@@ -341,6 +341,66 @@ static int test_stream_order(swy_comm_t comm, int rank, int w)
     return 0;
 }
 
+/* Device mode with the double's gates refused (SWYTEST_DEVDOUBLE_GATE=
+ * refuse, as the nccl plugin refuses them under CUDA_MODULE_LOADING=LAZY):
+ * the library cannot hold the stream for an op, so a non-blocking post on a
+ * stream, and a group's posts at swy_group_end, return only once their ops
+ * completed; the result is right (each op still waited for its stream's
+ * earlier, slow work). Broken when the fallback is missing: the op is then
+ * not done when the post returns. */
+static int test_stream_nogate(swy_comm_t comm, int rank, int w)
+{
+    size_t count = 20000;
+    float *x = tbuf(count * 4), *y = tbuf(count * 4);
+    float *xb = tbuf(count * 4), *yb = tbuf(count * 4);
+    void *a = swy_test_dev_stream_create(), *b = swy_test_dev_stream_create();
+    slow_fill_t fa = {x, count, (float)(rank + 1)};
+    slow_fill_t fb = {xb, count, (float)(2 * rank)};
+    swy_op_attr_t on_a = SWY_OP_ATTR_INIT, on_b = SWY_OP_ATTR_INIT;
+    on_a.stream = a;
+    on_b.stream = b;
+    swy_request_t r, ra, rb;
+    int done = 0;
+    swy_test_dev_launch(a, slow_fill, &fa);
+    CHECK_OK_RET(swy_allreduce(x, y, count, SWY_FLOAT32, SWY_SUM, comm, &on_a,
+                               &r), comm);
+    CHECK_OK_RET(swy_test(r, &done), comm);
+    CHECK_RET(done, "a post on a stream that cannot be held returned before "
+              "its op completed");
+    swy_request_free(r);
+    float sa = (float)w * (float)(w + 1) / 2, sb = (float)w * (float)(w - 1);
+    for (size_t i = 0; i < count; i++)
+        CHECK_RET(y[i] == sa, "allreduce on stream a: element %zu is %g, "
+                  "expected %g", i, (double)y[i], (double)sa);
+    swy_test_dev_launch(a, slow_fill, &fa);
+    swy_test_dev_launch(b, slow_fill, &fb);
+    CHECK_OK_RET(swy_group_start(), comm);
+    CHECK_OK_RET(swy_allreduce(x, y, count, SWY_FLOAT32, SWY_SUM, comm, &on_a,
+                               &ra), comm);
+    CHECK_OK_RET(swy_allreduce(xb, yb, count, SWY_FLOAT32, SWY_SUM, comm,
+                               &on_b, &rb), comm);
+    CHECK_OK_RET(swy_group_end(), comm);
+    int done_b = 0;
+    CHECK_OK_RET(swy_test(ra, &done), comm);
+    CHECK_OK_RET(swy_test(rb, &done_b), comm);
+    CHECK_RET(done && done_b, "swy_group_end returned before the ops on "
+              "streams that cannot be held completed (a %d, b %d)", done,
+              done_b);
+    swy_request_free(ra);
+    swy_request_free(rb);
+    for (size_t i = 0; i < count; i++)
+        CHECK_RET(y[i] == sa && yb[i] == sb, "group on streams a and b: "
+                  "element %zu is %g and %g, expected %g and %g", i,
+                  (double)y[i], (double)yb[i], (double)sa, (double)sb);
+    swy_test_dev_stream_destroy(a);
+    swy_test_dev_stream_destroy(b);
+    tfree(x);
+    tfree(y);
+    tfree(xb);
+    tfree(yb);
+    return 0;
+}
+
 /* Device mode, as NCCL's calls: a non-blocking post with attr.stream
  * returns while the stream's earlier work still runs (that work here
  * waits for the caller to say go, after the post: a post that waited for
@@ -538,8 +598,11 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
     /* A double with the device table as first released: the post waits
      * for the stream (test_stream_order), no stream functions. */
     int first_release = getenv("TEST_DEVDOUBLE_FIRST_RELEASE") != NULL;
+    const char *gate = getenv("SWYTEST_DEVDOUBLE_GATE");
+    int no_gate = gate != NULL && strcmp(gate, "refuse") == 0;
     if (g_device && (test_stream_order(comm, rank, w) ||
-                     (!first_release &&
+                     (no_gate && test_stream_nogate(comm, rank, w)) ||
+                     (!first_release && !no_gate &&
                       (test_stream_semantics(comm, rank, w) ||
                        test_stream_group(comm, rank, w)))))
         return 1;
