@@ -251,11 +251,15 @@ static void wait_value_find(void)
         (void)cudaGetLastError();
     /* Loading a kernel may wait for the whole device ("lazy loading" in
      * the CUDA programming guide). A gate holds a caller's stream until an
-     * op completes, so an op whose NCCL call loads a kernel waits for
-     * itself: seen on an H200, a one-rank fp16 ncclAvg allreduce (NCCL's
-     * oneRankReduce kernel, loaded at its first use) never ran while the
-     * legacy stream waited at the op's gate. With lazy loading the host
-     * is told that no gate can be made, and waits for its ops instead. */
+     * op completes, so an op whose NCCL call loads a kernel can wait for
+     * itself. Seen on an H200 (2026-11-27): with the legacy stream at a
+     * gate, a one-rank fp16 ncclAvg allreduce never completed, after
+     * every op before it had (their kernels were loaded when the
+     * communicator was made and connected, or NCCL copied without a
+     * kernel); its kernel, NCCL's oneRankReduce, is loaded at its first
+     * use. With
+     * lazy loading the host is told that no gate can be made, and waits
+     * for its ops instead. */
     fn = NULL;
     CUmoduleLoadingMode mode = CU_MODULE_EAGER_LOADING;
     if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &fn, 11070,
