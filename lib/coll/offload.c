@@ -11,6 +11,14 @@
  *   allgather       a BROADCAST from every rank of a slice of its block
  *                   (NCCL's allgather needs the whole block contiguous);
  *   reduce_scatter  a REDUCE to every rank of a slice of its block;
+ *   reduce          one REDUCE of a slice to the root;
+ *   gather          a SEND of a slice to the root, which RECVs the
+ *                   slice of every rank's block (its own too);
+ *   scatter         the root SENDs a slice of every rank's block, every
+ *                   rank RECVs its slice;
+ *   allgatherv      a BROADCAST from every rank of slice j of its block,
+ *                   as alltoallv's slices (ranks whose blocks are shorter
+ *                   drop out of the later groups);
  *   alltoallv       a SEND and a RECV of slice j of every non-empty
  *                   block (peers with fewer slices drop out of the later
  *                   groups; a pair's slices meet in the group of the same
@@ -29,7 +37,9 @@ int swy_coll_offloadable(swy_coll_kind_t kind)
 {
     return kind == SWY_COLL_ALLREDUCE || kind == SWY_COLL_BROADCAST ||
            kind == SWY_COLL_ALLGATHER || kind == SWY_COLL_REDUCE_SCATTER ||
-           kind == SWY_COLL_ALLTOALLV;
+           kind == SWY_COLL_ALLTOALLV || kind == SWY_COLL_ALLGATHERV ||
+           kind == SWY_COLL_REDUCE || kind == SWY_COLL_GATHER ||
+           kind == SWY_COLL_SCATTER;
 }
 
 typedef struct {
@@ -120,6 +130,27 @@ static swy_status_t plan_build(const swy_coll_args_t *a, int rank,
         }
         return SWY_OK;
     }
+    if (a->kind == SWY_COLL_ALLGATHERV) {
+        /* The headers made every rank's recvcounts the same. */
+        size_t most = 0;
+        for (int r = 0; r < nranks; r++)
+            most = SWY_MAX(most, a->recvcounts[r]);
+        c.kind = SWY_DEVCOLL_BROADCAST;
+        for (size_t off = 0; off < most; off += slice) {
+            SWY_CHECK(new_group(b));
+            for (int r = 0; r < nranks; r++) {
+                if (a->recvcounts[r] <= off)
+                    continue;
+                c.root = r;
+                c.count = SWY_MIN(slice, a->recvcounts[r] - off);
+                c.sendbuf = r == rank ? at(a->sendbuf, off, dsize) : NULL;
+                c.recvbuf =
+                    (char *)at(a->recvbuf, a->rdispls[r] + off, dsize);
+                SWY_CHECK(add_call(b, &c, r == rank ? c.count * dsize : 0));
+            }
+        }
+        return SWY_OK;
+    }
     for (size_t off = 0; off < a->count; off += slice) {
         size_t n = SWY_MIN(slice, a->count - off);
         SWY_CHECK(new_group(b));
@@ -153,6 +184,43 @@ static swy_status_t plan_build(const swy_coll_args_t *a, int rank,
                                       : NULL;
                 SWY_CHECK(add_call(b, &c, n * dsize));
             }
+            break;
+        case SWY_COLL_REDUCE:
+            c.kind = SWY_DEVCOLL_REDUCE;
+            c.root = a->root;
+            c.sendbuf = at(a->sendbuf, off, dsize);
+            c.recvbuf = rank == a->root ? (char *)at(a->recvbuf, off, dsize)
+                                        : NULL;
+            SWY_CHECK(add_call(b, &c, n * dsize));
+            break;
+        case SWY_COLL_GATHER:
+            c.kind = SWY_DEVCOLL_SEND;
+            c.root = a->root;
+            c.sendbuf = at(a->sendbuf, off, dsize);
+            c.recvbuf = NULL;
+            SWY_CHECK(add_call(b, &c, n * dsize));
+            for (int r = 0; rank == a->root && r < nranks; r++) {
+                c.kind = SWY_DEVCOLL_RECV;
+                c.root = r;
+                c.sendbuf = NULL;
+                c.recvbuf = (char *)at(a->recvbuf, (size_t)r * a->count + off,
+                                       dsize);
+                SWY_CHECK(add_call(b, &c, 0));
+            }
+            break;
+        case SWY_COLL_SCATTER:
+            for (int r = 0; rank == a->root && r < nranks; r++) {
+                c.kind = SWY_DEVCOLL_SEND;
+                c.root = r;
+                c.sendbuf = at(a->sendbuf, (size_t)r * a->count + off, dsize);
+                c.recvbuf = NULL;
+                SWY_CHECK(add_call(b, &c, n * dsize));
+            }
+            c.kind = SWY_DEVCOLL_RECV;
+            c.root = a->root;
+            c.sendbuf = NULL;
+            c.recvbuf = (char *)at(a->recvbuf, off, dsize);
+            SWY_CHECK(add_call(b, &c, 0));
             break;
         default:
             return SWY_ERR_UNSUPPORTED;

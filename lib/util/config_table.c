@@ -109,8 +109,8 @@ const swy_config_entry_t swy_config_table[] = {
      SWY_CONFIG_TEXT, 0, 0,
      "auto,pairwise,shm"},
     {"SWY_DEVICE_COLL", "auto",
-     "Collectives on device buffers (allreduce, reduce_scatter, "
-     "allgather, broadcast, alltoallv): auto (where the nccl plugin runs "
+     "Collectives on device buffers (all but the barrier, and not send "
+     "and recv): auto (where the nccl plugin runs "
      "collectives, each partition is an NCCL call on the communicator and "
      "stream of its priority class, made on the communicator's first such "
      "op; else as staged) or staged (through the transports, reductions "
