@@ -404,13 +404,16 @@ SWY_EXPORT swy_status_t swy_barrier(swy_comm_t comm);
  * ranks (integer division for integer types). Runs as a pipelined ring
  * (nranks-1 steps, each block cut into chunks of at most the partition
  * size, 256 KiB at most); each rank sends and receives (nranks-1) blocks
- * and holds nranks-1 blocks of scratch while the op runs. Host buffers
- * only.
+ * and holds nranks-1 blocks of scratch while the op runs (host
+ * buffers). Device buffers: run by the nccl plugin's collectives, a
+ * partition at a time (SWY_DEVICE_COLL=staged: through the transports and
+ * host copies).
  * @return SWY_OK, SWY_ERR_INVALID_ARG (NULL comm or buffer with a
  *         non-zero count, bad dtype or op, nranks*recvcount elements
  *         that overflow), SWY_ERR_MISMATCH (a rank's recvcount, dtype or
  *         op differs; reported on every rank, naming both sides),
- *         SWY_ERR_UNSUPPORTED (device buffers), SWY_ERR_NO_MEMORY,
+ *         SWY_ERR_UNSUPPORTED (device buffers that nothing loaded can move),
+ *         SWY_ERR_NO_MEMORY,
  *         SWY_ERR_TIMEOUT, SWY_ERR_REMOTE.
  */
 SWY_EXPORT swy_status_t swy_reduce_scatter(const void *sendbuf,
@@ -434,12 +437,15 @@ SWY_EXPORT swy_status_t swy_reduce_scatter(const void *sendbuf,
  * when sendbuf is rank r's block, recvbuf + rdispls[r]. Runs as a
  * pipelined ring (nranks-1 steps, each block forwarded chunk by chunk as
  * it arrives): each rank sends every block but its right neighbour's
- * once. Host buffers only.
+ * once (host buffers). Device buffers: run by the nccl plugin's
+ * broadcasts, a partition at a time (SWY_DEVICE_COLL=staged: through the
+ * transports and host copies).
  * @return SWY_OK, SWY_ERR_INVALID_ARG (NULL comm, recvcounts or
  *         rdispls, NULL sendbuf with a non-zero sendcount, NULL recvbuf
  *         with non-zero recvcounts, bad dtype, receive regions that
  *         overflow or overlap), SWY_ERR_MISMATCH, SWY_ERR_UNSUPPORTED
- *         (device buffers), SWY_ERR_TIMEOUT, SWY_ERR_REMOTE.
+ *         (device buffers that nothing loaded can move), SWY_ERR_TIMEOUT,
+ *         SWY_ERR_REMOTE.
  */
 SWY_EXPORT swy_status_t swy_allgatherv(const void *sendbuf, size_t sendcount,
                                        void *recvbuf,
@@ -458,12 +464,15 @@ SWY_EXPORT swy_status_t swy_allgatherv(const void *sendbuf, size_t sendcount,
  * root. Runs as a pipelined chain towards the root (root-1 -> root-2 ->
  * ... -> root+1 -> root, chunk by chunk): each rank sends and receives
  * the buffer once, and every rank but the chain's end (root-1) holds
- * count elements of scratch while the op runs. Host buffers only.
+ * count elements of scratch while the op runs (host buffers). Device
+ * buffers: run by the nccl plugin's reduce, a partition at a time
+ * (SWY_DEVICE_COLL=staged: through the transports and host copies).
  * @return SWY_OK, SWY_ERR_INVALID_ARG (NULL comm, NULL sendbuf or root's
  *         recvbuf with a non-zero count, bad dtype or op, root out of
  *         range, a count that overflows), SWY_ERR_MISMATCH (a rank's
  *         count, root, dtype or op differs; on every rank),
- *         SWY_ERR_UNSUPPORTED (device buffers), SWY_ERR_NO_MEMORY,
+ *         SWY_ERR_UNSUPPORTED (device buffers that nothing loaded can move),
+ *         SWY_ERR_NO_MEMORY,
  *         SWY_ERR_TIMEOUT, SWY_ERR_REMOTE.
  */
 SWY_EXPORT swy_status_t swy_reduce(const void *sendbuf, void *recvbuf,
@@ -479,13 +488,15 @@ SWY_EXPORT swy_status_t swy_reduce(const void *sendbuf, void *recvbuf,
  *
  * recvbuf may be NULL on the other ranks. In place when the root's
  * sendbuf is its own block, recvbuf + root*count. Every rank sends its
- * block straight to the root, in chunks of at most the partition size.
- * Host buffers only.
+ * block straight to the root, in chunks of at most the partition size
+ * (device buffers: the nccl plugin's sends and receives, or with
+ * SWY_DEVICE_COLL=staged the transports).
  * @return SWY_OK, SWY_ERR_INVALID_ARG (NULL comm, NULL sendbuf or root's
  *         recvbuf with a non-zero count, bad dtype, root out of range,
  *         count*nranks elements that overflow), SWY_ERR_MISMATCH (a
  *         rank's count, root or dtype differs; on every rank),
- *         SWY_ERR_UNSUPPORTED (device buffers), SWY_ERR_TIMEOUT,
+ *         SWY_ERR_UNSUPPORTED (device buffers that nothing loaded can move),
+ *         SWY_ERR_TIMEOUT,
  *         SWY_ERR_REMOTE.
  */
 SWY_EXPORT swy_status_t swy_gather(const void *sendbuf, void *recvbuf,
@@ -500,13 +511,15 @@ SWY_EXPORT swy_status_t swy_gather(const void *sendbuf, void *recvbuf,
  *
  * sendbuf may be NULL on the other ranks. In place when the root's
  * recvbuf is its own block, sendbuf + root*count. The root sends each
- * rank its block directly, in chunks of at most the partition size.
- * Host buffers only.
+ * rank its block directly, in chunks of at most the partition size
+ * (device buffers: the nccl plugin's sends and receives, or with
+ * SWY_DEVICE_COLL=staged the transports).
  * @return SWY_OK, SWY_ERR_INVALID_ARG (NULL comm, NULL recvbuf or root's
  *         sendbuf with a non-zero count, bad dtype, root out of range,
  *         count*nranks elements that overflow), SWY_ERR_MISMATCH (a
  *         rank's count, root or dtype differs; on every rank),
- *         SWY_ERR_UNSUPPORTED (device buffers), SWY_ERR_TIMEOUT,
+ *         SWY_ERR_UNSUPPORTED (device buffers that nothing loaded can move),
+ *         SWY_ERR_TIMEOUT,
  *         SWY_ERR_REMOTE.
  */
 SWY_EXPORT swy_status_t swy_scatter(const void *sendbuf, void *recvbuf,

@@ -8,7 +8,8 @@
  * A plugin whose library runs collectives on device memory (NCCL) exports
  * `const swy_devcoll_v1_t swy_devcoll_plugin_v1` next to
  * swy_device_plugin_v1. Switchyard then cuts a device allreduce,
- * reduce_scatter, allgather, broadcast or alltoallv into partitions and
+ * reduce_scatter, allgather, allgatherv, broadcast, reduce, gather,
+ * scatter or alltoallv into partitions and
  * hands each partition to the plugin as one launch: a group of calls
  * (ncclGroupStart, the calls, ncclGroupEnd) on the plugin communicator
  * of the op's priority class, on that communicator's stream. Switchyard
