@@ -257,9 +257,8 @@ static void wait_value_find(void)
      * every op before it had (their kernels were loaded when the
      * communicator was made and connected, or NCCL copied without a
      * kernel); its kernel, NCCL's oneRankReduce, is loaded at its first
-     * use. With
-     * lazy loading the host is told that no gate can be made, and waits
-     * for its ops instead. */
+     * use. With lazy loading the host is told that no gate can be made,
+     * and waits for its ops instead. */
     fn = NULL;
     CUmoduleLoadingMode mode = CU_MODULE_EAGER_LOADING;
     if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &fn, 11070,
