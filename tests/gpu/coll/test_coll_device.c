@@ -9,9 +9,10 @@
  *
  * Usage: test_coll_device full | ucx_only
  *   full:     the default plugins (ucx, nccl): everything must work.
- *   ucx_only: run with SWY_TRANSPORT_PLUGINS=ucx: device alltoallv must
- *             fail with SWY_ERR_UNSUPPORTED naming the peer; a 1-rank
- *             device allreduce (a copy) must still work.
+ *   ucx_only: run with SWY_TRANSPORT_PLUGINS=ucx and
+ *             SWY_DEVICE_COLL=staged: device alltoallv must fail with
+ *             SWY_ERR_UNSUPPORTED naming the peer; a 1-rank device
+ *             allreduce (a copy) must still work.
  * Exits 77 when there is no GPU or the library sees no device services. */
 #include <stdint.h>
 #include <stdio.h>
