@@ -110,6 +110,11 @@ typedef struct {
      *  device services without the stream functions (an older nccl
      *  plugin), wait for the stream instead: the post blocks the calling
      *  thread until the stream drains, and nothing is queued on it.
+     *  Where the stream cannot be held (the nccl plugin under CUDA's
+     *  lazy kernel loading: set CUDA_MODULE_LOADING=EAGER), the post
+     *  (or swy_group_end) returns once the op completed. Under
+     *  SWY_PROGRESS=caller the op moves only inside swy_test/swy_wait:
+     *  wait for it there before waiting on the stream.
      *  With host buffers it is ignored. Without device services (no GPU,
      *  or the nccl plugin is not built) a non-NULL stream is
      *  SWY_ERR_UNSUPPORTED. */
