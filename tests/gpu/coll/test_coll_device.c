@@ -248,50 +248,6 @@ static void test_reduce_scatter(swy_comm_t comm, int di, swy_redop_t op,
     free(hout);
 }
 
-/* reduce, gather, scatter and allgatherv on one rank: each leaves the
- * rank's input in recvbuf (run by the plugin's reduce, sends and receives
- * to the rank itself, broadcasts). */
-static void test_rooted(swy_comm_t comm, size_t count)
-{
-    size_t bytes = count * 4;
-    unsigned char *hin = malloc(bytes + 1), *hout = malloc(bytes + 1);
-    fill_pattern(hin, bytes, 4);
-    void *dsend = dev_alloc(bytes), *drecv = dev_alloc(bytes);
-    to_dev(dsend, hin, bytes);
-    const char *names[4] = {"reduce", "gather", "scatter", "allgatherv"};
-    for (int k = 0; k < 4; k++) {
-        CUDA_OK(cudaMemset(drecv, 0xA5, bytes > 0 ? bytes : 1));
-        swy_status_t st;
-        size_t rc[1] = {count}, rd[1] = {0};
-        switch (k) {
-        case 0:
-            st = swy_reduce(dsend, drecv, count, SWY_FLOAT32, SWY_MAX, 0,
-                            comm, NULL, NULL);
-            break;
-        case 1:
-            st = swy_gather(dsend, drecv, count, SWY_FLOAT32, 0, comm, NULL,
-                            NULL);
-            break;
-        case 2:
-            st = swy_scatter(dsend, drecv, count, SWY_FLOAT32, 0, comm, NULL,
-                             NULL);
-            break;
-        default:
-            st = swy_allgatherv(dsend, count, drecv, rc, rd, SWY_FLOAT32,
-                                comm, NULL, NULL);
-        }
-        CHECK_OK(st, comm);
-        from_dev(hout, drecv, bytes);
-        long d = first_diff(hout, hin, bytes);
-        CHECK(d < 0, "%s count %zu: byte %ld differs from the input",
-              names[k], count, d);
-    }
-    CUDA_OK(cudaFree(dsend));
-    CUDA_OK(cudaFree(drecv));
-    free(hin);
-    free(hout);
-}
-
 /* A sub-communicator of a communicator whose device communicators exist:
  * the child's are split from the parent's (ncclCommSplit); its device ops
  * work, and so do the parent's after the child is destroyed. A rank with
@@ -534,10 +490,12 @@ static void test_mixed(swy_comm_t comm)
 
 /* ---- scenarios ------------------------------------------------------------ */
 
-/* ---- the collectives that stage device buffers through host memory -------
- * On one rank each is a copy; what is checked is that the staged copies
- * go in and out right: results, the gaps between allgatherv's blocks and
- * the bytes past the receive region untouched, in place included. */
+/* ---- reduce_scatter, reduce, gather, scatter, allgatherv ------------------
+ * Run by the plugin's collectives (coll_device) or staged through host
+ * memory (coll_device_staged). On one rank each is a copy; what is checked
+ * is that the data goes in and out right: results, the gaps between
+ * allgatherv's blocks and the bytes past the receive region untouched, in
+ * place included. */
 
 static void staged_check(const char *what, const void *dev, const void *want,
                          size_t bytes)
@@ -676,8 +634,6 @@ static int run_full(void)
         test_reduce_scatter(comm, di, redops[di % 5], di == 6 ? 3u << 20
                                                                : 4099);
     test_reduce_scatter(comm, 6, SWY_SUM, 0);
-    test_rooted(comm, 1);
-    test_rooted(comm, 3u << 20);
     test_split(comm);
 
     test_chunks(comm, 0);
