@@ -1,11 +1,12 @@
 /* Test double of the nccl plugin for machines without a GPU; what it
- * stands in for and what not: devdouble.h. One file, four parts: the
+ * stands in for and what not: devdouble.h. One file, five parts: the
  * "device" (memory regions and streams), the device services table, a
  * transport for that memory over Unix stream sockets between the
  * processes of one host (a frame per message: tag, length, bytes; tag
- * matching per source in posting order, as the transport ABI asks), and
+ * matching per source in posting order, as the transport ABI asks),
  * collectives on that memory (swy_devcoll_plugin_v1) over a mesh of such
- * sockets, as NCCL's communicators. */
+ * sockets, as NCCL's communicators, and the MoE row kernels on it
+ * (swy_devmoe_plugin_v1) as stream work with lib/moe's arithmetic. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -25,6 +26,7 @@
 #include "devdouble.h"
 #include "switchyard/swy_devcoll_v1.h"
 #include "switchyard/swy_device_v1.h"
+#include "switchyard/swy_devmoe_v1.h"
 #include "switchyard/swy_transport_v1.h"
 #ifndef DD_FIRST_RELEASE
 /* The library's conversions (lib/util/half.c, built into this double):
@@ -2063,5 +2065,542 @@ DD_EXPORT const swy_devcoll_v1_t swy_devcoll_plugin_v1 = {
     .launch = dd_coll_launch,
     .error_string = dd_error_string,
     .comm_split = dd_coll_comm_split,
+};
+#endif /* DD_FIRST_RELEASE */
+
+#ifndef DD_FIRST_RELEASE
+/* ---- MoE row kernels on device memory (swy_devmoe_plugin_v1) ------ */
+
+/* A kernel is work on the stream's thread with its scalars copied into a
+ * job. The arithmetic is lib/moe/rows.c's, term for term (fp32 sums in
+ * slot order, rounded once; dot products in double), so that the tests
+ * can compare the rows bitwise with the library's host path. Arrays of
+ * known length are checked at the call, as the real plugin's launch
+ * would fault on them; rows reached through an index are checked when
+ * the job reads them: a row outside device memory is a fault that, as
+ * CUDA's illegal address, fails every later call of this table. */
+
+static pthread_mutex_t dm_fault_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int dm_faulted;
+static char dm_fault[160];
+
+static swy_status_t dm_check_fault(const char *fn)
+{
+    if (!atomic_load(&dm_faulted))
+        return SWY_OK;
+    pthread_mutex_lock(&dm_fault_lock);
+    swy_status_t status = dd_fail(SWY_ERR_TRANSPORT, "devdouble %s: an "
+                                  "earlier kernel faulted: %s", fn, dm_fault);
+    pthread_mutex_unlock(&dm_fault_lock);
+    return status;
+}
+
+/* Row r of base (rb bytes a row), or NULL after recording a fault. */
+static char *dm_row(const void *base, int32_t r, size_t rb, const char *fn,
+                    const char *what)
+{
+    char *row = (char *)((uintptr_t)base + (uintptr_t)r * rb);
+    if (in_device(row, rb))
+        return row;
+    pthread_mutex_lock(&dm_fault_lock);
+    if (!atomic_load(&dm_faulted)) {
+        snprintf(dm_fault, sizeof(dm_fault), "%s: row %d of %s (%p) is "
+                 "outside device memory (illegal address)", fn, (int)r,
+                 what, base);
+        fprintf(stderr, "devdouble: %s\n", dm_fault);
+        atomic_store(&dm_faulted, 1);
+    }
+    pthread_mutex_unlock(&dm_fault_lock);
+    return NULL;
+}
+
+/* Element h of an fp32 or bf16 row, as fp32, and back: swy_moe_get and
+ * swy_moe_put (lib/moe/moe_impl.h). */
+static float dm_get(int bf16, const char *row, size_t h)
+{
+    uint16_t b;
+    float f;
+    if (bf16) {
+        memcpy(&b, row + 2 * h, 2);
+        return swy_bf16_to_float(b);
+    }
+    memcpy(&f, row + 4 * h, 4);
+    return f;
+}
+
+static void dm_put(int bf16, char *row, size_t h, float v)
+{
+    if (bf16) {
+        uint16_t b = swy_float_to_bf16(v);
+        memcpy(row + 2 * h, &b, 2);
+    } else {
+        memcpy(row + 4 * h, &v, 4);
+    }
+}
+
+typedef struct {
+    const char *fn;            /* the table's function, for a fault */
+    int bf16, S, k;            /* S: tokens, or rows of gather_rows */
+    size_t H, rb;              /* elements and bytes a row */
+    const char *in;            /* x, dsend, src or rows */
+    const int32_t *row;        /* row_of_slot or src_row */
+    const float *w;            /* topk_w */
+    const char *g;             /* dout */
+    char *out;                 /* send, dx, dst, out or drows */
+    float *dw;                 /* dtopk_w */
+    float acc[];               /* H: a token's sum */
+} dm_job_t;
+
+static swy_status_t dm_check_sizes(const char *fn, int S, int k, int H)
+{
+    if (S < 0 || k < 0 || H < 0)
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble %s: a negative size "
+                       "(S %d, k %d, H %d)", fn, S, k, H);
+    return SWY_OK;
+}
+
+static swy_status_t dm_check_dtype(const char *fn, swy_dtype_t dtype)
+{
+    if (dtype != SWY_FLOAT32 && dtype != SWY_BFLOAT16)
+        return dd_fail(SWY_ERR_UNSUPPORTED, "devdouble %s: dtype %d is not "
+                       "supported (rows are SWY_FLOAT32 or SWY_BFLOAT16)",
+                       fn, (int)dtype);
+    return SWY_OK;
+}
+
+/* bytes of device memory at p; 0 for rows reached through an index,
+ * whose number the call does not give (the job checks each). */
+static swy_status_t dm_check_array(const char *fn, const char *name,
+                                   const void *p, size_t bytes)
+{
+    if (p == NULL)
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble %s: %s is NULL with "
+                       "rows to touch", fn, name);
+    if (bytes == 0 && !in_device(p, 1))
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble %s: %s (%p) is not "
+                       "device memory", fn, name, p);
+    if (bytes > 0 && !in_device(p, bytes))
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble %s: %s (%p) is not "
+                       "%zu bytes of device memory", fn, name, p, bytes);
+    return SWY_OK;
+}
+
+static dm_job_t *dm_job_create(const char *fn, swy_dtype_t dtype, int S,
+                               int k, int H, size_t acc_elems)
+{
+    dm_job_t *job = calloc(1, sizeof(*job) + acc_elems * sizeof(float));
+    if (job == NULL) {
+        dd_fail(SWY_ERR_NO_MEMORY, "devdouble %s: no memory", fn);
+        return NULL;
+    }
+    job->fn = fn;
+    job->bf16 = dtype == SWY_BFLOAT16;
+    job->S = S;
+    job->k = k;
+    job->H = (size_t)H;
+    job->rb = (size_t)H * (job->bf16 ? 2 : 4);
+    return job;
+}
+
+static swy_status_t dm_launch(void *stream, void (*run)(void *), void *job,
+                              const char *fn)
+{
+    if (swy_devdouble_launch(stream, run, job) != 0) {
+        free(job);
+        return dd_fail(SWY_ERR_NO_MEMORY, "devdouble %s: no stream (out of "
+                       "memory)", fn);
+    }
+    return SWY_OK;
+}
+
+static void dm_pack_run(void *arg)
+{
+    dm_job_t *j = arg;
+    for (int t = 0; t < j->S; t++)
+        for (int s = 0; s < j->k; s++) {
+            int32_t r = j->row[(size_t)t * j->k + s];
+            char *dst = r >= 0 ? dm_row(j->out, r, j->rb, j->fn, "send")
+                               : NULL;
+            if (dst != NULL)
+                memcpy(dst, j->in + (size_t)t * j->rb, j->rb);
+        }
+    free(j);
+}
+
+static swy_status_t dm_pack(void *stream, swy_dtype_t dtype, const void *x,
+                            const int32_t *row_of_slot, int S, int k, int H,
+                            void *send)
+{
+    static const char fn[] = "pack";
+    swy_status_t status;
+    if ((status = dm_check_fault(fn)) != SWY_OK ||
+        (status = dm_check_sizes(fn, S, k, H)) != SWY_OK ||
+        (status = dm_check_dtype(fn, dtype)) != SWY_OK)
+        return status;
+    if (S == 0 || k == 0 || H == 0)
+        return SWY_OK;
+    size_t rb = (size_t)H * (dtype == SWY_BFLOAT16 ? 2 : 4);
+    if ((status = dm_check_array(fn, "x", x, (size_t)S * rb)) != SWY_OK ||
+        (status = dm_check_array(fn, "row_of_slot", row_of_slot,
+                                 (size_t)S * k * 4)) != SWY_OK ||
+        (status = dm_check_array(fn, "send", send, 0)) != SWY_OK)
+        return status;
+    dm_job_t *job = dm_job_create(fn, dtype, S, k, H, 0);
+    if (job == NULL)
+        return SWY_ERR_NO_MEMORY;
+    job->in = x;
+    job->row = row_of_slot;
+    job->out = send;
+    return dm_launch(stream, dm_pack_run, job, fn);
+}
+
+/* swy_moe_dispatch_backward_finish: acc += 1 * row per kept slot. */
+static void dm_pack_bwd_run(void *arg)
+{
+    dm_job_t *j = arg;
+    const float wf = 1.0f;
+    for (int t = 0; t < j->S; t++) {
+        memset(j->acc, 0, j->H * sizeof(float));
+        for (int s = 0; s < j->k; s++) {
+            int32_t r = j->row[(size_t)t * j->k + s];
+            const char *row = r >= 0 ? dm_row(j->in, r, j->rb, j->fn,
+                                              "dsend")
+                                     : NULL;
+            if (row == NULL)
+                continue;
+            for (size_t h = 0; h < j->H; h++)
+                j->acc[h] += wf * dm_get(j->bf16, row, h);
+        }
+        char *dx = j->out + (size_t)t * j->rb;
+        for (size_t h = 0; h < j->H; h++)
+            dm_put(j->bf16, dx, h, j->acc[h]);
+    }
+    free(j);
+}
+
+static swy_status_t dm_pack_bwd(void *stream, swy_dtype_t dtype,
+                                const void *dsend, const int32_t *row_of_slot,
+                                int S, int k, int H, void *dx)
+{
+    static const char fn[] = "pack_bwd";
+    swy_status_t status;
+    if ((status = dm_check_fault(fn)) != SWY_OK ||
+        (status = dm_check_sizes(fn, S, k, H)) != SWY_OK ||
+        (status = dm_check_dtype(fn, dtype)) != SWY_OK)
+        return status;
+    if (S == 0 || H == 0)
+        return SWY_OK;
+    size_t rb = (size_t)H * (dtype == SWY_BFLOAT16 ? 2 : 4);
+    if ((status = dm_check_array(fn, "dx", dx, (size_t)S * rb)) != SWY_OK)
+        return status;
+    if (k > 0 &&
+        ((status = dm_check_array(fn, "row_of_slot", row_of_slot,
+                                  (size_t)S * k * 4)) != SWY_OK ||
+         (status = dm_check_array(fn, "dsend", dsend, 0)) != SWY_OK))
+        return status;
+    dm_job_t *job = dm_job_create(fn, dtype, S, k, H, (size_t)H);
+    if (job == NULL)
+        return SWY_ERR_NO_MEMORY;
+    job->in = dsend;
+    job->row = row_of_slot;
+    job->out = dx;
+    return dm_launch(stream, dm_pack_bwd_run, job, fn);
+}
+
+static void dm_gather_rows_run(void *arg)
+{
+    dm_job_t *j = arg;
+    for (int i = 0; i < j->S; i++) {
+        char *dst = j->out + (size_t)i * j->rb;
+        int32_t s = j->row[i];
+        const char *src = s >= 0 ? dm_row(j->in, s, j->rb, j->fn, "src")
+                                 : NULL;
+        if (src != NULL)
+            memcpy(dst, src, j->rb);
+        else if (s < 0) /* -1: a row no source maps to */
+            memset(dst, 0, j->rb);
+    }
+    free(j);
+}
+
+static swy_status_t dm_gather_rows(void *stream, swy_dtype_t dtype,
+                                   const void *src, const int32_t *src_row,
+                                   int n, int H, void *dst)
+{
+    static const char fn[] = "gather_rows";
+    swy_status_t status;
+    if ((status = dm_check_fault(fn)) != SWY_OK)
+        return status;
+    if (n < 0 || H < 0)
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble %s: a negative size "
+                       "(n %d, H %d)", fn, n, H);
+    if ((status = dm_check_dtype(fn, dtype)) != SWY_OK)
+        return status;
+    if (n == 0 || H == 0)
+        return SWY_OK;
+    size_t rb = (size_t)H * (dtype == SWY_BFLOAT16 ? 2 : 4);
+    if ((status = dm_check_array(fn, "src_row", src_row,
+                                 (size_t)n * 4)) != SWY_OK ||
+        (status = dm_check_array(fn, "dst", dst, (size_t)n * rb)) != SWY_OK ||
+        (status = dm_check_array(fn, "src", src, 0)) != SWY_OK)
+        return status;
+    dm_job_t *job = dm_job_create(fn, dtype, n, 0, H, 0);
+    if (job == NULL)
+        return SWY_ERR_NO_MEMORY;
+    job->in = src;
+    job->row = src_row;
+    job->out = dst;
+    return dm_launch(stream, dm_gather_rows_run, job, fn);
+}
+
+/* swy_moe_combine_finish: acc += topk_w * row per kept slot. */
+static void dm_combine_fwd_run(void *arg)
+{
+    dm_job_t *j = arg;
+    for (int t = 0; t < j->S; t++) {
+        memset(j->acc, 0, j->H * sizeof(float));
+        for (int s = 0; s < j->k; s++) {
+            size_t slot = (size_t)t * j->k + s;
+            int32_t r = j->row[slot];
+            const char *row = r >= 0 ? dm_row(j->in, r, j->rb, j->fn, "rows")
+                                     : NULL;
+            if (row == NULL)
+                continue;
+            float wf = j->w[slot];
+            for (size_t h = 0; h < j->H; h++)
+                j->acc[h] += wf * dm_get(j->bf16, row, h);
+        }
+        char *out = j->out + (size_t)t * j->rb;
+        for (size_t h = 0; h < j->H; h++)
+            dm_put(j->bf16, out, h, j->acc[h]);
+    }
+    free(j);
+}
+
+static swy_status_t dm_combine_fwd(void *stream, swy_dtype_t dtype,
+                                   const void *rows,
+                                   const int32_t *row_of_slot,
+                                   const float *topk_w, int S, int k, int H,
+                                   void *out)
+{
+    static const char fn[] = "combine_fwd";
+    swy_status_t status;
+    if ((status = dm_check_fault(fn)) != SWY_OK ||
+        (status = dm_check_sizes(fn, S, k, H)) != SWY_OK ||
+        (status = dm_check_dtype(fn, dtype)) != SWY_OK)
+        return status;
+    if (S == 0 || H == 0)
+        return SWY_OK;
+    size_t rb = (size_t)H * (dtype == SWY_BFLOAT16 ? 2 : 4);
+    if ((status = dm_check_array(fn, "out", out, (size_t)S * rb)) != SWY_OK)
+        return status;
+    if (k > 0 &&
+        ((status = dm_check_array(fn, "row_of_slot", row_of_slot,
+                                  (size_t)S * k * 4)) != SWY_OK ||
+         (status = dm_check_array(fn, "topk_w", topk_w,
+                                  (size_t)S * k * 4)) != SWY_OK ||
+         (status = dm_check_array(fn, "rows", rows, 0)) != SWY_OK))
+        return status;
+    dm_job_t *job = dm_job_create(fn, dtype, S, k, H, (size_t)H);
+    if (job == NULL)
+        return SWY_ERR_NO_MEMORY;
+    job->in = rows;
+    job->row = row_of_slot;
+    job->w = topk_w;
+    job->out = out;
+    return dm_launch(stream, dm_combine_fwd_run, job, fn);
+}
+
+/* swy_moe_combine_backward with swy_moe_scale_row: drows[r] = w * g,
+ * dtopk_w = dot(g, rows[r]) summed in double. */
+static void dm_combine_bwd_run(void *arg)
+{
+    dm_job_t *j = arg;
+    for (int t = 0; t < j->S; t++) {
+        for (int s = 0; s < j->k; s++) {
+            size_t slot = (size_t)t * j->k + s;
+            int32_t r = j->H > 0 ? j->row[slot] : -1; /* H 0: dot 0 */
+            double dot = 0;
+            const char *y = NULL;
+            char *dst = NULL;
+            if (r >= 0 && j->dw != NULL &&
+                (y = dm_row(j->in, r, j->rb, j->fn, "rows")) == NULL)
+                r = -1;
+            if (r >= 0 && j->out != NULL &&
+                (dst = dm_row(j->out, r, j->rb, j->fn, "drows")) == NULL)
+                r = -1;
+            if (r >= 0) {
+                const char *g = j->g + (size_t)t * j->rb;
+                float wf = j->out != NULL ? j->w[slot] : 0.0f;
+                for (size_t h = 0; h < j->H; h++) {
+                    float gh = dm_get(j->bf16, g, h);
+                    if (y != NULL)
+                        dot += (double)gh * dm_get(j->bf16, y, h);
+                    if (dst != NULL)
+                        dm_put(j->bf16, dst, h, wf * gh);
+                }
+            }
+            if (j->dw != NULL)
+                j->dw[slot] = (float)dot;
+        }
+    }
+    free(j);
+}
+
+static swy_status_t dm_combine_bwd(void *stream, swy_dtype_t dtype,
+                                   const void *rows,
+                                   const int32_t *row_of_slot,
+                                   const float *topk_w, const void *dout,
+                                   int S, int k, int H, void *drows,
+                                   float *dtopk_w)
+{
+    static const char fn[] = "combine_bwd";
+    swy_status_t status;
+    if ((status = dm_check_fault(fn)) != SWY_OK ||
+        (status = dm_check_sizes(fn, S, k, H)) != SWY_OK ||
+        (status = dm_check_dtype(fn, dtype)) != SWY_OK)
+        return status;
+    /* H 0 still gives the weights' gradients: zeros. */
+    if (S == 0 || k == 0 || (drows == NULL && dtopk_w == NULL) ||
+        (H == 0 && dtopk_w == NULL))
+        return SWY_OK;
+    size_t rb = (size_t)H * (dtype == SWY_BFLOAT16 ? 2 : 4);
+    size_t slots = (size_t)S * k;
+    if ((status = dm_check_array(fn, "row_of_slot", row_of_slot,
+                                 slots * 4)) != SWY_OK)
+        return status;
+    if (dtopk_w != NULL &&
+        (status = dm_check_array(fn, "dtopk_w", dtopk_w, slots * 4)) !=
+            SWY_OK)
+        return status;
+    if (H > 0 &&
+        (status = dm_check_array(fn, "dout", dout, (size_t)S * rb)) != SWY_OK)
+        return status;
+    if (H > 0 && dtopk_w != NULL &&
+        (status = dm_check_array(fn, "rows", rows, 0)) != SWY_OK)
+        return status;
+    if (H > 0 && drows != NULL &&
+        ((status = dm_check_array(fn, "topk_w", topk_w, slots * 4)) !=
+             SWY_OK ||
+         (status = dm_check_array(fn, "drows", drows, 0)) != SWY_OK))
+        return status;
+    dm_job_t *job = dm_job_create(fn, dtype, S, k, H, 0);
+    if (job == NULL)
+        return SWY_ERR_NO_MEMORY;
+    job->in = rows;
+    job->row = row_of_slot;
+    job->w = topk_w;
+    job->g = dout;
+    job->out = drows;
+    job->dw = dtopk_w;
+    return dm_launch(stream, dm_combine_bwd_run, job, fn);
+}
+
+/* upload: the source copied at the call, so that the caller may reuse it
+ * at once (as cudaMemcpyAsync from pageable memory). */
+typedef struct {
+    void *dst;
+    size_t bytes;
+    char data[];
+} dm_upload_t;
+
+static void dm_upload_run(void *arg)
+{
+    dm_upload_t *u = arg;
+    memcpy(u->dst, u->data, u->bytes);
+    free(u);
+}
+
+static swy_status_t dm_upload(void *stream, void *dst, const void *src,
+                              size_t bytes)
+{
+    static const char fn[] = "upload";
+    swy_status_t status;
+    if ((status = dm_check_fault(fn)) != SWY_OK)
+        return status;
+    if (bytes == 0)
+        return SWY_OK;
+    if ((status = dm_check_array(fn, "dst", dst, bytes)) != SWY_OK)
+        return status;
+    if (src == NULL || in_device(src, 1))
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble %s: src (%p) is not "
+                       "host memory", fn, src);
+    dm_upload_t *u = malloc(sizeof(*u) + bytes);
+    if (u == NULL)
+        return dd_fail(SWY_ERR_NO_MEMORY, "devdouble %s: no memory for %zu "
+                       "bytes", fn, bytes);
+    u->dst = dst;
+    u->bytes = bytes;
+    memcpy(u->data, src, bytes);
+    return dm_launch(stream, dm_upload_run, u, fn);
+}
+
+/* download: a copy on the stream, which the caller waits for. */
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done;
+} dm_download_t;
+
+static void dm_download_run(void *arg)
+{
+    dm_download_t *d = arg;
+    memcpy(d->dst, d->src, d->bytes);
+    pthread_mutex_lock(&d->lock);
+    d->done = 1;
+    pthread_cond_broadcast(&d->cond);
+    pthread_mutex_unlock(&d->lock);
+}
+
+static swy_status_t dm_download(void *stream, void *dst, const void *src,
+                                size_t bytes)
+{
+    static const char fn[] = "download";
+    swy_status_t status;
+    if ((status = dm_check_fault(fn)) != SWY_OK)
+        return status;
+    if (bytes == 0)
+        return SWY_OK;
+    if ((status = dm_check_array(fn, "src", src, bytes)) != SWY_OK)
+        return status;
+    if (dst == NULL || in_device(dst, 1))
+        return dd_fail(SWY_ERR_INVALID_ARG, "devdouble %s: dst (%p) is not "
+                       "host memory", fn, dst);
+    dm_download_t d = {.dst = dst, .src = src, .bytes = bytes};
+    pthread_mutex_init(&d.lock, NULL);
+    pthread_cond_init(&d.cond, NULL);
+    if (swy_devdouble_launch(stream, dm_download_run, &d) != 0)
+        status = dd_fail(SWY_ERR_NO_MEMORY, "devdouble %s: no stream (out "
+                         "of memory)", fn);
+    else {
+        pthread_mutex_lock(&d.lock);
+        while (!d.done)
+            pthread_cond_wait(&d.cond, &d.lock);
+        pthread_mutex_unlock(&d.lock);
+        /* As cudaMemcpy, which returns a fault of the work before it. */
+        status = dm_check_fault(fn);
+    }
+    pthread_mutex_destroy(&d.lock);
+    pthread_cond_destroy(&d.cond);
+    return status;
+}
+
+DD_EXPORT const swy_devmoe_v1_t swy_devmoe_plugin_v1 = {
+    .abi_version = SWY_DEVMOE_ABI_V1,
+    .struct_size = sizeof(swy_devmoe_v1_t),
+    .name = DD_NAME,
+    .alloc = swy_devdouble_alloc,
+    .free_mem = swy_devdouble_free,
+    .upload = dm_upload,
+    .download = dm_download,
+    .pack = dm_pack,
+    .pack_bwd = dm_pack_bwd,
+    .gather_rows = dm_gather_rows,
+    .combine_fwd = dm_combine_fwd,
+    .combine_bwd = dm_combine_bwd,
+    .error_string = dd_error_string,
 };
 #endif /* DD_FIRST_RELEASE */

@@ -5,9 +5,11 @@
  * what this header's allocator returns, which is host memory, and its
  * streams are threads; its transport (swy_transport_plugin_v1, name
  * "devdouble") moves that memory between the processes of one host over
- * Unix sockets. The library's device paths (transport choice by memory
- * type, staging through pinned host copies, device chunks, the caller's
- * stream) then run at several ranks on any machine. Nothing here is fast
+ * Unix sockets; its MoE row kernels (swy_devmoe_plugin_v1) run on a
+ * stream as lib/moe's host path computes. The library's device paths
+ * (transport choice by memory type, staging through pinned host copies,
+ * device chunks, the caller's stream) then run at several ranks on any
+ * machine. Nothing here is fast
  * or a model of CUDA beyond what those paths rely on.
  *
  * A test opens the same file the library loads (SWY_PLUGIN_PATH puts its
