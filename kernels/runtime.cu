@@ -326,3 +326,22 @@ void *swy_kc_ctx_stream(swy_kc_ctx_t *ctx)
 {
     return ctx != NULL ? (void *)ctx->stream : NULL;
 }
+
+int swy_kc_ctx_set_stream(swy_kc_ctx_t *ctx, void *stream)
+{
+    static const char fn[] = "swy_kc_ctx_set_stream";
+    KC_CTX(fn, ctx);
+    if ((cudaStream_t)stream == ctx->stream)
+        return 0;
+    KC_TRY(kc_blas_check(fn, "cublasSetStream",
+                         cublasSetStream(ctx->blas, (cudaStream_t)stream)));
+    ctx->stream = (cudaStream_t)stream;
+    /* cublasSetStream puts the handle back on cuBLAS's own workspace
+     * pool: give it the context's again, as swy_kc_ctx_create does.  Should
+     * that fail, the handle keeps the pool, which is correct, only not
+     * the context's memory. */
+    KC_TRY(kc_blas_check(fn, "cublasSetWorkspace",
+                         cublasSetWorkspace(ctx->blas, ctx->blas_workspace,
+                                            KC_BLAS_WORKSPACE_BYTES)));
+    return 0;
+}

@@ -138,6 +138,21 @@ void swy_kc_ctx_destroy(swy_kc_ctx_t *ctx);
 /** The stream the context enqueues on (NULL = default stream). */
 void *swy_kc_ctx_stream(swy_kc_ctx_t *ctx);
 
+/** Rebinds the context, and its cuBLAS handle, to `stream` (NULL = the
+ *  default stream; not owned): later kernels are enqueued there; the same
+ *  stream again costs nothing.  Nothing is waited for, so the kernels that
+ *  use the context's memory (the GEMMs of linear, ffn and the gate logits:
+ *  the cuBLAS workspace; xent and swy_kc_gate_topo_reroute: the scratch
+ *  and workspace) must not overlap with such kernels still queued on the
+ *  previous stream: order the two (an event) or synchronize the previous
+ *  one first.  That memory stays on the device the context was made on;
+ *  the row kernels (pack, unpack, gather_rows, combine) use none of it and
+ *  may also go to a stream of another device, made current.  On failure
+ *  the context may already be bound to `stream`, with cuBLAS on its own
+ *  workspace pool; it stays usable.  Not thread-safe (as every use of one
+ *  context). */
+int swy_kc_ctx_set_stream(swy_kc_ctx_t *ctx, void *stream);
+
 /* ======================================================================
  * Gate (gate.cu)
  * ====================================================================== */
