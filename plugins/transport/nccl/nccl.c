@@ -1,9 +1,10 @@
-/* swy-transport-nccl: two of the three exported tables.
+/* swy-transport-nccl: two of the four exported tables.
  * swy_transport_plugin_v1 moves device memory between ranks
  * (nccl_connect.c, nccl_p2p.c); swy_device_plugin_v1 offers the device
  * services (nccl_device.c); swy_devcoll_plugin_v1, the third, is defined
- * in nccl_coll.c. Nothing else leaves the shared object (hidden
- * visibility). */
+ * in nccl_coll.c, and swy_devmoe_plugin_v1, the fourth, in nccl_moe.c.
+ * Nothing else leaves the shared object (hidden visibility; the kernels'
+ * static library is linked with its symbols hidden, meson.build). */
 #include "nccl_plugin.h"
 
 __attribute__((visibility("default"))) const swy_transport_v1_t

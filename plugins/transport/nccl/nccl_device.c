@@ -3,10 +3,12 @@
  * do about device memory.
  *
  * They are process-wide and thread-safe (the CUDA runtime
- * is); a failure is kept per thread for error_string(). Compiled on the
+ * is); a failure is kept per thread for error_string(), a text that the
+ * row kernels of swy_devmoe_plugin_v1 (nccl_moe.c) share. Compiled on the
  * project's machines, which have no GPU: the stream functions at the end
  * have not run on one yet (README, "Verified on GPUs"). */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -16,10 +18,18 @@
 
 static __thread char nccl_device_error[256] = "no error";
 
-static void nccl_device_set_error(const char *call, cudaError_t err)
+void nccl_device_set_errorf(const char *fmt, ...)
 {
-    snprintf(nccl_device_error, sizeof(nccl_device_error), "%s: %s (%s)",
-             call, cudaGetErrorString(err), cudaGetErrorName(err));
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(nccl_device_error, sizeof(nccl_device_error), fmt, ap);
+    va_end(ap);
+}
+
+void nccl_device_set_error(const char *call, cudaError_t err)
+{
+    nccl_device_set_errorf("%s: %s (%s)", call, cudaGetErrorString(err),
+                           cudaGetErrorName(err));
 }
 
 int nccl_device_count(void)

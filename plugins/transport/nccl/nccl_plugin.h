@@ -300,6 +300,13 @@ swy_status_t nccl_describe_peer(void *vctx, int peer, char *buf, size_t len);
 
 /* ---- nccl_device.c ----------------------------------------------------------- */
 
+/* The calling thread's error text of the device services, which
+ * swy_device_plugin_v1 and swy_devmoe_plugin_v1 (nccl_moe.c) share: their
+ * error_string() both return it. set_error writes "call: text (name)". */
+__attribute__((format(printf, 1, 2))) void
+nccl_device_set_errorf(const char *fmt, ...);
+void nccl_device_set_error(const char *call, cudaError_t err);
+
 int nccl_device_count(void);
 swy_mem_type_t nccl_device_mem_type(const void *ptr);
 swy_status_t nccl_device_stream_sync(void *stream);
