@@ -112,9 +112,42 @@ swy_status_t swy_devcoll_plugin_symbol(void *dl_handle, const char *path,
     return SWY_OK;
 }
 
+/* swy_devmoe_plugin_v1 of an opened plugin, validated as the others:
+ * SWY_OK with *dm_p NULL when it is absent. */
+static swy_status_t devmoe_plugin_symbol(void *dl_handle, const char *path,
+                                         const swy_devmoe_v1_t **dm_p,
+                                         char *why, size_t why_len)
+{
+    dlerror();
+    const swy_devmoe_v1_t *dm = dlsym(dl_handle, SWY_DEVMOE_PLUGIN_SYMBOL_V1);
+    *dm_p = NULL;
+    if (dm == NULL)
+        return SWY_OK;
+    const char *bad = NULL;
+    if (dm->abi_version != SWY_DEVMOE_ABI_V1)
+        bad = "wrong ABI version";
+    else if (dm->struct_size < sizeof(swy_devmoe_v1_t))
+        bad = "struct size below that of version 1";
+    else if (dm->name == NULL || dm->alloc == NULL || dm->free_mem == NULL ||
+             dm->upload == NULL || dm->download == NULL ||
+             dm->pack == NULL || dm->pack_bwd == NULL ||
+             dm->gather_rows == NULL || dm->combine_fwd == NULL ||
+             dm->combine_bwd == NULL || dm->error_string == NULL)
+        bad = "a function is NULL";
+    if (bad != NULL) {
+        snprintf(why, why_len, "plugin %s: %s: %s (ABI %u, %u bytes)", path,
+                 SWY_DEVMOE_PLUGIN_SYMBOL_V1, bad, dm->abi_version,
+                 dm->struct_size);
+        return SWY_ERR_INVALID_ARG;
+    }
+    *dm_p = dm;
+    return SWY_OK;
+}
+
 static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 static const swy_device_v1_t *device_ops;
 static const swy_devcoll_v1_t *devcoll_ops;
+static const swy_devmoe_v1_t *devmoe_ops;
 
 /* Runs once. Everything that is normal on a machine without a GPU (no
  * plugin, a plugin that cannot load for lack of CUDA libraries, no
@@ -169,6 +202,10 @@ static void device_open(void)
         swy_warn(DEV_SUBSYS, "%s; device collectives stage through host "
                  "memory", why);
     devcoll_ops = dc;
+    const swy_devmoe_v1_t *dm = NULL;
+    if (devmoe_plugin_symbol(handle, path, &dm, why, sizeof(why)) != SWY_OK)
+        swy_warn(DEV_SUBSYS, "%s; MoE plans take host rows only", why);
+    devmoe_ops = dm;
 }
 
 const swy_device_v1_t *swy_device_ops(void)
@@ -184,6 +221,12 @@ const swy_devcoll_v1_t *swy_devcoll_ops(void)
         return NULL;
     const char *mode = swy_config_get_text("SWY_DEVICE_COLL");
     return mode != NULL && strcmp(mode, "staged") == 0 ? NULL : devcoll_ops;
+}
+
+const swy_devmoe_v1_t *swy_devmoe_ops(void)
+{
+    pthread_once(&device_once, device_open);
+    return devmoe_ops;
 }
 
 swy_mem_type_t swy_device_mem_type(const void *ptr)

@@ -21,6 +21,7 @@
 #include "switchyard/swy_device_v1.h"
 
 #include "switchyard/swy_devcoll_v1.h"
+#include "switchyard/swy_devmoe_v1.h"
 
 /* Name of the plugin whose device services the process uses. */
 #define SWY_DEVICE_PLUGIN_NAME "nccl"
@@ -35,6 +36,11 @@ const swy_device_v1_t *swy_device_ops(void);
  * SWY_DEVICE_COLL=staged. Device collectives then stage through host
  * memory. */
 const swy_devcoll_v1_t *swy_devcoll_ops(void);
+
+/* The plugin's row kernels of the MoE exchange (swy_devmoe_plugin_v1,
+ * from the same plugin as swy_device_ops), or NULL: none there, or no
+ * device services. lib/moe then refuses plans with device rows. */
+const swy_devmoe_v1_t *swy_devmoe_ops(void);
 
 /* Look for swy_devcoll_plugin_v1 in an opened plugin and validate it, as
  * swy_device_plugin_symbol does. */
