@@ -76,12 +76,31 @@
  * that routes from several threads serializes them. The plan must outlive
  * its routes and the communicator must outlive the plan. Buffers
  * passed to a posted exchange are borrowed until it completes (the last
- * swy_moe_wait_chunk() or the *_finish() call). Rows are host memory
- * of SWY_FLOAT32, SWY_FLOAT16, SWY_BFLOAT16 or SWY_FLOAT64 (the plan's
+ * swy_moe_wait_chunk() or the *_finish() call). Rows are of
+ * SWY_FLOAT32, SWY_FLOAT16, SWY_BFLOAT16 or SWY_FLOAT64 (the plan's
  * dtype); the gate weights topk_w and their gradient grad_topk_w are
- * float arrays, double arrays with SWY_FLOAT64 rows;
- * device buffers go through swy_alltoallv directly (swy-train --device
- * cuda does so).
+ * float arrays, double arrays with SWY_FLOAT64 rows.
+ *
+ * **Device rows.** A plan made with `rows_mem = SWY_MOE_ROWS_DEVICE` takes
+ * device memory (CUDA) for every row buffer, topk_w and grad_topk_w, and
+ * keeps its own rows there: packing, reordering and the weighted sums run
+ * as kernels of the nccl plugin (swy_devmoe_v1.h), the all-to-alls move
+ * device memory, and nothing is staged through the host. Its dtype is
+ * SWY_FLOAT32 or SWY_BFLOAT16. topk_idx may be host or device memory; a
+ * device one is copied to the host once per route (S*k ints), as FastMoE
+ * brings its expert counts to the host. Ordering is the stream's
+ * (`stream` of the config, NULL = the legacy default stream; an attr's
+ * stream must be NULL or the same): a call reads its inputs after the
+ * work queued on the stream before it, and its outputs (expert_in after
+ * swy_moe_wait_chunk(), tokens_out, grad_topk_w, grad_expert_out,
+ * grad_tokens) are written by work it queues on the stream, so kernels
+ * the framework queues there afterwards see them without a host wait
+ * (the host wait is the call itself: posting an exchange waits for the
+ * stream to drain, and the *_finish() and swy_moe_wait_chunk() calls
+ * for the all-to-all). A buffer in the other kind of memory than the
+ * plan's rows is SWY_ERR_INVALID_ARG. Without the nccl plugin, a GPU or
+ * the plugin's swy_devmoe_plugin_v1, creating a device plan is
+ * SWY_ERR_UNSUPPORTED.
  */
 #ifndef SWITCHYARD_MOE_H
 #define SWITCHYARD_MOE_H
@@ -115,11 +134,25 @@ typedef struct {
                                  ranks */
     int pipeline_degree;    /**< d >= 1 chunks per exchange */
     int packing_factor;     /**< p >= 1: experts per rank = E_loc * p */
+    /* ---- appended (2026-11); a config whose struct_size ends before
+     *      them is a host plan ---- */
+    int rows_mem;           /**< where every row, topk_w and grad_topk_w
+                                 lie: SWY_MOE_ROWS_HOST (default) or
+                                 SWY_MOE_ROWS_DEVICE (see "Device rows"
+                                 above; checked across ranks) */
+    void *stream;           /**< device plans: the cudaStream_t the plan's
+                                 work is ordered on (NULL: the legacy
+                                 default stream); host plans: NULL.
+                                 Not checked across ranks. */
 } swy_moe_config_t;
+
+/** Values of swy_moe_config_t.rows_mem. */
+enum { SWY_MOE_ROWS_HOST = 0, SWY_MOE_ROWS_DEVICE = 1 };
 
 /** A config with every field at its default but hidden (set it). */
 #define SWY_MOE_CONFIG_INIT                                                 \
-    {sizeof(swy_moe_config_t), 1, 0, SWY_FLOAT32, 1, 0.0, 1, 1}
+    {sizeof(swy_moe_config_t), 1, 0, SWY_FLOAT32, 1, 0.0, 1, 1,             \
+     SWY_MOE_ROWS_HOST, NULL}
 
 /** Flags of swy_moe_dispatch() and swy_moe_combine_backward(). */
 enum {

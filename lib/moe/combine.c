@@ -26,8 +26,19 @@ swy_status_t swy_moe_combine_finish(swy_moe_route_t route,
                            "%d tokens", fn,
                            topk_w == NULL ? "topk_w" : "tokens_out",
                            route->S);
+    const struct swy_moe_plan *plan = route->plan;
+    SWY_CHECK(swy_moe_check_mem(plan, topk_w, "topk_w", fn));
+    SWY_CHECK(swy_moe_check_mem(plan, tokens_out, "tokens_out", fn));
     SWY_CHECK(swy_moe_rev_wait_all(route));
     route->combined = 1;
+    if (plan->dev != NULL) {
+        swy_status_t status = route->S == 0 ? SWY_OK : plan->dev->combine_fwd(
+            plan->stream, route->dtype, route->comb_buf, route->slot_row_d,
+            topk_w, route->S, route->k, (int)route->H, tokens_out);
+        return status == SWY_OK ? SWY_OK
+                                : swy_moe_dev_fail(plan, status, fn,
+                                                   "the weighted sum");
+    }
     size_t rb = route->rb;
     int k = route->k;
     char *out = tokens_out;
@@ -58,6 +69,8 @@ swy_status_t swy_moe_combine(swy_moe_route_t route, const void *expert_out,
                            "%d tokens", fn,
                            topk_w == NULL ? "topk_w" : "tokens_out",
                            route->S);
+    SWY_CHECK(swy_moe_check_mem(route->plan, topk_w, "topk_w", fn));
+    SWY_CHECK(swy_moe_check_mem(route->plan, tokens_out, "tokens_out", fn));
     for (int j = 0; j < route->d; j++)
         SWY_CHECK(swy_moe_rev_post_chunk(route, SWY_MOE_XCHG_COMBINE, j,
                                          expert_out, attr, fn));
@@ -92,6 +105,25 @@ swy_status_t swy_moe_combine_backward(swy_moe_route_t route,
         return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: grad_expert_out "
                            "is NULL with %lld rows to receive", fn,
                            (long long)route->recv_rows);
+    const struct swy_moe_plan *plan = route->plan;
+    SWY_CHECK(swy_moe_check_mem(plan, grad_tokens_out, "grad_tokens_out",
+                                fn));
+    SWY_CHECK(swy_moe_check_mem(plan, topk_w, "topk_w", fn));
+    SWY_CHECK(swy_moe_check_mem(plan, grad_expert_out, "grad_expert_out",
+                                fn));
+    SWY_CHECK(swy_moe_check_mem(plan, grad_topk_w, "grad_topk_w", fn));
+    SWY_CHECK(swy_moe_check_attr(plan, attr, fn));
+    if (plan->dev != NULL) {
+        swy_status_t status = route->S == 0 ? SWY_OK : plan->dev->combine_bwd(
+            plan->stream, route->dtype, route->comb_buf, route->slot_row_d,
+            topk_w, grad_tokens_out, route->S, route->k, (int)route->H,
+            route->tok_buf, grad_topk_w);
+        if (status != SWY_OK)
+            return swy_moe_dev_fail(plan, status, fn, "the weighted rows");
+        SWY_CHECK(swy_moe_fwd_post(route, SWY_MOE_XCHG_COMBINE_BWD,
+                                   grad_expert_out, attr, fn));
+        return flags == SWY_MOE_ASYNC ? SWY_OK : swy_moe_fwd_wait_all(route);
+    }
     size_t rb = route->rb;
     int k = route->k;
     const char *grad = grad_tokens_out;

@@ -36,7 +36,19 @@ swy_status_t swy_moe_dispatch(swy_moe_route_t route, const void *tokens,
         return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: expert_in is "
                            "NULL with %lld rows to receive", fn,
                            (long long)route->recv_rows);
-    pack_tokens(route, tokens);
+    const struct swy_moe_plan *plan = route->plan;
+    SWY_CHECK(swy_moe_check_mem(plan, tokens, "tokens", fn));
+    SWY_CHECK(swy_moe_check_mem(plan, expert_in, "expert_in", fn));
+    SWY_CHECK(swy_moe_check_attr(plan, attr, fn));
+    if (plan->dev == NULL) {
+        pack_tokens(route, tokens);
+    } else if (route->send_rows > 0) {
+        swy_status_t status = plan->dev->pack(
+            plan->stream, route->dtype, tokens, route->slot_row_d, route->S,
+            route->k, (int)route->H, route->tok_buf);
+        if (status != SWY_OK)
+            return swy_moe_dev_fail(plan, status, fn, "packing the tokens");
+    }
     SWY_CHECK(swy_moe_fwd_post(route, SWY_MOE_XCHG_DISPATCH, expert_in, attr,
                                fn));
     return flags == SWY_MOE_ASYNC ? SWY_OK : swy_moe_fwd_wait_all(route);
@@ -62,7 +74,17 @@ swy_status_t swy_moe_dispatch_backward_finish(swy_moe_route_t route,
     if (grad_tokens == NULL && route->S > 0)
         return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: grad_tokens is "
                            "NULL with %d tokens", fn, route->S);
+    const struct swy_moe_plan *plan = route->plan;
+    SWY_CHECK(swy_moe_check_mem(plan, grad_tokens, "grad_tokens", fn));
     SWY_CHECK(swy_moe_rev_wait_all(route));
+    if (plan->dev != NULL) {
+        swy_status_t status = route->S == 0 ? SWY_OK : plan->dev->pack_bwd(
+            plan->stream, route->dtype, route->tok_buf, route->slot_row_d,
+            route->S, route->k, (int)route->H, grad_tokens);
+        return status == SWY_OK ? SWY_OK
+                                : swy_moe_dev_fail(plan, status, fn,
+                                                   "summing the slots");
+    }
     /* The gradient of a token copied to several slots is the sum of the
      * slots' gradients. */
     size_t rb = route->rb;
@@ -90,6 +112,8 @@ swy_status_t swy_moe_dispatch_backward(swy_moe_route_t route,
     if (grad_tokens == NULL && route->S > 0)
         return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: grad_tokens is "
                            "NULL with %d tokens", fn, route->S);
+    SWY_CHECK(swy_moe_check_mem(route->plan, grad_tokens, "grad_tokens",
+                                fn));
     for (int j = 0; j < route->d; j++)
         SWY_CHECK(swy_moe_rev_post_chunk(route, SWY_MOE_XCHG_DISPATCH_BWD, j,
                                          grad_expert_in, attr, fn));

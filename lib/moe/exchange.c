@@ -63,13 +63,15 @@ swy_status_t swy_moe_rev_check_idle(swy_moe_route_t route, const char *fn)
 /* Attributes of an exchange's chunks: default priority high (the
  * library gives chunk j order + j and appends "[j/d]" to the name), a
  * name that says which exchange. */
-static swy_op_attr_t xchg_attr(const swy_op_attr_t *attr,
+static swy_op_attr_t xchg_attr(const swy_moe_route_t route,
+                               const swy_op_attr_t *attr,
                                swy_moe_xchg_kind_t kind, char *name,
                                size_t name_len)
 {
     swy_op_attr_t a = SWY_OP_ATTR_INIT;
     if (attr != NULL)
         a = *attr;
+    a.stream = route->plan->stream; /* NULL for host rows */
     if (a.priority < 0)
         a.priority = SWY_PRIO_HIGH;
     snprintf(name, name_len, "%s%smoe.%s",
@@ -105,6 +107,21 @@ void swy_moe_xchg_drain(swy_moe_route_t route, swy_moe_xchg_t *x)
             x->reqs[j] = NULL;
         }
     x->kind = SWY_MOE_XCHG_NONE;
+}
+
+/* A failure in the middle of exchange x: every chunk posted is let go
+ * and waited for (the peers' exchanges then complete), the route is idle
+ * again, and the error says which chunk. */
+static swy_status_t xchg_fail(swy_moe_route_t route, swy_moe_xchg_t *x,
+                              swy_status_t status, const char *fn,
+                              const char *what, int chunk)
+{
+    char msg[SWY_ERRMSG_MAX];
+    snprintf(msg, sizeof(msg), "%s: %s %d of %d of the %s: %s", fn, what,
+             chunk, route->d, swy_moe_xchg_name(x->kind), swy_err_last());
+    swy_moe_xchg_drain(route, x);
+    swy_err_store(msg);
+    return status;
 }
 
 /* Copies block rows between a staging (rank-major) and an expert-side
@@ -155,7 +172,11 @@ static void chunk_counts(swy_moe_route_t route, size_t *tok_counts,
 
 /* Post the exchange's d chunks as one swy_alltoallv_chunks (one
  * argument check across ranks for all of them); held: each chunk starts
- * at its swy_chunk_release. */
+ * at its swy_chunk_release. Device rows are always posted held, which
+ * waits here for the plan's stream to drain (the rows packed there are
+ * then in place) and queues nothing on it, so no chunk holds the stream:
+ * a forward exchange releases every chunk at once, and the expert
+ * compute on chunk 0 need not wait for chunk d-1. */
 static swy_status_t post_chunks(swy_moe_route_t route, swy_moe_xchg_t *x,
                                 swy_moe_xchg_kind_t kind, const void *sendbuf,
                                 void *recvbuf, int reverse,
@@ -166,15 +187,17 @@ static swy_status_t post_chunks(swy_moe_route_t route, swy_moe_xchg_t *x,
            *sd = sc + cells;
     chunk_counts(route, tc, td, sc, sd);
     char name[96];
-    swy_op_attr_t a = xchg_attr(attr, kind, name, sizeof(name));
+    swy_op_attr_t a = xchg_attr(route, attr, kind, name, sizeof(name));
+    unsigned flags = reverse || route->plan->dev != NULL ? SWY_CHUNKS_HELD
+                                                         : 0;
     swy_status_t status =
         reverse ? swy_alltoallv_chunks(sendbuf, sc, sd, recvbuf, tc, td,
                                        route->d, route->dtype,
-                                       route->plan->comm, &a, SWY_CHUNKS_HELD,
-                                       x->reqs)
+                                       route->plan->comm, &a, flags, x->reqs)
                 : swy_alltoallv_chunks(sendbuf, tc, td, recvbuf, sc, sd,
                                        route->d, route->dtype,
-                                       route->plan->comm, &a, 0, x->reqs);
+                                       route->plan->comm, &a, flags,
+                                       x->reqs);
     if (status != SWY_OK) {
         char msg[SWY_ERRMSG_MAX];
         snprintf(msg, sizeof(msg), "%s: %s", fn, swy_err_last());
@@ -197,7 +220,16 @@ swy_status_t swy_moe_fwd_post(swy_moe_route_t route, swy_moe_xchg_kind_t kind,
     start(route, x, kind, expert_buf);
     SWY_CHECK(post_chunks(route, x, kind, route->tok_buf, recvbuf, 0, attr,
                           fn));
-    x->posted = route->d;
+    if (route->plan->dev == NULL) {
+        x->posted = route->d;
+        return SWY_OK;
+    }
+    for (int j = 0; j < route->d; j++) {
+        swy_status_t status = swy_chunk_release(x->reqs[j]);
+        if (status != SWY_OK)
+            return xchg_fail(route, x, status, fn, "release of chunk", j);
+        x->posted = j + 1;
+    }
     return SWY_OK;
 }
 
@@ -233,8 +265,13 @@ swy_status_t swy_moe_fwd_wait_chunk(swy_moe_route_t route, int chunk)
         swy_err_store(msg);
         return status;
     }
-    if (route->nl > 1)
+    if (route->nl > 1 && route->plan->dev != NULL) {
+        status = swy_moe_dev_restage(route, chunk, x->expert_buf, 1, fn);
+        if (status != SWY_OK)
+            return xchg_fail(route, x, status, fn, "landing of chunk", chunk);
+    } else if (route->nl > 1) {
         restage_chunk(route, chunk, x->expert_buf, 1);
+    }
     x->chunk_done[chunk] = 1;
     if (++x->completed == route->d)
         x->kind = SWY_MOE_XCHG_NONE;
@@ -303,6 +340,9 @@ swy_status_t swy_moe_rev_post_chunk(swy_moe_route_t route,
         return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: the expert-side "
                            "buffer is NULL with %lld rows", fn,
                            (long long)route->recv_rows);
+    SWY_CHECK(swy_moe_check_mem(route->plan, expert_buf, "the expert-side "
+                                "buffer", fn));
+    SWY_CHECK(swy_moe_check_attr(route->plan, attr, fn));
     /* With several local experts each chunk is copied out to the staging
      * buffer (the caller may reuse its rows at once); with one the rows go
      * out in place, so every chunk must come from the same buffer. */
@@ -321,17 +361,23 @@ swy_status_t swy_moe_rev_post_chunk(swy_moe_route_t route,
         SWY_CHECK(post_chunks(route, x, kind, sendbuf, recvbuf, 1, attr,
                               fn));
     }
-    if (route->nl > 1)
+    swy_status_t status = SWY_OK;
+    if (route->plan->dev != NULL) {
+        /* The chunk's rows, and with one local expert the caller's, are
+         * written on the stream: they must be there before it goes. */
+        if (route->nl > 1)
+            status = swy_moe_dev_restage(route, chunk, (char *)expert_buf,
+                                         0, fn);
+        if (status == SWY_OK)
+            status = swy_moe_dev_sync(route, fn);
+        if (status != SWY_OK)
+            return xchg_fail(route, x, status, fn, "chunk", chunk);
+    } else if (route->nl > 1) {
         restage_chunk(route, chunk, (char *)expert_buf, 0);
-    swy_status_t status = swy_chunk_release(x->reqs[chunk]);
-    if (status != SWY_OK) {
-        char msg[SWY_ERRMSG_MAX];
-        snprintf(msg, sizeof(msg), "%s: chunk %d of %d: %s", fn, chunk,
-                 route->d, swy_err_last());
-        swy_moe_xchg_drain(route, x);
-        swy_err_store(msg);
-        return status;
     }
+    status = swy_chunk_release(x->reqs[chunk]);
+    if (status != SWY_OK)
+        return xchg_fail(route, x, status, fn, "chunk", chunk);
     x->posted = chunk + 1;
     return SWY_OK;
 }

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "switchyard/moe.h"
+#include "switchyard/swy_devmoe_v1.h"
 #include "switchyard/switchyard.h"
 #include "util/half.h"
 
@@ -43,7 +44,12 @@ typedef struct {
 struct swy_moe_plan {
     swy_comm_t comm;
     int rank, nranks;
-    swy_moe_config_t cfg;
+    swy_moe_config_t cfg;   /* the caller's, completed to this moe.h's */
+    /* Device rows (SWY_MOE_ROWS_DEVICE): the plugin's row kernels, and
+     * the stream every kernel and copy of the plan goes on; NULL for host
+     * rows (the pool then holds swy_mem_alloc memory). */
+    const swy_devmoe_v1_t *dev;
+    void *stream;
     int n_local;   /* experts per rank after packing */
     int n_experts; /* W * n_local */
     pthread_mutex_t pool_lock;
@@ -97,7 +103,13 @@ struct swy_moe_route {
      * the combine and is kept for combine backward. */
     char *tok_buf, *comb_buf;
     char *stage_buf;        /* [recv_rows] rows when nl > 1, else NULL */
-    swy_moe_buf_t bufs[3];  /* the plan's buffers behind the three */
+    swy_moe_buf_t bufs[4];  /* the plan's buffers behind the three, and
+                               the device indices below */
+    /* Device plans: int32 copies on the device of slot_row ([S*k]), and
+     * for nl > 1 of the staging row of every expert-side row
+     * (exp_from_stg, [recv_rows]) and the expert-side row of every
+     * staging row (stg_from_exp, [recv_rows]); all in bufs[3]. */
+    int32_t *slot_row_d, *exp_from_stg_d, *stg_from_exp_d;
     void *acc;              /* [H]: a row summed in fp32 (fp64 for
                                fp64 rows; see rows.c) */
     size_t *scratch;        /* 4*W*d counts and displacements */
@@ -153,6 +165,34 @@ swy_status_t swy_moe_rev_wait_all(swy_moe_route_t route);
 
 /* Wait for and release every request still outstanding in x; idle. */
 void swy_moe_xchg_drain(swy_moe_route_t route, swy_moe_xchg_t *x);
+
+/* Device rows (device.c). */
+/* Is ptr in the kind of memory of the plan's rows? SWY_ERR_INVALID_ARG
+ * naming fn and what otherwise. NULL passes (the callers check it). */
+swy_status_t swy_moe_check_mem(const struct swy_moe_plan *plan,
+                               const void *ptr, const char *what,
+                               const char *fn);
+/* attr's stream against the plan's: NULL or the same for device plans. */
+swy_status_t swy_moe_check_attr(const struct swy_moe_plan *plan,
+                                const swy_op_attr_t *attr, const char *fn);
+/* A failure of the plugin's call what: SWY_ERR_TRANSPORT unless status
+ * says more, with the plugin's text. */
+swy_status_t swy_moe_dev_fail(const struct swy_moe_plan *plan,
+                              swy_status_t status, const char *fn,
+                              const char *what);
+/* topk_idx on the device: its S*k entries copied into *host_p (freed by
+ * the caller with swy_free), after the work on the plan's stream. */
+swy_status_t swy_moe_dev_topk(const struct swy_moe_plan *plan,
+                              const int *topk_idx, int S, int **host_p);
+/* Build the device index arrays of a routed device plan (bufs[3]). */
+swy_status_t swy_moe_dev_indices(swy_moe_route_t route);
+/* Move chunk j's rows between the staging and the expert-side buffer on
+ * the device, as restage_chunk does on the host. */
+swy_status_t swy_moe_dev_restage(swy_moe_route_t route, int j,
+                                 char *expert_buf, int to_expert,
+                                 const char *fn);
+/* Wait for the work queued on the plan's stream. */
+swy_status_t swy_moe_dev_sync(swy_moe_route_t route, const char *fn);
 
 /* Row arithmetic in the dtype's precision (rows.c). topk_w and
  * grad_topk_w arrays are float, or double with fp64 rows. */

@@ -3,11 +3,14 @@
  * still joins the allgather and publishes the fault, so every rank fails
  * with the same status instead of the good ones waiting on the bad one. */
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "moe/moe_impl.h"
+#include "transport/device.h"
 #include "util/alloc.h"
+#include "util/log.h"
 #include "util/status.h"
 
 /* Allgathered record; fields compared across ranks come after the
@@ -17,23 +20,29 @@ enum {
     REC_BAD_FIELD,   /* index into field_names of the faulty field */
     REC_BAD_VALUE,   /* its value */
     REC_FIRST_FIELD, /* from here: field_names[i - REC_FIRST_FIELD] */
-    REC_LEN = REC_FIRST_FIELD + 6
+    REC_LEN = REC_FIRST_FIELD + 7
 };
 
 static const char *const field_names[] = {
     "experts_per_rank", "hidden", "dtype", "top_k", "pipeline_degree",
-    "packing_factor",
+    "packing_factor", "rows_mem",
     /* fault-only pseudo fields */
     "struct_size", "cfg", "plan_p", "capacity_factor", "experts in total",
+    "stream",
 };
-enum { F_STRUCT_SIZE = 6, F_CFG, F_PLAN_P, F_CAPACITY, F_TOTAL };
+enum { F_DTYPE = 2, F_TOP_K = 3, F_ROWS_MEM = 6 };
+enum { F_STRUCT_SIZE = 7, F_CFG, F_PLAN_P, F_CAPACITY, F_TOTAL, F_STREAM };
+
+/* struct_size of a swy_moe_config_t from before rows_mem and stream: a
+ * host plan. */
+#define CONFIG_V1_SIZE offsetof(swy_moe_config_t, rows_mem)
 
 static const char fn[] = "swy_moe_plan_create";
 
 /* Local validation; fills the record's fault fields on failure. */
-static swy_status_t check_local(const swy_moe_config_t *cfg,
+static swy_status_t check_local(const swy_moe_config_t *given,
                                 swy_moe_plan_t *plan_p, int nranks,
-                                int64_t *rec)
+                                swy_moe_config_t *cfg, int64_t *rec)
 {
 #define FAULT(status, field, value, ...)                                      \
     do {                                                                      \
@@ -42,28 +51,33 @@ static swy_status_t check_local(const swy_moe_config_t *cfg,
         rec[REC_BAD_VALUE] = (int64_t)(value);                                \
         return swy_err_set((status), "moe", __VA_ARGS__);                     \
     } while (0)
-    if (cfg == NULL)
+    if (given == NULL)
         FAULT(SWY_ERR_INVALID_ARG, F_CFG, 0, "%s: cfg is NULL", fn);
     if (plan_p == NULL)
         FAULT(SWY_ERR_INVALID_ARG, F_PLAN_P, 0, "%s: plan_p is NULL", fn);
-    if (cfg->struct_size != sizeof(swy_moe_config_t))
-        FAULT(SWY_ERR_INVALID_ARG, F_STRUCT_SIZE, cfg->struct_size,
+    if (given->struct_size != sizeof(swy_moe_config_t) &&
+        given->struct_size != CONFIG_V1_SIZE)
+        FAULT(SWY_ERR_INVALID_ARG, F_STRUCT_SIZE, given->struct_size,
               "%s: cfg->struct_size %zu, this library's swy_moe_config_t "
               "has %zu (built against another moe.h?)", fn,
-              cfg->struct_size, sizeof(swy_moe_config_t));
-    const int values[6] = {cfg->experts_per_rank, cfg->hidden,
+              given->struct_size, sizeof(swy_moe_config_t));
+    /* An older caller's config ends before rows_mem: host rows. */
+    memset(cfg, 0, sizeof(*cfg));
+    memcpy(cfg, given, given->struct_size);
+    cfg->struct_size = sizeof(*cfg);
+    const int values[7] = {cfg->experts_per_rank, cfg->hidden,
                            (int)cfg->dtype, cfg->top_k, cfg->pipeline_degree,
-                           cfg->packing_factor};
-    for (int i = 0; i < 6; i++) {
+                           cfg->packing_factor, cfg->rows_mem};
+    for (int i = 0; i < 7; i++) {
         rec[REC_FIRST_FIELD + i] = values[i];
-        if (i != 2 && values[i] < 1)
+        if (i != F_DTYPE && i != F_ROWS_MEM && values[i] < 1)
             FAULT(SWY_ERR_INVALID_ARG, i, values[i],
                   "%s: cfg->%s is %d, must be >= 1", fn, field_names[i],
                   values[i]);
     }
     if (cfg->dtype != SWY_FLOAT32 && cfg->dtype != SWY_FLOAT16 &&
         cfg->dtype != SWY_BFLOAT16 && cfg->dtype != SWY_FLOAT64)
-        FAULT(SWY_ERR_UNSUPPORTED, 2, cfg->dtype,
+        FAULT(SWY_ERR_UNSUPPORTED, F_DTYPE, cfg->dtype,
               "%s: cfg->dtype %d is not supported (rows are SWY_FLOAT32, "
               "SWY_FLOAT16, SWY_BFLOAT16 or SWY_FLOAT64)", fn,
               (int)cfg->dtype);
@@ -79,9 +93,34 @@ static swy_status_t check_local(const swy_moe_config_t *cfg,
               "%lld experts, more than %d", fn, cfg->experts_per_rank,
               cfg->packing_factor, nranks, (long long)total, INT_MAX);
     if (cfg->top_k > total)
-        FAULT(SWY_ERR_INVALID_ARG, 3, cfg->top_k,
+        FAULT(SWY_ERR_INVALID_ARG, F_TOP_K, cfg->top_k,
               "%s: cfg->top_k %d exceeds the %lld experts of the model", fn,
               cfg->top_k, (long long)total);
+    if (cfg->rows_mem != SWY_MOE_ROWS_HOST &&
+        cfg->rows_mem != SWY_MOE_ROWS_DEVICE)
+        FAULT(SWY_ERR_INVALID_ARG, F_ROWS_MEM, cfg->rows_mem,
+              "%s: cfg->rows_mem %d is neither SWY_MOE_ROWS_HOST nor "
+              "SWY_MOE_ROWS_DEVICE", fn, cfg->rows_mem);
+    if (cfg->rows_mem == SWY_MOE_ROWS_HOST && cfg->stream != NULL)
+        FAULT(SWY_ERR_INVALID_ARG, F_STREAM, 1,
+              "%s: cfg->stream %p given for a plan with host rows (set "
+              "rows_mem = SWY_MOE_ROWS_DEVICE, or pass NULL)", fn,
+              cfg->stream);
+    if (cfg->rows_mem == SWY_MOE_ROWS_DEVICE) {
+        if (swy_device_ops() == NULL)
+            FAULT(SWY_ERR_UNSUPPORTED, F_ROWS_MEM, cfg->rows_mem,
+                  "%s: device rows, but there are no device services (the "
+                  "nccl plugin, swy-transport-nccl.so, is not built or sees "
+                  "no GPU)", fn);
+        if (swy_devmoe_ops() == NULL)
+            FAULT(SWY_ERR_UNSUPPORTED, F_ROWS_MEM, cfg->rows_mem,
+                  "%s: device rows, but the nccl plugin exports no %s (an "
+                  "older plugin?)", fn, SWY_DEVMOE_PLUGIN_SYMBOL_V1);
+        if (cfg->dtype != SWY_FLOAT32 && cfg->dtype != SWY_BFLOAT16)
+            FAULT(SWY_ERR_UNSUPPORTED, F_DTYPE, cfg->dtype,
+                  "%s: device rows are SWY_FLOAT32 or SWY_BFLOAT16, not "
+                  "dtype %d", fn, (int)cfg->dtype);
+    }
     return SWY_OK;
 #undef FAULT
 }
@@ -127,7 +166,8 @@ swy_status_t swy_moe_plan_create(swy_comm_t comm, const swy_moe_config_t *cfg,
                            fn);
     int nranks = swy_comm_size(comm), rank = swy_comm_rank(comm);
     int64_t rec[REC_LEN] = {0};
-    swy_status_t own = check_local(cfg, plan_p, nranks, rec);
+    swy_moe_config_t full;
+    swy_status_t own = check_local(cfg, plan_p, nranks, &full, rec);
     char own_msg[SWY_ERRMSG_MAX];
     snprintf(own_msg, sizeof(own_msg), "%s", swy_err_last());
 
@@ -158,7 +198,9 @@ swy_status_t swy_moe_plan_create(swy_comm_t comm, const swy_moe_config_t *cfg,
     plan->comm = comm;
     plan->rank = rank;
     plan->nranks = nranks;
-    plan->cfg = *cfg;
+    plan->cfg = full;
+    plan->dev = full.rows_mem == SWY_MOE_ROWS_DEVICE ? swy_devmoe_ops() : NULL;
+    plan->stream = full.stream;
     plan->n_local = cfg->experts_per_rank * cfg->packing_factor;
     plan->n_experts = plan->n_local * nranks;
     pthread_mutex_init(&plan->pool_lock, NULL);
@@ -186,11 +228,30 @@ swy_moe_buf_t swy_moe_buf_get(struct swy_moe_plan *plan, size_t bytes)
         return buf;
     size_t want = bytes > SIZE_MAX / 5 * 4 ? bytes : bytes / 4 * 5 + 4096;
     void *ptr = NULL;
-    if (swy_mem_alloc(plan->comm, want, &ptr) == SWY_OK) {
+    if (plan->dev != NULL)
+        ptr = plan->dev->alloc(want);
+    else if (swy_mem_alloc(plan->comm, want, &ptr) != SWY_OK)
+        ptr = NULL;
+    if (ptr != NULL) {
         buf.ptr = ptr;
         buf.bytes = want;
     }
     return buf;
+}
+
+/* Free a buffer of the plan's kind of memory. Device memory is freed once
+ * the plan's stream has drained: kernels queued there may still use it. */
+static void buf_free(struct swy_moe_plan *plan, void *ptr)
+{
+    if (plan->dev == NULL) {
+        (void)swy_mem_free(plan->comm, ptr);
+        return;
+    }
+    const swy_device_v1_t *dev = swy_device_ops();
+    if (dev->stream_sync(plan->stream) != SWY_OK)
+        swy_warn("moe", "freeing device rows: waiting for stream %p failed: "
+                 "%s", plan->stream, dev->error_string());
+    plan->dev->free_mem(ptr);
 }
 
 void swy_moe_buf_put(struct swy_moe_plan *plan, swy_moe_buf_t buf)
@@ -215,7 +276,7 @@ void swy_moe_buf_put(struct swy_moe_plan *plan, swy_moe_buf_t buf)
     }
     pthread_mutex_unlock(&plan->pool_lock);
     if (drop.ptr != NULL)
-        (void)swy_mem_free(plan->comm, drop.ptr);
+        buf_free(plan, drop.ptr);
 }
 
 void swy_moe_plan_destroy(swy_moe_plan_t plan)
@@ -223,7 +284,7 @@ void swy_moe_plan_destroy(swy_moe_plan_t plan)
     if (plan == NULL)
         return;
     for (int i = 0; i < plan->npool; i++)
-        (void)swy_mem_free(plan->comm, plan->pool[i].ptr);
+        buf_free(plan, plan->pool[i].ptr);
     pthread_mutex_destroy(&plan->pool_lock);
     swy_free(plan);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "moe/moe_impl.h"
+#include "transport/device.h"
 #include "util/alloc.h"
 #include "util/status.h"
 
@@ -237,6 +238,7 @@ swy_status_t swy_moe_route(swy_moe_plan_t plan, const int *topk_idx, int S,
                            fn);
     int W = plan->nranks, nl = plan->n_local, d = plan->cfg.pipeline_degree;
     int k = plan->cfg.top_k;
+    int *idx_host = NULL; /* a device topk_idx, copied */
     struct swy_moe_route *route = swy_calloc(1, sizeof(*route));
     if (route == NULL)
         return swy_err_set(SWY_ERR_NO_MEMORY, "moe", "%s: out of memory",
@@ -278,8 +280,22 @@ swy_status_t swy_moe_route(swy_moe_plan_t plan, const int *topk_idx, int S,
         goto err;
     }
 
-    int64_t hdr[HDR_LEN];
-    swy_status_t own = count_local(plan, topk_idx, S, hdr, route->send_count);
+    /* A device plan's topk_idx may lie on the device: its copy on the
+     * host is counted. A failure here still joins the count exchange. */
+    int64_t hdr[HDR_LEN] = {SWY_ERR_INVALID_ARG, -1, -1, -1};
+    const int *idx = topk_idx;
+    swy_status_t own = SWY_OK;
+    if (plan->dev != NULL && S > 0 &&
+        swy_device_mem_type(topk_idx) == SWY_MEM_CUDA)
+        own = swy_moe_dev_topk(plan, topk_idx, S, &idx_host);
+    else if (plan->dev == NULL)
+        own = swy_moe_check_mem(plan, topk_idx, "topk_idx", fn);
+    if (idx_host != NULL)
+        idx = idx_host;
+    if (own == SWY_OK)
+        own = count_local(plan, idx, S, hdr, route->send_count);
+    else
+        hdr[HDR_STATUS] = own;
     if (own == SWY_OK && route_p == NULL) {
         hdr[HDR_STATUS] = SWY_ERR_INVALID_ARG;
         own = swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: route_p is NULL",
@@ -288,12 +304,16 @@ swy_status_t swy_moe_route(swy_moe_plan_t plan, const int *topk_idx, int S,
     status = exchange_counts(route, hdr, own);
     if (status != SWY_OK)
         goto err;
-    status = build_layouts(route, topk_idx);
+    status = build_layouts(route, idx);
+    if (status == SWY_OK && plan->dev != NULL)
+        status = swy_moe_dev_indices(route);
     if (status != SWY_OK)
         goto err;
+    swy_free(idx_host);
     *route_p = route;
     return SWY_OK;
 err:
+    swy_free(idx_host);
     swy_moe_route_destroy(route);
     return status;
 }
@@ -304,7 +324,7 @@ void swy_moe_route_destroy(swy_moe_route_t route)
         return;
     swy_moe_xchg_drain(route, &route->rev);
     swy_moe_xchg_drain(route, &route->fwd);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         swy_moe_buf_put(route->plan, route->bufs[i]);
     swy_free(route->acc);
     swy_free(route->rev.chunk_done);
