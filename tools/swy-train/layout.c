@@ -62,11 +62,14 @@ static int carve(swt_layout_t *lo)
     return pos == lo->n_expert ? 0 : -1;
 }
 
-static swy_status_t plan_create(swy_comm_t comm,
-                                const swt_model_config_t *cfg,
-                                swy_moe_plan_t *plan_p)
+swy_status_t swt_layout_plan_create(swy_comm_t comm,
+                                    const swt_model_config_t *cfg,
+                                    int rows_mem, void *stream,
+                                    swy_moe_plan_t *plan_p)
 {
     swy_moe_config_t mc = SWY_MOE_CONFIG_INIT;
+    mc.rows_mem = rows_mem;
+    mc.stream = stream;
     mc.experts_per_rank = cfg->experts_per_rank;
     mc.hidden = cfg->hidden;
     mc.top_k = cfg->top_k;
@@ -84,7 +87,9 @@ swy_status_t swt_layout_init(swt_layout_t *lo, swy_comm_t comm,
                              const swt_model_config_t *cfg)
 {
     memset(lo, 0, sizeof(*lo));
-    swy_status_t status = plan_create(comm, cfg, &lo->plan);
+    swy_status_t status = swt_layout_plan_create(comm, cfg,
+                                                 SWY_MOE_ROWS_HOST, NULL,
+                                                 &lo->plan);
     if (status != SWY_OK)
         return status;
     lo->cfg = *cfg;

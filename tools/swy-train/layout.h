@@ -73,6 +73,14 @@ typedef struct {
  */
 swy_status_t swt_layout_init(swt_layout_t *lo, swy_comm_t comm,
                              const swt_model_config_t *cfg);
+/** lib/moe's plan of cfg's MoE layers on comm, with rows in rows_mem
+ *  (SWY_MOE_ROWS_HOST, or SWY_MOE_ROWS_DEVICE ordered on stream). Prints
+ *  the cause on failure. Collective over comm. */
+swy_status_t swt_layout_plan_create(swy_comm_t comm,
+                                    const swt_model_config_t *cfg,
+                                    int rows_mem, void *stream,
+                                    swy_moe_plan_t *plan_p);
+
 /** Frees what swt_layout_init made (the plan too); accepts a zeroed
  *  layout. */
 void swt_layout_finalize(swt_layout_t *lo);

@@ -29,6 +29,7 @@ struct swt_model_cuda {
     swt_model_config_t cfg;
     swy_comm_t comm;
     swt_layout_t lo;        /* W, rank, E, nl, the buffers, the plan */
+    swy_moe_plan_t dplan;   /* the blocks' plan: device rows on stream */
     void *stream;
     swy_kc_ctx_t *ctx;
     /* device */
@@ -155,6 +156,10 @@ swy_status_t swt_model_cuda_create(swy_comm_t comm,
                 md->lo.n_dense, md->lo.n_expert, cfg->tokens);
         goto fail;
     }
+    status = swt_layout_plan_create(comm, cfg, SWY_MOE_ROWS_DEVICE,
+                                    md->stream, &md->dplan);
+    if (status != SWY_OK)
+        goto fail;
     swt_layout_model_tensors(&md->lo, md->dense, &md->p);
     swt_layout_model_tensors(&md->lo, md->ddense, &md->d);
     /* The same initial values as the CPU model's, computed on the host. */
@@ -173,7 +178,7 @@ swy_status_t swt_model_cuda_create(swy_comm_t comm,
                                  &ly->d);
         swt_moe_block_params_t bp;
         swt_layout_block_params(&md->lo, l, &ly->p, &ly->d, &bp);
-        status = swt_moe_block_cuda_create(md->lo.plan, comm, md->ctx, &bp,
+        status = swt_moe_block_cuda_create(md->dplan, comm, md->ctx, &bp,
                                            &ly->moe);
         if (status != SWY_OK)
             goto fail;
@@ -210,6 +215,8 @@ void swt_model_cuda_destroy(swt_model_cuda_t *md)
             (void)swy_kc_free(ly->m);
             (void)swy_kc_free(ly->x);
         }
+    /* After the blocks (their routes), before the stream it syncs. */
+    swy_moe_plan_destroy(md->dplan);
     float *bufs[] = {md->loss, md->dact, md->dtmp, md->dm, md->dx,
                      md->dlogits, md->logits, md->x_final, md->v_expert,
                      md->m_expert, md->dexpert, md->expert, md->v_dense,

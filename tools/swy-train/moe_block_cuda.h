@@ -4,16 +4,16 @@
  *
  * Per forward: the gate runs on the GPU; topk_idx (after the capacity
  * drop) is copied to the host, where swy_moe_route() exchanges the counts
- * and lays the rows out exactly as on the CPU path; the rows are packed on
- * the GPU and exchanged by swy_alltoallv() on device buffers at high
- * priority; the local experts run on the received rows; the outputs go
- * back the same way and are combined on the GPU. Backward mirrors it.
- * lib/moe's own dispatch and combine take host memory only, so this block
- * calls swy_alltoallv() itself with the counts and displacements of the
- * route's layout (see moe_block_cuda.c).
+ * and lays the rows out exactly as on the CPU path; lib/moe's dispatch
+ * and combine, on a plan with device rows (SWY_MOE_ROWS_DEVICE, on the
+ * block's stream), pack the rows on the GPU, move them by device
+ * all-to-alls at high priority and form the gate-weighted sum on the
+ * GPU; the local experts run on the received rows in between. Backward
+ * mirrors it with lib/moe's backward calls: the same library path as the
+ * CPU block's (see moe_block_cuda.c).
  *
- * Pipelining (degree > 1) is not implemented here: the plan must have
- * pipeline_degree 1 (main.c refuses --pipeline > 1 with --device cuda).
+ * Pipelining (degree > 1) is not implemented here (the block uses the
+ * blocking calls): the plan must have pipeline_degree 1 (main.c refuses --pipeline > 1 with --device cuda).
  * Packing needs nothing special: it only sets the number of local experts.
  *
  * The parameters (swt_moe_block_params_t, moe_block.h) are DEVICE
@@ -31,7 +31,9 @@
 
 typedef struct swt_moe_block_cuda swt_moe_block_cuda_t;
 
-/** @param ctx  the model's kernel context (its stream carries every
+/** @param plan a plan with device rows (SWY_MOE_ROWS_DEVICE) on ctx's
+ *              stream.
+ *  @param ctx  the model's kernel context (its stream carries every
  *              kernel of the block); borrowed, as are plan and comm.
  *  @return SWY_OK, SWY_ERR_NO_MEMORY (host), SWY_ERR_SYSTEM (a device
  *          allocation; the cause is printed). */
