@@ -70,6 +70,7 @@ swy_status_t swt_layout_plan_create(swy_comm_t comm,
     swy_moe_config_t mc = SWY_MOE_CONFIG_INIT;
     mc.rows_mem = rows_mem;
     mc.stream = stream;
+    mc.dtype = cfg->bf16 ? SWY_BFLOAT16 : SWY_FLOAT32;
     mc.experts_per_rank = cfg->experts_per_rank;
     mc.hidden = cfg->hidden;
     mc.top_k = cfg->top_k;

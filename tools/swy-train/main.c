@@ -146,6 +146,9 @@ static void usage(FILE *out)
 "  --device cpu|cuda     kernels to use (default cpu); cuda: every tensor\n"
 "                        on this rank's GPU (local rank modulo the GPUs),\n"
 "                        --pipeline 1 only\n"
+"  --dtype fp32|bf16     precision (default fp32); bf16 (--device cuda):\n"
+"                        bf16 weights and activations, fp32 master\n"
+"                        weights, gradients and Adam\n"
 "  --threads N           OpenBLAS threads per rank (default 1)\n"
 "  --compute-scale X     emulate X times slower compute by sleeping\n"
 "                        (X-1) times each measured compute block (1)\n"
@@ -344,7 +347,8 @@ static int parse_bytes(const char *flag, const char *s, size_t *out)
 enum {
     O_LAYERS = 256, O_HIDDEN, O_FFN, O_EPR, O_TOPK, O_CAP, O_GROUP, O_AUX,
     O_TOKENS, O_VOCAB, O_NOISE, O_SEED, O_STEPS, O_LR, O_POLICY,
-    O_PARTITION, O_PIPE, O_PACK, O_BUCKET, O_HINTS, O_DEVICE, O_THREADS,
+    O_PARTITION, O_PIPE, O_PACK, O_BUCKET, O_HINTS, O_DEVICE, O_DTYPE,
+    O_THREADS,
     O_SCALE, O_LOG,
     O_WARMUP, O_JSON, O_TRACE, O_LOSS, O_GATE, O_TOPO_FRAC, O_TA_CAP,
     O_SKEW, O_PLACE, O_PLACE_EVERY, O_PLACE_HORIZON, O_ORACLE, O_PLACE_BW,
@@ -380,6 +384,7 @@ static int parse_args(int argc, char **argv, options_t *o)
         {"bucket-bytes", required_argument, NULL, O_BUCKET},
         {"phase-hints", required_argument, NULL, O_HINTS},
         {"device", required_argument, NULL, O_DEVICE},
+        {"dtype", required_argument, NULL, O_DTYPE},
         {"gate", required_argument, NULL, O_GATE},
         {"topo-cross-frac", required_argument, NULL, O_TOPO_FRAC},
         {"ta-capacity", required_argument, NULL, O_TA_CAP},
@@ -478,6 +483,11 @@ static int parse_args(int argc, char **argv, options_t *o)
             o->device = a;
             if (strcmp(a, "cpu") != 0 && strcmp(a, "cuda") != 0)
                 rc = bad(f, a, "expected cpu or cuda");
+            break;
+        case O_DTYPE:
+            if (strcmp(a, "fp32") != 0 && strcmp(a, "bf16") != 0)
+                rc = bad(f, a, "expected fp32 or bf16");
+            m->bf16 = strcmp(a, "bf16") == 0;
             break;
         case O_THREADS: rc = parse_int(f, a, 1, 1024, &o->threads); break;
         case O_SCALE:
@@ -1086,12 +1096,14 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
         double cross_total = 0;
         for (int i = 0; i < steps; i++)
             cross_total += hist[(size_t)i * R_LEN + R_CROSS];
-        double cross_bytes = 4.0 * cross_total * m->hidden * sizeof(float);
+        double cross_bytes = 4.0 * cross_total * m->hidden *
+                             (m->bf16 ? 2.0 : 4.0);
         double tps = (double)S * W / st[SWT_T_STEP].median;
         printf("\n# summary (timings: median [min, max] over steps %d..%d, "
                "mean over ranks)\n", first + 1, steps);
         printf("%-22s %d\n", "ranks", W);
         printf("%-22s %s\n", "device", o->device_desc);
+        printf("%-22s %s\n", "dtype", m->bf16 ? "bf16" : "fp32");
         printf("%-22s %s\n", "policy", policy);
         printf("%-22s %s\n", "partition bytes", partition);
         printf("%-22s %d\n", "steps", steps);
@@ -1155,7 +1167,8 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
             print_load_spread(tracker, L, E);
         if (o->json) {
             printf("{\"bench\":\"train\",\"commit\":\"%s\",\"ranks\":%d,"
-                   "\"steps\":%d,\"device\":\"%s\",\"policy\":\"%s\","
+                   "\"steps\":%d,\"device\":\"%s\",\"dtype\":\"%s\","
+                   "\"policy\":\"%s\","
                    "\"partition_bytes\":%s,\"pipeline\":%d,\"overlap\":%d,"
                    "\"packing\":%d,\"layers\":%d,\"hidden\":%d,\"ffn\":%d,"
                    "\"dense_ffn\":%d,"
@@ -1163,7 +1176,8 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
                    "\"bucket_bytes\":%zu,\"compute_scale\":%g,"
                    "\"loss_first\":%.6f,\"loss_last\":%.6f,"
                    "\"loss_floor\":%.6f,\"ep\":%d,", SWT_GIT_COMMIT, W, steps,
-                   o->device_desc, policy, partition,
+                   o->device_desc, m->bf16 ? "bf16" : "fp32", policy,
+                   partition,
                    m->pipeline, m->overlap, m->packing, m->layers, m->hidden,
                    m->ffn, m->dense_ffn, E,
                    m->top_k, m->tokens, m->bucket_bytes, o->compute_scale,
@@ -1324,6 +1338,11 @@ int main(int argc, char **argv)
     if (o.model.overlap < 0)
         o.model.overlap = strcmp(o.device, "cuda") != 0;
     snprintf(o.device_desc, sizeof(o.device_desc), "cpu");
+    if (o.model.bf16 && strcmp(o.device, "cuda") != 0) {
+        fprintf(stderr, "swy-train: --dtype bf16 runs on the GPU path only "
+                "(--device cuda); the CPU kernels compute in fp32\n");
+        return 2;
+    }
     if (strcmp(o.device, "cuda") == 0 && o.model.gate != SWT_GATE_GSHARD) {
         fprintf(stderr, "swy-train: --gate ta and --gate topo run on the "
                 "CPU path only (--device cpu); the GPU gate is GShard's\n");

@@ -47,6 +47,9 @@ typedef struct {
     int ta_capacity;           /* --ta-capacity: swt_ta_capacity_t */
     int overlap;               /* --overlap: dense optimizer step of each
                                   tensor in the next forward (ddp.h) */
+    int bf16;                  /* --dtype bf16 (GPU model only): bf16
+                                  weights' copies and activations, fp32
+                                  masters, gradients and Adam */
 } swt_model_config_t;
 
 typedef struct swt_model swt_model_t;

@@ -1,7 +1,15 @@
 /* The reference MoE model on the GPU (see model_cuda.h), the twin of
  * model.c: the parameter layout and initialization are layout.c's, which
  * model.c uses too; the same forward, backward, DDP buckets and Adam,
- * through the CUDA kernels. */
+ * through the CUDA kernels.
+ *
+ * --dtype bf16 is mixed precision as frameworks train: the fp32
+ * parameters are the masters (Adam updates them, DDP sums their fp32
+ * gradients) and their bf16 copies (dense16, expert16, refreshed after
+ * every update) are what the layers compute with; activations are bf16
+ * (es = 2 bytes), every GEMM accumulates in fp32 and writes fp32 weight
+ * gradients; the gate and the loss compute in fp32 from their bf16
+ * inputs. */
 #include "model_cuda.h"
 
 #include <stdio.h>
@@ -19,9 +27,9 @@ static const char where[] = "model (cuda)";
 typedef struct {
     /* parameters and gradients in the flat buffers (device; layout.h) */
     swt_layer_tensors_t p, d;
-    /* activations (device): x (block input), a_pre/a_act [S][Fd], m (MoE
-     * input) */
-    float *x, *a_pre, *a_act, *m;
+    /* activations (device, es bytes each): x (block input), a_pre/a_act
+     * [S][Fd], m (MoE input) */
+    void *x, *a_pre, *a_act, *m;
     swt_moe_block_cuda_t *moe;
 } layer_t;
 
@@ -32,18 +40,24 @@ struct swt_model_cuda {
     swy_moe_plan_t dplan;   /* the blocks' plan: device rows on stream */
     void *stream;
     swy_kc_ctx_t *ctx;
+    int bf16;               /* --dtype bf16 */
+    size_t es;              /* bytes of an activation: 2 or 4 */
     /* device */
     float *dense, *ddense, *m_dense, *v_dense;
     float *expert, *dexpert, *m_expert, *v_expert;
+    swy_kc_bf16_t *dense16, *expert16; /* bf16: the masters' copies */
     swt_model_tensors_t p, d; /* embedding and output: parameters, grads */
     /* host: the initial values, and later the dense hash's copy */
     float *dense_h, *expert_h;
     layer_t *layers;
-    float *x_final;         /* [S][H]: output of the last block */
-    float *logits;          /* [S][V] */
+    void *x_final;          /* [S][H]: output of the last block */
+    float *logits;          /* [S][V], fp32 for the loss */
     float *dlogits;         /* [S][V] */
-    float *dx, *dm, *dtmp;  /* [S][H] backward scratch */
-    float *dact;            /* [S][Fd] */
+    void *logits16, *dlogits16; /* [S][V] bf16: the output layer's */
+    void *dx, *dm, *dtmp;   /* [S][H] backward scratch */
+    float *dx32;            /* [S][H] bf16: dx for the embedding's fp32
+                               gradient */
+    void *dact;             /* [S][Fd] */
     int *ids, *labels;      /* [S] */
     float *loss;            /* [1] */
     swt_ddp_t *ddp;
@@ -72,14 +86,13 @@ int swt_cuda_device_select(int local_rank, int *device_p, char *name,
     return 0;
 }
 
-/* A device buffer of n floats, zeroed (gradients, Adam's moments and
- * activations all start at zero); never NULL on success. */
-static int dev_zalloc(float **p, size_t n)
+/* A device buffer of n elements of elem bytes, zeroed; never NULL. */
+static int dev_zalloc_es(void *p, size_t n, size_t elem)
 {
-    size_t bytes = (n ? n : 1) * sizeof(float);
+    size_t bytes = (n ? n : 1) * elem;
     if (swy_kc_malloc((void **)p, bytes) != 0)
         return -1;
-    return swy_kc_memset(*p, 0, bytes, NULL);
+    return swy_kc_memset(*(void **)p, 0, bytes, NULL);
 }
 
 static swy_status_t create_device(swt_model_cuda_t *md)
@@ -87,34 +100,63 @@ static swy_status_t create_device(swt_model_cuda_t *md)
     const swt_model_config_t *c = &md->cfg;
     /* F: the dense block's inner size (the experts' is their own). */
     size_t S = (size_t)c->tokens, H = (size_t)c->hidden,
-           F = (size_t)c->dense_ffn, V = (size_t)c->vocab;
+           F = (size_t)c->dense_ffn, V = (size_t)c->vocab, es = md->es;
+    size_t b16 = md->bf16 ? 1 : 0; /* the bf16-only buffers' factor */
     SWT_KC(where, swy_kc_stream_create(0, &md->stream));
     SWT_KC(where, swy_kc_ctx_create(md->stream, &md->ctx));
     struct {
-        float **p;
-        size_t n;
+        void *p;
+        size_t n, elem;
     } bufs[] = {
-        {&md->dense, md->lo.n_dense},    {&md->ddense, md->lo.n_dense},
-        {&md->m_dense, md->lo.n_dense},  {&md->v_dense, md->lo.n_dense},
-        {&md->expert, md->lo.n_expert},  {&md->dexpert, md->lo.n_expert},
-        {&md->m_expert, md->lo.n_expert}, {&md->v_expert, md->lo.n_expert},
-        {&md->x_final, S * H},        {&md->logits, S * V},
-        {&md->dlogits, S * V},        {&md->dx, S * H},
-        {&md->dm, S * H},             {&md->dtmp, S * H},
-        {&md->dact, S * F},           {&md->loss, 1},
+        {&md->dense, md->lo.n_dense, 4},    {&md->ddense, md->lo.n_dense, 4},
+        {&md->m_dense, md->lo.n_dense, 4},  {&md->v_dense, md->lo.n_dense, 4},
+        {&md->expert, md->lo.n_expert, 4},  {&md->dexpert, md->lo.n_expert, 4},
+        {&md->m_expert, md->lo.n_expert, 4},
+        {&md->v_expert, md->lo.n_expert, 4},
+        {&md->dense16, b16 * md->lo.n_dense, 2},
+        {&md->expert16, b16 * md->lo.n_expert, 2},
+        {&md->x_final, S * H, es},          {&md->logits, S * V, 4},
+        {&md->dlogits, S * V, 4},
+        {&md->logits16, b16 * S * V, 2},    {&md->dlogits16, b16 * S * V, 2},
+        {&md->dx, S * H, es},               {&md->dx32, b16 * S * H, 4},
+        {&md->dm, S * H, es},               {&md->dtmp, S * H, es},
+        {&md->dact, S * F, es},             {&md->loss, 1, 4},
     };
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
-        SWT_KC(where, dev_zalloc(bufs[i].p, bufs[i].n));
+        SWT_KC(where, dev_zalloc_es(bufs[i].p, bufs[i].n, bufs[i].elem));
     SWT_KC(where, swy_kc_malloc((void **)&md->ids, (S ? S : 1) * sizeof(int)));
     SWT_KC(where,
            swy_kc_malloc((void **)&md->labels, (S ? S : 1) * sizeof(int)));
     for (int l = 0; l < c->layers; l++) {
         layer_t *ly = &md->layers[l];
-        SWT_KC(where, dev_zalloc(&ly->x, S * H));
-        SWT_KC(where, dev_zalloc(&ly->m, S * H));
-        SWT_KC(where, dev_zalloc(&ly->a_pre, S * F));
-        SWT_KC(where, dev_zalloc(&ly->a_act, S * F));
+        SWT_KC(where, dev_zalloc_es(&ly->x, S * H, es));
+        SWT_KC(where, dev_zalloc_es(&ly->m, S * H, es));
+        SWT_KC(where, dev_zalloc_es(&ly->a_pre, S * F, es));
+        SWT_KC(where, dev_zalloc_es(&ly->a_act, S * F, es));
     }
+    return SWY_OK;
+}
+
+/* --dtype bf16: the bf16 copy of a master parameter (a pointer into
+ * dense or expert). */
+static const swy_kc_bf16_t *w16(const swt_model_cuda_t *md, const float *w)
+{
+    if (w == NULL)
+        return NULL;
+    if (w >= md->dense && w < md->dense + md->lo.n_dense)
+        return md->dense16 + (w - md->dense);
+    return md->expert16 + (w - md->expert);
+}
+
+/* --dtype bf16: round the masters into their bf16 copies. */
+static swy_status_t refresh_bf16(swt_model_cuda_t *md)
+{
+    if (!md->bf16)
+        return SWY_OK;
+    SWT_KC(where, swy_kc_f32_to_bf16(md->ctx, md->dense, md->lo.n_dense,
+                                     md->dense16));
+    SWT_KC(where, swy_kc_f32_to_bf16(md->ctx, md->expert, md->lo.n_expert,
+                                     md->expert16));
     return SWY_OK;
 }
 
@@ -133,6 +175,8 @@ swy_status_t swt_model_cuda_create(swy_comm_t comm,
         return SWY_ERR_NO_MEMORY;
     md->cfg = *cfg;
     md->comm = comm;
+    md->bf16 = cfg->bf16;
+    md->es = cfg->bf16 ? sizeof(swy_kc_bf16_t) : sizeof(float);
     swy_status_t status = swt_layout_init(&md->lo, comm, cfg);
     if (status != SWY_OK) {
         free(md);
@@ -171,6 +215,9 @@ swy_status_t swt_model_cuda_create(swy_comm_t comm,
         status = swt_cuda_fail(where, "copying the initial parameters");
         goto fail;
     }
+    status = refresh_bf16(md);
+    if (status != SWY_OK)
+        goto fail;
     for (int l = 0; l < cfg->layers; l++) {
         layer_t *ly = &md->layers[l];
         swt_layout_layer_tensors(&md->lo, l, md->dense, md->expert, &ly->p);
@@ -178,8 +225,10 @@ swy_status_t swt_model_cuda_create(swy_comm_t comm,
                                  &ly->d);
         swt_moe_block_params_t bp;
         swt_layout_block_params(&md->lo, l, &ly->p, &ly->d, &bp);
+        swt_moe_block_bf16_t bw = {w16(md, ly->p.w1), w16(md, ly->p.b1),
+                                   w16(md, ly->p.w2), w16(md, ly->p.b2)};
         status = swt_moe_block_cuda_create(md->dplan, comm, md->ctx, &bp,
-                                           &ly->moe);
+                                           md->bf16 ? &bw : NULL, &ly->moe);
         if (status != SWY_OK)
             goto fail;
     }
@@ -217,10 +266,11 @@ void swt_model_cuda_destroy(swt_model_cuda_t *md)
         }
     /* After the blocks (their routes), before the stream it syncs. */
     swy_moe_plan_destroy(md->dplan);
-    float *bufs[] = {md->loss, md->dact, md->dtmp, md->dm, md->dx,
-                     md->dlogits, md->logits, md->x_final, md->v_expert,
-                     md->m_expert, md->dexpert, md->expert, md->v_dense,
-                     md->m_dense, md->ddense, md->dense};
+    void *bufs[] = {md->loss, md->dact, md->dtmp, md->dm, md->dx32, md->dx,
+                    md->dlogits16, md->logits16, md->dlogits, md->logits,
+                    md->x_final, md->expert16, md->dense16, md->v_expert,
+                    md->m_expert, md->dexpert, md->expert, md->v_dense,
+                    md->m_dense, md->ddense, md->dense};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         (void)swy_kc_free(bufs[i]);
     (void)swy_kc_free(md->labels);
@@ -292,17 +342,100 @@ static swy_status_t compute_end(swt_model_cuda_t *md, swt_timing_t *tm,
     return SWY_OK;
 }
 
+/* The layers' operations in the model's precision: x, y, dx, dy are
+ * activations (es bytes each), w and b fp32 masters (their bf16 copies
+ * compute with --dtype bf16), dw and db fp32 gradients. */
+static swy_status_t linear_fwd(swt_model_cuda_t *md, const void *x,
+                               const float *w, const float *b, int N, int in,
+                               int out, void *y)
+{
+    if (md->bf16)
+        SWT_KC(where, swy_kc_linear_fwd_bf16(md->ctx, x, w16(md, w),
+                                             w16(md, b), N, in, out, y));
+    else
+        SWT_KC(where, swy_kc_linear_fwd(md->ctx, x, w, b, N, in, out, y));
+    return SWY_OK;
+}
+
+static swy_status_t linear_bwd(swt_model_cuda_t *md, const void *x,
+                               const float *w, const void *dy, int N, int in,
+                               int out, void *dx, float *dw, float *db)
+{
+    if (md->bf16)
+        SWT_KC(where, swy_kc_linear_bwd_bf16(md->ctx, x, w16(md, w), dy, N,
+                                             in, out, dx, dw, db));
+    else
+        SWT_KC(where, swy_kc_linear_bwd(md->ctx, x, w, dy, N, in, out, dx,
+                                        dw, db));
+    return SWY_OK;
+}
+
+static swy_status_t gelu_fwd(swt_model_cuda_t *md, const void *x, size_t n,
+                             void *y)
+{
+    if (md->bf16)
+        SWT_KC(where, swy_kc_gelu_fwd_bf16(md->ctx, x, n, y));
+    else
+        SWT_KC(where, swy_kc_gelu_fwd(md->ctx, x, n, y));
+    return SWY_OK;
+}
+
+static swy_status_t gelu_bwd(swt_model_cuda_t *md, const void *x,
+                             const void *dy, size_t n, void *dx)
+{
+    if (md->bf16)
+        SWT_KC(where, swy_kc_gelu_bwd_bf16(md->ctx, x, dy, n, dx));
+    else
+        SWT_KC(where, swy_kc_gelu_bwd(md->ctx, x, dy, n, dx));
+    return SWY_OK;
+}
+
+/* y += x */
+static swy_status_t add(swt_model_cuda_t *md, const void *x, size_t n,
+                        void *y)
+{
+    if (md->bf16)
+        SWT_KC(where, swy_kc_add_bf16(md->ctx, x, n, y));
+    else
+        SWT_KC(where, swy_kc_add(md->ctx, x, n, y));
+    return SWY_OK;
+}
+
 static swy_status_t dense_forward(swt_model_cuda_t *md, layer_t *ly)
 {
     int S = md->cfg.tokens, H = md->cfg.hidden, F = md->cfg.dense_ffn;
+    STEP_CHECK(linear_fwd(md, ly->x, ly->p.wa, ly->p.ba, S, H, F,
+                          ly->a_pre));
+    STEP_CHECK(gelu_fwd(md, ly->a_pre, (size_t)S * F, ly->a_act));
+    STEP_CHECK(linear_fwd(md, ly->a_act, ly->p.wb, ly->p.bb, S, F, H,
+                          ly->m));
+    return add(md, ly->x, (size_t)S * H, ly->m);
+}
+
+/* Output layer and loss: logits in fp32 for the cross-entropy, and dx of
+ * x_final. The loss is left in md->loss. */
+static swy_status_t output_step(swt_model_cuda_t *md)
+{
+    const swt_model_config_t *c = &md->cfg;
+    int S = c->tokens, H = c->hidden, V = c->vocab;
+    size_t SV = (size_t)S * V;
     swy_kc_ctx_t *ctx = md->ctx;
-    SWT_KC(where, swy_kc_linear_fwd(ctx, ly->x, ly->p.wa, ly->p.ba, S, H, F,
-                                    ly->a_pre));
-    SWT_KC(where, swy_kc_gelu_fwd(ctx, ly->a_pre, (size_t)S * F, ly->a_act));
-    SWT_KC(where, swy_kc_linear_fwd(ctx, ly->a_act, ly->p.wb, ly->p.bb, S, F,
-                                    H, ly->m));
-    SWT_KC(where, swy_kc_add(ctx, ly->x, (size_t)S * H, ly->m));
-    return SWY_OK;
+    void *logits = md->bf16 ? md->logits16 : (void *)md->logits;
+    void *dlogits = md->bf16 ? md->dlogits16 : (void *)md->dlogits;
+    STEP_CHECK(linear_fwd(md, md->x_final, md->p.out_w, md->p.out_b, S, H, V,
+                          logits));
+    if (md->bf16)
+        SWT_KC(where, swy_kc_bf16_to_f32(ctx, md->logits16, SV, md->logits));
+    SWT_KC(where, swy_kc_xent_fwd(ctx, md->logits, md->labels, S, V, NULL,
+                                  md->loss));
+    /* backward: (1/W) x the local mean, see model.h */
+    SWT_KC(where, swy_kc_xent_bwd(ctx, md->logits, md->labels, S, V,
+                                  1.0f / (float)md->lo.W, md->dlogits));
+    if (md->bf16)
+        SWT_KC(where, swy_kc_f32_to_bf16(ctx, md->dlogits, SV,
+                                         md->dlogits16));
+    return linear_bwd(md, md->x_final, md->p.out_w, dlogits, S, H, V, md->dx,
+                      md->d.out_w, md->d.out_b);
 }
 
 swy_status_t swt_model_cuda_step(swt_model_cuda_t *md, const int *ids,
@@ -312,7 +445,7 @@ swy_status_t swt_model_cuda_step(swt_model_cuda_t *md, const int *ids,
 {
     const swt_model_config_t *c = &md->cfg;
     /* F: the dense block's inner size (the experts' is their own). */
-    int S = c->tokens, H = c->hidden, F = c->dense_ffn, V = c->vocab;
+    int S = c->tokens, H = c->hidden, F = c->dense_ffn;
     size_t SH = (size_t)S * H, SF = (size_t)S * F;
     swy_kc_ctx_t *ctx = md->ctx;
     void *st = md->stream;
@@ -330,8 +463,12 @@ swy_status_t swt_model_cuda_step(swt_model_cuda_t *md, const int *ids,
     /* ---- forward ---- */
     /* Each block writes its output straight into the next block's input
      * (kept for the backward). */
-    SWT_KC(where, swy_kc_embed_fwd(ctx, md->p.emb, md->ids, S, H,
-                                   md->layers[0].x));
+    if (md->bf16)
+        SWT_KC(where, swy_kc_embed_fwd_bf16(ctx, w16(md, md->p.emb), md->ids,
+                                            S, H, md->layers[0].x));
+    else
+        SWT_KC(where, swy_kc_embed_fwd(ctx, md->p.emb, md->ids, S, H,
+                                       md->layers[0].x));
     STEP_CHECK(compute_end(md, tm, t0));
     double aux = 0;
     int dropped = 0;
@@ -340,23 +477,13 @@ swy_status_t swt_model_cuda_step(swt_model_cuda_t *md, const int *ids,
         t0 = swt_now();
         STEP_CHECK(dense_forward(md, ly));
         STEP_CHECK(compute_end(md, tm, t0));
-        float *out = l + 1 < c->layers ? md->layers[l + 1].x : md->x_final;
+        void *out = l + 1 < c->layers ? md->layers[l + 1].x : md->x_final;
         STEP_CHECK(swt_moe_block_cuda_forward(ly->moe, ly->m, out, tm));
         aux += swt_moe_block_cuda_aux(ly->moe);
         dropped += swt_moe_block_cuda_dropped(ly->moe);
     }
     t0 = swt_now();
-    SWT_KC(where, swy_kc_linear_fwd(ctx, md->x_final, md->p.out_w,
-                                    md->p.out_b, S, H, V, md->logits));
-    SWT_KC(where, swy_kc_xent_fwd(ctx, md->logits, md->labels, S, V, NULL,
-                                  md->loss));
-
-    /* ---- backward: (1/W) x the local mean, see model.h ---- */
-    SWT_KC(where, swy_kc_xent_bwd(ctx, md->logits, md->labels, S, V,
-                                  1.0f / (float)md->lo.W, md->dlogits));
-    SWT_KC(where, swy_kc_linear_bwd(ctx, md->x_final, md->p.out_w,
-                                    md->dlogits, S, H, V, md->dx,
-                                    md->d.out_w, md->d.out_b));
+    STEP_CHECK(output_step(md));
     STEP_CHECK(compute_end(md, tm, t0));
     STEP_CHECK(swt_ddp_ready(md->ddp, md->lo.ready_out, tm));
     for (int l = c->layers - 1; l >= 0; l--) {
@@ -365,27 +492,31 @@ swy_status_t swt_model_cuda_step(swt_model_cuda_t *md, const int *ids,
         STEP_CHECK(swt_moe_block_cuda_backward(ly->moe, md->dx, md->dm, tm));
         STEP_CHECK(swt_ddp_ready(md->ddp, at->ready_gate, tm));
         t0 = swt_now();
-        SWT_KC(where, swy_kc_linear_bwd(ctx, ly->a_act, ly->p.wb, md->dm, S,
-                                        F, H, md->dact, ly->d.wb,
-                                        ly->d.bb));
+        STEP_CHECK(linear_bwd(md, ly->a_act, ly->p.wb, md->dm, S, F, H,
+                              md->dact, ly->d.wb, ly->d.bb));
         STEP_CHECK(compute_end(md, tm, t0));
         STEP_CHECK(swt_ddp_ready(md->ddp, at->ready_wb, tm));
         STEP_CHECK(swt_ddp_poll(md->ddp));
         t0 = swt_now();
-        SWT_KC(where, swy_kc_gelu_bwd(ctx, ly->a_pre, md->dact, SF,
-                                      md->dact));
-        SWT_KC(where, swy_kc_linear_bwd(ctx, ly->x, ly->p.wa, md->dact, S, H,
-                                        F, md->dtmp, ly->d.wa, ly->d.ba));
+        STEP_CHECK(gelu_bwd(md, ly->a_pre, md->dact, SF, md->dact));
+        STEP_CHECK(linear_bwd(md, ly->x, ly->p.wa, md->dact, S, H, F,
+                              md->dtmp, ly->d.wa, ly->d.ba));
         /* dx of the block input: residual plus the branch. */
-        SWT_KC(where, swy_kc_memcpy_d2d(md->dx, md->dm, SH * sizeof(float),
-                                        st));
-        SWT_KC(where, swy_kc_add(ctx, md->dtmp, SH, md->dx));
+        SWT_KC(where, swy_kc_memcpy_d2d(md->dx, md->dm, SH * md->es, st));
+        STEP_CHECK(add(md, md->dtmp, SH, md->dx));
         STEP_CHECK(compute_end(md, tm, t0));
         STEP_CHECK(swt_ddp_ready(md->ddp, at->ready_wa, tm));
         STEP_CHECK(swt_ddp_poll(md->ddp));
     }
     t0 = swt_now();
-    SWT_KC(where, swy_kc_embed_bwd(ctx, md->dx, md->ids, S, H, md->d.emb));
+    if (md->bf16) { /* the embedding's gradient is fp32 */
+        SWT_KC(where, swy_kc_bf16_to_f32(ctx, md->dx, SH, md->dx32));
+        SWT_KC(where, swy_kc_embed_bwd(ctx, md->dx32, md->ids, S, H,
+                                       md->d.emb));
+    } else {
+        SWT_KC(where, swy_kc_embed_bwd(ctx, md->dx, md->ids, S, H,
+                                       md->d.emb));
+    }
     STEP_CHECK(compute_end(md, tm, t0));
     STEP_CHECK(swt_ddp_wait(md->ddp, tm));
 
@@ -398,6 +529,7 @@ swy_status_t swt_model_cuda_step(swt_model_cuda_t *md, const int *ids,
     SWT_KC(where, swy_kc_adam_step(ctx, md->expert, md->dexpert,
                                    md->m_expert, md->v_expert, md->lo.n_expert,
                                    &hp, step));
+    STEP_CHECK(refresh_bf16(md));
     float xent = 0;
     SWT_KC(where, swy_kc_memcpy_d2h(&xent, md->loss, sizeof(float), st));
     /* The loss is read below, and the caller reuses ids and labels. */

@@ -23,8 +23,15 @@ struct swt_moe_block_cuda {
                                   device rows */
     swy_kc_ctx_t *ctx;
     void *stream;
+    /* --dtype bf16: the expert weights' bf16 copies; activations and rows
+     * are then bf16 (es = 2), else float (es = 4) */
+    int bf16;
+    swt_moe_block_bf16_t w16;
+    size_t es;
     /* forward state, kept for the backward (device) */
-    const float *x;
+    const void *x;
+    const float *xf;    /* x as float: x itself, or xf32's copy */
+    float *xf32;        /* [S][H] bf16 blocks: x converted for the gate */
     float *logits;      /* [S][E]; reused as dlogits */
     float *probs;       /* [S][E] */
     float *dprobs;      /* [S][E] */
@@ -35,17 +42,18 @@ struct swt_moe_block_cuda {
     int *load;          /* [E] scratch of the capacity drop */
     float *laux;        /* [n_groups] */
     int *dropped_d;     /* [n_groups] */
-    float *y;           /* [S][H]: MoE(x) */
+    void *y;            /* [S][H]: MoE(x), es bytes each */
     float *dx_gate;     /* [S][H] */
+    swy_kc_bf16_t *dx_gate16; /* [S][H] bf16 blocks: dx_gate rounded */
     /* host copies */
     int *topk_idx_h, *dropped_h;
     float *laux_h;
     int *rows_per_expert; /* [nl] */
     /* expert side, grown to the largest route (device) */
     size_t rows_cap;
-    float *expert_in, *expert_out, *grad_expert_out,
+    void *expert_in, *expert_out, *grad_expert_out,
         *grad_expert_in;  /* [rows][H] */
-    float *h_pre, *h_act, *dh; /* [rows][F] */
+    void *h_pre, *h_act, *dh; /* [rows][F] */
 };
 
 swy_status_t swt_cuda_fail(const char *where, const char *call)
@@ -70,6 +78,7 @@ static void *host_alloc(size_t n, size_t elem)
 swy_status_t swt_moe_block_cuda_create(swy_moe_plan_t plan, swy_comm_t comm,
                                        swy_kc_ctx_t *ctx,
                                        const swt_moe_block_params_t *params,
+                                       const swt_moe_block_bf16_t *w16,
                                        swt_moe_block_cuda_t **blk_p)
 {
     swt_moe_block_cuda_t *b = calloc(1, sizeof(*b));
@@ -77,6 +86,10 @@ swy_status_t swt_moe_block_cuda_create(swy_moe_plan_t plan, swy_comm_t comm,
         return SWY_ERR_NO_MEMORY;
     b->ctx = ctx;
     b->stream = swy_kc_ctx_stream(ctx);
+    b->bf16 = w16 != NULL;
+    if (w16 != NULL)
+        b->w16 = *w16;
+    b->es = b->bf16 ? sizeof(swy_kc_bf16_t) : sizeof(float);
     if (swt_moe_block_core_init(&b->core, plan, comm, params, "cuda") != 0) {
         free(b);
         return SWY_ERR_NO_MEMORY;
@@ -108,8 +121,10 @@ swy_status_t swt_moe_block_cuda_create(swy_moe_plan_t plan, swy_comm_t comm,
         {&b->load, E, sizeof(int)},
         {&b->laux, G, sizeof(float)},
         {&b->dropped_d, G, sizeof(int)},
-        {&b->y, S * H, sizeof(float)},
+        {&b->y, S * H, b->es},
         {&b->dx_gate, S * H, sizeof(float)},
+        {&b->xf32, b->bf16 ? S * H : 0, sizeof(float)},
+        {&b->dx_gate16, b->bf16 ? S * H : 0, sizeof(swy_kc_bf16_t)},
     };
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         if (dev_alloc(dev[i].p, dev[i].n, dev[i].elem) != 0) {
@@ -141,7 +156,7 @@ void swt_moe_block_cuda_destroy(swt_moe_block_cuda_t *b)
     /* Nothing of this block may still run when its memory goes. */
     (void)swy_kc_stream_sync(b->stream);
     free_rows(b);
-    void *dev[] = {b->dx_gate, b->y, b->dropped_d, b->laux, b->load, b->f,
+    void *dev[] = {b->dx_gate16, b->xf32, b->dx_gate, b->y, b->dropped_d, b->laux, b->load, b->f,
                    b->grad_topk_w, b->topk_w, b->topk_idx, b->dprobs,
                    b->probs, b->logits};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
@@ -179,13 +194,13 @@ static swy_status_t reserve_rows(swt_moe_block_cuda_t *b, size_t rows)
     SWT_KC(b->core.where, swy_kc_stream_sync(b->stream));
     free_rows(b);
     size_t n = rows + rows / 4, H = (size_t)b->core.H, F = (size_t)b->core.F;
-    float **hbufs[] = {&b->expert_in, &b->expert_out, &b->grad_expert_out,
-                       &b->grad_expert_in};
-    float **fbufs[] = {&b->h_pre, &b->h_act, &b->dh};
+    void **hbufs[] = {&b->expert_in, &b->expert_out, &b->grad_expert_out,
+                      &b->grad_expert_in};
+    void **fbufs[] = {&b->h_pre, &b->h_act, &b->dh};
     for (size_t i = 0; i < sizeof(hbufs) / sizeof(hbufs[0]); i++)
-        SWT_KC(b->core.where, dev_alloc(hbufs[i], n * H, sizeof(float)));
+        SWT_KC(b->core.where, dev_alloc(hbufs[i], n * H, b->es));
     for (size_t i = 0; i < sizeof(fbufs) / sizeof(fbufs[0]); i++)
-        SWT_KC(b->core.where, dev_alloc(fbufs[i], n * F, sizeof(float)));
+        SWT_KC(b->core.where, dev_alloc(fbufs[i], n * F, b->es));
     b->rows_cap = n;
     return SWY_OK;
 }
@@ -198,7 +213,7 @@ static swy_status_t gate_forward(swt_moe_block_cuda_t *b)
 {
     int S = b->core.S, E = b->core.E, k = b->core.k, G = b->core.p.gate_group;
     int renorm = k > 1; /* GShard top-2; with k = 1 Switch's p_e weight */
-    SWT_KC(b->core.where, swy_kc_gate_logits_fwd(b->ctx, b->x, b->core.p.wg,
+    SWT_KC(b->core.where, swy_kc_gate_logits_fwd(b->ctx, b->xf, b->core.p.wg,
                                                  S, b->core.H, E,
                                                  b->logits));
     SWT_KC(b->core.where, swy_kc_gate_topk(b->ctx, b->logits, S, E, k, renorm,
@@ -261,12 +276,70 @@ static swy_status_t compute_end(swt_moe_block_cuda_t *b, swt_timing_t *tm,
             return st_;                                                      \
     } while (0)
 
+/* The expert FFN of the route's rows, fp32 or bf16. */
+static swy_status_t ffn_forward(swt_moe_block_cuda_t *b)
+{
+    const swt_moe_block_params_t *p = &b->core.p;
+    if (b->bf16)
+        SWT_KC(b->core.where,
+               swy_kc_ffn_fwd_bf16(b->ctx, b->expert_in, b->rows_per_expert,
+                                   b->core.nl, b->core.H, b->core.F,
+                                   b->w16.w1, b->w16.b1, b->w16.w2,
+                                   b->w16.b2, b->h_pre, b->h_act,
+                                   b->expert_out));
+    else
+        SWT_KC(b->core.where,
+               swy_kc_ffn_fwd(b->ctx, b->expert_in, b->rows_per_expert,
+                              b->core.nl, b->core.H, b->core.F, p->w1, p->b1,
+                              p->w2, p->b2, b->h_pre, b->h_act,
+                              b->expert_out));
+    return SWY_OK;
+}
+
+static swy_status_t ffn_backward(swt_moe_block_cuda_t *b)
+{
+    const swt_moe_block_params_t *p = &b->core.p;
+    if (b->bf16)
+        SWT_KC(b->core.where,
+               swy_kc_ffn_bwd_bf16(b->ctx, b->expert_in, b->h_pre, b->h_act,
+                                   b->grad_expert_out, b->rows_per_expert,
+                                   b->core.nl, b->core.H, b->core.F,
+                                   b->w16.w1, b->w16.w2, b->dh,
+                                   b->grad_expert_in, p->dw1, p->db1, p->dw2,
+                                   p->db2));
+    else
+        SWT_KC(b->core.where,
+               swy_kc_ffn_bwd(b->ctx, b->expert_in, b->h_pre, b->h_act,
+                              b->grad_expert_out, b->rows_per_expert,
+                              b->core.nl, b->core.H, b->core.F, p->w1, p->w2,
+                              b->dh, b->grad_expert_in, p->dw1, p->db1,
+                              p->dw2, p->db2));
+    return SWY_OK;
+}
+
+/* y += x over n elements of the block's type. */
+static swy_status_t add_rows(swt_moe_block_cuda_t *b, const void *x,
+                             size_t n, void *y)
+{
+    if (b->bf16)
+        SWT_KC(b->core.where, swy_kc_add_bf16(b->ctx, x, n, y));
+    else
+        SWT_KC(b->core.where, swy_kc_add(b->ctx, x, n, y));
+    return SWY_OK;
+}
+
 swy_status_t swt_moe_block_cuda_forward(swt_moe_block_cuda_t *b,
-                                        const float *x, float *out,
+                                        const void *x, void *out,
                                         swt_timing_t *tm)
 {
+    size_t n = (size_t)b->core.S * b->core.H;
     b->x = x;
+    b->xf = x;
     double t0 = swt_now();
+    if (b->bf16) { /* the gate computes in fp32 */
+        SWT_KC(b->core.where, swy_kc_bf16_to_f32(b->ctx, x, n, b->xf32));
+        b->xf = b->xf32;
+    }
     STEP(gate_forward(b));
     STEP(compute_end(b, tm, t0, NULL));
 
@@ -286,11 +359,7 @@ swy_status_t swt_moe_block_cuda_forward(swt_moe_block_cuda_t *b,
     swt_timing_add(tm, SWT_T_A2A_WAIT, disp_end - seg0);
 
     double tc = swt_now();
-    SWT_KC(b->core.where,
-           swy_kc_ffn_fwd(b->ctx, b->expert_in, b->rows_per_expert,
-                          b->core.nl, b->core.H, b->core.F, b->core.p.w1,
-                          b->core.p.b1, b->core.p.w2, b->core.p.b2, b->h_pre,
-                          b->h_act, b->expert_out));
+    STEP(ffn_forward(b));
     double dt;
     STEP(compute_end(b, tm, tc, &dt));
     swt_timing_add(tm, SWT_T_EXPERT, dt);
@@ -307,10 +376,8 @@ swy_status_t swt_moe_block_cuda_forward(swt_moe_block_cuda_t *b,
     swt_moe_block_core_segment(tm, seg0, disp_end, comb0, end);
 
     t0 = swt_now();
-    size_t n = (size_t)b->core.S * b->core.H;
-    SWT_KC(b->core.where, swy_kc_memcpy_d2d(out, x, n * sizeof(float),
-                                            b->stream));
-    SWT_KC(b->core.where, swy_kc_add(b->ctx, b->y, n, out));
+    SWT_KC(b->core.where, swy_kc_memcpy_d2d(out, x, n * b->es, b->stream));
+    STEP(add_rows(b, b->y, n, out));
     STEP(compute_end(b, tm, t0, NULL));
     return SWY_OK;
 }
@@ -332,14 +399,14 @@ static swy_status_t gate_backward(swt_moe_block_cuda_t *b)
     }
     SWT_KC(b->core.where, swy_kc_softmax_bwd(b->ctx, b->probs, b->dprobs, S, E,
                                              b->logits));
-    SWT_KC(b->core.where, swy_kc_gate_logits_bwd(b->ctx, b->x, b->core.p.wg,
+    SWT_KC(b->core.where, swy_kc_gate_logits_bwd(b->ctx, b->xf, b->core.p.wg,
                                                  b->logits, S, b->core.H, E,
                                                  b->dx_gate, b->core.p.dwg));
     return SWY_OK;
 }
 
 swy_status_t swt_moe_block_cuda_backward(swt_moe_block_cuda_t *b,
-                                         const float *dout, float *dx,
+                                         const void *dout, void *dx,
                                          swt_timing_t *tm)
 {
     if (b->core.route == NULL) {
@@ -367,12 +434,7 @@ swy_status_t swt_moe_block_cuda_backward(swt_moe_block_cuda_t *b,
     swt_moe_block_core_a2a_imminent(&b->core);
 
     double tc = swt_now();
-    SWT_KC(b->core.where,
-           swy_kc_ffn_bwd(b->ctx, b->expert_in, b->h_pre, b->h_act,
-                          b->grad_expert_out, b->rows_per_expert, b->core.nl,
-                          b->core.H, b->core.F, b->core.p.w1, b->core.p.w2,
-                          b->dh, b->grad_expert_in, b->core.p.dw1,
-                          b->core.p.db1, b->core.p.dw2, b->core.p.db2));
+    STEP(ffn_backward(b));
     double dt;
     STEP(compute_end(b, tm, tc, &dt));
     swt_timing_add(tm, SWT_T_EXPERT, dt);
@@ -392,8 +454,14 @@ swy_status_t swt_moe_block_cuda_backward(swt_moe_block_cuda_t *b,
     double t0 = swt_now();
     size_t n = (size_t)b->core.S * b->core.H;
     STEP(gate_backward(b));
-    SWT_KC(b->core.where, swy_kc_add(b->ctx, b->dx_gate, n, dx));
-    SWT_KC(b->core.where, swy_kc_add(b->ctx, dout, n, dx));
+    if (b->bf16) {
+        SWT_KC(b->core.where, swy_kc_f32_to_bf16(b->ctx, b->dx_gate, n,
+                                                 b->dx_gate16));
+        STEP(add_rows(b, b->dx_gate16, n, dx));
+    } else {
+        STEP(add_rows(b, b->dx_gate, n, dx));
+    }
+    STEP(add_rows(b, dout, n, dx));
     STEP(compute_end(b, tm, t0, NULL));
     return SWY_OK;
 }

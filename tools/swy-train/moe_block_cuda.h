@@ -31,8 +31,19 @@
 
 typedef struct swt_moe_block_cuda swt_moe_block_cuda_t;
 
+/** --dtype bf16: the bf16 copies of the block's expert weights (device,
+ *  refreshed from the fp32 masters by the model after each update), which
+ *  the expert FFN computes with. */
+typedef struct {
+    const swy_kc_bf16_t *w1, *b1, *w2, *b2;
+} swt_moe_block_bf16_t;
+
 /** @param plan a plan with device rows (SWY_MOE_ROWS_DEVICE) on ctx's
- *              stream.
+ *              stream, of SWY_BFLOAT16 rows with @p w16, else SWY_FLOAT32.
+ *  @param w16  NULL: fp32 activations. Else bf16 activations (x, out,
+ *              dout, dx and every row are bf16) and expert weights; the
+ *              gate computes in fp32 (from x converted) with the fp32
+ *              gate weights, and every gradient is fp32.
  *  @param ctx  the model's kernel context (its stream carries every
  *              kernel of the block); borrowed, as are plan and comm.
  *  @return SWY_OK, SWY_ERR_NO_MEMORY (host), SWY_ERR_SYSTEM (a device
@@ -40,19 +51,21 @@ typedef struct swt_moe_block_cuda swt_moe_block_cuda_t;
 swy_status_t swt_moe_block_cuda_create(swy_moe_plan_t plan, swy_comm_t comm,
                                        swy_kc_ctx_t *ctx,
                                        const swt_moe_block_params_t *params,
+                                       const swt_moe_block_bf16_t *w16,
                                        swt_moe_block_cuda_t **blk_p);
 void swt_moe_block_cuda_destroy(swt_moe_block_cuda_t *blk);
 
-/** Forward: out[S][H] = x + MoE(x), device pointers. x must stay unchanged
- *  until the backward. Sets the block's auxiliary loss and drop count. */
+/** Forward: out[S][H] = x + MoE(x), device pointers (float, or bf16 for
+ *  a bf16 block). x must stay unchanged until the backward. Sets the
+ *  block's auxiliary loss and drop count. */
 swy_status_t swt_moe_block_cuda_forward(swt_moe_block_cuda_t *blk,
-                                        const float *x, float *out,
+                                        const void *x, void *out,
                                         swt_timing_t *tm);
 
 /** Backward: dx[S][H] = dout + d MoE(x)/dx (overwritten; device
  *  pointers); accumulates the gate and expert gradients. */
 swy_status_t swt_moe_block_cuda_backward(swt_moe_block_cuda_t *blk,
-                                         const float *dout, float *dx,
+                                         const void *dout, void *dx,
                                          swt_timing_t *tm);
 
 /** The last forward's auxiliary loss, mean over gate groups. */

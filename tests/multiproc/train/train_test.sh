@@ -255,7 +255,8 @@ badflags)
                 "--placement predicted --device cuda" "--overlap 2" \
                 "--overlap 1 --device cuda" "--dense-ffn 0" \
                 "--dense-ffn 64 --device cuda" "--ta-capacity bogus" \
-                "--placement-horizon -1"; do
+                "--placement-horizon -1" "--dtype fp16" "--dtype bf16" \
+                "--dtype bf16 --device cpu"; do
         # shellcheck disable=SC2086
         check "$train" $args
     done
