@@ -144,8 +144,7 @@ static void usage(FILE *out)
 "  --placement-max-shadow N  experts shadowed per layer at most\n"
 "                        (default 4)\n"
 "  --device cpu|cuda     kernels to use (default cpu); cuda: every tensor\n"
-"                        on this rank's GPU (local rank modulo the GPUs),\n"
-"                        --pipeline 1 only\n"
+"                        on this rank's GPU (local rank modulo the GPUs)\n"
 "  --dtype fp32|bf16     precision (default fp32); bf16 (--device cuda):\n"
 "                        bf16 weights and activations, fp32 master\n"
 "                        weights, gradients and Adam\n"
@@ -1269,12 +1268,6 @@ static int local_rank_from_env(void)
 static int select_gpu(options_t *o)
 {
 #ifdef SWT_HAVE_CUDA
-    if (o->model.pipeline > 1) {
-        fprintf(stderr, "swy-train: --device cuda: --pipeline %d is not "
-                "implemented on the GPU path (use --pipeline 1)\n",
-                o->model.pipeline);
-        return 2;
-    }
     if (o->model.overlap) {
         fprintf(stderr, "swy-train: --device cuda: --overlap 1 is not "
                 "implemented on the GPU path (use --overlap 0)\n");

@@ -164,12 +164,6 @@ swy_status_t swt_model_cuda_create(swy_comm_t comm,
                                    const swt_model_config_t *cfg,
                                    swt_model_cuda_t **model_p)
 {
-    if (cfg->pipeline != 1) {
-        fprintf(stderr, "swy-train: --device cuda: --pipeline %d is not "
-                "implemented on the GPU path (use --pipeline 1)\n",
-                cfg->pipeline);
-        return SWY_ERR_UNSUPPORTED;
-    }
     swt_model_cuda_t *md = calloc(1, sizeof(*md));
     if (md == NULL)
         return SWY_ERR_NO_MEMORY;

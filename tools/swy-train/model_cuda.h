@@ -34,10 +34,9 @@ int swt_cuda_device_select(int local_rank, int *device_p, char *name,
 
 typedef struct swt_model_cuda swt_model_cuda_t;
 
-/** Collective (creates the MoE plan). Prints the cause on failure.
- *  cfg->pipeline must be 1.
- *  @return SWY_OK, SWY_ERR_NO_MEMORY, SWY_ERR_SYSTEM (a CUDA failure),
- *          SWY_ERR_UNSUPPORTED (pipeline > 1), or the plan's error. */
+/** Collective (creates the MoE plans). Prints the cause on failure.
+ *  @return SWY_OK, SWY_ERR_NO_MEMORY, SWY_ERR_SYSTEM (a CUDA failure), or
+ *          the plans' error. */
 swy_status_t swt_model_cuda_create(swy_comm_t comm,
                                    const swt_model_config_t *cfg,
                                    swt_model_cuda_t **model_p);

@@ -276,44 +276,79 @@ static swy_status_t compute_end(swt_moe_block_cuda_t *b, swt_timing_t *tm,
             return st_;                                                      \
     } while (0)
 
-/* The expert FFN of the route's rows, fp32 or bf16. */
-static swy_status_t ffn_forward(swt_moe_block_cuda_t *b)
+/* The expert FFN, fp32 or bf16, on rows [off, off + rows[0]) for
+ * `n_experts` local experts from expert e0 on (rows[] holds each one's
+ * row count; their rows are contiguous). */
+static swy_status_t ffn_fwd_rows(swt_moe_block_cuda_t *b, int e0,
+                                 int n_experts, const int *rows, size_t off)
 {
     const swt_moe_block_params_t *p = &b->core.p;
+    size_t H = (size_t)b->core.H, F = (size_t)b->core.F;
+    size_t xo = off * H * b->es, ho = off * F * b->es, e = (size_t)e0;
+    char *in = (char *)b->expert_in + xo, *out = (char *)b->expert_out + xo;
+    char *hp = (char *)b->h_pre + ho, *ha = (char *)b->h_act + ho;
     if (b->bf16)
         SWT_KC(b->core.where,
-               swy_kc_ffn_fwd_bf16(b->ctx, b->expert_in, b->rows_per_expert,
-                                   b->core.nl, b->core.H, b->core.F,
-                                   b->w16.w1, b->w16.b1, b->w16.w2,
-                                   b->w16.b2, b->h_pre, b->h_act,
-                                   b->expert_out));
+               swy_kc_ffn_fwd_bf16(b->ctx, (void *)in, rows, n_experts,
+                                   b->core.H, b->core.F,
+                                   b->w16.w1 + e * H * F, b->w16.b1 + e * F,
+                                   b->w16.w2 + e * F * H, b->w16.b2 + e * H,
+                                   (void *)hp, (void *)ha, (void *)out));
     else
         SWT_KC(b->core.where,
-               swy_kc_ffn_fwd(b->ctx, b->expert_in, b->rows_per_expert,
-                              b->core.nl, b->core.H, b->core.F, p->w1, p->b1,
-                              p->w2, p->b2, b->h_pre, b->h_act,
-                              b->expert_out));
+               swy_kc_ffn_fwd(b->ctx, (void *)in, rows, n_experts, b->core.H,
+                              b->core.F, p->w1 + e * H * F, p->b1 + e * F,
+                              p->w2 + e * F * H, p->b2 + e * H, (void *)hp,
+                              (void *)ha, (void *)out));
     return SWY_OK;
 }
 
-static swy_status_t ffn_backward(swt_moe_block_cuda_t *b)
+static swy_status_t ffn_bwd_rows(swt_moe_block_cuda_t *b, int e0,
+                                 int n_experts, const int *rows, size_t off)
 {
     const swt_moe_block_params_t *p = &b->core.p;
+    size_t H = (size_t)b->core.H, F = (size_t)b->core.F;
+    size_t xo = off * H * b->es, ho = off * F * b->es, e = (size_t)e0;
+    char *x = (char *)b->expert_in + xo, *dy = (char *)b->grad_expert_out + xo;
+    char *dx = (char *)b->grad_expert_in + xo, *hp = (char *)b->h_pre + ho;
+    char *ha = (char *)b->h_act + ho, *dh = (char *)b->dh + ho;
+    float *dw1 = p->dw1 + e * H * F, *db1 = p->db1 + e * F,
+          *dw2 = p->dw2 + e * F * H, *db2 = p->db2 + e * H;
     if (b->bf16)
         SWT_KC(b->core.where,
-               swy_kc_ffn_bwd_bf16(b->ctx, b->expert_in, b->h_pre, b->h_act,
-                                   b->grad_expert_out, b->rows_per_expert,
-                                   b->core.nl, b->core.H, b->core.F,
-                                   b->w16.w1, b->w16.w2, b->dh,
-                                   b->grad_expert_in, p->dw1, p->db1, p->dw2,
-                                   p->db2));
+               swy_kc_ffn_bwd_bf16(b->ctx, (void *)x, (void *)hp, (void *)ha,
+                                   (void *)dy, rows, n_experts, b->core.H,
+                                   b->core.F, b->w16.w1 + e * H * F,
+                                   b->w16.w2 + e * F * H, (void *)dh,
+                                   (void *)dx, dw1, db1, dw2, db2));
     else
         SWT_KC(b->core.where,
-               swy_kc_ffn_bwd(b->ctx, b->expert_in, b->h_pre, b->h_act,
-                              b->grad_expert_out, b->rows_per_expert,
-                              b->core.nl, b->core.H, b->core.F, p->w1, p->w2,
-                              b->dh, b->grad_expert_in, p->dw1, p->db1,
-                              p->dw2, p->db2));
+               swy_kc_ffn_bwd(b->ctx, (void *)x, (void *)hp, (void *)ha,
+                              (void *)dy, rows, n_experts, b->core.H,
+                              b->core.F, p->w1 + e * H * F, p->w2 + e * F * H,
+                              (void *)dh, (void *)dx, dw1, db1, dw2, db2));
+    return SWY_OK;
+}
+
+/* The experts on chunk j of the route's rows (forward or backward): with
+ * one chunk, every local expert in one call; else each expert's piece of
+ * chunk j (its rows of chunk j are contiguous, moe.h). */
+static swy_status_t experts_chunk(swt_moe_block_cuda_t *b, int j,
+                                  int backward)
+{
+    const swy_moe_layout_t *ly = &b->core.layout;
+    int d = ly->pipeline_degree, nl = b->core.nl;
+    if (d == 1)
+        return backward ? ffn_bwd_rows(b, 0, nl, b->rows_per_expert, 0)
+                        : ffn_fwd_rows(b, 0, nl, b->rows_per_expert, 0);
+    for (int e = 0; e < nl; e++) {
+        int64_t r0 = ly->chunk_offset[(size_t)e * (d + 1) + j];
+        int rows = (int)(ly->chunk_offset[(size_t)e * (d + 1) + j + 1] - r0);
+        if (rows == 0)
+            continue;
+        STEP(backward ? ffn_bwd_rows(b, e, 1, &rows, (size_t)r0)
+                      : ffn_fwd_rows(b, e, 1, &rows, (size_t)r0));
+    }
     return SWY_OK;
 }
 
@@ -348,31 +383,40 @@ swy_status_t swt_moe_block_cuda_forward(swt_moe_block_cuda_t *b,
     count_rows(b);
 
     /* Dispatch: tokens -> the experts' rows (packed on the stream, sent
-     * once the stream has drained). */
+     * once the stream has drained), chunk by chunk: the experts compute
+     * on chunk j as it lands and its combine goes at once (Lina,
+     * FasterMoE), the rows summed into y on the stream at the end (the
+     * route keeps them for the backward). */
     swy_op_attr_t attr = SWY_OP_ATTR_INIT;
     attr.name = b->core.name_fwd;
-    double seg0 = swt_now();
+    int d = b->core.layout.pipeline_degree;
+    double seg0 = swt_now(), disp_end = seg0, comb0 = seg0;
     SWT_MOE_CHECK(&b->core, swy_moe_dispatch(b->core.route, x, b->expert_in,
-                                             &attr, SWY_MOE_BLOCKING),
+                                             &attr, SWY_MOE_ASYNC),
                   "dispatch");
-    double disp_end = swt_now();
-    swt_timing_add(tm, SWT_T_A2A_WAIT, disp_end - seg0);
-
-    double tc = swt_now();
-    STEP(ffn_forward(b));
-    double dt;
-    STEP(compute_end(b, tm, tc, &dt));
-    swt_timing_add(tm, SWT_T_EXPERT, dt);
-
-    /* Combine: the experts' rows back, y = their gate-weighted sum
-     * (queued on the stream; the route keeps the rows for the
-     * backward). */
-    double comb0 = swt_now();
-    SWT_MOE_CHECK(&b->core, swy_moe_combine(b->core.route, b->expert_out,
-                                            b->topk_w, b->y, &attr),
-                  "combine");
+    for (int j = 0; j < d; j++) {
+        double tw = swt_now();
+        SWT_MOE_CHECK(&b->core, swy_moe_wait_chunk(b->core.route, j),
+                      "dispatch wait");
+        disp_end = swt_now();
+        swt_timing_add(tm, SWT_T_A2A_WAIT, disp_end - tw);
+        double tc = swt_now(), dt;
+        STEP(experts_chunk(b, j, 0));
+        STEP(compute_end(b, tm, tc, &dt));
+        swt_timing_add(tm, SWT_T_EXPERT, dt);
+        if (j == 0)
+            comb0 = swt_now();
+        SWT_MOE_CHECK(&b->core,
+                      swy_moe_combine_post_chunk(b->core.route, j,
+                                                 b->expert_out, &attr),
+                      "combine post");
+    }
+    double tw = swt_now();
+    SWT_MOE_CHECK(&b->core,
+                  swy_moe_combine_finish(b->core.route, b->topk_w, b->y),
+                  "combine finish");
     double end = swt_now();
-    swt_timing_add(tm, SWT_T_A2A_WAIT, end - comb0);
+    swt_timing_add(tm, SWT_T_A2A_WAIT, end - tw);
     swt_moe_block_core_segment(tm, seg0, disp_end, comb0, end);
 
     t0 = swt_now();
@@ -418,36 +462,46 @@ swy_status_t swt_moe_block_cuda_backward(swt_moe_block_cuda_t *b,
      * block, so the combine's all-to-all finds the links clear. */
     swt_moe_block_core_a2a_imminent(&b->core);
     /* Combine backward: the gradient of each slot's row (weight x dout)
-     * to its expert, and of the gate weights (grad_topk_w). */
+     * to its expert, and of the gate weights (grad_topk_w); chunk by
+     * chunk, each chunk's expert backward then its dispatch backward,
+     * dx = the sum of each token's slot gradients at the end (queued on
+     * the stream). */
     swy_op_attr_t attr = SWY_OP_ATTR_INIT;
     attr.name = b->core.name_bwd;
-    double seg0 = swt_now();
+    int d = b->core.layout.pipeline_degree;
+    double seg0 = swt_now(), cb_end = seg0, db0 = seg0;
     SWT_MOE_CHECK(&b->core,
                   swy_moe_combine_backward(b->core.route, dout, b->topk_w,
                                            b->grad_expert_out,
                                            b->grad_topk_w, &attr,
-                                           SWY_MOE_BLOCKING),
+                                           SWY_MOE_ASYNC),
                   "combine backward");
-    double cb_end = swt_now();
-    swt_timing_add(tm, SWT_T_A2A_WAIT, cb_end - seg0);
-    /* The dispatch backward follows the expert backward. */
-    swt_moe_block_core_a2a_imminent(&b->core);
-
-    double tc = swt_now();
-    STEP(ffn_backward(b));
-    double dt;
-    STEP(compute_end(b, tm, tc, &dt));
-    swt_timing_add(tm, SWT_T_EXPERT, dt);
-
-    /* Dispatch backward: dx = the sum of each token's slot gradients
-     * (queued on the stream). */
-    double db0 = swt_now();
-    SWT_MOE_CHECK(&b->core, swy_moe_dispatch_backward(b->core.route,
-                                                      b->grad_expert_in, dx,
-                                                      &attr),
-                  "dispatch backward");
+    for (int j = 0; j < d; j++) {
+        double tw = swt_now();
+        SWT_MOE_CHECK(&b->core, swy_moe_wait_chunk(b->core.route, j),
+                      "combine backward wait");
+        cb_end = swt_now();
+        swt_timing_add(tm, SWT_T_A2A_WAIT, cb_end - tw);
+        /* The dispatch backward follows this chunk's expert backward. */
+        if (j == d - 1)
+            swt_moe_block_core_a2a_imminent(&b->core);
+        double tc = swt_now(), dt;
+        STEP(experts_chunk(b, j, 1));
+        STEP(compute_end(b, tm, tc, &dt));
+        swt_timing_add(tm, SWT_T_EXPERT, dt);
+        if (j == 0)
+            db0 = swt_now();
+        SWT_MOE_CHECK(&b->core, swy_moe_dispatch_backward_post_chunk(
+                                    b->core.route, j, b->grad_expert_in,
+                                    &attr),
+                      "dispatch backward post");
+    }
+    double tw = swt_now();
+    SWT_MOE_CHECK(&b->core,
+                  swy_moe_dispatch_backward_finish(b->core.route, dx),
+                  "dispatch backward finish");
     double end = swt_now();
-    swt_timing_add(tm, SWT_T_A2A_WAIT, end - db0);
+    swt_timing_add(tm, SWT_T_A2A_WAIT, end - tw);
     swt_moe_block_core_segment(tm, seg0, cb_end, db0, end);
     swt_moe_block_core_route_end(&b->core);
 

@@ -12,8 +12,9 @@
  * mirrors it with lib/moe's backward calls: the same library path as the
  * CPU block's (see moe_block_cuda.c).
  *
- * Pipelining (degree > 1) is not implemented here (the block uses the
- * blocking calls): the plan must have pipeline_degree 1 (main.c refuses --pipeline > 1 with --device cuda).
+ * Pipelining (degree d > 1) as on the CPU: the experts compute on each
+ * chunk as it lands (one FFN call per local expert's piece of the chunk)
+ * and the chunk's combine goes at once; backward likewise.
  * Packing needs nothing special: it only sets the number of local experts.
  *
  * The parameters (swt_moe_block_params_t, moe_block.h) are DEVICE

@@ -11,7 +11,8 @@
 #     same seed gives the same initial parameters and the same batch, so
 #     this checks the whole GPU forward pass (embedding, dense blocks,
 #     gate, routing, exchange, experts, combine, output, loss) against the
-#     CPU kernels; fp32 summation order alone differs (~1e-6).
+#     CPU kernels; fp32 summation order alone differs (~1e-6);
+#   - --pipeline 3 gives the loss curve of --pipeline 1 within 1e-4.
 # Exits 77 (skipped) when swy-train reports no CUDA device, or was built
 # without the CUDA path.
 set -u
@@ -69,4 +70,21 @@ awk -F, '
           printf "step 1 loss: GPU %.7f, CPU %.7f, relative difference %.3g (tolerance 1e-4)\n", gpu, cpu, rel
           exit !(rel <= 1e-4) }' "$tmp/gpu.csv" "$tmp/cpu.csv" ||
     fail "the GPU forward pass differs from the CPU one at step 1"
+# Pipelined (--pipeline 3, packing 2: chunks of every local expert) gives
+# the loss curve of --pipeline 1 within 1e-4 over 20 steps, as on the CPU
+# (tests/multiproc/train, mode pipeline): the experts compute chunk by
+# chunk, only the order of the weight gradients' sums differs.
+for d in 1 3; do
+    "$swy_run" -n 1 --timeout 120 "$train" --device cuda --steps 20 \
+        "${model[@]}" --packing 2 --pipeline $d \
+        --loss-file "$tmp/pipe$d.csv" >"$tmp/pipe$d.out" 2>&1 ||
+        { cat "$tmp/pipe$d.out"; fail "swy-train --pipeline $d exited $?"; }
+done
+awk -F, '
+    FNR == 1 { next }
+    NR == FNR { a[$1] = $2; next }
+    { d = $2 - a[$1]; if (d < 0) d = -d; r = d / a[$1]; if (r > m) m = r; n++ }
+    END { printf "--pipeline 3 vs 1: %d steps, largest relative loss difference %.3g (tolerance 1e-4)\n", n, m
+          exit !(n == 20 && m <= 1e-4) }' "$tmp/pipe1.csv" "$tmp/pipe3.csv" ||
+    fail "--pipeline 3 changes the GPU loss curve"
 echo "swy-train --device cuda: OK"
