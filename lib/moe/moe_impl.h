@@ -172,7 +172,8 @@ void swy_moe_xchg_drain(swy_moe_route_t route, swy_moe_xchg_t *x);
 swy_status_t swy_moe_check_mem(const struct swy_moe_plan *plan,
                                const void *ptr, const char *what,
                                const char *fn);
-/* attr's stream against the plan's: NULL or the same for device plans. */
+/* attr's stream against the plan's: NULL or the same for device plans
+ * (ignored for host rows). */
 swy_status_t swy_moe_check_attr(const struct swy_moe_plan *plan,
                                 const swy_op_attr_t *attr, const char *fn);
 /* A failure of the plugin's call what: SWY_ERR_TRANSPORT unless status
