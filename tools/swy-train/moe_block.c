@@ -12,6 +12,7 @@ struct swt_moe_block {
     swt_moe_block_core_t core; /* shape, route, counts, statistics */
     /* forward state, kept for the backward */
     const float *x;
+    const float *dout; /* the backward's, for the shadowed experts */
     float *probs;     /* [S][E] */
     float *logits;    /* [S][E]; reused as dlogits */
     int *topk_idx;    /* [S][k] */
@@ -201,6 +202,107 @@ void swt_moe_block_core_segment(swt_timing_t *tm, double seg0,
 {
     swt_timing_add(tm, SWT_T_A2A, (first_end - seg0) + (end - second0));
     swt_timing_add(tm, SWT_T_MOE_SEG, end - seg0);
+}
+
+/* Return a failure of the block's own computation (already reported). */
+#define CORE_STEP(call)                                                      \
+    do {                                                                     \
+        swy_status_t st_ = (call);                                           \
+        if (st_ != SWY_OK)                                                   \
+            return st_;                                                      \
+    } while (0)
+
+swy_status_t swt_moe_block_core_forward(swt_moe_block_core_t *core,
+                                        const void *x, void *expert_in,
+                                        const void *expert_out,
+                                        const void *topk_w, void *y,
+                                        const swt_moe_chunk_ops_t *ops,
+                                        swt_timing_t *tm)
+{
+    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+    attr.name = core->name_fwd;
+    int d = core->layout.pipeline_degree;
+    double seg0 = swt_now(), disp_end = seg0, comb0 = seg0, dt;
+    SWT_MOE_CHECK(core, swy_moe_dispatch(core->route, x, expert_in, &attr,
+                                         SWY_MOE_ASYNC),
+                  "dispatch");
+    if (ops->overlap != NULL) { /* while the dispatch travels */
+        CORE_STEP(ops->overlap(ops->arg, tm, &dt));
+        swt_timing_add(tm, SWT_T_EXPERT, dt);
+    }
+    for (int j = 0; j < d; j++) {
+        double tw = swt_now();
+        SWT_MOE_CHECK(core, swy_moe_wait_chunk(core->route, j),
+                      "dispatch wait");
+        disp_end = swt_now();
+        swt_timing_add(tm, SWT_T_A2A_WAIT, disp_end - tw);
+        CORE_STEP(ops->experts(ops->arg, j, tm, &dt));
+        swt_timing_add(tm, SWT_T_EXPERT, dt);
+        if (j == 0)
+            comb0 = swt_now();
+        SWT_MOE_CHECK(core, swy_moe_combine_post_chunk(core->route, j,
+                                                       expert_out, &attr),
+                      "combine post");
+    }
+    double tw = swt_now();
+    SWT_MOE_CHECK(core, swy_moe_combine_finish(core->route, topk_w, y),
+                  "combine finish");
+    double end = swt_now();
+    swt_timing_add(tm, SWT_T_A2A_WAIT, end - tw);
+    swt_moe_block_core_segment(tm, seg0, disp_end, comb0, end);
+    return SWY_OK;
+}
+
+swy_status_t swt_moe_block_core_backward(swt_moe_block_core_t *core,
+                                         const void *dout,
+                                         const void *topk_w,
+                                         void *grad_expert_out,
+                                         void *grad_topk_w,
+                                         const void *grad_expert_in,
+                                         void *dx,
+                                         const swt_moe_chunk_ops_t *ops,
+                                         swt_timing_t *tm)
+{
+    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+    attr.name = core->name_bwd;
+    int d = core->layout.pipeline_degree;
+    /* Lina: stop issuing gradient micro-ops when backward enters the MoE
+     * block, so the combine's all-to-all finds the links clear. */
+    swt_moe_block_core_a2a_imminent(core);
+    double seg0 = swt_now(), cb_end = seg0, db0 = seg0, dt;
+    SWT_MOE_CHECK(core, swy_moe_combine_backward(core->route, dout, topk_w,
+                                                 grad_expert_out, grad_topk_w,
+                                                 &attr, SWY_MOE_ASYNC),
+                  "combine backward");
+    if (ops->overlap != NULL) { /* while the combine backward travels */
+        CORE_STEP(ops->overlap(ops->arg, tm, &dt));
+        swt_timing_add(tm, SWT_T_EXPERT, dt);
+    }
+    for (int j = 0; j < d; j++) {
+        double tw = swt_now();
+        SWT_MOE_CHECK(core, swy_moe_wait_chunk(core->route, j),
+                      "combine backward wait");
+        cb_end = swt_now();
+        swt_timing_add(tm, SWT_T_A2A_WAIT, cb_end - tw);
+        /* The dispatch backward follows this chunk's expert backward. */
+        if (j == d - 1)
+            swt_moe_block_core_a2a_imminent(core);
+        CORE_STEP(ops->experts(ops->arg, j, tm, &dt));
+        swt_timing_add(tm, SWT_T_EXPERT, dt);
+        if (j == 0)
+            db0 = swt_now();
+        SWT_MOE_CHECK(core, swy_moe_dispatch_backward_post_chunk(
+                                core->route, j, grad_expert_in, &attr),
+                      "dispatch backward post");
+    }
+    double tw = swt_now();
+    SWT_MOE_CHECK(core, swy_moe_dispatch_backward_finish(core->route, dx),
+                  "dispatch backward finish");
+    double end = swt_now();
+    swt_timing_add(tm, SWT_T_A2A_WAIT, end - tw);
+    swt_moe_block_core_segment(tm, seg0, cb_end, db0, end);
+    swt_moe_block_core_route_end(core);
+    return SWY_OK;
 }
 
 int swt_moe_block_create(swy_moe_plan_t plan, swy_comm_t comm,
@@ -604,6 +706,43 @@ static void map_slots(swt_moe_block_t *b, const int *src)
         b->route_idx[s] = src[s] < 0 ? -1 : b->core.p.slot_of[src[s]];
 }
 
+/* The CPU block's computation around its exchanges
+ * (swt_moe_chunk_ops_t). */
+static swy_status_t cpu_experts_fwd(void *arg, int chunk, swt_timing_t *tm,
+                                    double *dt_p)
+{
+    double tc = swt_now();
+    experts_fwd_chunk(arg, chunk);
+    *dt_p = swt_timing_compute_end(tm, tc);
+    return SWY_OK;
+}
+
+static swy_status_t cpu_experts_bwd(void *arg, int chunk, swt_timing_t *tm,
+                                    double *dt_p)
+{
+    double tc = swt_now();
+    experts_bwd_chunk(arg, chunk);
+    *dt_p = swt_timing_compute_end(tm, tc);
+    return SWY_OK;
+}
+
+static swy_status_t cpu_shadow_fwd(void *arg, swt_timing_t *tm, double *dt_p)
+{
+    double tc = swt_now();
+    shadow_forward(arg);
+    *dt_p = swt_timing_compute_end(tm, tc);
+    return SWY_OK;
+}
+
+static swy_status_t cpu_shadow_bwd(void *arg, swt_timing_t *tm, double *dt_p)
+{
+    swt_moe_block_t *b = arg;
+    double tc = swt_now();
+    shadow_backward(b, b->dout);
+    *dt_p = swt_timing_compute_end(tm, tc);
+    return SWY_OK;
+}
+
 swy_status_t swt_moe_block_forward(swt_moe_block_t *b, const float *x,
                                    float *out, swt_timing_t *tm)
 {
@@ -631,41 +770,13 @@ swy_status_t swt_moe_block_forward(swt_moe_block_t *b, const float *x,
         return swt_moe_block_core_fail(&b->core, "allocating expert buffers",
                                        SWY_ERR_NO_MEMORY);
 
-    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
-    attr.name = b->core.name_fwd;
-    int d = b->core.layout.pipeline_degree;
-    double seg0 = swt_now(), disp_end = seg0, comb0 = seg0;
-    SWT_MOE_CHECK(&b->core, swy_moe_dispatch(b->core.route, x, b->expert_in,
-                                             &attr, SWY_MOE_ASYNC),
-                  "dispatch");
-    if (b->n_shadow > 0) { /* while the dispatch travels */
-        double tc = swt_now();
-        shadow_forward(b);
-        swt_timing_add(tm, SWT_T_EXPERT, swt_timing_compute_end(tm, tc));
-    }
-    for (int j = 0; j < d; j++) {
-        double tw = swt_now();
-        SWT_MOE_CHECK(&b->core, swy_moe_wait_chunk(b->core.route, j),
-                      "dispatch wait");
-        disp_end = swt_now();
-        swt_timing_add(tm, SWT_T_A2A_WAIT, disp_end - tw);
-        double tc = swt_now();
-        experts_fwd_chunk(b, j);
-        swt_timing_add(tm, SWT_T_EXPERT, swt_timing_compute_end(tm, tc));
-        if (j == 0)
-            comb0 = swt_now();
-        SWT_MOE_CHECK(&b->core,
-                      swy_moe_combine_post_chunk(b->core.route, j,
-                                                 b->expert_out, &attr),
-                      "combine post");
-    }
-    double tw = swt_now();
-    SWT_MOE_CHECK(&b->core,
-                  swy_moe_combine_finish(b->core.route, b->topk_w, b->y),
-                  "combine finish");
-    double end = swt_now();
-    swt_timing_add(tm, SWT_T_A2A_WAIT, end - tw);
-    swt_moe_block_core_segment(tm, seg0, disp_end, comb0, end);
+    swt_moe_chunk_ops_t ops = {cpu_experts_fwd,
+                               b->n_shadow > 0 ? cpu_shadow_fwd : NULL, b};
+    status = swt_moe_block_core_forward(&b->core, x, b->expert_in,
+                                        b->expert_out, b->topk_w, b->y, &ops,
+                                        tm);
+    if (status != SWY_OK)
+        return status;
 
     t0 = swt_now();
     if (b->n_shadow > 0)
@@ -702,50 +813,14 @@ static void gate_backward(swt_moe_block_t *b)
 swy_status_t swt_moe_block_backward(swt_moe_block_t *b, const float *dout,
                                     float *dx, swt_timing_t *tm)
 {
-    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
-    attr.name = b->core.name_bwd;
-    int d = b->core.layout.pipeline_degree;
-    /* Lina: stop issuing gradient micro-ops when backward enters the MoE
-     * block, so the combine's all-to-all finds the links clear. */
-    swt_moe_block_core_a2a_imminent(&b->core);
-    double seg0 = swt_now(), cb_end = seg0, db0 = seg0;
-    SWT_MOE_CHECK(&b->core,
-                  swy_moe_combine_backward(b->core.route, dout, b->topk_w,
-                                           b->grad_expert_out, b->grad_topk_w,
-                                           &attr, SWY_MOE_ASYNC),
-                  "combine backward");
-    if (b->n_shadow > 0) { /* while the combine backward travels */
-        double tc = swt_now();
-        shadow_backward(b, dout);
-        swt_timing_add(tm, SWT_T_EXPERT, swt_timing_compute_end(tm, tc));
-    }
-    for (int j = 0; j < d; j++) {
-        double tw = swt_now();
-        SWT_MOE_CHECK(&b->core, swy_moe_wait_chunk(b->core.route, j),
-                      "combine backward wait");
-        cb_end = swt_now();
-        swt_timing_add(tm, SWT_T_A2A_WAIT, cb_end - tw);
-        /* The dispatch backward follows this chunk's expert backward. */
-        if (j == d - 1)
-            swt_moe_block_core_a2a_imminent(&b->core);
-        double tc = swt_now();
-        experts_bwd_chunk(b, j);
-        swt_timing_add(tm, SWT_T_EXPERT, swt_timing_compute_end(tm, tc));
-        if (j == 0)
-            db0 = swt_now();
-        SWT_MOE_CHECK(&b->core, swy_moe_dispatch_backward_post_chunk(
-                                    b->core.route, j, b->grad_expert_in,
-                                    &attr),
-                      "dispatch backward post");
-    }
-    double tw = swt_now();
-    SWT_MOE_CHECK(&b->core,
-                  swy_moe_dispatch_backward_finish(b->core.route, dx),
-                  "dispatch backward finish");
-    double end = swt_now();
-    swt_timing_add(tm, SWT_T_A2A_WAIT, end - tw);
-    swt_moe_block_core_segment(tm, seg0, cb_end, db0, end);
-    swt_moe_block_core_route_end(&b->core);
+    b->dout = dout;
+    swt_moe_chunk_ops_t ops = {cpu_experts_bwd,
+                               b->n_shadow > 0 ? cpu_shadow_bwd : NULL, b};
+    swy_status_t status = swt_moe_block_core_backward(
+        &b->core, dout, b->topk_w, b->grad_expert_out, b->grad_topk_w,
+        b->grad_expert_in, dx, &ops, tm);
+    if (status != SWY_OK)
+        return status;
 
     double t0 = swt_now();
     if (b->n_shadow > 0)

@@ -215,4 +215,43 @@ void swt_moe_block_core_segment(swt_timing_t *tm, double seg0,
                                 double first_end, double second0,
                                 double end);
 
+/** What a block computes around its exchanges (CPU or GPU). Each function
+ *  returns the compute time it spent (timed as expert time) in *dt_p,
+ *  and SWY_OK or a failure it has reported. */
+typedef struct {
+    /** The local experts on pipeline chunk @p chunk of the rows. */
+    swy_status_t (*experts)(void *arg, int chunk, swt_timing_t *tm,
+                            double *dt_p);
+    /** NULL, or work done while the first exchange travels (shadowed
+     *  experts). */
+    swy_status_t (*overlap)(void *arg, swt_timing_t *tm, double *dt_p);
+    void *arg;
+} swt_moe_chunk_ops_t;
+
+/** The forward's exchanges on the step's route, as lib/moe pipelines
+ *  them: the dispatch of @p x into @p expert_in posted at once, then per
+ *  chunk its wait, ops->experts (into @p expert_out) and its combine
+ *  post, and the combine's finish into @p y (gate weights @p topk_w).
+ *  Timed as all-to-all waits, expert time and one MoE segment. */
+swy_status_t swt_moe_block_core_forward(swt_moe_block_core_t *core,
+                                        const void *x, void *expert_in,
+                                        const void *expert_out,
+                                        const void *topk_w, void *y,
+                                        const swt_moe_chunk_ops_t *ops,
+                                        swt_timing_t *tm);
+
+/** The backward's: the combine backward of @p dout (into
+ *  @p grad_expert_out and @p grad_topk_w), then per chunk its wait,
+ *  ops->experts (into @p grad_expert_in) and its dispatch-backward post,
+ *  and the finish into @p dx; ends the route. Phase hints as Lina's. */
+swy_status_t swt_moe_block_core_backward(swt_moe_block_core_t *core,
+                                         const void *dout,
+                                         const void *topk_w,
+                                         void *grad_expert_out,
+                                         void *grad_topk_w,
+                                         const void *grad_expert_in,
+                                         void *dx,
+                                         const swt_moe_chunk_ops_t *ops,
+                                         swt_timing_t *tm);
+
 #endif /* SWT_MOE_BLOCK_H */

@@ -352,6 +352,26 @@ static swy_status_t experts_chunk(swt_moe_block_cuda_t *b, int j,
     return SWY_OK;
 }
 
+/* The GPU block's experts around its exchanges (swt_moe_chunk_ops_t):
+ * chunk j's FFN, its time ending when the stream has run it. */
+static swy_status_t gpu_experts_fwd(void *arg, int chunk, swt_timing_t *tm,
+                                    double *dt_p)
+{
+    swt_moe_block_cuda_t *b = arg;
+    double tc = swt_now();
+    STEP(experts_chunk(b, chunk, 0));
+    return compute_end(b, tm, tc, dt_p);
+}
+
+static swy_status_t gpu_experts_bwd(void *arg, int chunk, swt_timing_t *tm,
+                                    double *dt_p)
+{
+    swt_moe_block_cuda_t *b = arg;
+    double tc = swt_now();
+    STEP(experts_chunk(b, chunk, 1));
+    return compute_end(b, tm, tc, dt_p);
+}
+
 /* y += x over n elements of the block's type. */
 static swy_status_t add_rows(swt_moe_block_cuda_t *b, const void *x,
                              size_t n, void *y)
@@ -387,37 +407,9 @@ swy_status_t swt_moe_block_cuda_forward(swt_moe_block_cuda_t *b,
      * on chunk j as it lands and its combine goes at once (Lina,
      * FasterMoE), the rows summed into y on the stream at the end (the
      * route keeps them for the backward). */
-    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
-    attr.name = b->core.name_fwd;
-    int d = b->core.layout.pipeline_degree;
-    double seg0 = swt_now(), disp_end = seg0, comb0 = seg0;
-    SWT_MOE_CHECK(&b->core, swy_moe_dispatch(b->core.route, x, b->expert_in,
-                                             &attr, SWY_MOE_ASYNC),
-                  "dispatch");
-    for (int j = 0; j < d; j++) {
-        double tw = swt_now();
-        SWT_MOE_CHECK(&b->core, swy_moe_wait_chunk(b->core.route, j),
-                      "dispatch wait");
-        disp_end = swt_now();
-        swt_timing_add(tm, SWT_T_A2A_WAIT, disp_end - tw);
-        double tc = swt_now(), dt;
-        STEP(experts_chunk(b, j, 0));
-        STEP(compute_end(b, tm, tc, &dt));
-        swt_timing_add(tm, SWT_T_EXPERT, dt);
-        if (j == 0)
-            comb0 = swt_now();
-        SWT_MOE_CHECK(&b->core,
-                      swy_moe_combine_post_chunk(b->core.route, j,
-                                                 b->expert_out, &attr),
-                      "combine post");
-    }
-    double tw = swt_now();
-    SWT_MOE_CHECK(&b->core,
-                  swy_moe_combine_finish(b->core.route, b->topk_w, b->y),
-                  "combine finish");
-    double end = swt_now();
-    swt_timing_add(tm, SWT_T_A2A_WAIT, end - tw);
-    swt_moe_block_core_segment(tm, seg0, disp_end, comb0, end);
+    swt_moe_chunk_ops_t ops = {gpu_experts_fwd, NULL, b};
+    STEP(swt_moe_block_core_forward(&b->core, x, b->expert_in, b->expert_out,
+                                    b->topk_w, b->y, &ops, tm));
 
     t0 = swt_now();
     SWT_KC(b->core.where, swy_kc_memcpy_d2d(out, x, n * b->es, b->stream));
@@ -458,52 +450,14 @@ swy_status_t swt_moe_block_cuda_backward(swt_moe_block_cuda_t *b,
                 b->core.where);
         return SWY_ERR_INTERNAL;
     }
-    /* Lina: stop issuing gradient micro-ops when backward enters the MoE
-     * block, so the combine's all-to-all finds the links clear. */
-    swt_moe_block_core_a2a_imminent(&b->core);
-    /* Combine backward: the gradient of each slot's row (weight x dout)
-     * to its expert, and of the gate weights (grad_topk_w); chunk by
-     * chunk, each chunk's expert backward then its dispatch backward,
-     * dx = the sum of each token's slot gradients at the end (queued on
-     * the stream). */
-    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
-    attr.name = b->core.name_bwd;
-    int d = b->core.layout.pipeline_degree;
-    double seg0 = swt_now(), cb_end = seg0, db0 = seg0;
-    SWT_MOE_CHECK(&b->core,
-                  swy_moe_combine_backward(b->core.route, dout, b->topk_w,
-                                           b->grad_expert_out,
-                                           b->grad_topk_w, &attr,
-                                           SWY_MOE_ASYNC),
-                  "combine backward");
-    for (int j = 0; j < d; j++) {
-        double tw = swt_now();
-        SWT_MOE_CHECK(&b->core, swy_moe_wait_chunk(b->core.route, j),
-                      "combine backward wait");
-        cb_end = swt_now();
-        swt_timing_add(tm, SWT_T_A2A_WAIT, cb_end - tw);
-        /* The dispatch backward follows this chunk's expert backward. */
-        if (j == d - 1)
-            swt_moe_block_core_a2a_imminent(&b->core);
-        double tc = swt_now(), dt;
-        STEP(experts_chunk(b, j, 1));
-        STEP(compute_end(b, tm, tc, &dt));
-        swt_timing_add(tm, SWT_T_EXPERT, dt);
-        if (j == 0)
-            db0 = swt_now();
-        SWT_MOE_CHECK(&b->core, swy_moe_dispatch_backward_post_chunk(
-                                    b->core.route, j, b->grad_expert_in,
-                                    &attr),
-                      "dispatch backward post");
-    }
-    double tw = swt_now();
-    SWT_MOE_CHECK(&b->core,
-                  swy_moe_dispatch_backward_finish(b->core.route, dx),
-                  "dispatch backward finish");
-    double end = swt_now();
-    swt_timing_add(tm, SWT_T_A2A_WAIT, end - tw);
-    swt_moe_block_core_segment(tm, seg0, cb_end, db0, end);
-    swt_moe_block_core_route_end(&b->core);
+    /* The combine backward (the gradient of each slot's row, weight x
+     * dout, to its expert, and of the gate weights), chunk by chunk each
+     * chunk's expert backward then its dispatch backward, dx = the sum of
+     * each token's slot gradients at the end (queued on the stream). */
+    swt_moe_chunk_ops_t ops = {gpu_experts_bwd, NULL, b};
+    STEP(swt_moe_block_core_backward(&b->core, dout, b->topk_w,
+                                     b->grad_expert_out, b->grad_topk_w,
+                                     b->grad_expert_in, dx, &ops, tm));
 
     double t0 = swt_now();
     size_t n = (size_t)b->core.S * b->core.H;
