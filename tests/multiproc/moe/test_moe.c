@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "../harness.h"
+#include "moe_check.h"
 #include "switchyard/moe.h"
 
 #define E_LOC 2
@@ -360,21 +361,6 @@ static int rank_correct(swy_comm_t comm, int rank, int W, void *arg)
             return 1;
     swy_moe_plan_destroy(plan);
     CHECK_OK_RET(swy_barrier(comm), comm);
-    return 0;
-}
-
-/* Every rank calls plan_create with cfg; all must get `want`. */
-static int expect_plan(swy_comm_t comm, const swy_moe_config_t *cfg,
-                       swy_status_t want, const char *needle)
-{
-    swy_moe_plan_t plan = NULL;
-    swy_status_t st = swy_moe_plan_create(comm, cfg, &plan);
-    CHECK_RET(st == want, "plan_create gave %s, expected %s (%s)",
-              swy_status_string(st), swy_status_string(want),
-              swy_last_error(NULL));
-    CHECK_RET(plan == NULL, "plan set on failure");
-    CHECK_RET(strstr(swy_last_error(NULL), needle) != NULL, "message '%s' does "
-              "not name '%s'", swy_last_error(NULL), needle);
     return 0;
 }
 

@@ -18,10 +18,12 @@
  *                                              kernels: device plans are
  *                                              refused on every rank) */
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <string.h>
 
 #include "../harness.h"
+#include "moe_check.h"
 #include "switchyard/moe.h"
 
 #define E_LOC 2
@@ -473,22 +475,6 @@ static int rank_correct(swy_comm_t comm, int rank, int W, void *arg)
     return 0;
 }
 
-/* Every rank calls plan_create with cfg and gets want, naming needle. */
-static int expect_plan(swy_comm_t comm, const swy_moe_config_t *cfg,
-                       swy_status_t want, const char *needle)
-{
-    swy_moe_plan_t plan = NULL;
-    swy_status_t st = swy_moe_plan_create(comm, cfg, &plan);
-    CHECK_RET(st == want, "plan_create gave %s, expected %s (%s)",
-              swy_status_string(st), swy_status_string(want),
-              swy_last_error(NULL));
-    CHECK_RET(plan == NULL, "plan set on failure");
-    CHECK_RET(strstr(swy_last_error(NULL), needle) != NULL,
-              "message '%s' does not name '%s'", swy_last_error(NULL),
-              needle);
-    return 0;
-}
-
 static int rank_errors(swy_comm_t comm, int rank, int W, void *arg)
 {
     (void)arg;
@@ -511,6 +497,24 @@ static int rank_errors(swy_comm_t comm, int rank, int W, void *arg)
     if (expect_plan(comm, &cfg, SWY_ERR_INVALID_ARG, "rows_mem"))
         return 1;
 
+    /* A config from before rows_mem and stream (an older moe.h): a plan
+     * with host rows, whatever lies past its end. */
+    cfg = config(&P, SWY_FLOAT32, 1, stream);
+    cfg.struct_size = offsetof(swy_moe_config_t, rows_mem);
+    swy_moe_plan_t old_plan;
+    CHECK_RET(swy_moe_plan_create(comm, &cfg, &old_plan) == SWY_OK,
+              "plan of an older config: %s", swy_last_error(NULL));
+    int *d_one = swy_test_dev_alloc(2 * sizeof(int));
+    memset(d_one, 0, 2 * sizeof(int));
+    swy_moe_route_t old_route = NULL;
+    swy_status_t st = swy_moe_route(old_plan, d_one, 1, &old_route);
+    CHECK_RET(st == SWY_ERR_INVALID_ARG && old_route == NULL &&
+                  strstr(swy_last_error(NULL), "host memory") != NULL,
+              "a device topk_idx on an older config's plan gave %s: %s",
+              swy_status_string(st), swy_last_error(NULL));
+    swy_moe_plan_destroy(old_plan);
+    swy_test_dev_free(d_one);
+
     /* Buffers of the wrong kind: a local error, before anything is posted
      * (no rank is left waiting). */
     swy_moe_config_t hc = config(&P, SWY_FLOAT32, 0, NULL);
@@ -527,7 +531,7 @@ static int rank_errors(swy_comm_t comm, int rank, int W, void *arg)
     swy_moe_route_t hroute = NULL, droute = NULL;
     /* A device topk_idx on a host plan: refused on this rank, and the
      * rank still joins the count exchange, so every rank fails. */
-    swy_status_t st = swy_moe_route(hplan, rank == 0 ? d_idx : in.idx, in.S,
+    st = swy_moe_route(hplan, rank == 0 ? d_idx : in.idx, in.S,
                                     &hroute);
     CHECK_RET(st == SWY_ERR_INVALID_ARG && hroute == NULL,
               "route with a device topk_idx on a host plan gave %s",
