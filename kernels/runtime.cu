@@ -1,39 +1,12 @@
-/* Error text, runtime helpers (devices, streams, memory, events) and the
- * kernel context, so that C callers of swy_kernels_cuda.h need no CUDA
- * header. */
+/* Runtime helpers (devices, streams, memory, events) and the kernel
+ * context with its cuBLAS handle, so that C callers of swy_kernels_cuda.h
+ * need no CUDA header. The error text and the row context are status.cu's. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kc_internal_cuda.h"
-
-static thread_local char kc_err[512];
-
-const char *swy_kc_error_string(void)
-{
-    return kc_err;
-}
-
-int kc_fail(const char *fn, const char *fmt, ...)
-{
-    int n = snprintf(kc_err, sizeof(kc_err), "%s: ", fn);
-    if (n < 0 || (size_t)n >= sizeof(kc_err))
-        return 1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(kc_err + n, sizeof(kc_err) - (size_t)n, fmt, ap);
-    va_end(ap);
-    return 1;
-}
-
-int kc_cuda_check(const char *fn, const char *what, cudaError_t err)
-{
-    if (err == cudaSuccess)
-        return 0;
-    return kc_fail(fn, "%s: %s: %s", what, cudaGetErrorName(err),
-                   cudaGetErrorString(err));
-}
 
 static const char *blas_status_name(cublasStatus_t st)
 {
@@ -325,23 +298,4 @@ void swy_kc_ctx_destroy(swy_kc_ctx_t *ctx)
 void *swy_kc_ctx_stream(swy_kc_ctx_t *ctx)
 {
     return ctx != NULL ? (void *)ctx->stream : NULL;
-}
-
-int swy_kc_ctx_set_stream(swy_kc_ctx_t *ctx, void *stream)
-{
-    static const char fn[] = "swy_kc_ctx_set_stream";
-    KC_CTX(fn, ctx);
-    if ((cudaStream_t)stream == ctx->stream)
-        return 0;
-    KC_TRY(kc_blas_check(fn, "cublasSetStream",
-                         cublasSetStream(ctx->blas, (cudaStream_t)stream)));
-    ctx->stream = (cudaStream_t)stream;
-    /* cublasSetStream puts the handle back on cuBLAS's own workspace
-     * pool: give it the context's again, as swy_kc_ctx_create does.  Should
-     * that fail, the handle keeps the pool, which is correct, only not
-     * the context's memory. */
-    KC_TRY(kc_blas_check(fn, "cublasSetWorkspace",
-                         cublasSetWorkspace(ctx->blas, ctx->blas_workspace,
-                                            KC_BLAS_WORKSPACE_BYTES)));
-    return 0;
 }

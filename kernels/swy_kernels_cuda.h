@@ -61,7 +61,7 @@ extern "C" {
 typedef uint16_t swy_kc_bf16_t;
 
 /* ======================================================================
- * Errors, runtime helpers (runtime.cu)
+ * Errors, runtime helpers (status.cu, runtime.cu)
  * ====================================================================== */
 
 /** The text of this thread's last failure, e.g. "swy_kc_ffn_fwd:
@@ -138,20 +138,18 @@ void swy_kc_ctx_destroy(swy_kc_ctx_t *ctx);
 /** The stream the context enqueues on (NULL = default stream). */
 void *swy_kc_ctx_stream(swy_kc_ctx_t *ctx);
 
-/** Rebinds the context, and its cuBLAS handle, to `stream` (NULL = the
- *  default stream; not owned): later kernels are enqueued there; the same
- *  stream again costs nothing.  Nothing is waited for, so the kernels that
- *  use the context's memory (the GEMMs of linear, ffn and the gate logits:
- *  the cuBLAS workspace; xent and swy_kc_gate_topo_reroute: the scratch
- *  and workspace) must not overlap with such kernels still queued on the
- *  previous stream: order the two (an event) or synchronize the previous
- *  one first.  That memory stays on the device the context was made on;
- *  the row kernels (pack, unpack, gather_rows, combine) use none of it and
- *  may also go to a stream of another device, made current.  On failure
- *  the context may already be bound to `stream`, with cuBLAS on its own
- *  workspace pool; it stays usable.  Not thread-safe (as every use of one
- *  context). */
-int swy_kc_ctx_set_stream(swy_kc_ctx_t *ctx, void *stream);
+/** A row context (status.cu; the static library swy_kernels_cuda_rows
+ *  holds it with the row kernels, and needs no cuBLAS): the stream and
+ *  the current device's SM count, nothing else, for the row kernels alone
+ *  (pack, pack_bwd, unpack, gather_rows, combine_fwd, combine_bwd and
+ *  their _bf16 twins); any other kernel must not be given it.  It holds
+ *  no device memory, so swy_kc_rows_ctx_set_stream may rebind it to any
+ *  stream at any time (also one of another device, made current: the SM
+ *  count only caps a grid-stride loop).  Not thread-safe (as every use of
+ *  one context).  Destroy it with swy_kc_rows_ctx_destroy. */
+int swy_kc_rows_ctx_create(void *stream, swy_kc_ctx_t **ctx_p);
+int swy_kc_rows_ctx_set_stream(swy_kc_ctx_t *ctx, void *stream);
+void swy_kc_rows_ctx_destroy(swy_kc_ctx_t *ctx);
 
 /* ======================================================================
  * Gate (gate.cu)

@@ -2,23 +2,22 @@
  * exchange on device memory (swy_devmoe_v1.h).
  *
  * The math is that of the CUDA kernels of kernels/ (swy_kernels_cuda.h:
- * pack.cu, combine.cu), called here, never copied. They enqueue on the
- * stream of a context (swy_kc_ctx_t), which also holds a cuBLAS handle and
- * device memory: too heavy to make per call or per stream. The process
- * has one, made by the first call that has work to enqueue and kept until
- * the process ends (destroying it at unload could run after the CUDA
- * runtime has shut down). A context serves one thread at a time, so each
- * call takes moe_lock, binds the context to its stream
- * (swy_kc_ctx_set_stream), enqueues and unlocks: the lock covers the
+ * pack.cu, combine.cu), called here, never copied, from the static
+ * library swy_kernels_cuda_rows, which needs no cuBLAS (loading this
+ * plugin loads neither cuBLAS nor the C++ runtime). They enqueue on the
+ * stream of a context; the process has one row context
+ * (swy_kc_rows_ctx_create: a stream and an SM count, no device memory),
+ * made by the first call that has work to enqueue and kept until the
+ * process ends. A context serves one thread at a time, so each call
+ * takes moe_lock, binds the context to its stream
+ * (swy_kc_rows_ctx_set_stream), enqueues and unlocks: the lock covers the
  * launch, never the kernel's run.
  *
  * Devices: as the device services of swy_device_plugin_v1 (nccl_device.c),
  * everything here works on the calling thread's current device, which must
  * be that of `stream` and of the arrays. One context serves every device:
- * of the context the row kernels use only the stream and the SM count
- * (which only caps the grid of a grid-stride loop, so any device's count
- * is correct), never the cuBLAS handle or the memory, which stay on the
- * device that was current when the context was made.
+ * the SM count only caps the grid of a grid-stride loop, so any device's
+ * count is correct.
  *
  * Errors: the text is the device services' per-thread one
  * (nccl_device_set_errorf), and error_string() is theirs. A failure of the
@@ -129,8 +128,8 @@ static swy_status_t moe_acquire(const char *fn, void *stream,
                                 swy_kc_ctx_t **ctx_p)
 {
     pthread_mutex_lock(&moe_lock);
-    if ((moe_ctx == NULL && swy_kc_ctx_create(stream, &moe_ctx) != 0) ||
-        swy_kc_ctx_set_stream(moe_ctx, stream) != 0) {
+    if ((moe_ctx == NULL && swy_kc_rows_ctx_create(stream, &moe_ctx) != 0) ||
+        swy_kc_rows_ctx_set_stream(moe_ctx, stream) != 0) {
         pthread_mutex_unlock(&moe_lock);
         return moe_kc_fail(fn);
     }
