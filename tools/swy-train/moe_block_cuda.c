@@ -29,8 +29,7 @@ struct swt_moe_block_cuda {
     swt_moe_block_bf16_t w16;
     size_t es;
     /* forward state, kept for the backward (device) */
-    const void *x;
-    const float *xf;    /* x as float: x itself, or xf32's copy */
+    const float *xf;    /* the input as float: x itself, or xf32 */
     float *xf32;        /* [S][H] bf16 blocks: x converted for the gate */
     float *logits;      /* [S][E]; reused as dlogits */
     float *probs;       /* [S][E] */
@@ -156,9 +155,9 @@ void swt_moe_block_cuda_destroy(swt_moe_block_cuda_t *b)
     /* Nothing of this block may still run when its memory goes. */
     (void)swy_kc_stream_sync(b->stream);
     free_rows(b);
-    void *dev[] = {b->dx_gate16, b->xf32, b->dx_gate, b->y, b->dropped_d, b->laux, b->load, b->f,
-                   b->grad_topk_w, b->topk_w, b->topk_idx, b->dprobs,
-                   b->probs, b->logits};
+    void *dev[] = {b->dx_gate16, b->xf32, b->dx_gate, b->y, b->dropped_d,
+                   b->laux, b->load, b->f, b->grad_topk_w, b->topk_w,
+                   b->topk_idx, b->dprobs, b->probs, b->logits};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         (void)swy_kc_free(dev[i]);
     free(b->rows_per_expert);
@@ -388,7 +387,6 @@ swy_status_t swt_moe_block_cuda_forward(swt_moe_block_cuda_t *b,
                                         swt_timing_t *tm)
 {
     size_t n = (size_t)b->core.S * b->core.H;
-    b->x = x;
     b->xf = x;
     double t0 = swt_now();
     if (b->bf16) { /* the gate computes in fp32 */
