@@ -1,12 +1,13 @@
 /* The reference MoE model of swy-train on the GPU (--device cuda): the
  * model of model.h, with parameters, gradients, Adam's moments and
  * activations in device memory and every computation in the CUDA kernels
- * (kernels/swy_kernels_cuda.h, fp32). The same layout of the dense and
- * expert buffers and the same initialization as the CPU model, by the
- * same code (layout.h; the initial values are computed on the host and
- * copied over), same loss scaling and the same DDP buckets, posted on
- * device memory with the model's stream (ddp.h). The MoE blocks are
- * moe_block_cuda.h.
+ * (kernels/swy_kernels_cuda.h; fp32, or with --dtype bf16 bf16 weight
+ * copies and activations over fp32 masters, model_cuda.c). The same
+ * layout of the dense and expert buffers and the same initialization as
+ * the CPU model, by the same code (layout.h; the initial values are
+ * computed on the host and copied over), same loss scaling and the same
+ * DDP buckets, posted on device memory with the model's stream (ddp.h).
+ * The MoE blocks are moe_block_cuda.h.
  *
  * Functions that read device results (the step's loss, the dense hash)
  * synchronize the model's stream. Not thread-safe: one training thread. */
