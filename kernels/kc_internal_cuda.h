@@ -47,6 +47,11 @@ int kc_fail(const char *fn, const char *fmt, ...)
 /* Returns 0 on cudaSuccess, else records "fn: what: <error name>: <text>". */
 int kc_cuda_check(const char *fn, const char *what, cudaError_t err);
 
+/* A context with its stream and the current device's SM count and
+ * nothing else (status.cu): the row context, and the start of a full one.
+ * Failures are reported under fn's name. */
+int kc_ctx_base(const char *fn, void *stream, swy_kc_ctx_t **ctx_p);
+
 /* Returns 0 on CUBLAS_STATUS_SUCCESS, else records "fn: what: <status>". */
 int kc_blas_check(const char *fn, const char *what, cublasStatus_t st);
 

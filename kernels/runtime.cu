@@ -215,17 +215,8 @@ int swy_kc_event_destroy(void *event)
 int swy_kc_ctx_create(void *stream, swy_kc_ctx_t **ctx_p)
 {
     static const char fn[] = "swy_kc_ctx_create";
-    int dev = 0;
-    swy_kc_ctx_t *ctx = (swy_kc_ctx_t *)calloc(1, sizeof(*ctx));
-    if (ctx == NULL)
-        return kc_fail(fn, "out of host memory");
-    ctx->stream = (cudaStream_t)stream;
-    if (kc_cuda_check(fn, "cudaGetDevice", cudaGetDevice(&dev)) != 0 ||
-        kc_cuda_check(fn, "cudaDeviceGetAttribute(MultiProcessorCount)",
-                      cudaDeviceGetAttribute(&ctx->n_sm,
-                                             cudaDevAttrMultiProcessorCount,
-                                             dev)) != 0)
-        goto fail_ctx;
+    swy_kc_ctx_t *ctx;
+    KC_TRY(kc_ctx_base(fn, stream, &ctx));
     if (kc_cuda_check(fn, "cudaMalloc(scratch)",
                       cudaMalloc(&ctx->scratch, KC_SCRATCH_BYTES)) != 0)
         goto fail_ctx;

@@ -37,9 +37,8 @@ int kc_cuda_check(const char *fn, const char *what, cudaError_t err)
 
 /* ---- Row context ----------------------------------------------------- */
 
-int swy_kc_rows_ctx_create(void *stream, swy_kc_ctx_t **ctx_p)
+int kc_ctx_base(const char *fn, void *stream, swy_kc_ctx_t **ctx_p)
 {
-    static const char fn[] = "swy_kc_rows_ctx_create";
     int dev = 0;
     swy_kc_ctx_t *ctx = (swy_kc_ctx_t *)calloc(1, sizeof(*ctx));
     if (ctx == NULL)
@@ -55,6 +54,11 @@ int swy_kc_rows_ctx_create(void *stream, swy_kc_ctx_t **ctx_p)
     }
     *ctx_p = ctx;
     return 0;
+}
+
+int swy_kc_rows_ctx_create(void *stream, swy_kc_ctx_t **ctx_p)
+{
+    return kc_ctx_base("swy_kc_rows_ctx_create", stream, ctx_p);
 }
 
 int swy_kc_rows_ctx_set_stream(swy_kc_ctx_t *ctx, void *stream)
