@@ -4,6 +4,7 @@
 #ifndef SWY_KC_INTERNAL_CUDA_H
 #define SWY_KC_INTERNAL_CUDA_H
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
@@ -30,6 +31,13 @@ struct swy_kc_ctx {
     int n_sm;      /* multiprocessors of the context's device */
     void *work;    /* grown on demand by kc_ctx_work */
     size_t work_bytes;
+    /* cuBLASLt for the GEMMs with fused epilogues (linear.cu); shares the
+     * cuBLAS workspace, as both run in stream order. */
+    cublasLtHandle_t lt;
+    int epilogues;               /* fuse where cuBLASLt can (default 1) */
+    unsigned long lt_fused;      /* GEMMs run with a fused epilogue */
+    unsigned long lt_fell_back;  /* ... that took the separate passes */
+    char lt_why[160];            /* the last fallback's reason */
 };
 
 /* Scratch offsets (bytes) of the kernels that use ctx->scratch. */
@@ -190,6 +198,33 @@ int kc_linear_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
                   int out, void *dx, float *dw, float *db);
 int kc_gelu_fwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
                 const void *x, size_t n, void *y);
+
+/* One GEMM through cuBLASLt with a fused epilogue, on column-major views
+ * as cublasGemmEx takes them: D[m][n] (ld ldd) = epi(op(A) op(B)), A, B
+ * and D of `dtype`, fp32 compute, beta 0.  epi is one of
+ * CUBLASLT_EPILOGUE_BIAS (bias[m] of dtype added to every column),
+ * _GELU_AUX_BIAS (also writes the pre-activation to aux, ld aux_ld) and
+ * _DGELU (multiplies by gelu'(aux)).  Sets *fused to 1 when it ran; 0
+ * when epilogues are off or cuBLASLt offers no algorithm, and then the
+ * caller does the same work in separate passes.  Returns 1 on a failure
+ * of the GEMM itself. */
+typedef struct {
+    cublasOperation_t ta, tb;
+    int m, n, k;
+    const void *A;
+    int lda;
+    const void *B;
+    int ldb;
+    void *D;
+    int ldd;
+    cudaDataType_t dtype;
+    cublasLtEpilogue_t epi;
+    const void *bias;
+    void *aux;
+    int aux_ld;
+} kc_lt_gemm_t;
+int kc_lt_gemm(swy_kc_ctx_t *ctx, const char *fn, const kc_lt_gemm_t *g,
+               int *fused);
 int kc_gelu_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
                 const void *x, const void *dy, size_t n, void *dx);
 

@@ -243,6 +243,10 @@ int swy_kc_ctx_create(void *stream, swy_kc_ctx_t **ctx_p)
                       cublasSetPointerMode(ctx->blas,
                                            CUBLAS_POINTER_MODE_HOST)) != 0)
         goto fail_blas;
+    if (kc_blas_check(fn, "cublasLtCreate", cublasLtCreate(&ctx->lt)) != 0)
+        goto fail_blas;
+    ctx->epilogues = !(getenv("SWY_KC_EPILOGUES") != NULL &&
+                       strcmp(getenv("SWY_KC_EPILOGUES"), "0") == 0);
     *ctx_p = ctx;
     return 0;
 
@@ -280,6 +284,7 @@ void swy_kc_ctx_destroy(swy_kc_ctx_t *ctx)
     if (ctx == NULL)
         return;
     cudaFree(ctx->work);
+    cublasLtDestroy(ctx->lt);
     cublasDestroy(ctx->blas);
     cudaFree(ctx->blas_workspace);
     cudaFree(ctx->scratch);
@@ -289,4 +294,27 @@ void swy_kc_ctx_destroy(swy_kc_ctx_t *ctx)
 void *swy_kc_ctx_stream(swy_kc_ctx_t *ctx)
 {
     return ctx != NULL ? (void *)ctx->stream : NULL;
+}
+
+int swy_kc_ctx_set_epilogues(swy_kc_ctx_t *ctx, int on)
+{
+    static const char fn[] = "swy_kc_ctx_set_epilogues";
+    KC_CTX(fn, ctx);
+    if (ctx->lt == NULL)
+        return kc_fail(fn, "a row context has no GEMMs");
+    ctx->epilogues = on != 0;
+    return 0;
+}
+
+int swy_kc_ctx_epilogue_stats(swy_kc_ctx_t *ctx, unsigned long *fused,
+                              unsigned long *fell_back, const char **why)
+{
+    static const char fn[] = "swy_kc_ctx_epilogue_stats";
+    KC_CTX(fn, ctx);
+    if (fused == NULL || fell_back == NULL || why == NULL)
+        return kc_fail(fn, "NULL output");
+    *fused = ctx->lt_fused;
+    *fell_back = ctx->lt_fell_back;
+    *why = ctx->lt_why;
+    return 0;
 }

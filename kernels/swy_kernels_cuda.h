@@ -138,6 +138,21 @@ void swy_kc_ctx_destroy(swy_kc_ctx_t *ctx);
 /** The stream the context enqueues on (NULL = default stream). */
 void *swy_kc_ctx_stream(swy_kc_ctx_t *ctx);
 
+/** Fused GEMM epilogues (cuBLASLt): the linear and expert-FFN kernels add
+ *  their biases, and in bf16 apply GELU and its gradient, inside the GEMM
+ *  instead of in separate passes over memory.  On by default; off when
+ *  SWY_KC_EPILOGUES=0 at context creation, or with on = 0 here.  Where
+ *  cuBLASLt offers no algorithm for a GEMM, that GEMM takes the separate
+ *  passes (same results within rounding; counted below).  Not for a row
+ *  context. */
+int swy_kc_ctx_set_epilogues(swy_kc_ctx_t *ctx, int on);
+
+/** GEMMs run with a fused epilogue, and those that fell back to separate
+ *  passes, since the context was made; *why is the last fallback's reason
+ *  ("" if none; valid until the next kernel call on ctx). */
+int swy_kc_ctx_epilogue_stats(swy_kc_ctx_t *ctx, unsigned long *fused,
+                              unsigned long *fell_back, const char **why);
+
 /** A row context (status.cu; the static library swy_kernels_cuda_rows
  *  holds it with the row kernels, and needs no cuBLAS): the stream and
  *  the current device's SM count, nothing else, for the row kernels alone
@@ -291,8 +306,10 @@ int swy_kc_ffn_bwd(swy_kc_ctx_t *ctx, const float *x, const float *h_pre,
                    const float *w1, const float *w2, float *dh, float *dx,
                    float *dw1, float *db1, float *dw2, float *db2);
 
-/** bf16: x, weights, biases, h_pre, h_act, y are bf16; h_act is gelu of
- *  the stored (rounded) h_pre, as the backward sees it. */
+/** bf16: x, weights, biases, h_pre, h_act, y are bf16.  h_act is gelu of
+ *  the pre-activation: of the stored (rounded) h_pre in separate passes,
+ *  of its fp32 value when fused in the GEMM (swy_kc_ctx_set_epilogues);
+ *  the two differ within bf16 rounding. */
 int swy_kc_ffn_fwd_bf16(swy_kc_ctx_t *ctx, const swy_kc_bf16_t *x,
                         const int *rows_per_expert, int n_experts, int H,
                         int F, const swy_kc_bf16_t *w1,

@@ -203,5 +203,12 @@ const swy_config_entry_t swy_config_table[] = {
      "the job for the comparison (--compare). Unset: swy-bench-mpi beside "
      "swy-bench, or in the build tree's tools/swy-bench-mpi.",
      SWY_CONFIG_PATH, 0, 0, NULL},
+    {"SWY_KC_EPILOGUES", "1",
+     "CUDA kernels (swy-train --device cuda, swy-kbench): 1 fuses the "
+     "biases, and in bf16 GELU and its gradient, into the expert and dense "
+     "GEMMs as cuBLASLt epilogues (where cuBLASLt offers no algorithm for "
+     "a GEMM, that one takes separate passes); 0 always takes the "
+     "separate passes.",
+     SWY_CONFIG_INT, 0, 1, NULL},
     {NULL, NULL, NULL, SWY_CONFIG_UNTYPED, 0, 0, NULL},
 };

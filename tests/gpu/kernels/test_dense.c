@@ -1,7 +1,9 @@
 /* CUDA dense kernels against the CPU ones on the same seeded inputs:
  * linear and expert FFN (forward, backward; fp32 and bf16, including
  * experts with no rows), GELU, add, embedding, cross-entropy, Adam, and the
- * bf16 conversions (bitwise).  Tolerances in kctest.h. */
+ * bf16 conversions (bitwise).  The linear and FFN checks run with the
+ * GEMMs' fused epilogues and without (swy_kc_ctx_set_epilogues), and
+ * count the GEMMs that fused.  Tolerances in kctest.h. */
 #include "kctest.h"
 
 /* ---- linear ------------------------------------------------------------ */
@@ -402,25 +404,80 @@ static void check_convert(size_t n, size_t off)
         free(host[i]);
 }
 
-int main(void)
-{
-    kct_init("test_kc_dense");
-    kct_seed(20261126);
+/* ---- fused epilogues ------------------------------------------------------
+ * The context's GEMM epilogue counters over one call of `run`: the test
+ * asserts how many GEMMs ran fused and how many fell back, so a cuBLASLt
+ * path that silently never engages fails here. */
 
+typedef struct {
+    unsigned long fused_min, fused_max, back_min, back_max;
+} want_epi_t;
+
+static void check_epilogues(const char *what, void (*run)(void),
+                            want_epi_t w)
+{
+    unsigned long f0, b0, f1, b1;
+    const char *why;
+    KCT_OK(swy_kc_ctx_epilogue_stats(kct_ctx, &f0, &b0, &why));
+    run();
+    KCT_OK(swy_kc_ctx_epilogue_stats(kct_ctx, &f1, &b1, &why));
+    unsigned long f = f1 - f0, b = b1 - b0;
+    kct_checks++;
+    if (f < w.fused_min || f > w.fused_max || b < w.back_min ||
+        b > w.back_max) {
+        kct_failures++;
+        fprintf(stderr,
+                "FAIL epilogues %s: %lu fused, %lu fell back; want "
+                "[%lu, %lu] fused, [%lu, %lu] fell back (last reason: "
+                "%s)\n",
+                what, f, b, w.fused_min, w.fused_max, w.back_min,
+                w.back_max, why[0] != '\0' ? why : "none");
+    }
+}
+
+static const int r1[] = {0, 5, 0, 17, 3, 0};
+static const int r2[] = {64, 0, 128, 31};
+static const int r3[] = {0, 0};
+static const int r4[] = {1};
+
+static void run_dense(void)
+{
     check_linear(0, 8, 8, 1);
     check_linear(1, 1, 1, 1);
     check_linear(37, 64, 48, 1);
     check_linear(129, 33, 65, 0);
     check_linear(300, 256, 128, 1);
-
-    const int r1[] = {0, 5, 0, 17, 3, 0};
-    const int r2[] = {64, 0, 128, 31};
-    const int r3[] = {0, 0};
-    const int r4[] = {1};
     check_ffn(6, r1, 32, 64);
     check_ffn(4, r2, 64, 256);
     check_ffn(2, r3, 16, 24);
     check_ffn(1, r4, 33, 70);
+}
+
+/* 3 experts with rows; per expert the fp32 FFN fuses its two biases, the
+ * bf16 one GELU+bias, bias, and dGELU. */
+static void run_ffn_aligned(void) { check_ffn(4, r2, 64, 256); }
+
+/* F = 70: GELU's auxiliary matrix needs ld % 8 == 0, so both bf16 GELU
+ * GEMMs take the separate passes.  Whether cuBLASLt fuses a bias into a
+ * GEMM of odd leading dimensions is its choice: 0 to 4 fused (two per
+ * dtype), up to 2 more fallbacks. */
+static void run_ffn_odd(void) { check_ffn(1, r4, 33, 70); }
+
+int main(void)
+{
+    kct_init("test_kc_dense");
+    kct_seed(20261126);
+
+    /* Every dense check with the GEMM epilogues fused, then with the
+     * separate passes: both must match the CPU. */
+    KCT_OK(swy_kc_ctx_set_epilogues(kct_ctx, 1));
+    run_dense();
+    check_epilogues("ffn F=256", run_ffn_aligned,
+                    (want_epi_t){3 * 2 + 3 * 3, 3 * 2 + 3 * 3, 0, 0});
+    check_epilogues("ffn F=70", run_ffn_odd, (want_epi_t){0, 4, 2, 6});
+    KCT_OK(swy_kc_ctx_set_epilogues(kct_ctx, 0));
+    check_epilogues("off", run_dense, (want_epi_t){0, 0, 0, 0});
+    KCT_OK(swy_kc_ctx_set_epilogues(kct_ctx, 1));
 
     check_elementwise(0, 0);
     check_elementwise(1, 0);
