@@ -18,6 +18,7 @@
 typedef struct {
     int reps;
     int json;
+    int epilogues; /* the context's setting from SWY_KC_EPILOGUES */
     double peak_bf16, peak_fp32, peak_gbs; /* 0: not given */
     char gpu[256];
 } kb_opts_t;
@@ -286,6 +287,14 @@ static void kb_bench_gemm(int bf16)
     snprintf(shape, sizeof(shape), "N=%zu H=%zu F=%zu E=%d", N, H, F, NE);
     kb_report("ffn_fwd", dt, shape, kb_time_ms(kb_ffn_fwd, &f), 2 * fl, 0);
     kb_report("ffn_bwd", dt, shape, kb_time_ms(kb_ffn_bwd, &f), 4 * fl, 0);
+    /* The same with bias and GELU in separate passes (the kernels before
+     * the fused epilogues; SWY_KC_EPILOGUES=0). */
+    KB_OK(swy_kc_ctx_set_epilogues(ctx, 0));
+    kb_report("ffn_fwd_unfused", dt, shape, kb_time_ms(kb_ffn_fwd, &f),
+              2 * fl, 0);
+    kb_report("ffn_bwd_unfused", dt, shape, kb_time_ms(kb_ffn_bwd, &f),
+              4 * fl, 0);
+    KB_OK(swy_kc_ctx_set_epilogues(ctx, kb.epilogues));
     snprintf(shape, sizeof(shape), "N=%zu in=%zu out=%zu", N, H, F);
     kb_report("linear_fwd", dt, shape, kb_time_ms(kb_linear_fwd, &f), fl, 0);
     kb_report("linear_bwd", dt, shape, kb_time_ms(kb_linear_bwd, &f), 2 * fl,
@@ -600,7 +609,10 @@ static void usage(FILE *f)
             "                  [--peak-tflops-fp32 T] [--peak-gbs G]\n"
             "Times the CUDA MoE kernels (median of N >= 1 reps, default 20)\n"
             "and prints TFLOP/s or GB/s; with a peak, also its percentage\n"
-            "(H100 SXM: 989 bf16 dense, 67 fp32, 3350 GB/s).\n");
+            "(H100 SXM: 989 bf16 dense, 67 fp32, 3350 GB/s).\n"
+            "ffn_* run with the GEMMs' fused epilogues unless\n"
+            "SWY_KC_EPILOGUES=0; ffn_*_unfused always without; the last\n"
+            "line says how many GEMMs fused and why any fell back.\n");
 }
 
 static int parse_double(const char *s, double *v)
@@ -682,11 +694,25 @@ int main(int argc, char **argv)
         printf("%-22s %-5s %-34s %10s %16s %8s\n", "kernel", "dtype", "shape",
                "time_ms", "rate", "%peak");
     }
+    kb.epilogues = !(getenv("SWY_KC_EPILOGUES") != NULL &&
+                     strcmp(getenv("SWY_KC_EPILOGUES"), "0") == 0);
     kb_bench_gemm(1);
     kb_bench_gemm(0);
     kb_bench_move(1);
     kb_bench_move(0);
     kb_bench_gate();
+    /* Whether the fused GEMMs above really fused. */
+    unsigned long fused, fell_back;
+    const char *why;
+    KB_OK(swy_kc_ctx_epilogue_stats(ctx, &fused, &fell_back, &why));
+    if (kb.json)
+        printf("{\"gpu\":\"%s\",\"epilogues\":%d,\"gemms_fused\":%lu,"
+               "\"gemms_fell_back\":%lu,\"fell_back_why\":\"%s\"}\n",
+               kb.gpu, kb.epilogues, fused, fell_back, why);
+    else
+        printf("fused GEMM epilogues: %s; %lu GEMMs fused, %lu fell back%s%s\n",
+               kb.epilogues ? "on" : "off (SWY_KC_EPILOGUES=0)", fused,
+               fell_back, why[0] ? ": " : "", why);
     swy_kc_ctx_destroy(ctx);
     KB_OK(swy_kc_stream_destroy(stream));
     free(kb_host_chunk);
