@@ -29,20 +29,33 @@
 #define SWY_E_GELU_C 0.7978845608028654f /* sqrt(2/pi) */
 #define SWY_E_GELU_A 0.044715f
 
-SWY_HD static inline float swy_e_gelu(float x)
+/* gelu and its derivative given t = tanh(u): a GPU kernel may bring its
+ * own tanh. */
+SWY_HD static inline float swy_e_gelu_of_tanh(float x, float t)
 {
-    float u = SWY_E_GELU_C * (x + SWY_E_GELU_A * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(u));
+    return 0.5f * x * (1.0f + t);
 }
 
 /* d gelu / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 a x^2). */
-SWY_HD static inline float swy_e_gelu_grad(float x)
+SWY_HD static inline float swy_e_gelu_grad_of_tanh(float x, float t)
 {
     float x2 = x * x;
-    float t = tanhf(SWY_E_GELU_C * (x + SWY_E_GELU_A * x2 * x));
     return 0.5f * (1.0f + t) +
            0.5f * x * (1.0f - t * t) * SWY_E_GELU_C *
                (1.0f + 3.0f * SWY_E_GELU_A * x2);
+}
+
+SWY_HD static inline float swy_e_gelu(float x)
+{
+    float u = SWY_E_GELU_C * (x + SWY_E_GELU_A * x * x * x);
+    return swy_e_gelu_of_tanh(x, tanhf(u));
+}
+
+SWY_HD static inline float swy_e_gelu_grad(float x)
+{
+    float x2 = x * x;
+    return swy_e_gelu_grad_of_tanh(
+        x, tanhf(SWY_E_GELU_C * (x + SWY_E_GELU_A * x2 * x)));
 }
 
 /* ---- Softmax ------------------------------------------------------------
