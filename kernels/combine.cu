@@ -4,6 +4,16 @@
 
 #define KC_COMBINE_THREADS 256
 
+/* Threads per block for rows of hv vectors: one vector per thread up to
+ * KC_COMBINE_THREADS (a whole number of warps, as kc_block_sum needs), so
+ * that a bf16 row of 1024 (128 vectors) does not leave half the block
+ * idle. */
+static unsigned combine_threads(int hv)
+{
+    unsigned t = ((unsigned)hv + 31u) / 32u * 32u;
+    return t < 32u ? 32u : t > KC_COMBINE_THREADS ? KC_COMBINE_THREADS : t;
+}
+
 /* Rows are handled V elements at a time (Hv = H / V vectors per row); V is
  * 16 bytes' worth when H and the pointers allow, else 1.  Each element is
  * still summed in j order, so V does not change the result. */
@@ -62,26 +72,28 @@ __global__ void kc_combine_bwd(const T *rows, const int *row_of_slot,
                     dtopk_w[s] = 0.0f;
                 continue;
             }
-            if (drows != NULL) {
-                float w = topk_w[s];
-                vec *dr = (vec *)drows + (size_t)r * Hv;
-                for (int h = threadIdx.x; h < Hv; h += blockDim.x) {
-                    vec a = d[h], o;
+            /* One pass over the row: the scaled copy and the dot product
+             * read dout[t] once between them. */
+            float w = topk_w[s], dot = 0.0f;
+            vec *dr = drows != NULL ? (vec *)drows + (size_t)r * Hv : NULL;
+            const vec *y = (const vec *)rows + (size_t)r * Hv;
+            for (int h = threadIdx.x; h < Hv; h += blockDim.x) {
+                vec a = d[h];
+                if (dr != NULL) {
+                    vec o;
 #pragma unroll
                     for (int i = 0; i < V; i++)
                         kc_st(&o.v[i], w * kc_ld(&a.v[i]));
                     dr[h] = o;
                 }
-            }
-            if (dtopk_w != NULL) {
-                const vec *y = (const vec *)rows + (size_t)r * Hv;
-                float dot = 0.0f;
-                for (int h = threadIdx.x; h < Hv; h += blockDim.x) {
-                    vec a = d[h], b = y[h];
+                if (dtopk_w != NULL) {
+                    vec b = y[h];
 #pragma unroll
                     for (int i = 0; i < V; i++)
                         dot += kc_ld(&a.v[i]) * kc_ld(&b.v[i]);
                 }
+            }
+            if (dtopk_w != NULL) {
                 dot = kc_block_sum(dot, sh);
                 if (threadIdx.x == 0)
                     dtopk_w[s] = dot;
@@ -110,10 +122,10 @@ static int kc_combine_fwd_launch(swy_kc_ctx_t *ctx, const char *fn,
     constexpr int V = 16 / sizeof(T);
     unsigned bl = kc_blocks(ctx, (size_t)S, 1);
     if (H % V == 0 && kc_aligned16(rows, out))
-        kc_combine_fwd<T, V><<<bl, KC_COMBINE_THREADS, 0, ctx->stream>>>(
+        kc_combine_fwd<T, V><<<bl, combine_threads(H / V), 0, ctx->stream>>>(
             rows, row_of_slot, topk_w, S, k, H / V, out);
     else
-        kc_combine_fwd<T, 1><<<bl, KC_COMBINE_THREADS, 0, ctx->stream>>>(
+        kc_combine_fwd<T, 1><<<bl, combine_threads(H), 0, ctx->stream>>>(
             rows, row_of_slot, topk_w, S, k, H, out);
     KC_LAUNCHED(fn, "kc_combine_fwd");
     return 0;
@@ -132,10 +144,10 @@ static int kc_combine_bwd_launch(swy_kc_ctx_t *ctx, const char *fn,
     constexpr int V = 16 / sizeof(T);
     unsigned bl = kc_blocks(ctx, (size_t)S, 1);
     if (H % V == 0 && kc_aligned16(rows, dout, drows))
-        kc_combine_bwd<T, V><<<bl, KC_COMBINE_THREADS, 0, ctx->stream>>>(
+        kc_combine_bwd<T, V><<<bl, combine_threads(H / V), 0, ctx->stream>>>(
             rows, row_of_slot, topk_w, dout, S, k, H / V, drows, dtopk_w);
     else
-        kc_combine_bwd<T, 1><<<bl, KC_COMBINE_THREADS, 0, ctx->stream>>>(
+        kc_combine_bwd<T, 1><<<bl, combine_threads(H), 0, ctx->stream>>>(
             rows, row_of_slot, topk_w, dout, S, k, H, drows, dtopk_w);
     KC_LAUNCHED(fn, "kc_combine_bwd");
     return 0;
