@@ -4,10 +4,10 @@
  * counts are on the host (swy_kernels_cuda.h), so the loop needs no sync.
  *
  * In bf16 the GELU rides in the GEMMs' cuBLASLt epilogues where the
- * context allows it (kc_lt_gemm): the first layer writes h_pre and h_act
- * in one GEMM, and the backward's dh = (dy W2^T) gelu'(h_pre) is one GEMM.
- * The biases are in the epilogues in both dtypes (kc_linear_fwd).  fp32
- * keeps its separate GELU passes, which match the CPU's to 1e-5. */
+ * context allows it (kc_linear_gelu_fwd, kc_linear_dgelu_bwd): the first
+ * layer writes h_pre and h_act in one GEMM, and the backward's
+ * dh = (dy W2^T) gelu'(h_pre) is one GEMM.  The biases are in the
+ * epilogues in both dtypes (kc_linear_fwd). */
 #include "kc_internal_cuda.h"
 
 static int check_ffn(const char *fn, const int *rows, int n_experts, int H,
@@ -45,25 +45,11 @@ static int kc_ffn_fwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dt,
         int n = rows[e];
         if (n == 0)
             continue;
-        int fused = 0;
-        if (dt == CUDA_R_16BF) {
-            /* h_act^T = gelu(W1^T x^T + b1), h_pre^T the aux output. */
-            kc_lt_gemm_t g = {CUBLAS_OP_N, CUBLAS_OP_N, F, n, H,
-                              at(w1, e * HF, es), F, at(x, off * H, es), H,
-                              at(h_act, off * F, es), F, dt,
-                              CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
-                              at(b1, (size_t)e * F, es),
-                              at(h_pre, off * F, es), F};
-            KC_TRY(kc_lt_gemm(ctx, fn, &g, &fused));
-        }
-        if (!fused) {
-            KC_TRY(kc_linear_fwd(ctx, fn, dt, at(x, off * H, es),
-                                 at(w1, e * HF, es),
-                                 at(b1, (size_t)e * F, es), n, H, F,
-                                 at(h_pre, off * F, es)));
-            KC_TRY(kc_gelu_fwd(ctx, fn, dt, at(h_pre, off * F, es),
-                               (size_t)n * F, at(h_act, off * F, es)));
-        }
+        KC_TRY(kc_linear_gelu_fwd(ctx, fn, dt, at(x, off * H, es),
+                                  at(w1, e * HF, es),
+                                  at(b1, (size_t)e * F, es), n, H, F,
+                                  at(h_pre, off * F, es),
+                                  at(h_act, off * F, es)));
         KC_TRY(kc_linear_fwd(ctx, fn, dt, at(h_act, off * F, es),
                              at(w2, e * HF, es), at(b2, (size_t)e * H, es), n,
                              F, H, at(y, off * H, es)));
@@ -87,29 +73,13 @@ static int kc_ffn_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dt,
         int n = rows[e];
         if (n == 0)
             continue;
-        /* Second layer and the activation: dh = (dy W2^T) gelu'(h_pre),
-         * dh^T = W2 dy^T as in kc_linear_bwd, with gelu' in the
-         * epilogue. */
-        int fused = 0;
-        if (dt == CUDA_R_16BF) {
-            kc_lt_gemm_t g = {CUBLAS_OP_T, CUBLAS_OP_N, F, n, H,
-                              at(w2, e * HF, es), H, at(dy, off * H, es), H,
-                              at(dh, off * F, es), F, dt,
-                              CUBLASLT_EPILOGUE_DGELU, NULL,
-                              (void *)at(h_pre, off * F, es), F};
-            KC_TRY(kc_lt_gemm(ctx, fn, &g, &fused));
-        }
-        /* dW2 += h_act^T dy, db2 += sum dy (and dh = dy W2^T unless the
-         * fused GEMM made it). */
-        KC_TRY(kc_linear_bwd(ctx, fn, dt, at(h_act, off * F, es),
-                             at(w2, e * HF, es), at(dy, off * H, es), n, F, H,
-                             fused ? NULL : at(dh, off * F, es), dw2 + e * HF,
-                             db2 + (size_t)e * H));
-        /* Through the activation, in place. */
-        if (!fused)
-            KC_TRY(kc_gelu_bwd(ctx, fn, dt, at(h_pre, off * F, es),
-                               at(dh, off * F, es), (size_t)n * F,
-                               at(dh, off * F, es)));
+        /* Second layer: dW2 += h_act^T dy, db2 += sum dy, and through the
+         * activation dh = (dy W2^T) gelu'(h_pre). */
+        KC_TRY(kc_linear_dgelu_bwd(ctx, fn, dt, at(h_act, off * F, es),
+                                   at(h_pre, off * F, es), at(w2, e * HF, es),
+                                   at(dy, off * H, es), n, F, H,
+                                   at(dh, off * F, es), dw2 + e * HF,
+                                   db2 + (size_t)e * H));
         /* First layer: dW1 += x^T dh, db1 += sum dh, dx = dh W1^T. */
         KC_TRY(kc_linear_bwd(ctx, fn, dt, at(x, off * H, es),
                              at(w1, e * HF, es), at(dh, off * F, es), n, H, F,

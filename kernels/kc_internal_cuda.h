@@ -198,13 +198,27 @@ int kc_linear_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
                   int out, void *dx, float *dw, float *db);
 int kc_gelu_fwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
                 const void *x, size_t n, void *y);
+int kc_gelu_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
+                const void *x, const void *dy, size_t n, void *dx);
+/* h_pre = x w + b (b may be NULL), h_act = gelu(h_pre). */
+int kc_linear_gelu_fwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dt,
+                       const void *x, const void *w, const void *b, int N,
+                       int in, int out, void *h_pre, void *h_act);
+/* kc_linear_bwd of y = x w + b where x = gelu(x_pre): dw += x^T dy,
+ * db += sum dy (db may be NULL), and dx = (dy w^T) gelu'(x_pre), the
+ * gradient of x_pre (dx may not be NULL). */
+int kc_linear_dgelu_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dt,
+                        const void *x, const void *x_pre, const void *w,
+                        const void *dy, int N, int in, int out, void *dx,
+                        float *dw, float *db);
 
 /* One GEMM through cuBLASLt with a fused epilogue, on column-major views
  * as cublasGemmEx takes them: D[m][n] (ld ldd) = epi(op(A) op(B)), A, B
  * and D of `dtype`, fp32 compute, beta 0.  epi is one of
  * CUBLASLT_EPILOGUE_BIAS (bias[m] of dtype added to every column),
- * _GELU_AUX_BIAS (also writes the pre-activation to aux, ld aux_ld) and
- * _DGELU (multiplies by gelu'(aux)).  Sets *fused to 1 when it ran; 0
+ * _GELU_AUX_BIAS or _GELU_AUX (GELU, with or without the bias, also
+ * writing the pre-activation to aux, ld aux_ld) and _DGELU (multiplies
+ * by gelu'(aux)).  Sets *fused to 1 when it ran; 0
  * when epilogues are off or cuBLASLt offers no algorithm, and then the
  * caller does the same work in separate passes.  Returns 1 on a failure
  * of the GEMM itself. */
@@ -225,8 +239,6 @@ typedef struct {
 } kc_lt_gemm_t;
 int kc_lt_gemm(swy_kc_ctx_t *ctx, const char *fn, const kc_lt_gemm_t *g,
                int *fused);
-int kc_gelu_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
-                const void *x, const void *dy, size_t n, void *dx);
 
 /* dst[i][H] = src[map[i]][H], zeros where map[i] < 0, elements of esize
  * bytes (pack.cu; also the embedding lookup). */

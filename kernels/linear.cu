@@ -298,6 +298,105 @@ int kc_linear_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
     return 0;
 }
 
+/* ---- Linear with GELU --------------------------------------------------
+ * The two GEMMs of an FFN that touch its activation: in bf16 the GELU (and
+ * its gradient) rides in the GEMM's epilogue where cuBLASLt offers it; in
+ * fp32, or where it does not, separate passes (the fp32 GELU matches the
+ * CPU's to 1e-5, which the epilogue's need not). */
+
+int kc_linear_gelu_fwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dt,
+                       const void *x, const void *w, const void *b, int N,
+                       int in, int out, void *h_pre, void *h_act)
+{
+    KC_CTX(fn, ctx);
+    KC_TRY(check_dtype(fn, dt));
+    if (N < 0 || in <= 0 || out <= 0)
+        return kc_fail(fn, "bad sizes N=%d in=%d out=%d", N, in, out);
+    if (N == 0)
+        return 0;
+    if (dt == CUDA_R_16BF) {
+        /* h_act^T = gelu(W^T x^T + b), h_pre^T its aux output. */
+        kc_lt_gemm_t g = {CUBLAS_OP_N, CUBLAS_OP_N, out, N, in, w, out, x,
+                          in, h_act, out, dt,
+                          b != NULL ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                    : CUBLASLT_EPILOGUE_GELU_AUX,
+                          b, h_pre, out};
+        int fused;
+        KC_TRY(kc_lt_gemm(ctx, fn, &g, &fused));
+        if (fused)
+            return 0;
+    }
+    KC_TRY(kc_linear_fwd(ctx, fn, dt, x, w, b, N, in, out, h_pre));
+    return kc_gelu_fwd(ctx, fn, dt, h_pre, (size_t)N * out, h_act);
+}
+
+int kc_linear_dgelu_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dt,
+                        const void *x, const void *x_pre, const void *w,
+                        const void *dy, int N, int in, int out, void *dx,
+                        float *dw, float *db)
+{
+    KC_CTX(fn, ctx);
+    KC_TRY(check_dtype(fn, dt));
+    if (N < 0 || in <= 0 || out <= 0)
+        return kc_fail(fn, "bad sizes N=%d in=%d out=%d", N, in, out);
+    if (dx == NULL)
+        return kc_fail(fn, "dx is NULL");
+    if (N == 0)
+        return 0;
+    int fused = 0;
+    if (dt == CUDA_R_16BF) {
+        /* dx^T = W dy^T as in kc_linear_bwd, times gelu'(x_pre). */
+        kc_lt_gemm_t g = {CUBLAS_OP_T, CUBLAS_OP_N, in, N, out, w, out, dy,
+                          out, dx, in, dt, CUBLASLT_EPILOGUE_DGELU, NULL,
+                          (void *)x_pre, in};
+        KC_TRY(kc_lt_gemm(ctx, fn, &g, &fused));
+    }
+    KC_TRY(kc_linear_bwd(ctx, fn, dt, x, w, dy, N, in, out,
+                         fused ? NULL : dx, dw, db));
+    if (fused)
+        return 0;
+    return kc_gelu_bwd(ctx, fn, dt, x_pre, dx, (size_t)N * in, dx);
+}
+
+int swy_kc_linear_gelu_fwd(swy_kc_ctx_t *ctx, const float *x, const float *w,
+                           const float *b, int N, int in, int out,
+                           float *h_pre, float *h_act)
+{
+    return kc_linear_gelu_fwd(ctx, "swy_kc_linear_gelu_fwd", CUDA_R_32F, x,
+                              w, b, N, in, out, h_pre, h_act);
+}
+
+int swy_kc_linear_dgelu_bwd(swy_kc_ctx_t *ctx, const float *x,
+                            const float *x_pre, const float *w,
+                            const float *dy, int N, int in, int out,
+                            float *dx, float *dw, float *db)
+{
+    return kc_linear_dgelu_bwd(ctx, "swy_kc_linear_dgelu_bwd", CUDA_R_32F, x,
+                               x_pre, w, dy, N, in, out, dx, dw, db);
+}
+
+int swy_kc_linear_gelu_fwd_bf16(swy_kc_ctx_t *ctx, const swy_kc_bf16_t *x,
+                                const swy_kc_bf16_t *w,
+                                const swy_kc_bf16_t *b, int N, int in,
+                                int out, swy_kc_bf16_t *h_pre,
+                                swy_kc_bf16_t *h_act)
+{
+    return kc_linear_gelu_fwd(ctx, "swy_kc_linear_gelu_fwd_bf16", CUDA_R_16BF,
+                              x, w, b, N, in, out, h_pre, h_act);
+}
+
+int swy_kc_linear_dgelu_bwd_bf16(swy_kc_ctx_t *ctx, const swy_kc_bf16_t *x,
+                                 const swy_kc_bf16_t *x_pre,
+                                 const swy_kc_bf16_t *w,
+                                 const swy_kc_bf16_t *dy, int N, int in,
+                                 int out, swy_kc_bf16_t *dx, float *dw,
+                                 float *db)
+{
+    return kc_linear_dgelu_bwd(ctx, "swy_kc_linear_dgelu_bwd_bf16",
+                               CUDA_R_16BF, x, x_pre, w, dy, N, in, out, dx,
+                               dw, db);
+}
+
 int swy_kc_linear_fwd(swy_kc_ctx_t *ctx, const float *x, const float *w,
                       const float *b, int N, int in, int out, float *y)
 {

@@ -379,6 +379,35 @@ int swy_kc_linear_bwd_bf16(swy_kc_ctx_t *ctx, const swy_kc_bf16_t *x,
                            int N, int in, int out, swy_kc_bf16_t *dx,
                            float *dw, float *db);
 
+/** h_pre = x w + b (b may be NULL) and h_act = gelu(h_pre), as
+ *  swy_k_linear_fwd then swy_k_gelu_fwd: one GEMM in bf16 with fused
+ *  epilogues (swy_kc_ctx_set_epilogues), where h_act is gelu of the fp32
+ *  pre-activation, as in swy_kc_ffn_fwd_bf16. */
+int swy_kc_linear_gelu_fwd(swy_kc_ctx_t *ctx, const float *x, const float *w,
+                           const float *b, int N, int in, int out,
+                           float *h_pre, float *h_act);
+int swy_kc_linear_gelu_fwd_bf16(swy_kc_ctx_t *ctx, const swy_kc_bf16_t *x,
+                                const swy_kc_bf16_t *w,
+                                const swy_kc_bf16_t *b, int N, int in,
+                                int out, swy_kc_bf16_t *h_pre,
+                                swy_kc_bf16_t *h_act);
+
+/** The backward of y = x w + b where x = gelu(x_pre): dw += x^T dy and
+ *  db += the column sums of dy (fp32; db may be NULL), and dx = (dy w^T)
+ *  gelu'(x_pre), the gradient of x_pre (dx [N][in], not NULL, aliasing
+ *  neither x nor x_pre): swy_k_linear_bwd then swy_k_gelu_bwd, the
+ *  second fused into the GEMM in bf16. */
+int swy_kc_linear_dgelu_bwd(swy_kc_ctx_t *ctx, const float *x,
+                            const float *x_pre, const float *w,
+                            const float *dy, int N, int in, int out,
+                            float *dx, float *dw, float *db);
+int swy_kc_linear_dgelu_bwd_bf16(swy_kc_ctx_t *ctx, const swy_kc_bf16_t *x,
+                                 const swy_kc_bf16_t *x_pre,
+                                 const swy_kc_bf16_t *w,
+                                 const swy_kc_bf16_t *dy, int N, int in,
+                                 int out, swy_kc_bf16_t *dx, float *dw,
+                                 float *db);
+
 /** As swy_k_gelu_fwd (y may alias x). */
 int swy_kc_gelu_fwd(swy_kc_ctx_t *ctx, const float *x, size_t n, float *y);
 

@@ -1,9 +1,10 @@
 /* CUDA dense kernels against the CPU ones on the same seeded inputs:
  * linear and expert FFN (forward, backward; fp32 and bf16, including
  * experts with no rows), GELU, add, embedding, cross-entropy, Adam, and the
- * bf16 conversions (bitwise).  The linear and FFN checks run with the
- * GEMMs' fused epilogues and without (swy_kc_ctx_set_epilogues), and
- * count the GEMMs that fused.  Tolerances in kctest.h. */
+ * bf16 conversions (bitwise).  The linear (also with GELU) and FFN checks
+ * run with the GEMMs' fused epilogues and without
+ * (swy_kc_ctx_set_epilogues), and count the GEMMs that fused.  Tolerances
+ * in kctest.h. */
 #include "kctest.h"
 
 /* ---- linear ------------------------------------------------------------ */
@@ -75,6 +76,103 @@ static void check_linear(int N, int in, int out, int with_bias)
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         kct_dfree(dev[i]);
     void *host[] = {x, w, b, dy, dw, db, y, dx, dw_c, db_c, dw2_c};
+    for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+        free(host[i]);
+}
+
+/* ---- linear with GELU -------------------------------------------------- */
+
+/* swy_kc_linear_gelu_fwd and swy_kc_linear_dgelu_bwd against the CPU's
+ * linear then GELU; bf16 on the rounded inputs. x_pre and x (the layer
+ * input, gelu(x_pre) in a model) are independent random arrays here: the
+ * kernel must take each from where it is told. */
+static void check_linear_gelu(int N, int in, int out, int with_bias)
+{
+    char shape[96];
+    snprintf(shape, sizeof(shape), "N=%d in=%d out=%d%s", N, in, out,
+             with_bias ? "" : " nobias");
+    size_t nx = (size_t)N * in, nw = (size_t)in * out, ny = (size_t)N * out;
+    float *x = kct_rand(nx, -1.5, 1.5), *xp = kct_rand(nx, -3, 3);
+    float *w = kct_rand(nw, -0.5, 0.5), *b = kct_rand(out, -0.5, 0.5);
+    float *dy = kct_rand(ny, -1, 1), *dw = kct_rand(nw, -0.1, 0.1);
+    float *db = kct_rand(out, -0.1, 0.1);
+    float *hp = kct_host(ny * 4), *ha = kct_host(ny * 4);
+    float *dx = kct_host(nx * 4), *dw_c = kct_host(nw * 4);
+    float *db_c = kct_host(out * 4);
+
+    for (int bf = 0; bf < 2; bf++) {
+        const char *f_fwd = bf ? "swy_kc_linear_gelu_fwd_bf16"
+                               : "swy_kc_linear_gelu_fwd";
+        const char *f_bwd = bf ? "swy_kc_linear_dgelu_bwd_bf16"
+                               : "swy_kc_linear_dgelu_bwd";
+        if (bf) {
+            float *all[] = {x, xp, w, b, dy};
+            size_t ns[] = {nx, nx, nw, out, ny};
+            for (int i = 0; i < 5; i++)
+                kct_round_bf16(all[i], ns[i]);
+        }
+        const float *bias = with_bias ? b : NULL;
+        swy_k_linear_fwd(x, w, bias, N, in, out, hp);
+        swy_k_gelu_fwd(hp, ny, ha);
+        memcpy(dw_c, dw, nw * 4);
+        memcpy(db_c, db, out * 4);
+        swy_k_linear_bwd(x, w, dy, N, in, out, dx, dw_c,
+                         with_bias ? db_c : NULL);
+        swy_k_gelu_bwd(xp, dx, nx, dx);
+        float *dw_d = kct_up(dw, nw * 4), *db_d = kct_up(db, out * 4);
+        if (!bf) {
+            float *x_d = kct_up(x, nx * 4), *xp_d = kct_up(xp, nx * 4);
+            float *w_d = kct_up(w, nw * 4), *b_d = kct_up(b, out * 4);
+            float *dy_d = kct_up(dy, ny * 4);
+            float *hp_d = kct_dev(ny * 4), *ha_d = kct_dev(ny * 4);
+            float *dx_d = kct_dev(nx * 4);
+            KCT_OK(swy_kc_linear_gelu_fwd(kct_ctx, x_d, w_d,
+                                          with_bias ? b_d : NULL, N, in, out,
+                                          hp_d, ha_d));
+            KCT_OK(swy_kc_linear_dgelu_bwd(kct_ctx, x_d, xp_d, w_d, dy_d, N,
+                                           in, out, dx_d, dw_d,
+                                           with_bias ? db_d : NULL));
+            kct_cmp_dev(f_fwd, shape, "h_pre", hp_d, hp, ny, KCT_TOL_F32);
+            kct_cmp_dev(f_fwd, shape, "h_act", ha_d, ha, ny, KCT_TOL_F32);
+            kct_cmp_dev(f_bwd, shape, "dx", dx_d, dx, nx, KCT_TOL_F32);
+            void *dev[] = {x_d, xp_d, w_d, b_d, dy_d, hp_d, ha_d, dx_d};
+            for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+                kct_dfree(dev[i]);
+        } else {
+            swy_kc_bf16_t *x_d = kct_up_bf16(x, nx), *xp_d = kct_up_bf16(xp, nx);
+            swy_kc_bf16_t *w_d = kct_up_bf16(w, nw), *b_d = kct_up_bf16(b, out);
+            swy_kc_bf16_t *dy_d = kct_up_bf16(dy, ny);
+            swy_kc_bf16_t *hp_d = kct_dev(ny * 2), *ha_d = kct_dev(ny * 2);
+            swy_kc_bf16_t *dx_d = kct_dev(nx * 2);
+            KCT_OK(swy_kc_linear_gelu_fwd_bf16(kct_ctx, x_d, w_d,
+                                               with_bias ? b_d : NULL, N, in,
+                                               out, hp_d, ha_d));
+            KCT_OK(swy_kc_linear_dgelu_bwd_bf16(kct_ctx, x_d, xp_d, w_d,
+                                                dy_d, N, in, out, dx_d, dw_d,
+                                                with_bias ? db_d : NULL));
+            kct_cmp_dev_bf16(f_fwd, shape, "h_pre", hp_d, hp, ny);
+            kct_cmp_dev_bf16(f_fwd, shape, "h_act", ha_d, ha, ny);
+            kct_cmp_dev_bf16(f_bwd, shape, "dx", dx_d, dx, nx);
+            void *dev[] = {x_d, xp_d, w_d, b_d, dy_d, hp_d, ha_d, dx_d};
+            for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+                kct_dfree(dev[i]);
+        }
+        double tol = bf ? KCT_TOL_BF16 : KCT_TOL_F32;
+        kct_cmp_dev(f_bwd, shape, "dw", dw_d, dw_c, nw, tol);
+        if (with_bias)
+            kct_cmp_dev(f_bwd, shape, "db", db_d, db_c, out, tol);
+        kct_dfree(dw_d);
+        kct_dfree(db_d);
+    }
+    /* dx is required: it is the layer's whole point. */
+    kct_checks++;
+    if (swy_kc_linear_dgelu_bwd(kct_ctx, NULL, NULL, NULL, NULL, N, in, out,
+                                NULL, NULL, NULL) == 0) {
+        kct_failures++;
+        fprintf(stderr, "FAIL swy_kc_linear_dgelu_bwd [%s]: dx NULL "
+                "accepted\n", shape);
+    }
+    void *host[] = {x, xp, w, b, dy, dw, db, hp, ha, dx, dw_c, db_c};
     for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
         free(host[i]);
 }
@@ -447,11 +545,17 @@ static void run_dense(void)
     check_linear(37, 64, 48, 1);
     check_linear(129, 33, 65, 0);
     check_linear(300, 256, 128, 1);
+    check_linear_gelu(1, 1, 1, 1);
+    check_linear_gelu(37, 64, 48, 1);
+    check_linear_gelu(129, 33, 65, 0);
     check_ffn(6, r1, 32, 64);
     check_ffn(4, r2, 64, 256);
     check_ffn(2, r3, 16, 24);
     check_ffn(1, r4, 33, 70);
 }
+
+/* One of each: fp32 fuses its bias; bf16 fuses GELU+bias and dGELU. */
+static void run_linear_gelu(void) { check_linear_gelu(200, 64, 256, 1); }
 
 /* 3 experts with rows; per expert the fp32 FFN fuses its two biases, the
  * bf16 one GELU+bias, bias, and dGELU. */
@@ -475,6 +579,7 @@ int main(void)
     check_epilogues("ffn F=256", run_ffn_aligned,
                     (want_epi_t){3 * 2 + 3 * 3, 3 * 2 + 3 * 3, 0, 0});
     check_epilogues("ffn F=70", run_ffn_odd, (want_epi_t){0, 4, 2, 6});
+    check_epilogues("linear_gelu", run_linear_gelu, (want_epi_t){3, 3, 0, 0});
     KCT_OK(swy_kc_ctx_set_epilogues(kct_ctx, 0));
     check_epilogues("off", run_dense, (want_epi_t){0, 0, 0, 0});
     KCT_OK(swy_kc_ctx_set_epilogues(kct_ctx, 1));
