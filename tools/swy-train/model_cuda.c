@@ -364,23 +364,35 @@ static swy_status_t linear_bwd(swt_model_cuda_t *md, const void *x,
     return SWY_OK;
 }
 
-static swy_status_t gelu_fwd(swt_model_cuda_t *md, const void *x, size_t n,
-                             void *y)
+/* h_pre = x w + b, h_act = gelu(h_pre) (one GEMM in bf16). */
+static swy_status_t linear_gelu_fwd(swt_model_cuda_t *md, const void *x,
+                                    const float *w, const float *b, int N,
+                                    int in, int out, void *h_pre, void *h_act)
 {
     if (md->bf16)
-        SWT_KC(where, swy_kc_gelu_fwd_bf16(md->ctx, x, n, y));
+        SWT_KC(where, swy_kc_linear_gelu_fwd_bf16(md->ctx, x, w16(md, w),
+                                                  w16(md, b), N, in, out,
+                                                  h_pre, h_act));
     else
-        SWT_KC(where, swy_kc_gelu_fwd(md->ctx, x, n, y));
+        SWT_KC(where, swy_kc_linear_gelu_fwd(md->ctx, x, w, b, N, in, out,
+                                             h_pre, h_act));
     return SWY_OK;
 }
 
-static swy_status_t gelu_bwd(swt_model_cuda_t *md, const void *x,
-                             const void *dy, size_t n, void *dx)
+/* linear_bwd of a layer whose input x is gelu(x_pre): dx is x_pre's
+ * gradient (gelu' fused into the GEMM in bf16). */
+static swy_status_t linear_dgelu_bwd(swt_model_cuda_t *md, const void *x,
+                                     const void *x_pre, const float *w,
+                                     const void *dy, int N, int in, int out,
+                                     void *dx, float *dw, float *db)
 {
     if (md->bf16)
-        SWT_KC(where, swy_kc_gelu_bwd_bf16(md->ctx, x, dy, n, dx));
+        SWT_KC(where, swy_kc_linear_dgelu_bwd_bf16(md->ctx, x, x_pre,
+                                                   w16(md, w), dy, N, in,
+                                                   out, dx, dw, db));
     else
-        SWT_KC(where, swy_kc_gelu_bwd(md->ctx, x, dy, n, dx));
+        SWT_KC(where, swy_kc_linear_dgelu_bwd(md->ctx, x, x_pre, w, dy, N,
+                                              in, out, dx, dw, db));
     return SWY_OK;
 }
 
@@ -398,9 +410,8 @@ static swy_status_t add(swt_model_cuda_t *md, const void *x, size_t n,
 static swy_status_t dense_forward(swt_model_cuda_t *md, layer_t *ly)
 {
     int S = md->cfg.tokens, H = md->cfg.hidden, F = md->cfg.dense_ffn;
-    STEP_CHECK(linear_fwd(md, ly->x, ly->p.wa, ly->p.ba, S, H, F,
-                          ly->a_pre));
-    STEP_CHECK(gelu_fwd(md, ly->a_pre, (size_t)S * F, ly->a_act));
+    STEP_CHECK(linear_gelu_fwd(md, ly->x, ly->p.wa, ly->p.ba, S, H, F,
+                               ly->a_pre, ly->a_act));
     STEP_CHECK(linear_fwd(md, ly->a_act, ly->p.wb, ly->p.bb, S, F, H,
                           ly->m));
     return add(md, ly->x, (size_t)S * H, ly->m);
@@ -440,7 +451,7 @@ swy_status_t swt_model_cuda_step(swt_model_cuda_t *md, const int *ids,
     const swt_model_config_t *c = &md->cfg;
     /* F: the dense block's inner size (the experts' is their own). */
     int S = c->tokens, H = c->hidden, F = c->dense_ffn;
-    size_t SH = (size_t)S * H, SF = (size_t)S * F;
+    size_t SH = (size_t)S * H;
     swy_kc_ctx_t *ctx = md->ctx;
     void *st = md->stream;
 
@@ -486,13 +497,13 @@ swy_status_t swt_model_cuda_step(swt_model_cuda_t *md, const int *ids,
         STEP_CHECK(swt_moe_block_cuda_backward(ly->moe, md->dx, md->dm, tm));
         STEP_CHECK(swt_ddp_ready(md->ddp, at->ready_gate, tm));
         t0 = swt_now();
-        STEP_CHECK(linear_bwd(md, ly->a_act, ly->p.wb, md->dm, S, F, H,
-                              md->dact, ly->d.wb, ly->d.bb));
+        STEP_CHECK(linear_dgelu_bwd(md, ly->a_act, ly->a_pre, ly->p.wb,
+                                    md->dm, S, F, H, md->dact, ly->d.wb,
+                                    ly->d.bb));
         STEP_CHECK(compute_end(md, tm, t0));
         STEP_CHECK(swt_ddp_ready(md->ddp, at->ready_wb, tm));
         STEP_CHECK(swt_ddp_poll(md->ddp));
         t0 = swt_now();
-        STEP_CHECK(gelu_bwd(md, ly->a_pre, md->dact, SF, md->dact));
         STEP_CHECK(linear_bwd(md, ly->x, ly->p.wa, md->dact, S, H, F,
                               md->dtmp, ly->d.wa, ly->d.ba));
         /* dx of the block input: residual plus the branch. */
