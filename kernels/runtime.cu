@@ -306,13 +306,15 @@ int swy_kc_ctx_set_epilogues(swy_kc_ctx_t *ctx, int on)
     return 0;
 }
 
-int swy_kc_ctx_epilogue_stats(swy_kc_ctx_t *ctx, unsigned long *fused,
-                              unsigned long *fell_back, const char **why)
+int swy_kc_ctx_epilogue_stats(swy_kc_ctx_t *ctx, int *on,
+                              unsigned long *fused, unsigned long *fell_back,
+                              const char **why)
 {
     static const char fn[] = "swy_kc_ctx_epilogue_stats";
     KC_CTX(fn, ctx);
-    if (fused == NULL || fell_back == NULL || why == NULL)
+    if (on == NULL || fused == NULL || fell_back == NULL || why == NULL)
         return kc_fail(fn, "NULL output");
+    *on = ctx->epilogues;
     *fused = ctx->lt_fused;
     *fell_back = ctx->lt_fell_back;
     *why = ctx->lt_why;

@@ -147,11 +147,13 @@ void *swy_kc_ctx_stream(swy_kc_ctx_t *ctx);
  *  context. */
 int swy_kc_ctx_set_epilogues(swy_kc_ctx_t *ctx, int on);
 
-/** GEMMs run with a fused epilogue, and those that fell back to separate
- *  passes, since the context was made; *why is the last fallback's reason
- *  ("" if none; valid until the next kernel call on ctx). */
-int swy_kc_ctx_epilogue_stats(swy_kc_ctx_t *ctx, unsigned long *fused,
-                              unsigned long *fell_back, const char **why);
+/** *on: whether epilogues are on now; GEMMs run with a fused epilogue,
+ *  and those that fell back to separate passes, since the context was
+ *  made; *why is the last fallback's reason ("" if none; valid until the
+ *  next kernel call on ctx). */
+int swy_kc_ctx_epilogue_stats(swy_kc_ctx_t *ctx, int *on,
+                              unsigned long *fused, unsigned long *fell_back,
+                              const char **why);
 
 /** A row context (status.cu; the static library swy_kernels_cuda_rows
  *  holds it with the row kernels, and needs no cuBLAS): the stream and

@@ -694,17 +694,18 @@ int main(int argc, char **argv)
         printf("%-22s %-5s %-34s %10s %16s %8s\n", "kernel", "dtype", "shape",
                "time_ms", "rate", "%peak");
     }
-    kb.epilogues = !(getenv("SWY_KC_EPILOGUES") != NULL &&
-                     strcmp(getenv("SWY_KC_EPILOGUES"), "0") == 0);
+    unsigned long fused, fell_back;
+    const char *why;
+    KB_OK(swy_kc_ctx_epilogue_stats(ctx, &kb.epilogues, &fused, &fell_back,
+                                    &why));
     kb_bench_gemm(1);
     kb_bench_gemm(0);
     kb_bench_move(1);
     kb_bench_move(0);
     kb_bench_gate();
     /* Whether the fused GEMMs above really fused. */
-    unsigned long fused, fell_back;
-    const char *why;
-    KB_OK(swy_kc_ctx_epilogue_stats(ctx, &fused, &fell_back, &why));
+    int on;
+    KB_OK(swy_kc_ctx_epilogue_stats(ctx, &on, &fused, &fell_back, &why));
     if (kb.json)
         printf("{\"gpu\":\"%s\",\"epilogues\":%d,\"gemms_fused\":%lu,"
                "\"gemms_fell_back\":%lu,\"fell_back_why\":\"%s\"}\n",

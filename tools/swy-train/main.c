@@ -1103,6 +1103,19 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
         printf("%-22s %d\n", "ranks", W);
         printf("%-22s %s\n", "device", o->device_desc);
         printf("%-22s %s\n", "dtype", m->bf16 ? "bf16" : "fp32");
+#ifdef SWT_HAVE_CUDA
+        if (md->gpu != NULL) {
+            /* Rank 0's GEMMs: whether bias and GELU ran inside them. */
+            int on;
+            unsigned long fused, fell_back;
+            const char *why;
+            swt_model_cuda_epilogues(md->gpu, &on, &fused, &fell_back, &why);
+            printf("%-22s %s, %lu GEMMs fused, %lu in separate passes%s%s%s\n",
+                   "GEMM epilogues", on ? "on" : "off (SWY_KC_EPILOGUES=0)",
+                   fused, fell_back, why[0] ? " (last: " : "", why,
+                   why[0] ? ")" : "");
+        }
+#endif
         printf("%-22s %s\n", "policy", policy);
         printf("%-22s %s\n", "partition bytes", partition);
         printf("%-22s %d\n", "steps", steps);

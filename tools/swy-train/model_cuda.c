@@ -327,6 +327,18 @@ swy_status_t swt_model_cuda_dense_hash(swt_model_cuda_t *md,
             return st_;                                                      \
     } while (0)
 
+void swt_model_cuda_epilogues(const swt_model_cuda_t *md, int *on,
+                              unsigned long *fused, unsigned long *fell_back,
+                              const char **why)
+{
+    if (swy_kc_ctx_epilogue_stats(md->ctx, on, fused, fell_back, why) !=
+        0) {
+        *on = 0;
+        *fused = *fell_back = 0;
+        *why = swy_kc_error_string();
+    }
+}
+
 /* Ends a timed compute block, GPU work included. */
 static swy_status_t compute_end(swt_model_cuda_t *md, swt_timing_t *tm,
                                 double t0)

@@ -65,4 +65,11 @@ const int64_t *swt_model_cuda_layer_sent(const swt_model_cuda_t *model,
 swy_status_t swt_model_cuda_dense_hash(swt_model_cuda_t *model,
                                        uint64_t *hash_p);
 
+/** Whether the model's GEMMs fuse cuBLASLt epilogues (SWY_KC_EPILOGUES),
+ *  how many did and how many took separate passes instead, and the last
+ *  reason (swy_kc_ctx_epilogue_stats of the model's kernel context). */
+void swt_model_cuda_epilogues(const swt_model_cuda_t *model, int *on,
+                              unsigned long *fused, unsigned long *fell_back,
+                              const char **why);
+
 #endif /* SWT_MODEL_CUDA_H */

@@ -516,9 +516,10 @@ static void check_epilogues(const char *what, void (*run)(void),
 {
     unsigned long f0, b0, f1, b1;
     const char *why;
-    KCT_OK(swy_kc_ctx_epilogue_stats(kct_ctx, &f0, &b0, &why));
+    int on;
+    KCT_OK(swy_kc_ctx_epilogue_stats(kct_ctx, &on, &f0, &b0, &why));
     run();
-    KCT_OK(swy_kc_ctx_epilogue_stats(kct_ctx, &f1, &b1, &why));
+    KCT_OK(swy_kc_ctx_epilogue_stats(kct_ctx, &on, &f1, &b1, &why));
     unsigned long f = f1 - f0, b = b1 - b0;
     kct_checks++;
     if (f < w.fused_min || f > w.fused_max || b < w.back_min ||
