@@ -4,7 +4,8 @@
 #
 # The same model and seed, 200 steps each. Asserts:
 #   - the bf16 run completes, says "dtype: bf16" and keeps its dense
-#     replicas identical;
+#     replicas identical, and some of its GEMMs fused bias and GELU
+#     (cuBLASLt epilogues);
 #   - its loss after 200 steps (mean of steps 191..200) is within 1% of
 #     the fp32 run's (issue 23: bf16 parameters and activations with fp32
 #     master weights and Adam train as fp32 does);
@@ -45,6 +46,12 @@ cat "$tmp/bf16.out"
 grep -q "^dtype  *bf16" "$tmp/bf16.out" || fail "no 'dtype bf16' in the summary"
 grep -q '"dtype":"bf16"' "$tmp/bf16.out" || fail "no \"dtype\":\"bf16\" in the JSON line"
 grep -q '"dense_identical":true' "$tmp/bf16.out" || fail "dense hash check failed"
+# The shapes are multiples of 8, so the GELU GEMMs can fuse their
+# epilogues (SWY_KC_EPILOGUES); the summary says how many did.
+epi=$(grep "^GEMM epilogues" "$tmp/bf16.out") || fail "no 'GEMM epilogues' line in the summary"
+echo "$epi"
+[[ $epi =~ ^GEMM\ epilogues\ +on,\ ([0-9]+)\ GEMMs\ fused ]] && (( BASH_REMATCH[1] > 0 )) ||
+    fail "bf16 training fused no GEMM epilogue"
 
 awk -F, '
     FNR == 1 { next }
