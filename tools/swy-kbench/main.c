@@ -235,6 +235,29 @@ static int kb_linear_bwd(void *a)
                              f->dx, f->dw1, f->db1);
 }
 
+/* The dense block's GEMMs with GELU: x [N][H] -> h_pre, h_act [N][F] (w1,
+ * b1); and the backward of h_act [N][F] -> [N][H] (w2) through gelu'. */
+static int kb_linear_gelu_fwd(void *a)
+{
+    kb_ffn_t *f = a;
+    if (f->bf16)
+        return swy_kc_linear_gelu_fwd_bf16(ctx, f->x, f->w1, f->b1, f->N,
+                                           f->H, f->F, f->hp, f->ha);
+    return swy_kc_linear_gelu_fwd(ctx, f->x, f->w1, f->b1, f->N, f->H, f->F,
+                                  f->hp, f->ha);
+}
+
+static int kb_linear_dgelu_bwd(void *a)
+{
+    kb_ffn_t *f = a;
+    if (f->bf16)
+        return swy_kc_linear_dgelu_bwd_bf16(ctx, f->ha, f->hp, f->w2, f->dy,
+                                            f->N, f->F, f->H, f->dh, f->dw2,
+                                            f->db2);
+    return swy_kc_linear_dgelu_bwd(ctx, f->ha, f->hp, f->w2, f->dy, f->N,
+                                   f->F, f->H, f->dh, f->dw2, f->db2);
+}
+
 static void kb_bench_gemm(int bf16)
 {
     kb_ffn_t f;
@@ -299,6 +322,11 @@ static void kb_bench_gemm(int bf16)
     kb_report("linear_fwd", dt, shape, kb_time_ms(kb_linear_fwd, &f), fl, 0);
     kb_report("linear_bwd", dt, shape, kb_time_ms(kb_linear_bwd, &f), 2 * fl,
               0);
+    kb_report("linear_gelu_fwd", dt, shape,
+              kb_time_ms(kb_linear_gelu_fwd, &f), fl, 0);
+    snprintf(shape, sizeof(shape), "N=%zu in=%zu out=%zu", N, F, H);
+    kb_report("linear_dgelu_bwd", dt, shape,
+              kb_time_ms(kb_linear_dgelu_bwd, &f), 2 * fl, 0);
     void *all[] = {f.x, f.w1, f.b1, f.w2, f.b2, f.dy, f.hp, f.ha, f.dh, f.y,
                    f.dx, f.dw1, f.dw2, f.db1, f.db2};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
