@@ -43,10 +43,16 @@ __global__ void kc_colsum(const T *dy, int N, int cols, float *db)
     }
 }
 
-static int check_dtype(const char *fn, cudaDataType_t t)
+/* The arguments every linear kernel checks first: the context, the dtype
+ * and the sizes (N may be 0: nothing to do). */
+static int check_linear(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t t,
+                        int N, int in, int out)
 {
+    KC_CTX(fn, ctx);
     if (t != CUDA_R_32F && t != CUDA_R_16BF)
         return kc_fail(fn, "internal: dtype %d", (int)t);
+    if (N < 0 || in <= 0 || out <= 0)
+        return kc_fail(fn, "bad sizes N=%d in=%d out=%d", N, in, out);
     return 0;
 }
 
@@ -231,10 +237,7 @@ int kc_linear_fwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
                   const void *x, const void *w, const void *b, int N, int in,
                   int out, void *y)
 {
-    KC_CTX(fn, ctx);
-    KC_TRY(check_dtype(fn, dtype));
-    if (N < 0 || in <= 0 || out <= 0)
-        return kc_fail(fn, "bad sizes N=%d in=%d out=%d", N, in, out);
+    KC_TRY(check_linear(ctx, fn, dtype, N, in, out));
     if (N == 0)
         return 0;
     if (b != NULL) {
@@ -268,10 +271,7 @@ int kc_linear_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
                   const void *x, const void *w, const void *dy, int N, int in,
                   int out, void *dx, float *dw, float *db)
 {
-    KC_CTX(fn, ctx);
-    KC_TRY(check_dtype(fn, dtype));
-    if (N < 0 || in <= 0 || out <= 0)
-        return kc_fail(fn, "bad sizes N=%d in=%d out=%d", N, in, out);
+    KC_TRY(check_linear(ctx, fn, dtype, N, in, out));
     if (N == 0)
         return 0;
     /* dx^T[in][N] = W[in][out] dy^T: W is the transpose of its column-major
@@ -308,10 +308,7 @@ int kc_linear_gelu_fwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dt,
                        const void *x, const void *w, const void *b, int N,
                        int in, int out, void *h_pre, void *h_act)
 {
-    KC_CTX(fn, ctx);
-    KC_TRY(check_dtype(fn, dt));
-    if (N < 0 || in <= 0 || out <= 0)
-        return kc_fail(fn, "bad sizes N=%d in=%d out=%d", N, in, out);
+    KC_TRY(check_linear(ctx, fn, dt, N, in, out));
     if (N == 0)
         return 0;
     if (dt == CUDA_R_16BF) {
@@ -335,10 +332,7 @@ int kc_linear_dgelu_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dt,
                         const void *dy, int N, int in, int out, void *dx,
                         float *dw, float *db)
 {
-    KC_CTX(fn, ctx);
-    KC_TRY(check_dtype(fn, dt));
-    if (N < 0 || in <= 0 || out <= 0)
-        return kc_fail(fn, "bad sizes N=%d in=%d out=%d", N, in, out);
+    KC_TRY(check_linear(ctx, fn, dt, N, in, out));
     if (dx == NULL)
         return kc_fail(fn, "dx is NULL");
     if (N == 0)
