@@ -328,7 +328,14 @@ SWY_EXPORT swy_status_t swy_alltoallv(const void *sendbuf,
  * chunk's (a disagreement is SWY_ERR_MISMATCH on every rank, naming the
  * ranks and the counts); a chunk's size is still checked when its data
  * arrives. (Held chunks of device memory exchange a header each, at
- * their release: a device send waits for its receiver's header.) A
+ * their release: a device send waits for its receiver's header.) Device
+ * chunks are, as a device swy_alltoallv(), grouped sends and receives of
+ * the nccl plugin on its communicator of their priority class, launched
+ * in chunk order: a held chunk released before an earlier one moves
+ * once that one is released too, and the device ops of the same class
+ * posted on the communicator after the chunks wait for every chunk's
+ * release (the plugin takes them in the same order on every rank): do
+ * not wait for such an op before releasing the chunks. A
  * chunk without data takes the memory type of the others. With
  * SWY_CHUNKS_HELD chunk j moves nothing (neither reads
  * its part of sendbuf nor writes its part of recvbuf) until

@@ -630,10 +630,13 @@ swy_status_t swy_alltoallv_chunks(const void *sendbuf,
                                  rdispls + at, dtype, &args[j], &send_used,
                                  &recv_used);
         /* Chunks the caller releases start when it says, which a stream
-         * cannot order: those wait for their stream here. */
+         * cannot order: those wait for their stream here. Device chunks
+         * are the plugin's, as a lone alltoallv: each lane takes its
+         * launches in op order, so a held chunk released early waits
+         * for the chunks before it (lib/sched/lane.c). */
         if (status == SWY_OK)
             status = prepare_memory(fn, comm, &args[j], send_used,
-                                    recv_used, 0, attr,
+                                    recv_used, 1, attr,
                                     held ? NULL : &on_stream);
         if (status != SWY_OK || !(send_used || recv_used))
             continue;
@@ -646,8 +649,10 @@ swy_status_t swy_alltoallv_chunks(const void *sendbuf,
                                  with_data,
                                  swy_mem_type_name(args[with_data].mem));
     }
-    for (int j = 0; j < nchunks && status == SWY_OK && with_data >= 0; j++)
+    for (int j = 0; j < nchunks && status == SWY_OK && with_data >= 0; j++) {
         args[j].mem = args[with_data].mem;
+        args[j].offload = args[with_data].offload;
+    }
     if (status == SWY_OK)
         status = swy_sched_post_series(comm->view, args, nchunks, held,
                                        on_stream, prio, order,

@@ -5,14 +5,16 @@
  * rank hands them to that communicator, so that they match across ranks
  * (a plugin communicator, like an NCCL one, runs its calls in the order
  * it was given them). A launch leaves when its op has started (not held
- * by its stream) and heard every header (a disagreement fails the op
- * before the plugin sees it), and when the policy admits it against what
- * the lanes have with the plugin: lina holds a low-priority partition
- * while higher priority is with the plugin and bounds low priority in
- * flight by its credit, fair gives each op an allowance, fifo runs one
- * op of a communicator at a time. The launches of the two classes run on
- * different plugin communicators and streams, so holding one class never
- * holds the other. */
+ * by its stream, nor a chunk of swy_alltoallv_chunks not yet released:
+ * the launches after it wait, so chunks released in any order launch in
+ * the same order on every rank) and heard every header (a disagreement
+ * fails the op before the plugin sees it), and when the policy admits it
+ * against what the lanes have with the plugin: lina holds a low-priority
+ * partition while higher priority is with the plugin and bounds low
+ * priority in flight by its credit, fair gives each op an allowance,
+ * fifo runs one op of a communicator at a time. The launches of the two
+ * classes run on different plugin communicators and streams, so holding
+ * one class never holds the other. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -711,9 +711,10 @@ static void op_start(struct swy_request *op, struct swy_request *const *chunks,
     if (op->args.offload)
         swy_sched_lane_enqueue(op);
     /* A held chunk of device memory exchanges its own header when it is
-     * released: a device send waits for its peer's header, which must
-     * then mean that the peer posted this chunk's receives (NCCL blocks
-     * a stream on a send until its receive is matched; engine_impl.h). */
+     * released: a device send on a transport, or the chunk's launch,
+     * waits for its peer's header, which must then mean that the peer
+     * released this chunk too (NCCL blocks a stream on a send until its
+     * receive is matched; engine_impl.h). */
     if (!(op->held && op->args.mem != SWY_MEM_HOST))
         op_headers(op, chunks, n);
     if (!op->held)

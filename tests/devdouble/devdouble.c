@@ -207,6 +207,17 @@ DD_EXPORT int swy_devdouble_launch(void *stream, void (*fn)(void *), void *arg)
     return 0;
 }
 
+/* What moved device memory in this process: transport sends of it, and
+ * launches of the device collectives (swy_devdouble_traffic). */
+static atomic_ullong xport_device_sends, coll_launches;
+
+DD_EXPORT void swy_devdouble_traffic(unsigned long long *transport_sends,
+                                     unsigned long long *launches)
+{
+    *transport_sends = atomic_load(&xport_device_sends);
+    *launches = atomic_load(&coll_launches);
+}
+
 DD_EXPORT void swy_devdouble_stream_capture(void *stream, int on)
 {
     dd_stream_t *s = stream_of(stream);
@@ -622,6 +633,8 @@ static swy_status_t dd_isend(void *vctx, int peer, uint64_t tag,
                                  cb_arg, handle_p, &op);
     if (status != SWY_OK)
         return status;
+    if (mem == SWY_MEM_CUDA)
+        atomic_fetch_add(&xport_device_sends, 1);
     if (peer == ctx->rank) {
         status = deliver(ctx, peer, tag, buf, len);
         if (status != SWY_OK) {
@@ -1893,6 +1906,7 @@ static swy_status_t dd_coll_launch(void *comm,
         else
             c->head = job;
         c->tail = job;
+        atomic_fetch_add(&coll_launches, 1);
     }
     pthread_mutex_unlock(&c->lock);
     if (status != SWY_OK)

@@ -33,6 +33,8 @@ typedef void (*swy_devdouble_stream_destroy_fn)(void *stream);
 typedef int (*swy_devdouble_launch_fn)(void *stream, void (*fn)(void *),
                                        void *arg);
 typedef void (*swy_devdouble_stream_capture_fn)(void *stream, int on);
+typedef void (*swy_devdouble_traffic_fn)(unsigned long long *transport_sends,
+                                         unsigned long long *launches);
 
 /* The double's definitions (tests find them with dlsym, by these names). */
 void *swy_devdouble_alloc(size_t bytes);
@@ -43,6 +45,11 @@ int swy_devdouble_launch(void *stream, void (*fn)(void *), void *arg);
 /* Say that stream is (on = 1) or is not being captured into a graph
  * (its stream_capturing answer); nothing else changes. */
 void swy_devdouble_stream_capture(void *stream, int on);
+/* Counts in this process since it loaded the double: transport sends of
+ * device memory (isend with SWY_MEM_CUDA, the per-pair path) and
+ * launches of the device collectives (swy_devcoll_plugin_v1). */
+void swy_devdouble_traffic(unsigned long long *transport_sends,
+                           unsigned long long *launches);
 
 #define SWY_DEVDOUBLE_ALLOC "swy_devdouble_alloc"
 #define SWY_DEVDOUBLE_FREE "swy_devdouble_free"
@@ -50,5 +57,6 @@ void swy_devdouble_stream_capture(void *stream, int on);
 #define SWY_DEVDOUBLE_STREAM_DESTROY "swy_devdouble_stream_destroy"
 #define SWY_DEVDOUBLE_LAUNCH "swy_devdouble_launch"
 #define SWY_DEVDOUBLE_STREAM_CAPTURE "swy_devdouble_stream_capture"
+#define SWY_DEVDOUBLE_TRAFFIC "swy_devdouble_traffic"
 
 #endif

@@ -153,6 +153,7 @@ static struct {
     swy_devdouble_stream_destroy_fn stream_destroy;
     swy_devdouble_launch_fn launch;
     swy_devdouble_stream_capture_fn capture;
+    swy_devdouble_traffic_fn traffic;
 } dd;
 
 int swy_test_devdouble(void)
@@ -175,8 +176,9 @@ int swy_test_devdouble(void)
     dd.launch = (swy_devdouble_launch_fn)dlsym(h, SWY_DEVDOUBLE_LAUNCH);
     dd.capture = (swy_devdouble_stream_capture_fn)dlsym(
         h, SWY_DEVDOUBLE_STREAM_CAPTURE);
+    dd.traffic = (swy_devdouble_traffic_fn)dlsym(h, SWY_DEVDOUBLE_TRAFFIC);
     dd.ok = dd.alloc && dd.free && dd.stream_create && dd.stream_destroy &&
-            dd.launch && dd.capture;
+            dd.launch && dd.capture && dd.traffic;
     return dd.ok;
 }
 
@@ -233,6 +235,13 @@ void swy_test_dev_stream_capture(void *stream, int on)
 {
     dd_need("swy_test_dev_stream_capture");
     dd.capture(stream, on);
+}
+
+void swy_test_dev_traffic(unsigned long long *transport_sends,
+                          unsigned long long *launches)
+{
+    dd_need("swy_test_dev_traffic");
+    dd.traffic(transport_sends, launches);
 }
 
 void swy_test_snapshot(void *arg)

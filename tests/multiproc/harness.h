@@ -43,6 +43,10 @@ void *swy_test_dev_stream_create(void);
 void swy_test_dev_stream_destroy(void *stream);
 void swy_test_dev_launch(void *stream, void (*fn)(void *), void *arg);
 void swy_test_dev_stream_capture(void *stream, int on);
+/* This process's transport sends of device memory and device-collective
+ * launches so far (swy_devdouble_traffic). */
+void swy_test_dev_traffic(unsigned long long *transport_sends,
+                          unsigned long long *launches);
 /* n zeroed elements of size bytes: the double's device memory where
  * device is nonzero, else calloc'd (NULL when out of host memory); and
  * the matching free. */

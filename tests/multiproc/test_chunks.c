@@ -3,10 +3,13 @@
  * Usage: test_chunks NRANKS CASE
  *   basic     8 chunks of random counts (zeros among them): every chunk's
  *             data right; the series sends one header to each peer,
- *             where the same chunks as lone alltoallvs send one each
+ *             where the same chunks as lone alltoallvs send one each;
+ *             device chunks move in the device plugin's launches, none
+ *             through the transport
  *   held      SWY_CHUNKS_HELD: each chunk's part of sendbuf is written
- *             only just before its release, in reverse order; releasing
- *             twice or a lone op is refused
+ *             only just before its release, in an order of each rank's
+ *             own; releasing twice or a lone op is refused; device
+ *             chunks move in the device plugin's launches
  *   args      bad arguments refused, naming the chunk; nothing posted
  *   nchunks   rank 0 posts one chunk more: SWY_ERR_MISMATCH everywhere
  *   totals    rank 1 expects one element more from rank 0 in chunk 2
@@ -135,6 +138,32 @@ static uint64_t headers_sent(swy_comm_t comm)
     return st.headers_sent;
 }
 
+/* Device mode: this process's transport sends of device memory and
+ * device-collective launches so far (the double counts them). */
+static void traffic_mark(unsigned long long mark[2])
+{
+    mark[0] = mark[1] = 0;
+    if (g_device)
+        swy_test_dev_traffic(&mark[0], &mark[1]);
+}
+
+/* Device mode: since mark, the chunks' data moved in the plugin's
+ * launches, none through the transport's pairs. */
+static int check_plugin_moved(const unsigned long long mark[2],
+                              const char *what)
+{
+    if (!g_device)
+        return 0;
+    unsigned long long sends, launches;
+    swy_test_dev_traffic(&sends, &launches);
+    CHECK_RET(sends == mark[0], "%s: %llu transport sends of device memory, "
+              "want 0 (the device plugin's launches move the chunks)", what,
+              sends - mark[0]);
+    CHECK_RET(launches > mark[1], "%s: no launch of the device plugin",
+              what);
+    return 0;
+}
+
 static int case_basic(swy_comm_t comm, int rank, int w, void *arg)
 {
     (void)arg;
@@ -145,8 +174,17 @@ static int case_basic(swy_comm_t comm, int rank, int w, void *arg)
         for (int j = 0; j < NCHUNKS; j++)
             fill_chunk(&p, rank, w, j);
         swy_request_t reqs[NCHUNKS];
+        /* Device chunks, as lone device alltoallvs, are the plugin's, and
+         * the first makes its communicators (a broadcast, with headers of
+         * its own): a lone one makes them before the windows. */
+        CHECK_OK_RET(swy_alltoallv(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
+                                   SWY_FLOAT64, comm, NULL, NULL), comm);
+        for (size_t i = 0; i < p.recv_total; i++)
+            p.recv[i] = -1;
         CHECK_OK_RET(swy_barrier(comm), comm);
         uint64_t h0 = headers_sent(comm);
+        unsigned long long mark[2];
+        traffic_mark(mark);
         swy_op_attr_t attr = SWY_OP_ATTR_INIT;
         attr.name = "chunks";
         CHECK_OK_RET(swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
@@ -160,12 +198,9 @@ static int case_basic(swy_comm_t comm, int rank, int w, void *arg)
                 return 1;
         }
         uint64_t series = headers_sent(comm) - h0;
-        /* The same chunks as lone alltoallvs: a header each. A lone
-         * device alltoallv is the plugin's, and the first one makes its
-         * communicators (a broadcast, with headers of its own): that one
-         * goes before the window. */
-        CHECK_OK_RET(swy_alltoallv(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
-                                   SWY_FLOAT64, comm, NULL, NULL), comm);
+        if (check_plugin_moved(mark, "chunks"))
+            return 1;
+        /* The same chunks as lone alltoallvs: a header each. */
         CHECK_OK_RET(swy_barrier(comm), comm);
         h0 = headers_sent(comm);
         for (int j = 0; j < NCHUNKS; j++) {
@@ -199,14 +234,19 @@ static int case_held(swy_comm_t comm, int rank, int w, void *arg)
     for (size_t i = 0; i < p.send_total; i++)
         p.send[i] = -7; /* what a send before its release would carry */
     swy_request_t reqs[NCHUNKS];
+    unsigned long long mark[2];
+    traffic_mark(mark);
     CHECK_OK_RET(swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
                                   NCHUNKS, SWY_FLOAT64, comm, NULL,
                                   SWY_CHUNKS_HELD, reqs), comm);
     usleep(20000); /* room for a send that would not wait */
-    for (int j = NCHUNKS - 1; j >= 0; j--) {
+    /* Each rank releases in an order of its own: backwards, starting
+     * three chunks further on per rank. */
+    for (int i = 0; i < NCHUNKS; i++) {
+        int j = (NCHUNKS - 1 - i + 3 * rank) % NCHUNKS;
         fill_chunk(&p, rank, w, j);
         CHECK_OK_RET(swy_chunk_release(reqs[j]), comm);
-        if (j == NCHUNKS - 1) {
+        if (i == 0) {
             swy_status_t st = swy_chunk_release(reqs[j]);
             CHECK_RET(st == SWY_ERR_INVALID_ARG, "a second release: %s",
                       swy_status_string(st));
@@ -220,6 +260,8 @@ static int case_held(swy_comm_t comm, int rank, int w, void *arg)
         if (check_chunk(&p, rank, w, j))
             return 1;
     }
+    if (check_plugin_moved(mark, "held chunks"))
+        return 1;
     /* A lone op is not held. */
     float x = 1, y = 0;
     swy_request_t req;
@@ -527,6 +569,8 @@ static int case_stream(swy_comm_t comm, int rank, int w, void *arg)
     attr.stream = stream;
     attr.name = "on-stream";
     swy_request_t reqs[NCHUNKS];
+    unsigned long long mark[2];
+    traffic_mark(mark);
     CHECK_OK_RET(swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
                                       NCHUNKS, SWY_FLOAT64, comm, &attr, 0,
                                       reqs), comm);
@@ -545,6 +589,8 @@ static int case_stream(swy_comm_t comm, int rank, int w, void *arg)
     for (int j = 0; j < NCHUNKS; j++)
         if (check_chunk(&p, rank, w, j))
             return 1;
+    if (check_plugin_moved(mark, "chunks on a stream"))
+        return 1;
     for (size_t i = 0; i < p.recv_total; i++)
         CHECK_RET(snap[i] == p.recv[i], "work queued on the stream after "
                   "the chunks ran before all of them completed: element %zu "
