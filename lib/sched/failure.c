@@ -89,6 +89,16 @@ void swy_sched_check_deadlines(swy_sched_t *s, double now)
                                         "%s%d", len ? ", " : "", peer);
         }
         swy_free(listed);
+        /* An offloaded op's partitions: in its lane, or with the plugin. */
+        int queued = 0, launched = 0;
+        for (upos = op->launches.next; upos != &op->launches;
+             upos = upos->next) {
+            swy_launch_t *l = swy_container_of(upos, swy_launch_t, op_link);
+            if (l->state == UOP_READY)
+                queued++;
+            else
+                launched++;
+        }
         char msg[SWY_ERRMSG_MAX];
         if (op->on_stream)
             snprintf(msg, sizeof(msg), "op #%u %s '%s' timed out after %.0f "
@@ -103,6 +113,13 @@ void swy_sched_check_deadlines(swy_sched_t *s, double now)
                      "(swy_chunk_release; SWY_TIMEOUT_S)", op->seq,
                      swy_coll_kind_name(op->args.kind), op_label(op),
                      s->p.timeout_s, op->comm->rank);
+        else if (nsilent == 0 && queued + launched > 0)
+            snprintf(msg, sizeof(msg), "op #%u %s '%s' timed out after %.0f "
+                     "s on rank %d: %d of its partitions with the device "
+                     "plugin not completed, %d waiting in its lane behind "
+                     "earlier ops (SWY_TIMEOUT_S)", op->seq,
+                     swy_coll_kind_name(op->args.kind), op_label(op),
+                     s->p.timeout_s, op->comm->rank, launched, queued);
         else
             snprintf(msg, sizeof(msg),
                      "op #%u %s '%s' timed out after %.0f s on rank %d: "

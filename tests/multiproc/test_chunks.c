@@ -23,6 +23,9 @@
  *             ends in SWY_ERR_TIMEOUT, naming the stream or the rank;
  *             the stream goes on after the failure, and the op's late
  *             callback finds it failed (run with a short SWY_TIMEOUT_S)
+ *   later_op  (device) a device alltoallv posted after held chunks and
+ *             waited for before any release: SWY_ERR_TIMEOUT on every
+ *             rank, naming the held chunk (short SWY_TIMEOUT_S)
  *   stream    (device) 8 chunks posted on a stream whose earlier work
  *             (the fill of sendbuf) waits for the caller's go, given after
  *             the post: the post does not wait for it, the chunks read
@@ -601,6 +604,44 @@ static int case_stream(swy_comm_t comm, int rank, int w, void *arg)
     return 0;
 }
 
+/* Device: every rank posts 3 held chunks, then a lone device alltoallv
+ * of the same priority class, and waits for that before releasing any
+ * chunk. The plugin takes the lane's launches in post order, so the
+ * alltoallv waits for the chunks: every rank's wait ends in
+ * SWY_ERR_TIMEOUT (run with a short SWY_TIMEOUT_S), naming the held
+ * chunk, never a hang. */
+static int case_later_op(swy_comm_t comm, int rank, int w, void *arg)
+{
+    (void)arg;
+    CHECK_RET(g_device, "later_op needs TEST_COLL_MEM=device");
+    plan_t p;
+    if (plan_make(&p, rank, w, 3, 12))
+        return 1;
+    for (int j = 0; j < 3; j++)
+        fill_chunk(&p, rank, w, j);
+    swy_request_t reqs[3], req;
+    CHECK_OK_RET(swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
+                                      3, SWY_FLOAT64, comm, NULL,
+                                      SWY_CHUNKS_HELD, reqs), comm);
+    CHECK_OK_RET(swy_alltoallv(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
+                               SWY_FLOAT64, comm, NULL, &req), comm);
+    swy_status_t got = swy_wait(req);
+    const char *msg = swy_last_error(comm);
+    fprintf(stderr, "rank %d: %s: %s\n", rank, swy_status_string(got), msg);
+    CHECK_RET(got == SWY_ERR_TIMEOUT, "got %s", swy_status_string(got));
+    CHECK_RET(strstr(msg, "held chunk") != NULL, "message: %s", msg);
+    swy_request_free(req);
+    for (int j = 0; j < 3; j++) {
+        swy_status_t st = swy_wait(reqs[j]);
+        CHECK_RET(st == SWY_ERR_TIMEOUT, "chunk %d: %s", j,
+                  swy_status_string(st));
+        swy_request_free(reqs[j]);
+    }
+    plan_free(&p);
+    CHECK_RET(swy_comm_destroy(comm) == SWY_OK, "destroy of a failed comm");
+    return 200;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -617,6 +658,7 @@ int main(int argc, char **argv)
     else if (!strcmp(which, "unreleased")) fn = case_unreleased;
     else if (!strcmp(which, "stream_stuck")) fn = case_stream_stuck;
     else if (!strcmp(which, "stream")) fn = case_stream;
+    else if (!strcmp(which, "later_op")) fn = case_later_op;
     else if (!strcmp(which, "nchunks") || !strcmp(which, "totals") ||
              !strcmp(which, "divide"))
         fn = case_mismatch, mism = 1;
