@@ -84,7 +84,12 @@ enum { SWY_PRIO_LOW = 0, SWY_PRIO_DEFAULT = 50, SWY_PRIO_HIGH = 100 };
 /** Per-operation attributes; pass NULL for the defaults. */
 typedef struct {
     int priority;  /**< higher first; default by op kind (a2a high,
-                        allreduce low). Range 0..1000. */
+                        allreduce low). Range 0..1000. Ranks may
+                        differ, except for a device op the nccl
+                        plugin runs: it goes to the plugin's
+                        communicator of its class (above
+                        SWY_PRIO_DEFAULT or not), which every rank
+                        must agree on (else SWY_ERR_MISMATCH). */
     int64_t order; /**< tie-break within a priority, lower first
                         (e.g. layer index) */
     /** cudaStream_t that produced the device buffers (NULL: the legacy

@@ -83,6 +83,10 @@ typedef struct {
      * of a communicator with the plugin's communicators (the header
      * carries it). */
     uint8_t offload;
+    /* An offloaded op's priority class: the plugin communicator that
+     * runs it (lib/sched/lane.c sets it; the header carries it, since
+     * ranks that differ would each meet another op there). */
+    uint8_t offload_class;
     /* alltoallv: arrays of nranks elements, owned by the op (copies);
      * allgatherv: recvcounts and rdispls only */
     size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
@@ -97,6 +101,7 @@ typedef struct {
     uint8_t mem;            /* swy_mem_type_t of the user's buffers */
     uint8_t algo;           /* allreduce: swy_coll_ar_algo_t it runs */
     uint8_t offload;        /* args.offload */
+    uint8_t offload_class;  /* args.offload_class where offload */
     int32_t root;
     uint64_t count;         /* op-wide count (allreduce/allgather/bcast) */
     uint64_t send_to_peer;  /* alltoallv, allgatherv: elements I send to

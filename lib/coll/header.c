@@ -88,6 +88,7 @@ void swy_coll_header_make(const swy_coll_args_t *args, uint32_t seq, int peer,
                 : args->kind == SWY_COLL_ALLTOALLV ? args->alltoallv_algo
                                                    : 0;
     hdr->offload = args->offload;
+    hdr->offload_class = args->offload ? args->offload_class : 0;
     hdr->root = args->root;
     hdr->count = args->count;
     hdr->partition_bytes = args->partition_bytes;
@@ -222,6 +223,19 @@ swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
                  "give every rank the same plugin", seq,
                  swy_coll_kind_name((swy_coll_kind_t)mine.kind), op_name,
                  off, off == rank ? peer : rank);
+        return SWY_ERR_MISMATCH;
+    }
+    /* Each class has a plugin communicator of its own: there the op
+     * would meet another op of the peer's, perhaps of the same shape. */
+    if (mine.offload && hdr->offload_class != mine.offload_class) {
+        int high = mine.offload_class != 0 ? rank : peer;
+        snprintf(msg, msg_len,
+                 "op #%u %s '%s': rank %d posts it at high priority (above "
+                 "SWY_PRIO_DEFAULT), rank %d at low: the device plugin runs "
+                 "each priority class on a communicator of its own, so every "
+                 "rank must give a device op the same class", seq,
+                 swy_coll_kind_name((swy_coll_kind_t)mine.kind), op_name,
+                 high, high == rank ? peer : rank);
         return SWY_ERR_MISMATCH;
     }
     /* Different algorithms wait for different messages: fail instead. */

@@ -439,6 +439,8 @@ int swy_sched_issue_all(swy_sched_t *s);
 void swy_sched_op_settle(struct swy_request *op);
 
 /* lane.c: device lanes. */
+/* The class (LANE_HIGH, LANE_LOW) of an offloaded op of that priority. */
+int swy_sched_lane_class(int priority);
 void swy_sched_lane_enqueue(struct swy_request *op);
 int swy_sched_lane_issue(swy_sched_t *s);
 int swy_sched_lane_poll(swy_sched_t *s);

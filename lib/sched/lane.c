@@ -24,7 +24,7 @@
 
 #include "sched/engine_impl.h"
 
-static int lane_class(int priority)
+int swy_sched_lane_class(int priority)
 {
     return priority > SWY_PRIO_DEFAULT ? LANE_HIGH : LANE_LOW;
 }
@@ -87,7 +87,7 @@ void swy_sched_lane_enqueue(struct swy_request *op)
     swy_sched_t *s = op->sched;
     swy_lane_t *lane = op->comm->lane;
     const swy_coll_offload_plan_t *plan = swy_coll_offload_plan(op->state);
-    int cls = lane_class(op->priority);
+    int cls = op->args.offload_class;
     for (int g = 0; g < plan->ngroups; g++) {
         swy_launch_t *l = swy_calloc(1, sizeof(*l));
         if (l == NULL) {

@@ -537,6 +537,8 @@ static swy_status_t op_prepare(swy_sched_comm_t *c,
         memcpy(op->name, name, len);
     }
     op->args = *args;
+    op->args.offload_class =
+        args->offload ? (uint8_t)swy_sched_lane_class(priority) : 0;
     /* What the algorithm's choice depends on (lib/coll chooses). */
     op->args.multi_host = (uint8_t)c->multi_host;
     op->args.shm = args->mem == SWY_MEM_HOST ? c->shm : NULL;

@@ -23,8 +23,11 @@
  *    its own);
  *  - mismatch: rank 0 passes another count; every rank's op fails with
  *    SWY_ERR_MISMATCH (the headers disagree before the plugin sees a
- *    partition: a plugin communicator given mismatched calls would hang).
- * Usage: test_lane NRANKS TRACE_DIR [kill|abort|mismatch]
+ *    partition: a plugin communicator given mismatched calls would hang);
+ *  - class: two device allreduces whose priority classes differ between
+ *    rank 0 and the others: SWY_ERR_MISMATCH on every rank (on the
+ *    plugin's communicators, one per class, they would meet each other).
+ * Usage: test_lane NRANKS TRACE_DIR [kill|abort|mismatch|class]
  *        (SWY_POLICY lina or fair) */
 #include <string.h>
 #include <time.h>
@@ -334,6 +337,49 @@ static int mismatch_main(swy_comm_t comm, int rank, int w, void *arg)
     return 0;
 }
 
+/* Two device allreduces of one count, X then Y: rank 0 gives X the high
+ * priority and Y the default (low), the others the other way round. The
+ * plugin runs each class on its own communicator, where rank 0's X would
+ * meet the others' Y: every rank's ops fail with SWY_ERR_MISMATCH
+ * instead, naming the classes, and no result is written. */
+static int class_main(swy_comm_t comm, int rank, int w, void *arg)
+{
+    (void)w;
+    (void)arg;
+    size_t count = 50000;
+    float *x = swy_test_buf_calloc(1, count, 4);
+    float *y = swy_test_buf_calloc(1, count, 4);
+    for (size_t i = 0; i < count; i++) {
+        x[i] = 1.0f;
+        y[i] = 1000.0f;
+    }
+    swy_op_attr_t high = SWY_OP_ATTR_INIT;
+    high.priority = SWY_PRIO_HIGH;
+    /* A post may already find the communicator failed by a peer. */
+    swy_request_t rx = NULL, ry = NULL;
+    swy_status_t sx = swy_allreduce(x, x, count, SWY_FLOAT32, SWY_SUM, comm,
+                                    rank == 0 ? &high : NULL, &rx);
+    swy_status_t sy = swy_allreduce(y, y, count, SWY_FLOAT32, SWY_SUM, comm,
+                                    rank == 0 ? NULL : &high, &ry);
+    if (rx != NULL)
+        sx = swy_wait(rx);
+    if (ry != NULL)
+        sy = swy_wait(ry);
+    const char *msg = swy_last_error(comm);
+    fprintf(stderr, "rank %d: %s / %s: %s\n", rank, swy_status_string(sx),
+            swy_status_string(sy), msg);
+    swy_request_free(rx);
+    swy_request_free(ry);
+    CHECK_RET(sx == SWY_ERR_MISMATCH && sy == SWY_ERR_MISMATCH, "rank %d: "
+              "%s and %s (x[0] %g, y[0] %g), expected mismatches", rank,
+              swy_status_string(sx), swy_status_string(sy), (double)x[0],
+              (double)y[0]);
+    CHECK_RET(strstr(msg, "priority") != NULL, "message: %s", msg);
+    swy_test_buf_free(1, x);
+    swy_test_buf_free(1, y);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int w = argc > 1 ? atoi(argv[1]) : 2;
@@ -356,6 +402,7 @@ int main(int argc, char **argv)
     swy_test_rank_fn fn = strcmp(mode, "kill") == 0       ? kill_main
                           : strcmp(mode, "abort") == 0    ? abort_main
                           : strcmp(mode, "mismatch") == 0 ? mismatch_main
+                          : strcmp(mode, "class") == 0    ? class_main
                                                           : NULL;
     if (fn != NULL) {
         int rc = swy_test_spawn(w, fn, NULL, 120, NULL);
