@@ -83,9 +83,10 @@ typedef struct {
      * of a communicator with the plugin's communicators (the header
      * carries it). */
     uint8_t offload;
-    /* An offloaded op's priority class: the plugin communicator that
-     * runs it (lib/sched/lane.c sets it; the header carries it, since
-     * ranks that differ would each meet another op there). */
+    /* An offloaded op's priority class, 1 high or 0 low: the plugin
+     * communicator that runs it (lib/sched/lane.c sets it; the header
+     * carries it, since ranks that differ would each meet another op
+     * there). */
     uint8_t offload_class;
     /* alltoallv: arrays of nranks elements, owned by the op (copies);
      * allgatherv: recvcounts and rdispls only */
