@@ -563,6 +563,30 @@ SWY_EXPORT swy_status_t swy_recv(void *buf, size_t count, swy_dtype_t dtype,
                                  swy_request_t *req);
 
 /**
+ * @brief swy_send() with a tag (0..INT_MAX; swy_send() is tag 0), as
+ *        MPI's and gloo's sends take one, except that the tag is checked,
+ *        not matched on: sends and receives still match in posting order
+ *        per ordered pair of ranks, and a send whose receive in that
+ *        order carries another tag is SWY_ERR_MISMATCH on both sides, as
+ *        a count that differs is. A program that receives a pair's
+ *        messages in another order than they were sent must order its
+ *        calls instead.
+ * @return as swy_send(); SWY_ERR_INVALID_ARG for a negative tag.
+ */
+SWY_EXPORT swy_status_t swy_send_tagged(const void *buf, size_t count,
+                                        swy_dtype_t dtype, int peer, int tag,
+                                        swy_comm_t comm,
+                                        const swy_op_attr_t *attr,
+                                        swy_request_t *req);
+
+/** @brief swy_recv() with a tag (see swy_send_tagged()). */
+SWY_EXPORT swy_status_t swy_recv_tagged(void *buf, size_t count,
+                                        swy_dtype_t dtype, int peer, int tag,
+                                        swy_comm_t comm,
+                                        const swy_op_attr_t *attr,
+                                        swy_request_t *req);
+
+/**
  * @brief Start a group (ncclGroupStart): until the matching
  *        swy_group_end(), calls of this thread on any communicator are
  *        collected instead of posted, and a blocking call (req == NULL)

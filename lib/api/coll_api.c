@@ -756,7 +756,7 @@ swy_status_t swy_broadcast(void *buf, size_t count, swy_dtype_t dtype,
 
 /* swy_send and swy_recv: one peer, buf read or written. */
 static swy_status_t p2p(const char *fn, swy_coll_kind_t kind, void *buf,
-                        size_t count, swy_dtype_t dtype, int peer,
+                        size_t count, swy_dtype_t dtype, int peer, int tag,
                         swy_comm_t comm, const swy_op_attr_t *attr,
                         swy_request_t *req)
 {
@@ -767,6 +767,9 @@ static swy_status_t p2p(const char *fn, swy_coll_kind_t kind, void *buf,
     if (status == SWY_OK && (peer < 0 || peer >= comm->nranks))
         status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: peer %d out "
                              "of range 0..%d", fn, peer, comm->nranks - 1);
+    if (status == SWY_OK && tag < 0)
+        status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: tag %d is "
+                             "negative", fn, tag);
     if (status == SWY_OK)
         status = check_bytes(fn, "count", count, swy_dtype_size(dtype), NULL);
     if (status == SWY_OK && count > 0 && buf == NULL)
@@ -778,7 +781,7 @@ static swy_status_t p2p(const char *fn, swy_coll_kind_t kind, void *buf,
     swy_coll_args_t args = {.kind = kind, .dtype = dtype,
                             .sendbuf = is_send ? buf : NULL,
                             .recvbuf = is_send ? NULL : buf, .count = count,
-                            .root = peer};
+                            .root = peer, .user_tag = (uint32_t)tag};
     return post_or_run(fn, comm, &args, is_send && count > 0,
                        !is_send && count > 0, prio, order, attr, req);
 }
@@ -787,7 +790,7 @@ swy_status_t swy_send(const void *buf, size_t count, swy_dtype_t dtype,
                       int peer, swy_comm_t comm, const swy_op_attr_t *attr,
                       swy_request_t *req)
 {
-    return p2p("swy_send", SWY_COLL_SEND, (void *)buf, count, dtype, peer,
+    return p2p("swy_send", SWY_COLL_SEND, (void *)buf, count, dtype, peer, 0,
                comm, attr, req);
 }
 
@@ -795,8 +798,25 @@ swy_status_t swy_recv(void *buf, size_t count, swy_dtype_t dtype, int peer,
                       swy_comm_t comm, const swy_op_attr_t *attr,
                       swy_request_t *req)
 {
-    return p2p("swy_recv", SWY_COLL_RECV, buf, count, dtype, peer, comm,
+    return p2p("swy_recv", SWY_COLL_RECV, buf, count, dtype, peer, 0, comm,
                attr, req);
+}
+
+swy_status_t swy_send_tagged(const void *buf, size_t count,
+                             swy_dtype_t dtype, int peer, int tag,
+                             swy_comm_t comm, const swy_op_attr_t *attr,
+                             swy_request_t *req)
+{
+    return p2p("swy_send_tagged", SWY_COLL_SEND, (void *)buf, count, dtype,
+               peer, tag, comm, attr, req);
+}
+
+swy_status_t swy_recv_tagged(void *buf, size_t count, swy_dtype_t dtype,
+                             int peer, int tag, swy_comm_t comm,
+                             const swy_op_attr_t *attr, swy_request_t *req)
+{
+    return p2p("swy_recv_tagged", SWY_COLL_RECV, buf, count, dtype, peer,
+               tag, comm, attr, req);
 }
 
 swy_status_t swy_barrier(swy_comm_t comm)

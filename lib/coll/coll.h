@@ -88,6 +88,9 @@ typedef struct {
      * carries it, since ranks that differ would each meet another op
      * there). */
     uint8_t offload_class;
+    /* send, recv: the caller's tag (swy_send_tagged), which the header
+     * checks against the matching call's */
+    uint32_t user_tag;
     /* alltoallv: arrays of nranks elements, owned by the op (copies);
      * allgatherv: recvcounts and rdispls only */
     size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
@@ -113,6 +116,7 @@ typedef struct {
     /* The first chunk of swy_alltoallv_chunks speaks for all its chunks,
      * which send no header of their own (lib/sched, "series"); 0 else. */
     uint32_t series_chunks;   /* how many chunks */
+    uint32_t user_tag;        /* send, recv: args.user_tag */
     uint64_t series_send;     /* elements I send the reader, all chunks */
     uint64_t series_recv;     /* elements I expect from it, all chunks */
     uint64_t series_send_digest; /* of my per-chunk counts to the reader */

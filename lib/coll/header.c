@@ -89,6 +89,8 @@ void swy_coll_header_make(const swy_coll_args_t *args, uint32_t seq, int peer,
                                                    : 0;
     hdr->offload = args->offload;
     hdr->offload_class = args->offload ? args->offload_class : 0;
+    if (args->kind == SWY_COLL_SEND || args->kind == SWY_COLL_RECV)
+        hdr->user_tag = args->user_tag;
     hdr->root = args->root;
     hdr->count = args->count;
     hdr->partition_bytes = args->partition_bytes;
@@ -133,9 +135,10 @@ static void describe(const swy_coll_header_t *h, char *buf, size_t len)
         break;
     case SWY_COLL_SEND:
     case SWY_COLL_RECV:
-        snprintf(buf, len, "%s(%s, count %" PRIu64 ")",
+        snprintf(buf, len, "%s(%s, count %" PRIu64 ", tag %" PRIu32 ")",
                  swy_coll_kind_name(kind),
-                 swy_dtype_name((swy_dtype_t)h->dtype), h->count);
+                 swy_dtype_name((swy_dtype_t)h->dtype), h->count,
+                 h->user_tag);
         break;
     case SWY_COLL_REDUCE_SCATTER:
         snprintf(buf, len, "reduce_scatter(%s, %s, recvcount %" PRIu64 ")",
@@ -193,6 +196,9 @@ swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
         same = hdr->count == mine.count;
     if (same && rooted)
         same = hdr->root == mine.root;
+    /* Tags are checked, not matched on: the pair's calls in order. */
+    if (same && p2p)
+        same = hdr->user_tag == mine.user_tag;
     if (!same) {
         describe(&mine, my_desc, sizeof(my_desc));
         describe(hdr, peer_desc, sizeof(peer_desc));

@@ -8,9 +8,12 @@
  *   inflight  a split while ops of the parent are in flight; ops on three
  *             overlapping communicators in flight at once, each rank
  *             posting the communicators in its own order
- *   p2p       sends and receives match in posting order per pair
+ *   p2p       sends and receives match in posting order per pair,
+ *             tagged ones (swy_send_tagged) among them; a negative tag
+ *             is refused
  *   group     many peers, blocking calls in a scrambled order, in a group
  *   p2p_mismatch  a send and a receive of different counts: both fail
+ *   p2p_tag_mismatch  ... of different tags: both fail, naming the tags
  *   mismatch  a mismatch on one split communicator: it fails on its
  *             ranks, the parent and the other half go on working
  *   kill      a rank dies: the communicators holding it fail on every
@@ -385,8 +388,13 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
         for (int p = 0; p < w; p++) {
             rbuf[p][k] = swy_test_buf_calloc(g_device, sizes[k] + 1,
                                              sizeof(int32_t));
-            CHECK_OK_RET(swy_recv(rbuf[p][k], sizes[k], SWY_INT32, p, comm,
-                                  NULL, &reqs[nreq++]),
+            /* Odd messages tagged (the receiver's rank and k), even ones
+             * tag 0 (swy_recv). */
+            CHECK_OK_RET(k % 2 ? swy_recv_tagged(rbuf[p][k], sizes[k],
+                                                 SWY_INT32, p, 100 * rank + k,
+                                                 comm, NULL, &reqs[nreq++])
+                               : swy_recv(rbuf[p][k], sizes[k], SWY_INT32, p,
+                                          comm, NULL, &reqs[nreq++]),
                          comm);
         }
     for (int k = 0; k < NMSG; k++)
@@ -397,8 +405,11 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
             for (size_t e = 0; e < sizes[k]; e++)
                 sbuf[p][k][e] = rank * 1000000 + p * 10000 + k * 1000 +
                                 (int32_t)(e % 1000);
-            CHECK_OK_RET(swy_send(sbuf[p][k], sizes[k], SWY_INT32, p, comm,
-                                  NULL, &reqs[nreq++]),
+            CHECK_OK_RET(k % 2 ? swy_send_tagged(sbuf[p][k], sizes[k],
+                                                 SWY_INT32, p, 100 * p + k,
+                                                 comm, NULL, &reqs[nreq++])
+                               : swy_send(sbuf[p][k], sizes[k], SWY_INT32, p,
+                                          comm, NULL, &reqs[nreq++]),
                          comm);
         }
     if (g_device)
@@ -449,6 +460,11 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
     CHECK_RET(swy_send(&token, 1, SWY_FLOAT64, n, rev, NULL, NULL) ==
                   SWY_ERR_INVALID_ARG,
               "peer out of range accepted");
+    CHECK_RET(swy_recv_tagged(&got, 1, SWY_FLOAT64, 0, -1, rev, NULL, NULL) ==
+                  SWY_ERR_INVALID_ARG,
+              "negative tag accepted");
+    CHECK_RET(strstr(swy_last_error(rev), "tag -1") != NULL, "message: %s",
+              swy_last_error(rev));
     CHECK_OK_RET(swy_comm_destroy(rev), comm);
     return 0;
 }
@@ -515,6 +531,25 @@ static int case_p2p_mismatch(swy_comm_t comm, int rank, int w, void *arg)
               swy_status_string(st), swy_last_error(comm));
     CHECK_RET(strstr(swy_last_error(comm), "count") != NULL, "message: %s",
               swy_last_error(comm));
+    return 201 - 1; /* exit 0, the comm failed */
+}
+
+/* A send and its receive (the first of their pair) with other tags. */
+static int case_p2p_tag_mismatch(swy_comm_t comm, int rank, int w, void *arg)
+{
+    int32_t buf[16] = {0};
+    swy_status_t st;
+    if (rank == 0)
+        st = swy_send_tagged(buf, 4, SWY_INT32, 1, 3, comm, NULL, NULL);
+    else if (rank == 1)
+        st = swy_recv_tagged(buf, 4, SWY_INT32, 0, 4, comm, NULL, NULL);
+    else
+        return 0;
+    CHECK_RET(st == SWY_ERR_MISMATCH, "rank %d got %s: %s", rank,
+              swy_status_string(st), swy_last_error(comm));
+    CHECK_RET(strstr(swy_last_error(comm), "tag 3") != NULL &&
+                  strstr(swy_last_error(comm), "tag 4") != NULL,
+              "message: %s", swy_last_error(comm));
     return 201 - 1; /* exit 0, the comm failed */
 }
 
@@ -869,6 +904,7 @@ int main(int argc, char **argv)
     else if (!strcmp(which, "p2p")) fn = case_p2p;
     else if (!strcmp(which, "group")) fn = case_group;
     else if (!strcmp(which, "p2p_mismatch")) fn = case_p2p_mismatch;
+    else if (!strcmp(which, "p2p_tag_mismatch")) fn = case_p2p_tag_mismatch;
     else if (!strcmp(which, "mismatch")) fn = case_mismatch;
     else if (!strcmp(which, "kill")) fn = case_kill;
     else if (!strcmp(which, "threads")) fn = case_threads;
