@@ -543,8 +543,8 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
     auto work = newWork(c10d::OpType::SEND, op, tensors, {buf});
     const Movement move = movement(buf.scalar_type());
     return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
-      return swy_send(buf.data_ptr(), tensorBytes(buf) / move.unit,
-                      move.dtype, dst, comm_, attr, req);
+      return swy_send_tagged(buf.data_ptr(), tensorBytes(buf) / move.unit,
+                             move.dtype, dst, tag, comm_, attr, req);
     });
   }
 
@@ -561,8 +561,8 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
     }
     const Movement move = movement(buf.scalar_type());
     return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
-      return swy_recv(buf.data_ptr(), tensorBytes(buf) / move.unit,
-                      move.dtype, src, comm_, attr, req);
+      return swy_recv_tagged(buf.data_ptr(), tensorBytes(buf) / move.unit,
+                             move.dtype, src, tag, comm_, attr, req);
     });
   }
 
@@ -610,9 +610,10 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
     TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "switchyard: ",
                 op, ": peer rank ", peer, " is not another rank of 0..",
                 size_ - 1, " (this is rank ", rank_, ")");
-    TORCH_CHECK(tag == 0, "switchyard: ", op, ": tag ", tag,
-                " is not supported: sends and receives match in posting "
-                "order per pair of ranks (as NCCL's); use tag 0");
+    // Tags are checked, not matched on (swy_send_tagged): a send whose
+    // receive in posting order carries another tag fails both sides.
+    TORCH_CHECK(tag >= 0, "switchyard: ", op, ": tag ", tag,
+                " is negative");
   }
 
   static void checkSameShape(const at::Tensor& out, const at::Tensor& in,

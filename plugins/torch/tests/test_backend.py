@@ -315,7 +315,17 @@ def send_recv_ring(rank, world, gloo):
         dist.send(t, 1)
     elif rank == 1:
         assert dist.recv(t, 0) == 0 and torch.equal(t, torch.zeros(5).long())
-    expect_error(lambda: dist.send(t, nxt, tag=3), "tag 3", "not supported")
+    # Tags, checked in posting order per pair (gloo's, when the order
+    # agrees): the ring again, each message tagged with its sender's rank.
+    tagged = torch.full((4,), float(rank), dtype=torch.float32)
+    got_tagged = torch.zeros(4, dtype=torch.float32)
+    works = [dist.isend(tagged, nxt, tag=rank + 7),
+             dist.irecv(got_tagged, prv, tag=prv + 7)]
+    for w in works:
+        w.wait()
+    same(got_tagged, torch.full((4,), float(prv), dtype=torch.float32),
+         "tagged irecv")
+    expect_error(lambda: dist.send(t, nxt, tag=-2), "tag -2", "negative")
     expect_error(lambda: dist.send(t, rank), "peer rank", str(rank))
     expect_error(lambda: dist.recv(t), "any source")
 
