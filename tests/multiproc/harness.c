@@ -237,11 +237,25 @@ void swy_test_dev_stream_capture(void *stream, int on)
     dd.capture(stream, on);
 }
 
-void swy_test_dev_traffic(unsigned long long *transport_sends,
-                          unsigned long long *launches)
+swy_test_dev_traffic_t swy_test_dev_traffic_mark(void)
 {
-    dd_need("swy_test_dev_traffic");
-    dd.traffic(transport_sends, launches);
+    swy_test_dev_traffic_t t;
+    dd_need("swy_test_dev_traffic_mark");
+    dd.traffic(&t.transport_sends, &t.launches);
+    return t;
+}
+
+int swy_test_dev_moved_by_plugin(swy_test_dev_traffic_t mark,
+                                 const char *what)
+{
+    swy_test_dev_traffic_t now = swy_test_dev_traffic_mark();
+    CHECK_RET(now.transport_sends == mark.transport_sends, "%s: %llu "
+              "transport sends of device memory, want 0 (the device "
+              "plugin's launches move it)", what,
+              now.transport_sends - mark.transport_sends);
+    CHECK_RET(now.launches > mark.launches, "%s: no launch of the device "
+              "plugin", what);
+    return 0;
 }
 
 void swy_test_snapshot(void *arg)

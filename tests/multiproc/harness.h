@@ -43,10 +43,16 @@ void *swy_test_dev_stream_create(void);
 void swy_test_dev_stream_destroy(void *stream);
 void swy_test_dev_launch(void *stream, void (*fn)(void *), void *arg);
 void swy_test_dev_stream_capture(void *stream, int on);
-/* This process's transport sends of device memory and device-collective
- * launches so far (swy_devdouble_traffic). */
-void swy_test_dev_traffic(unsigned long long *transport_sends,
-                          unsigned long long *launches);
+/* What moved device memory in this process (swy_devdouble_traffic):
+ * mark it, then check that since the mark the device plugin's launches
+ * moved it (at least one) and no transport send did. The check returns
+ * 0, or 1 after printing what it found for what. */
+typedef struct {
+    unsigned long long transport_sends, launches;
+} swy_test_dev_traffic_t;
+swy_test_dev_traffic_t swy_test_dev_traffic_mark(void);
+int swy_test_dev_moved_by_plugin(swy_test_dev_traffic_t mark,
+                                 const char *what);
 /* n zeroed elements of size bytes: the double's device memory where
  * device is nonzero, else calloc'd (NULL when out of host memory); and
  * the matching free. */

@@ -141,30 +141,18 @@ static uint64_t headers_sent(swy_comm_t comm)
     return st.headers_sent;
 }
 
-/* Device mode: this process's transport sends of device memory and
- * device-collective launches so far (the double counts them). */
-static void traffic_mark(unsigned long long mark[2])
+/* Device mode: what moved device memory so far (the double counts). */
+static swy_test_dev_traffic_t traffic_mark(void)
 {
-    mark[0] = mark[1] = 0;
-    if (g_device)
-        swy_test_dev_traffic(&mark[0], &mark[1]);
+    swy_test_dev_traffic_t none = {0, 0};
+    return g_device ? swy_test_dev_traffic_mark() : none;
 }
 
 /* Device mode: since mark, the chunks' data moved in the plugin's
  * launches, none through the transport's pairs. */
-static int check_plugin_moved(const unsigned long long mark[2],
-                              const char *what)
+static int check_plugin_moved(swy_test_dev_traffic_t mark, const char *what)
 {
-    if (!g_device)
-        return 0;
-    unsigned long long sends, launches;
-    swy_test_dev_traffic(&sends, &launches);
-    CHECK_RET(sends == mark[0], "%s: %llu transport sends of device memory, "
-              "want 0 (the device plugin's launches move the chunks)", what,
-              sends - mark[0]);
-    CHECK_RET(launches > mark[1], "%s: no launch of the device plugin",
-              what);
-    return 0;
+    return g_device ? swy_test_dev_moved_by_plugin(mark, what) : 0;
 }
 
 static int case_basic(swy_comm_t comm, int rank, int w, void *arg)
@@ -186,8 +174,7 @@ static int case_basic(swy_comm_t comm, int rank, int w, void *arg)
             p.recv[i] = -1;
         CHECK_OK_RET(swy_barrier(comm), comm);
         uint64_t h0 = headers_sent(comm);
-        unsigned long long mark[2];
-        traffic_mark(mark);
+        swy_test_dev_traffic_t mark = traffic_mark();
         swy_op_attr_t attr = SWY_OP_ATTR_INIT;
         attr.name = "chunks";
         CHECK_OK_RET(swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
@@ -237,8 +224,7 @@ static int case_held(swy_comm_t comm, int rank, int w, void *arg)
     for (size_t i = 0; i < p.send_total; i++)
         p.send[i] = -7; /* what a send before its release would carry */
     swy_request_t reqs[NCHUNKS];
-    unsigned long long mark[2];
-    traffic_mark(mark);
+    swy_test_dev_traffic_t mark = traffic_mark();
     CHECK_OK_RET(swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
                                   NCHUNKS, SWY_FLOAT64, comm, NULL,
                                   SWY_CHUNKS_HELD, reqs), comm);
@@ -572,8 +558,7 @@ static int case_stream(swy_comm_t comm, int rank, int w, void *arg)
     attr.stream = stream;
     attr.name = "on-stream";
     swy_request_t reqs[NCHUNKS];
-    unsigned long long mark[2];
-    traffic_mark(mark);
+    swy_test_dev_traffic_t mark = traffic_mark();
     CHECK_OK_RET(swy_alltoallv_chunks(p.send, p.sc, p.sd, p.recv, p.rc, p.rd,
                                       NCHUNKS, SWY_FLOAT64, comm, &attr, 0,
                                       reqs), comm);
