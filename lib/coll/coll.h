@@ -83,13 +83,13 @@ typedef struct {
      * of a communicator with the plugin's communicators (the header
      * carries it). */
     uint8_t offload;
-    /* An offloaded op's priority class, 1 high or 0 low: the plugin
-     * communicator that runs it (lib/sched/lane.c sets it; the header
-     * carries it, since ranks that differ would each meet another op
-     * there). */
+    /* An offloaded op's priority class, 1 high or 0 low (0 for the
+     * others): the plugin communicator that runs it (lib/sched sets it;
+     * the header carries it, since ranks that differ would each meet
+     * another op there). */
     uint8_t offload_class;
-    /* send, recv: the caller's tag (swy_send_tagged), which the header
-     * checks against the matching call's */
+    /* send, recv: the caller's tag (swy_send_tagged; 0 for the others),
+     * which the header checks against the matching call's */
     uint32_t user_tag;
     /* alltoallv: arrays of nranks elements, owned by the op (copies);
      * allgatherv: recvcounts and rdispls only */
@@ -105,7 +105,7 @@ typedef struct {
     uint8_t mem;            /* swy_mem_type_t of the user's buffers */
     uint8_t algo;           /* allreduce: swy_coll_ar_algo_t it runs */
     uint8_t offload;        /* args.offload */
-    uint8_t offload_class;  /* args.offload_class where offload */
+    uint8_t offload_class;  /* args.offload_class */
     int32_t root;
     uint64_t count;         /* op-wide count (allreduce/allgather/bcast) */
     uint64_t send_to_peer;  /* alltoallv, allgatherv: elements I send to
@@ -116,7 +116,7 @@ typedef struct {
     /* The first chunk of swy_alltoallv_chunks speaks for all its chunks,
      * which send no header of their own (lib/sched, "series"); 0 else. */
     uint32_t series_chunks;   /* how many chunks */
-    uint32_t user_tag;        /* send, recv: args.user_tag */
+    uint32_t user_tag;        /* args.user_tag */
     uint64_t series_send;     /* elements I send the reader, all chunks */
     uint64_t series_recv;     /* elements I expect from it, all chunks */
     uint64_t series_send_digest; /* of my per-chunk counts to the reader */

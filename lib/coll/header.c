@@ -88,9 +88,8 @@ void swy_coll_header_make(const swy_coll_args_t *args, uint32_t seq, int peer,
                 : args->kind == SWY_COLL_ALLTOALLV ? args->alltoallv_algo
                                                    : 0;
     hdr->offload = args->offload;
-    hdr->offload_class = args->offload ? args->offload_class : 0;
-    if (args->kind == SWY_COLL_SEND || args->kind == SWY_COLL_RECV)
-        hdr->user_tag = args->user_tag;
+    hdr->offload_class = args->offload_class;
+    hdr->user_tag = args->user_tag;
     hdr->root = args->root;
     hdr->count = args->count;
     hdr->partition_bytes = args->partition_bytes;
@@ -233,7 +232,7 @@ swy_status_t swy_coll_header_check(const swy_coll_args_t *args, uint32_t seq,
     }
     /* Each class has a plugin communicator of its own: there the op
      * would meet another op of the peer's, perhaps of the same shape. */
-    if (mine.offload && hdr->offload_class != mine.offload_class) {
+    if (hdr->offload_class != mine.offload_class) {
         int high = mine.offload_class != 0 ? rank : peer;
         snprintf(msg, msg_len,
                  "op #%u %s '%s': rank %d posts it at high priority (above "
