@@ -124,6 +124,7 @@ static void sleep_on_events(swy_sched_t *s, int max_ms)
     int fds[SWY_TRANSPORT_MAX + 3];
     pthread_mutex_lock(&s->lock);
     int n = swy_transport_set_arm(s->p.transports, fds, SWY_TRANSPORT_MAX);
+    int job_failure_seen = s->job_failure_seen;
     pthread_mutex_unlock(&s->lock);
     if (n < 0) {
         sched_yield();
@@ -134,7 +135,7 @@ static void sleep_on_events(swy_sched_t *s, int max_ms)
         pfds[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
     /* The job's failure fd stays readable once written: after it was
      * acted on (split views may live on) only the scoped one counts. */
-    if (s->p.boot != NULL && !s->job_failure_seen)
+    if (s->p.boot != NULL && !job_failure_seen)
         pfds[n++] = (struct pollfd){.fd = swy_boot_failure_fd(s->p.boot),
                                     .events = POLLIN};
     if (s->p.boot != NULL)
