@@ -556,7 +556,21 @@ SWY_EXPORT swy_status_t swy_send(const void *buf, size_t count,
                                  const swy_op_attr_t *attr,
                                  swy_request_t *req);
 
-/** @brief Receive @p count elements from @p peer (see swy_send()). */
+/** A receive's peer that matches a send from any rank (MPI_ANY_SOURCE). */
+#define SWY_ANY_SOURCE (-2)
+
+/**
+ * @brief Receive @p count elements from @p peer (see swy_send()).
+ *        @p peer SWY_ANY_SOURCE receives the first send to this rank to
+ *        arrive from any rank of @p comm, as MPI_ANY_SOURCE does (host
+ *        buffers only); swy_request_source() tells which rank sent it.
+ *        A send matches the first receive posted for it: a receive from
+ *        a given rank posted after one from any source waits until that
+ *        one matched. Count, dtype and tag are checked against the send
+ *        it matched, as for any receive.
+ * @return as swy_send(); SWY_ERR_UNSUPPORTED for SWY_ANY_SOURCE with
+ *         device buffers.
+ */
 SWY_EXPORT swy_status_t swy_recv(void *buf, size_t count, swy_dtype_t dtype,
                                  int peer, swy_comm_t comm,
                                  const swy_op_attr_t *attr,
@@ -618,6 +632,15 @@ SWY_EXPORT swy_status_t swy_test(swy_request_t req, int *done);
 
 /** @brief Block until the request completes; returns its status. */
 SWY_EXPORT swy_status_t swy_wait(swy_request_t req);
+
+/**
+ * @brief The rank a receive's data comes from: its peer, or for a
+ *        receive from SWY_ANY_SOURCE the rank whose send it matched
+ *        (SWY_ANY_SOURCE while it has matched none). Valid until the
+ *        request is released.
+ * @return SWY_OK, SWY_ERR_INVALID_ARG (NULL argument, not a receive).
+ */
+SWY_EXPORT swy_status_t swy_request_source(swy_request_t req, int *source);
 
 /**
  * @brief Release a request. An incomplete request keeps running and is

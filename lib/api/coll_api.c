@@ -159,6 +159,11 @@ static swy_status_t prepare_memory(const char *fn, swy_comm_t comm,
     args->mem = smem;
     if (smem == SWY_MEM_HOST)
         return SWY_OK; /* a stream, if given, orders nothing here */
+    if (args->kind == SWY_COLL_RECV && args->root == SWY_ANY_SOURCE)
+        return swy_err_set(SWY_ERR_UNSUPPORTED, "api", "%s '%s' from "
+                           "SWY_ANY_SOURCE: %s memory; a receive from any "
+                           "source takes host buffers only", fn,
+                           attr_name(attr), swy_mem_type_name(smem));
     if (may_offload && swy_coll_offloadable(args->kind)) {
         int ready;
         SWY_CHECK(swy_api_devcoll_ready(fn, comm, &ready));
@@ -764,9 +769,12 @@ static swy_status_t p2p(const char *fn, swy_coll_kind_t kind, void *buf,
     int64_t order = 0;
     swy_status_t status = check_common(fn, comm, kind, dtype, attr, &prio,
                                        &order);
-    if (status == SWY_OK && (peer < 0 || peer >= comm->nranks))
+    int any = kind == SWY_COLL_RECV && peer == SWY_ANY_SOURCE;
+    if (status == SWY_OK && !any && (peer < 0 || peer >= comm->nranks))
         status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: peer %d out "
-                             "of range 0..%d", fn, peer, comm->nranks - 1);
+                             "of range 0..%d%s", fn, peer, comm->nranks - 1,
+                             kind == SWY_COLL_RECV ? " or SWY_ANY_SOURCE"
+                                                   : "");
     if (status == SWY_OK && tag < 0)
         status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: tag %d is "
                              "negative", fn, tag);
@@ -1006,6 +1014,20 @@ swy_status_t swy_wait(swy_request_t req)
         return swy_err_set(SWY_ERR_INVALID_ARG, "api", "swy_wait: req is NULL");
     swy_status_t status = swy_sched_wait(req);
     return swy_api_fail(swy_sched_owner(req), status);
+}
+
+swy_status_t swy_request_source(swy_request_t req, int *source)
+{
+    swy_err_clear();
+    if (req == NULL || source == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api", "swy_request_source: "
+                           "%s is NULL", req == NULL ? "req" : "source");
+    int peer = swy_sched_source(req);
+    if (peer == -1)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api", "swy_request_source: "
+                           "the request is not a receive");
+    *source = peer;
+    return SWY_OK;
 }
 
 void swy_request_free(swy_request_t req)

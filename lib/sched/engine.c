@@ -55,6 +55,8 @@ static swy_status_t comm_new(swy_sched_t *s,
     for (size_t r = 0; r < n; r++)
         c->multi_host |= s->links[c->peers[r]].remote;
     swy_list_init(&c->ops);
+    swy_list_init(&c->p2p_blocked);
+    swy_list_init(&c->early_headers);
     swy_list_push_back(&s->comms, &c->link);
     *comm_p = c;
     return SWY_OK;
@@ -63,6 +65,7 @@ static swy_status_t comm_new(swy_sched_t *s,
 static void comm_free(swy_sched_comm_t *c)
 {
     swy_sched_lane_free(c);
+    swy_sched_p2p_free(c);
     /* Its id rests until every other one was used (swy_sched_comm_ids):
      * messages of its last ops may still arrive (a peer's headers of an
      * op it posted before it heard of a failure), and must meet no

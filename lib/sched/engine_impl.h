@@ -8,6 +8,8 @@
  *              the policy (policy.c), and issue to the transports
  *   header.c   the wire tag and the op header protocol (agreement between
  *              ranks, confirmation that a peer posted an op)
+ *   p2p.c      sends and receives: the ordered pair's sequence, receives
+ *              from any source
  *   failure.c  a communicator's failure, the control plane's news,
  *              quiescence after a failure, deadlines
  *   progress.c progress passes, the progress thread and its parking,
@@ -119,6 +121,8 @@ typedef struct swy_uop {
     uint32_t seq;
     uint64_t fair_key;   /* start tag (bytes) for fair sharing of a link */
     uint8_t is_header, state, waited_behind_lower;
+    uint8_t probe;       /* a receive from any source's header receive
+                            (p2p.c); seq: the pair's it listens at */
     uint8_t unconfirmed; /* issued before the peer posted its op */
     uint8_t issued_early; /* was, when issued (traced as "send_early") */
     uint8_t fair_keyed;  /* fair_key assigned (swy_sched_ready_insert) */
@@ -176,6 +180,14 @@ struct swy_request {
     uint32_t seq;  /* the view's (or the ordered pair's, for p2p) */
     uint32_t eseq; /* the engine's post order (policies' op_seq) */
     uint8_t p2p;   /* SWY_COLL_SEND or RECV */
+    /* Receives (p2p.c): from any source and not yet matched (p2p_wild,
+     * args.root SWY_ANY_SOURCE), with n_probes header receives posted;
+     * waiting behind such a receive for its pair's sequence (p2p_blocked,
+     * in comm->p2p_blocked by plink); its peer's header already in
+     * hdr_in (p2p_early: it came to a probe). */
+    uint8_t p2p_wild, p2p_blocked, p2p_early;
+    int n_probes;
+    swy_list_t plink;
     int priority;
     int64_t order;
     char name[64];
@@ -271,6 +283,12 @@ struct swy_sched_comm {
     uint32_t next_seq;
     uint32_t next_series; /* id of the next swy_alltoallv_chunks */
     uint32_t *p2p_send_seq, *p2p_recv_seq; /* [nranks]: per ordered pair */
+    /* Receives from any source (p2p.c): the one being matched (until its
+     * probes are done), the receives posted after it (op->plink), and
+     * the headers its probes caught for later receives. */
+    struct swy_request *wild_op;
+    swy_list_t p2p_blocked;
+    swy_list_t early_headers;
     swy_list_t ops; /* incomplete ops in post order (op->clink) */
     swy_lane_t *lane; /* NULL until its first offloaded op */
     swy_status_t failed;
@@ -405,7 +423,10 @@ static inline const char *op_label(const struct swy_request *op)
 /* header.c: the wire tag of a transfer of op; the header protocol. */
 uint64_t swy_sched_wire_tag(const struct swy_request *op,
                             const swy_coll_xfer_t *x);
-void swy_sched_handle_header(struct swy_request *op, swy_uop_t *uop);
+/* The tag of a send's header to its receiver at the pair's seq. */
+uint64_t swy_sched_p2p_header_tag(const swy_sched_comm_t *c, uint32_t seq);
+/* op's header from peer (bytes long) is in op->hdr_in[peer]. */
+void swy_sched_handle_header(struct swy_request *op, int peer, size_t bytes);
 /* Under s->lock: start the ops whose stream got to them (start = 0: only
  * note that their callbacks came, as the engine goes away); returns how
  * many. */
@@ -427,6 +448,31 @@ void swy_sched_op_error(struct swy_request *op, swy_status_t status,
     __attribute__((format(printf, 3, 4)));
 #define op_error swy_sched_op_error /* fails op, logging the cause */
 void swy_sched_handle_completion(swy_sched_t *s, swy_uop_t *uop);
+swy_uop_t *swy_sched_uop_new(struct swy_request *op,
+                             const swy_coll_xfer_t *x, int is_header);
+swy_status_t swy_sched_uop_post_recv(swy_uop_t *uop);
+/* A lone op's header exchange, then its algorithm's start. */
+void swy_sched_op_begin(struct swy_request *op);
+
+/* p2p.c: sends and receives: the pair's sequence, receives from any
+ * source. */
+/* In op_admit: the op's sequence, or blocked (a receive from any source,
+ * or one behind it: its sequence comes when it starts). */
+void swy_sched_p2p_admit(struct swy_request *op);
+/* In op_start, for a blocked receive: it waits its turn (and may begin
+ * at once). */
+void swy_sched_p2p_start_blocked(struct swy_request *op);
+/* A send to this rank was posted: it may match a receive from any
+ * source. */
+void swy_sched_p2p_self_sent(swy_sched_comm_t *c);
+/* A probe's completion (op alive). */
+void swy_sched_p2p_probe_done(struct swy_request *op, swy_uop_t *uop);
+/* Is op's header from peer already in hdr_in (caught by a probe)? */
+int swy_sched_p2p_early_header(struct swy_request *op, int peer);
+/* op completes: it leaves the view's receive bookkeeping. */
+void swy_sched_p2p_op_gone(struct swy_request *op);
+/* The view goes: the headers nobody received. */
+void swy_sched_p2p_free(swy_sched_comm_t *c);
 
 /* link.c: per-link ready queues, in the policy's order, and issue. */
 void swy_sched_ready_insert(swy_sched_t *s, swy_uop_t *uop);

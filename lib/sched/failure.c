@@ -113,6 +113,19 @@ void swy_sched_check_deadlines(swy_sched_t *s, double now)
                      "(swy_chunk_release; SWY_TIMEOUT_S)", op->seq,
                      swy_coll_kind_name(op->args.kind), op_label(op),
                      s->p.timeout_s, op->comm->rank);
+        else if (op->p2p_wild)
+            snprintf(msg, sizeof(msg), "op %s '%s' timed out after %.0f s "
+                     "on rank %d: a receive from any source (SWY_ANY_SOURCE) "
+                     "that no rank sent to (SWY_TIMEOUT_S)",
+                     swy_coll_kind_name(op->args.kind), op_label(op),
+                     s->p.timeout_s, op->comm->rank);
+        else if (op->p2p_blocked)
+            snprintf(msg, sizeof(msg), "op %s '%s' from rank %d timed out "
+                     "after %.0f s on rank %d: it waits behind a receive "
+                     "from any source posted before it, which no rank sent "
+                     "to (SWY_TIMEOUT_S)", swy_coll_kind_name(op->args.kind),
+                     op_label(op), op->args.root, s->p.timeout_s,
+                     op->comm->rank);
         else if (nsilent == 0 && queued + launched > 0)
             snprintf(msg, sizeof(msg), "op #%u %s '%s' timed out after %.0f "
                      "s on rank %d: %d of its partitions with the device "

@@ -22,17 +22,27 @@ _Static_assert(TAG_COMM_SHIFT + SWY_SCHED_COMM_ID_BITS <=
                    SWY_TRANSPORT_TAG_BITS,
                "the wire tag must fit the transports' tag bits");
 
+static uint64_t wire_tag(const swy_sched_comm_t *c, int p2p, uint64_t dir,
+                         uint32_t seq, uint32_t tag)
+{
+    return (uint64_t)c->id << TAG_COMM_SHIFT | (uint64_t)p2p << TAG_P2P_SHIFT |
+           dir << TAG_DIR_SHIFT |
+           (uint64_t)(seq & ((1u << TAG_SEQ_BITS) - 1)) << SWY_COLL_TAG_BITS |
+           tag;
+}
+
 uint64_t swy_sched_wire_tag(const struct swy_request *op,
                             const swy_coll_xfer_t *x)
 {
     uint64_t dir = 0;
     if (op->p2p)
         dir = op->args.kind == SWY_COLL_SEND ? !x->is_send : x->is_send;
-    return (uint64_t)op->comm->id << TAG_COMM_SHIFT |
-           (uint64_t)op->p2p << TAG_P2P_SHIFT | dir << TAG_DIR_SHIFT |
-           (uint64_t)(op->seq & ((1u << TAG_SEQ_BITS) - 1))
-               << SWY_COLL_TAG_BITS |
-           x->tag;
+    return wire_tag(op->comm, op->p2p, dir, op->seq, x->tag);
+}
+
+uint64_t swy_sched_p2p_header_tag(const swy_sched_comm_t *c, uint32_t seq)
+{
+    return wire_tag(c, 1, 0, seq, SWY_COLL_TAG_HEADER);
 }
 
 /* A 64-bit mix of a count into a running digest (splitmix64's finalizer
@@ -112,14 +122,13 @@ static int headers_expected(const struct swy_request *op)
     return 0;
 }
 
-void swy_sched_handle_header(struct swy_request *op, swy_uop_t *uop)
+void swy_sched_handle_header(struct swy_request *op, int peer, size_t bytes)
 {
-    int peer = uop->x.peer;
     char msg[SWY_ERRMSG_MAX];
-    if (uop->bytes_done != sizeof(swy_coll_header_t)) {
+    if (bytes != sizeof(swy_coll_header_t)) {
         snprintf(msg, sizeof(msg), "op #%u '%s': rank %d sent a header of "
                  "%zu bytes (expected %zu)", op->seq, op_label(op), peer,
-                 uop->bytes_done, sizeof(swy_coll_header_t));
+                 bytes, sizeof(swy_coll_header_t));
         swy_sched_fail_comm(op->comm, SWY_ERR_MISMATCH, msg, 1);
         return;
     }

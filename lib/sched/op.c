@@ -89,6 +89,8 @@ static void op_complete(struct swy_request *op)
     op->completed = 1;
     swy_list_del(&op->link);
     swy_list_del(&op->clink);
+    if (op->p2p)
+        swy_sched_p2p_op_gone(op);
     if (!op->failing) /* a failing op left the tally when it failed */
         tally_sub(&s->pending_ops, op->priority, 1);
     s->stats.ops_completed++;
@@ -259,8 +261,8 @@ void swy_sched_op_drain(struct swy_request *op, int force)
     op_complete(op);
 }
 
-static swy_uop_t *uop_new(struct swy_request *op, const swy_coll_xfer_t *x,
-                          int is_header)
+swy_uop_t *swy_sched_uop_new(struct swy_request *op,
+                             const swy_coll_xfer_t *x, int is_header)
 {
     swy_sched_t *s = op->sched;
     swy_uop_t *uop = uop_alloc(s);
@@ -284,7 +286,7 @@ static swy_uop_t *uop_new(struct swy_request *op, const swy_coll_xfer_t *x,
     return uop;
 }
 
-static swy_status_t uop_post_recv(swy_uop_t *uop)
+swy_status_t swy_sched_uop_post_recv(swy_uop_t *uop)
 {
     swy_transport_t *tp = uop->tp;
     uop->state = UOP_POSTED;
@@ -343,7 +345,7 @@ void swy_sched_op_error(struct swy_request *op, swy_status_t status,
 
 static void emit_post_recv(struct swy_request *op, swy_uop_t *uop)
 {
-    swy_status_t status = uop_post_recv(uop);
+    swy_status_t status = swy_sched_uop_post_recv(uop);
     if (status != SWY_OK)
         op_error(op, status, "op #%u '%s': posting a receive of %zu bytes "
                  "from rank %d failed", op->seq, op_label(op), uop->x.bytes,
@@ -355,7 +357,7 @@ static void emit_post(void *ctx, const swy_coll_xfer_t *x)
     struct swy_request *op = ctx;
     if (!op_alive(op))
         return;
-    swy_uop_t *uop = uop_new(op, x, 0);
+    swy_uop_t *uop = swy_sched_uop_new(op, x, 0);
     if (uop == NULL) {
         op_error(op, SWY_ERR_NO_MEMORY, "op #%u '%s': out of memory for a "
                  "micro-op", op->seq, op_label(op));
@@ -407,13 +409,16 @@ void swy_sched_handle_completion(swy_sched_t *s, swy_uop_t *uop)
         return;
     }
     op->n_live--;
+    op->n_probes -= uop->probe;
     if (op->failing) { /* cancelled or drained: nothing more to do */
         uop_release(s, uop);
         swy_sched_op_drain(op, 0);
         return;
     }
     op->in_handler = 1;
-    if (uop->status == SWY_ERR_MISMATCH && !uop->x.is_send) {
+    if (uop->probe) {
+        swy_sched_p2p_probe_done(op, uop);
+    } else if (uop->status == SWY_ERR_MISMATCH && !uop->x.is_send) {
         swy_sched_data_size_mismatch(op, uop);
     } else if (uop->status != SWY_OK) {
         op_error(op, uop->status == SWY_ERR_ABORTED ? SWY_ERR_ABORTED
@@ -426,7 +431,7 @@ void swy_sched_handle_completion(swy_sched_t *s, swy_uop_t *uop)
         if (!uop->is_header)
             s->stats.bytes_sent += uop->x.bytes;
     } else if (uop->is_header) {
-        swy_sched_handle_header(op, uop);
+        swy_sched_handle_header(op, uop->x.peer, uop->bytes_done);
     } else if (uop->bytes_done != uop->x.bytes) {
         swy_sched_data_size_mismatch(op, uop);
     } else {
@@ -561,6 +566,7 @@ static swy_status_t op_prepare(swy_sched_comm_t *c,
     swy_list_init(&op->launches);
     swy_list_init(&op->link);
     swy_list_init(&op->clink);
+    swy_list_init(&op->plink);
     if (op->algo == NULL) {
         op_free(op);
         return swy_err_set(SWY_ERR_UNSUPPORTED, "sched", "no algorithm for "
@@ -611,12 +617,8 @@ static swy_status_t op_admit(struct swy_request *op)
                            "communicator %s%s", swy_coll_kind_name(args->kind),
                            c->lane == NULL ? "were not made" : "were given up: ",
                            c->lane == NULL ? "" : c->lane->why);
-    /* Sends and receives take their ordered pair's sequence: they match
-     * in posting order per pair, whatever else either rank posts. */
-    if (args->kind == SWY_COLL_SEND)
-        op->seq = c->p2p_send_seq[args->root]++ & 0xFFFFFFu;
-    else if (args->kind == SWY_COLL_RECV)
-        op->seq = c->p2p_recv_seq[args->root]++ & 0xFFFFFFu;
+    if (op->p2p)
+        swy_sched_p2p_admit(op);
     else
         op->seq = c->next_seq++ & 0xFFFFFFu;
     op->eseq = s->next_eseq++ & 0xFFFFFFu;
@@ -625,7 +627,12 @@ static swy_status_t op_admit(struct swy_request *op)
     op->post_ns = s->now_ns;
     op->deadline = (double)s->now_ns * 1e-9 + s->p.timeout_s;
     swy_err_clear(); /* what create() or start() set is theirs */
-    swy_status_t status = op->algo->create(&op->args, c->rank, c->nranks,
+    /* A receive from any source is set up as one from this rank until
+     * it matched a send (p2p.c). */
+    swy_coll_args_t create_args = op->args;
+    if (create_args.root == SWY_ANY_SOURCE)
+        create_args.root = c->rank;
+    swy_status_t status = op->algo->create(&create_args, c->rank, c->nranks,
                                            op->args.partition_bytes,
                                            &op->state);
     if (status != SWY_OK) {
@@ -666,17 +673,19 @@ static void op_headers(struct swy_request *op,
                               .tag = SWY_COLL_TAG_HEADER,
                               .buf = &op->hdr_in[peer],
                               .bytes = sizeof(swy_coll_header_t)};
-        swy_uop_t *ruop = uop_new(op, &rx, 1);
+        /* A receive from any source caught its peer's header (p2p.c). */
+        int early = swy_sched_p2p_early_header(op, peer);
+        swy_uop_t *ruop = early ? NULL : swy_sched_uop_new(op, &rx, 1);
         swy_coll_xfer_t sx = rx;
         sx.is_send = 1;
         sx.buf = &op->hdr_out[peer];
-        swy_uop_t *suop = uop_new(op, &sx, 1);
-        if (ruop == NULL || suop == NULL || ruop->tp == NULL) {
+        swy_uop_t *suop = swy_sched_uop_new(op, &sx, 1);
+        if (suop == NULL || (!early && (ruop == NULL || ruop->tp == NULL))) {
             op_error(op, SWY_ERR_NO_MEMORY, "op #%u: cannot set up the "
                      "header exchange with rank %d", op->seq, peer);
             break;
         }
-        if (uop_post_recv(ruop) != SWY_OK) {
+        if (!early && swy_sched_uop_post_recv(ruop) != SWY_OK) {
             op_error(op, SWY_ERR_TRANSPORT, "op #%u: cannot post the header "
                      "receive from rank %d", op->seq, peer);
             break;
@@ -686,6 +695,8 @@ static void op_headers(struct swy_request *op,
         swy_list_insert_before(s->links[suop->lpeer].ready.next,
                                &suop->q_link);
         s->stats.headers_sent++;
+        if (early)
+            swy_sched_handle_header(op, peer, sizeof(swy_coll_header_t));
     }
 }
 
@@ -717,10 +728,22 @@ static void op_start(struct swy_request *op, struct swy_request *const *chunks,
      * waits for its peer's header, which must then mean that the peer
      * released this chunk too (NCCL blocks a stream on a send until its
      * receive is matched; engine_impl.h). */
+    if (op->p2p_blocked) { /* starts its turn */
+        swy_sched_p2p_start_blocked(op);
+        return;
+    }
     if (!(op->held && op->args.mem != SWY_MEM_HOST))
         op_headers(op, chunks, n);
     if (!op->held)
         op_run(op);
+    if (op->args.kind == SWY_COLL_SEND && op->args.root == c->rank)
+        swy_sched_p2p_self_sent(c);
+}
+
+void swy_sched_op_begin(struct swy_request *op)
+{
+    op_headers(op, NULL, 0);
+    op_run(op);
 }
 
 /* A lone op prepared and admitted: on SWY_OK with s->lock held. */
@@ -908,6 +931,8 @@ static void stream_ops_begin(swy_sched_t *s, struct swy_request *const *ops,
         op->on_stream = 0;
         if (start && op_alive(op)) {
             op->held = 0;
+            if (op->p2p_blocked) /* starts its turn (p2p.c) */
+                continue;
             op_headers(op, series ? ops : NULL, series ? n : 0);
             op_run(op);
         } else if (op->completed && op->released) {
@@ -1095,4 +1120,13 @@ void swy_sched_release(struct swy_request *op)
 void *swy_sched_owner(const struct swy_request *op)
 {
     return op->comm->owner;
+}
+
+int swy_sched_source(struct swy_request *op)
+{
+    swy_sched_t *s = op->sched;
+    pthread_mutex_lock(&s->lock);
+    int source = op->args.kind == SWY_COLL_RECV ? op->args.root : -1;
+    pthread_mutex_unlock(&s->lock);
+    return source;
 }

@@ -181,6 +181,10 @@ swy_status_t swy_sched_wait(struct swy_request *req);
 void swy_sched_release(struct swy_request *req);
 /* The owner given in the params of the request's scheduler. */
 void *swy_sched_owner(const struct swy_request *req);
+/* A receive's source: its peer, the rank whose send a receive from any
+ * source matched, or SWY_ANY_SOURCE while it has matched none; -1 for
+ * another op. */
+int swy_sched_source(struct swy_request *req);
 
 /* swy_comm_abort of one view while the engine lives on for others: fail its ops here (SWY_ERR_ABORTED) and tell
  * its other ranks (SWY_ERR_REMOTE with why). */

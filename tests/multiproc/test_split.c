@@ -14,6 +14,15 @@
  *   group     many peers, blocking calls in a scrambled order, in a group
  *   p2p_mismatch  a send and a receive of different counts: both fail
  *   p2p_tag_mismatch  ... of different tags: both fail, naming the tags
+ *   any_source  receives from SWY_ANY_SOURCE: every rank sends to every
+ *             rank (itself too) at once, each message received once,
+ *             from the rank swy_request_source says, in each sender's
+ *             order; receives from a rank posted between them; a send
+ *             to oneself before and after the receive; refused calls
+ *   any_source_mismatch  a receive from any source of another count than
+ *             the send it matched: both fail
+ *   any_source_timeout  receives from any source nobody sends to:
+ *             SWY_ERR_TIMEOUT, naming them
  *   mismatch  a mismatch on one split communicator: it fails on its
  *             ranks, the parent and the other half go on working
  *   kill      a rank dies: the communicators holding it fail on every
@@ -428,6 +437,16 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
             swy_test_buf_free(g_device, rbuf[p][k]);
             swy_test_buf_free(g_device, sbuf[p][k]);
         }
+    if (g_device) { /* a receive from any source takes host memory only */
+        int32_t *d = swy_test_buf_calloc(1, 4, sizeof(int32_t));
+        swy_status_t st = swy_recv(d, 4, SWY_INT32, SWY_ANY_SOURCE, comm,
+                                   NULL, NULL);
+        CHECK_RET(st == SWY_ERR_UNSUPPORTED &&
+                      strstr(swy_last_error(comm), "host") != NULL,
+                  "device receive from any source: %s: %s",
+                  swy_status_string(st), swy_last_error(comm));
+        swy_test_buf_free(1, d);
+    }
     /* Blocking, on a split communicator: a ring shift. */
     swy_comm_t rev;
     int color[64] = {0}, key[64] = {0}, m[64], n;
@@ -550,6 +569,262 @@ static int case_p2p_tag_mismatch(swy_comm_t comm, int rank, int w, void *arg)
     CHECK_RET(strstr(swy_last_error(comm), "tag 3") != NULL &&
                   strstr(swy_last_error(comm), "tag 4") != NULL,
               "message: %s", swy_last_error(comm));
+    return 201 - 1; /* exit 0, the comm failed */
+}
+
+/* Message k of rank p's to rank q: its first element says whom from and
+ * which, the others follow from it. */
+static int32_t any_val(int p, int q, int k, size_t e)
+{
+    return p * 1000000 + q * 10000 + k * 100 + (int32_t)(e % 97);
+}
+
+static int any_check(const int32_t *buf, size_t count, int src, int me,
+                     int *k_p)
+{
+    int k = (buf[0] - src * 1000000 - me * 10000) / 100;
+    *k_p = k;
+    for (size_t e = 0; e < count; e++)
+        if (buf[e] != any_val(src, me, k, e))
+            return 1;
+    return 0;
+}
+
+static int case_any_source(swy_comm_t comm, int rank, int w, void *arg)
+{
+    enum { NMSG = 6 };
+    /* Eager and rendezvous sizes; each round one size (a receive from
+     * any source must match its send's count). */
+    static const size_t sizes[2] = {37, 70000};
+    for (int round = 0; round < 2; round++) {
+        size_t count = sizes[round];
+        int nrecv = w * NMSG;
+        int32_t *rbuf = calloc((size_t)nrecv * count, sizeof(int32_t));
+        int32_t *sbuf = calloc((size_t)nrecv * count, sizeof(int32_t));
+        swy_request_t *rreq = calloc((size_t)nrecv, sizeof(*rreq));
+        swy_request_t *sreq = calloc((size_t)nrecv, sizeof(*sreq));
+        CHECK_RET(rbuf && sbuf && rreq && sreq, "calloc");
+        /* Half the receives before the sends, half after (odd ranks the
+         * other way round): the headers of some sends arrive before any
+         * receive listens, others to probes already posted. */
+        int early = rank % 2 ? nrecv - nrecv / 2 : nrecv / 2, posted = 0;
+        for (; posted < early; posted++)
+            CHECK_OK_RET(swy_recv(rbuf + (size_t)posted * count, count,
+                                  SWY_INT32, SWY_ANY_SOURCE, comm, NULL,
+                                  &rreq[posted]), comm);
+        int nsend = 0;
+        for (int k = 0; k < NMSG; k++)
+            for (int i = 1; i <= w; i++) {
+                int q = (rank + i) % w; /* self last */
+                int32_t *b = sbuf + (size_t)nsend * count;
+                for (size_t e = 0; e < count; e++)
+                    b[e] = any_val(rank, q, k, e);
+                CHECK_OK_RET(swy_send(b, count, SWY_INT32, q, comm, NULL,
+                                      &sreq[nsend++]), comm);
+            }
+        for (; posted < nrecv; posted++)
+            CHECK_OK_RET(swy_recv(rbuf + (size_t)posted * count, count,
+                                  SWY_INT32, SWY_ANY_SOURCE, comm, NULL,
+                                  &rreq[posted]), comm);
+        int next_k[64] = {0};
+        for (int j = 0; j < nrecv; j++) {
+            CHECK_OK_RET(swy_wait(rreq[j]), comm);
+            int src = -5, k;
+            CHECK_OK_RET(swy_request_source(rreq[j], &src), comm);
+            CHECK_RET(src >= 0 && src < w, "receive %d: source %d", j, src);
+            CHECK_RET(!any_check(rbuf + (size_t)j * count, count, src, rank,
+                                 &k),
+                      "round %d receive %d from %d: data of another message "
+                      "(first element %d)", round, j, src,
+                      rbuf[(size_t)j * count]);
+            /* A sender's messages arrive in the order it sent them. */
+            CHECK_RET(k == next_k[src], "round %d receive %d: message %d of "
+                      "rank %d, expected %d", round, j, k, src, next_k[src]);
+            next_k[src]++;
+            swy_request_free(rreq[j]);
+        }
+        for (int p = 0; p < w; p++)
+            CHECK_RET(next_k[p] == NMSG, "round %d: %d messages from %d",
+                      round, next_k[p], p);
+        for (int j = 0; j < nsend; j++) {
+            CHECK_OK_RET(swy_wait(sreq[j]), comm);
+            swy_request_free(sreq[j]);
+        }
+        free(rbuf);
+        free(sbuf);
+        free(rreq);
+        free(sreq);
+        /* A receive from any source takes the next round's sends as
+         * readily as this one's (MPI's too): rounds apart. */
+        CHECK_OK_RET(swy_barrier(comm), comm);
+    }
+
+    /* Receives from a given rank between receives from any source: a
+     * send matches the first receive posted for it. Rank 0 receives
+     * any, from 1, any, from 1; rank 1 sends it 0, 1, 2; rank 2 (if
+     * any) sends it 0. */
+    if (w >= 2 && rank <= 2) {
+        int32_t m[4] = {-1, -1, -1, -1}, v[3] = {0, 1, 2};
+        if (rank == 0) {
+            swy_request_t r[4];
+            int from[4] = {SWY_ANY_SOURCE, 1, SWY_ANY_SOURCE, 1};
+            int n = w >= 3 ? 4 : 3;
+            for (int j = 0; j < n; j++)
+                CHECK_OK_RET(swy_recv(&m[j], 1, SWY_INT32, from[j], comm,
+                                      NULL, &r[j]), comm);
+            int got[4], last1 = -1;
+            for (int j = 0; j < n; j++) {
+                CHECK_OK_RET(swy_wait(r[j]), comm);
+                CHECK_OK_RET(swy_request_source(r[j], &got[j]), comm);
+                swy_request_free(r[j]);
+                CHECK_RET(from[j] == SWY_ANY_SOURCE || got[j] == from[j],
+                          "receive %d from %d got %d", j, from[j], got[j]);
+                if (got[j] == 1) { /* rank 1's in its order */
+                    CHECK_RET(m[j] == last1 + 1, "receive %d: rank 1's "
+                              "message %d after %d", j, m[j], last1);
+                    last1 = m[j];
+                } else {
+                    CHECK_RET(got[j] == 2 && m[j] == 0, "receive %d: %d "
+                              "from %d", j, m[j], got[j]);
+                }
+            }
+            CHECK_RET(last1 == 2, "rank 1's last message %d", last1);
+        } else if (rank == 1) {
+            for (int j = 0; j < 3; j++)
+                CHECK_OK_RET(swy_send(&v[j], 1, SWY_INT32, 0, comm, NULL,
+                                      NULL), comm);
+        } else {
+            CHECK_OK_RET(swy_send(&v[0], 1, SWY_INT32, 0, comm, NULL, NULL),
+                         comm);
+        }
+    }
+
+    /* Oneself: a send posted before the receive from any source, and
+     * one after it (no other rank sends meanwhile: a barrier each). */
+    CHECK_OK_RET(swy_barrier(comm), comm);
+    for (int order = 0; order < 2; order++) {
+        double token = 10 + order, got = -1;
+        swy_request_t sr, rr;
+        if (order == 0)
+            CHECK_OK_RET(swy_send(&token, 1, SWY_FLOAT64, rank, comm, NULL,
+                                  &sr), comm);
+        CHECK_OK_RET(swy_recv(&got, 1, SWY_FLOAT64, SWY_ANY_SOURCE, comm,
+                              NULL, &rr), comm);
+        int src = -5;
+        if (order == 1) {
+            CHECK_OK_RET(swy_request_source(rr, &src), comm);
+            CHECK_RET(src == SWY_ANY_SOURCE, "source %d before a send", src);
+            CHECK_OK_RET(swy_send(&token, 1, SWY_FLOAT64, rank, comm, NULL,
+                                  &sr), comm);
+        }
+        CHECK_OK_RET(swy_wait(rr), comm);
+        CHECK_OK_RET(swy_wait(sr), comm);
+        CHECK_OK_RET(swy_request_source(rr, &src), comm);
+        CHECK_RET(src == rank && got == token, "self (%d): %g from %d",
+                  order, got, src);
+        /* Not a receive; no source asked for. */
+        CHECK_RET(swy_request_source(sr, &src) == SWY_ERR_INVALID_ARG,
+                  "a send's source");
+        CHECK_RET(swy_request_source(rr, NULL) == SWY_ERR_INVALID_ARG,
+                  "NULL source");
+        swy_request_free(sr);
+        swy_request_free(rr);
+        CHECK_OK_RET(swy_barrier(comm), comm);
+    }
+    /* A receive from oneself posted before one from any source takes the
+     * first send to oneself, the other the second. */
+    {
+        double a = 1, b = 2, got_self = -1, got_any = -1;
+        swy_request_t r[4];
+        CHECK_OK_RET(swy_recv(&got_self, 1, SWY_FLOAT64, rank, comm, NULL,
+                              &r[0]), comm);
+        CHECK_OK_RET(swy_recv(&got_any, 1, SWY_FLOAT64, SWY_ANY_SOURCE, comm,
+                              NULL, &r[1]), comm);
+        CHECK_OK_RET(swy_send(&a, 1, SWY_FLOAT64, rank, comm, NULL, &r[2]),
+                     comm);
+        CHECK_OK_RET(swy_send(&b, 1, SWY_FLOAT64, rank, comm, NULL, &r[3]),
+                     comm);
+        for (int j = 0; j < 4; j++)
+            CHECK_OK_RET(swy_wait(r[j]), comm);
+        int src = -5;
+        CHECK_OK_RET(swy_request_source(r[1], &src), comm);
+        CHECK_RET(got_self == 1 && got_any == 2 && src == rank,
+                  "self then any: %g, %g from %d", got_self, got_any, src);
+        for (int j = 0; j < 4; j++)
+            swy_request_free(r[j]);
+        CHECK_OK_RET(swy_barrier(comm), comm);
+    }
+    /* ... and with no second send to oneself, the receive from any
+     * source takes the previous rank's message, which came first. */
+    if (w >= 2) {
+        double mine = 100 + rank, got_self = -1, got_any = -1, seven = 7;
+        swy_request_t r[4];
+        CHECK_OK_RET(swy_recv(&got_self, 1, SWY_FLOAT64, rank, comm, NULL,
+                              &r[0]), comm);
+        CHECK_OK_RET(swy_recv(&got_any, 1, SWY_FLOAT64, SWY_ANY_SOURCE, comm,
+                              NULL, &r[1]), comm);
+        CHECK_OK_RET(swy_send(&mine, 1, SWY_FLOAT64, (rank + 1) % w, comm,
+                              NULL, &r[2]), comm);
+        CHECK_OK_RET(swy_wait(r[1]), comm);
+        int src = -5, prev = (rank - 1 + w) % w;
+        CHECK_OK_RET(swy_request_source(r[1], &src), comm);
+        CHECK_RET(src == prev && got_any == 100 + prev,
+                  "any after self: %g from %d", got_any, src);
+        CHECK_OK_RET(swy_send(&seven, 1, SWY_FLOAT64, rank, comm, NULL,
+                              &r[3]), comm);
+        for (int j = 0; j < 4; j++)
+            CHECK_OK_RET(swy_wait(r[j]), comm);
+        CHECK_RET(got_self == 7, "self after any: %g", got_self);
+        for (int j = 0; j < 4; j++)
+            swy_request_free(r[j]);
+        CHECK_OK_RET(swy_barrier(comm), comm);
+    }
+    double x = 0;
+    CHECK_RET(swy_send(&x, 1, SWY_FLOAT64, SWY_ANY_SOURCE, comm, NULL,
+                       NULL) == SWY_ERR_INVALID_ARG,
+              "a send to SWY_ANY_SOURCE accepted");
+    CHECK_RET(swy_request_source(NULL, NULL) == SWY_ERR_INVALID_ARG,
+              "NULL request");
+    return 0;
+}
+
+/* Rank 0 sends 4 elements to rank 1, whose receive from any source
+ * expects 8: both fail. */
+static int case_any_source_mismatch(swy_comm_t comm, int rank, int w,
+                                    void *arg)
+{
+    int32_t buf[16] = {0};
+    swy_status_t st;
+    if (rank == 0)
+        st = swy_send(buf, 4, SWY_INT32, 1, comm, NULL, NULL);
+    else if (rank == 1)
+        st = swy_recv(buf, 8, SWY_INT32, SWY_ANY_SOURCE, comm, NULL, NULL);
+    else
+        return 0;
+    CHECK_RET(st == SWY_ERR_MISMATCH, "rank %d got %s: %s", rank,
+              swy_status_string(st), swy_last_error(comm));
+    CHECK_RET(strstr(swy_last_error(comm), "count") != NULL, "message: %s",
+              swy_last_error(comm));
+    return 201 - 1; /* exit 0, the comm failed */
+}
+
+/* Every rank receives from any source and from the next rank after it;
+ * nobody sends (run with a short SWY_TIMEOUT_S). */
+static int case_any_source_timeout(swy_comm_t comm, int rank, int w,
+                                   void *arg)
+{
+    int32_t a = 0, b = 0;
+    swy_request_t r;
+    CHECK_OK_RET(swy_recv(&b, 1, SWY_INT32, SWY_ANY_SOURCE, comm, NULL, &r),
+                 comm);
+    swy_status_t st = swy_recv(&a, 1, SWY_INT32, (rank + 1) % w, comm, NULL,
+                               NULL);
+    CHECK_RET(st == SWY_ERR_TIMEOUT, "got %s: %s", swy_status_string(st),
+              swy_last_error(comm));
+    CHECK_RET(strstr(swy_last_error(comm), "any source") != NULL,
+              "message: %s", swy_last_error(comm));
+    CHECK_RET(swy_wait(r) == SWY_ERR_TIMEOUT, "the receive from any source");
+    swy_request_free(r);
     return 201 - 1; /* exit 0, the comm failed */
 }
 
@@ -905,6 +1180,11 @@ int main(int argc, char **argv)
     else if (!strcmp(which, "group")) fn = case_group;
     else if (!strcmp(which, "p2p_mismatch")) fn = case_p2p_mismatch;
     else if (!strcmp(which, "p2p_tag_mismatch")) fn = case_p2p_tag_mismatch;
+    else if (!strcmp(which, "any_source")) fn = case_any_source;
+    else if (!strcmp(which, "any_source_mismatch"))
+        fn = case_any_source_mismatch;
+    else if (!strcmp(which, "any_source_timeout"))
+        fn = case_any_source_timeout;
     else if (!strcmp(which, "mismatch")) fn = case_mismatch;
     else if (!strcmp(which, "kill")) fn = case_kill;
     else if (!strcmp(which, "threads")) fn = case_threads;
