@@ -550,27 +550,18 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
 
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors,
                                       int src, int tag) override {
-    const char* op = "recv";
-    checkOneTensor(tensors, op, "tensor");
-    checkPeer(src, tag, op);
-    at::Tensor user = tensors[0];
-    at::Tensor buf = contiguousFor(user);
-    auto work = newWork(c10d::OpType::RECV, op, tensors, {buf});
-    if (!buf.is_same(user)) {
-      work->on_success = [user, buf]() mutable { user.copy_(buf); };
-    }
-    const Movement move = movement(buf.scalar_type());
-    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
-      return swy_recv_tagged(buf.data_ptr(), tensorBytes(buf) / move.unit,
-                             move.dtype, src, tag, comm_, attr, req);
-    });
+    checkPeer(src, tag, "recv");
+    return postRecv(tensors, src, tag, c10d::OpType::RECV, "recv");
   }
 
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>&,
-                                               int) override {
-    TORCH_CHECK(false,
-                "switchyard: recv from any source is not supported: sends "
-                "and receives match by peer (as NCCL's); pass src");
+  // The first send to arrive from any rank (swy_recv from SWY_ANY_SOURCE);
+  // the Work's sourceRank() says whose it was.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override {
+    TORCH_CHECK(tag >= 0, "switchyard: recvAnysource: tag ", tag,
+                " is negative");
+    return postRecv(tensors, SWY_ANY_SOURCE, tag,
+                    c10d::OpType::RECVANYSOURCE, "recvAnysource");
   }
 
   c10::intrusive_ptr<c10d::Work> barrier(
@@ -604,6 +595,24 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
   void checkRoot(int64_t root, const char* op) const {
     TORCH_CHECK(root >= 0 && root < size_, "switchyard: ", op, ": root rank ",
                 root, " is outside 0..", size_ - 1);
+  }
+
+  c10::intrusive_ptr<c10d::Work> postRecv(std::vector<at::Tensor>& tensors,
+                                          int src, int tag, c10d::OpType type,
+                                          const char* op) {
+    checkOneTensor(tensors, op, "tensor");
+    at::Tensor user = tensors[0];
+    at::Tensor buf = contiguousFor(user);
+    auto work = newWork(type, op, tensors, {buf});
+    work->source = src;
+    if (!buf.is_same(user)) {
+      work->on_success = [user, buf]() mutable { user.copy_(buf); };
+    }
+    const Movement move = movement(buf.scalar_type());
+    return post(work, [&](const swy_op_attr_t* attr, swy_request_t* req) {
+      return swy_recv_tagged(buf.data_ptr(), tensorBytes(buf) / move.unit,
+                             move.dtype, src, tag, comm_, attr, req);
+    });
   }
 
   void checkPeer(int peer, int tag, const char* op) const {
@@ -836,6 +845,9 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
         if (!done) {
           ++i;
           continue;
+        }
+        if (work->source == SWY_ANY_SOURCE) {
+          swy_request_source(work->request, &work->source);
         }
         swy_request_free(work->request);
         work->request = nullptr;

@@ -33,6 +33,15 @@ class SwitchyardWork : public c10d::Work {
     return future_;
   }
 
+  // A receive's peer; for one from any source, whose send it matched
+  // (set before complete(): a waiter reads it after wait()).
+  int sourceRank() const override {
+    TORCH_CHECK(source >= 0, "switchyard: sourceRank() of ", opname_,
+                source == SWY_ANY_SOURCE ? ", which matched no send"
+                                         : ", which is not a receive");
+    return source;
+  }
+
   // Ends the op: on success runs the copy-back first; then the waiters and
   // the Future's callbacks (which run on this thread) see the outcome.
   void complete(swy_status_t status, const std::string& detail) {
@@ -62,6 +71,7 @@ class SwitchyardWork : public c10d::Work {
 
   const char* opname_;
   swy_request_t request = nullptr;
+  int source = -1;  // a receive's peer, or SWY_ANY_SOURCE until matched
   std::function<void()> on_success;  // copy results into the user's tensors
   std::vector<at::Tensor> buffers;   // what the library reads or writes
 

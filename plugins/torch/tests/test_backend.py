@@ -327,7 +327,29 @@ def send_recv_ring(rank, world, gloo):
          "tagged irecv")
     expect_error(lambda: dist.send(t, nxt, tag=-2), "tag -2", "negative")
     expect_error(lambda: dist.send(t, rank), "peer rank", str(rank))
-    expect_error(lambda: dist.recv(t), "any source")
+    # From any source: every other rank sends to rank 0 twice (its rank,
+    # then its rank + 100), rank 0 receives them from whoever comes
+    # first, blocking and not; each sender's two in its order.
+    if rank == 0:
+        seen = {}
+        for j in range(2 * (world - 1)):
+            got_any = torch.full((3,), -1, dtype=torch.int64)
+            if j % 2:
+                w = dist.irecv(got_any)
+                w.wait()
+                src = w._source_rank()
+            else:
+                src = dist.recv(got_any)
+            assert 0 < src < world, f"recv from any source: source {src}"
+            want = src + 100 * seen.get(src, 0)
+            same(got_any, torch.full((3,), want, dtype=torch.int64),
+                 f"recv from any source: message {j} from {src}")
+            seen[src] = seen.get(src, 0) + 1
+        assert all(seen.get(p) == 2 for p in range(1, world)), seen
+    else:
+        for k in range(2):
+            dist.send(torch.full((3,), rank + 100 * k, dtype=torch.int64), 0)
+    expect_error(lambda: dist.recv(t, tag=-1), "tag -1", "negative")
 
 
 @case
