@@ -1851,6 +1851,16 @@ static void job_run(void *arg)
     if (job == NULL)
         return;
     swy_status_t status = c->broken;
+    /* SWYTEST_DEVDOUBLE_STALL=1 in a process: its launches never move, as
+     * a GPU kernel that hangs, until comm_abort. */
+    const char *stall = getenv("SWYTEST_DEVDOUBLE_STALL");
+    if (status == SWY_OK && stall != NULL && strcmp(stall, "1") == 0) {
+        while (!atomic_load(&c->aborted)) {
+            struct timespec ms = {0, 10 * 1000 * 1000};
+            nanosleep(&ms, NULL);
+        }
+        status = SWY_ERR_ABORTED;
+    }
     if (status == SWY_OK) {
         status = job_move(c, job);
         if (status == SWY_OK) {

@@ -26,8 +26,12 @@
  *    partition: a plugin communicator given mismatched calls would hang);
  *  - class: two device allreduces whose priority classes differ between
  *    rank 0 and the others: SWY_ERR_MISMATCH on every rank (on the
- *    plugin's communicators, one per class, they would meet each other).
- * Usage: test_lane NRANKS TRACE_DIR [kill|abort|mismatch|class]
+ *    plugin's communicators, one per class, they would meet each other);
+ *  - stall: the last rank's launches never complete (the double's
+ *    SWYTEST_DEVDOUBLE_STALL, a hung kernel): every rank's device
+ *    allreduce fails with SWY_ERR_TIMEOUT, saying its partitions are with
+ *    the plugin (the headers all came: no rank is silent).
+ * Usage: test_lane NRANKS TRACE_DIR [kill|abort|mismatch|class|stall]
  *        (SWY_POLICY lina or fair) */
 #include <string.h>
 #include <time.h>
@@ -380,6 +384,25 @@ static int class_main(swy_comm_t comm, int rank, int w, void *arg)
     return 0;
 }
 
+static int stall_main(swy_comm_t comm, int rank, int w, void *arg)
+{
+    (void)arg;
+    if (rank == w - 1)
+        setenv("SWYTEST_DEVDOUBLE_STALL", "1", 1);
+    size_t count = 3 * PART / 4; /* 3 partitions */
+    float *b = swy_test_buf_calloc(1, count, 4);
+    swy_status_t st = swy_allreduce(b, b, count, SWY_FLOAT32, SWY_SUM, comm,
+                                    NULL, NULL);
+    const char *msg = swy_last_error(comm);
+    fprintf(stderr, "rank %d: %s: %s\n", rank, swy_status_string(st), msg);
+    CHECK_RET(st == SWY_ERR_TIMEOUT, "rank %d: %s, expected a timeout: %s",
+              rank, swy_status_string(st), msg);
+    CHECK_RET(strstr(msg, "with the device plugin not completed") != NULL,
+              "message: %s", msg);
+    swy_test_buf_free(1, b);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int w = argc > 1 ? atoi(argv[1]) : 2;
@@ -403,6 +426,7 @@ int main(int argc, char **argv)
                           : strcmp(mode, "abort") == 0    ? abort_main
                           : strcmp(mode, "mismatch") == 0 ? mismatch_main
                           : strcmp(mode, "class") == 0    ? class_main
+                          : strcmp(mode, "stall") == 0    ? stall_main
                                                           : NULL;
     if (fn != NULL) {
         int rc = swy_test_spawn(w, fn, NULL, 120, NULL);
