@@ -467,8 +467,9 @@ void swy_sched_p2p_start_blocked(struct swy_request *op);
 void swy_sched_p2p_self_sent(swy_sched_comm_t *c);
 /* A probe's completion (op alive). */
 void swy_sched_p2p_probe_done(struct swy_request *op, swy_uop_t *uop);
-/* Is op's header from peer already in hdr_in (caught by a probe)? */
-int swy_sched_p2p_early_header(struct swy_request *op, int peer);
+/* Is op's header from peer already here (caught by a probe)? If so it
+ * is now in hdr_in, and no later call finds it. */
+int swy_sched_p2p_take_early_header(struct swy_request *op, int peer);
 /* op completes: it leaves the view's receive bookkeeping. */
 void swy_sched_p2p_op_gone(struct swy_request *op);
 /* The view goes: the headers nobody received. */

@@ -674,7 +674,7 @@ static void op_headers(struct swy_request *op,
                               .buf = &op->hdr_in[peer],
                               .bytes = sizeof(swy_coll_header_t)};
         /* A receive from any source caught its peer's header (p2p.c). */
-        int early = swy_sched_p2p_early_header(op, peer);
+        int early = swy_sched_p2p_take_early_header(op, peer);
         swy_uop_t *ruop = early ? NULL : swy_sched_uop_new(op, &rx, 1);
         swy_coll_xfer_t sx = rx;
         sx.is_send = 1;

@@ -97,20 +97,25 @@ static void wild_resolve(struct swy_request *op, int peer, int early)
     }
 }
 
-/* The oldest header an earlier probe caught (comm->early_headers, in
- * the order they came), taken into op->hdr_in; its peer, or -1. */
-static int take_early_header(struct swy_request *op)
+/* op takes the caught header e (into hdr_in); returns its peer. */
+static int early_take(struct swy_request *op, early_header_t *e)
 {
-    swy_sched_comm_t *c = op->comm;
-    if (swy_list_empty(&c->early_headers))
-        return -1;
-    early_header_t *e =
-        swy_container_of(c->early_headers.next, early_header_t, link);
     int peer = e->peer;
     op->hdr_in[peer] = e->hdr;
     swy_list_del(&e->link);
     swy_free(e);
     return peer;
+}
+
+/* The oldest header an earlier probe caught (comm->early_headers, in
+ * the order they came), taken into op->hdr_in; its peer, or -1. */
+static int take_oldest_early_header(struct swy_request *op)
+{
+    swy_sched_comm_t *c = op->comm;
+    if (swy_list_empty(&c->early_headers))
+        return -1;
+    return early_take(op, swy_container_of(c->early_headers.next,
+                                            early_header_t, link));
 }
 
 /* A receive from any source begins to listen: at once to a send whose
@@ -121,7 +126,7 @@ static void wild_begin(struct swy_request *op)
     swy_sched_comm_t *c = op->comm;
     c->wild_op = op;
     op->p2p_wild = 1;
-    int peer = take_early_header(op);
+    int peer = take_oldest_early_header(op);
     if (peer >= 0) {
         wild_resolve(op, peer, 1);
         return;
@@ -235,7 +240,7 @@ void swy_sched_p2p_probe_done(struct swy_request *op, swy_uop_t *uop)
     }
 }
 
-int swy_sched_p2p_early_header(struct swy_request *op, int peer)
+int swy_sched_p2p_take_early_header(struct swy_request *op, int peer)
 {
     if (op->args.kind != SWY_COLL_RECV)
         return 0;
@@ -249,9 +254,7 @@ int swy_sched_p2p_early_header(struct swy_request *op, int peer)
          pos = pos->next) {
         early_header_t *e = swy_container_of(pos, early_header_t, link);
         if (e->peer == peer && e->seq == op->seq) {
-            op->hdr_in[peer] = e->hdr;
-            swy_list_del(&e->link);
-            swy_free(e);
+            early_take(op, e);
             return 1;
         }
     }
