@@ -318,6 +318,7 @@ struct swy_sched {
     swy_list_t launched;
     int n_launched;
     size_t lane_inflight_bytes;
+    size_t lane_inflight_by_class[LANE_NCLASSES];
     prio_tally_t lane_inflight_by_prio;
     uint64_t next_launch_index;
     swy_list_t uop_pool; /* freed micro-ops kept for reuse (UOP_POOL_MAX) */

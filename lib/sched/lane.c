@@ -13,8 +13,8 @@
  * partition while higher priority is with the plugin and bounds low
  * priority in flight by its credit, fair gives each op an allowance,
  * fifo runs one op of a communicator at a time. The launches of the two
- * classes run on different plugin communicators and streams, so holding
- * one class never holds the other. */
+ * classes run on different plugin communicators and streams, and no
+ * policy holds a high-class launch for the low class's (lane_admit). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,11 +134,13 @@ static void lane_account(swy_sched_t *s, swy_launch_t *l, int sign)
 {
     if (sign > 0) {
         s->lane_inflight_bytes += l->bytes;
+        s->lane_inflight_by_class[l->cls] += l->bytes;
         tally_add(&s->lane_inflight_by_prio, l->prio, l->bytes);
         if (l->op != NULL)
             l->op->lane_inflight += l->bytes;
     } else {
         s->lane_inflight_bytes -= l->bytes;
+        s->lane_inflight_by_class[l->cls] -= l->bytes;
         tally_sub(&s->lane_inflight_by_prio, l->prio, l->bytes);
         if (l->op != NULL)
             l->op->lane_inflight -= SWY_MIN(l->op->lane_inflight, l->bytes);
@@ -147,9 +149,18 @@ static void lane_account(swy_sched_t *s, swy_launch_t *l, int sign)
 
 /* The policy's verdict on the head launch of a class queue. The lanes
  * are one way out of the rank (the device's links), as an uplink is. The
- * policy's compare is not asked: a class keeps the plugin's order. */
+ * policy's compare is not asked: a class keeps the plugin's order.
+ * A high-class launch does not see the low class's launches with the
+ * plugin: a launch completes only once every rank launched it, so a high
+ * one held by this rank's low ones, while a peer holds those low ones
+ * behind its high ones, would wait forever (a credit shared by both
+ * classes hung 4 ranks this way). The low class sees everything: low
+ * waits for high, never the other way round. */
 static int lane_admit(swy_sched_t *s, const swy_launch_t *l)
 {
+    size_t lower =
+        l->cls == LANE_HIGH ? s->lane_inflight_by_class[LANE_LOW] : 0;
+    size_t le = tally_sum(&s->lane_inflight_by_prio, l->prio, 1);
     const struct swy_request *op = l->op;
     swy_list_t *cops = &op->comm->ops;
     uint32_t oldest = swy_container_of(cops->next, struct swy_request,
@@ -160,8 +171,8 @@ static int lane_admit(swy_sched_t *s, const swy_launch_t *l)
         .bytes = l->bytes, .peer = -1,
         .op_inflight_bytes = op->lane_inflight};
     swy_policy_link_v1_t lv = {
-        .peer = -1, .inflight_bytes = s->lane_inflight_bytes,
-        .inflight_le_bytes = tally_sum(&s->lane_inflight_by_prio, l->prio, 1),
+        .peer = -1, .inflight_bytes = s->lane_inflight_bytes - lower,
+        .inflight_le_bytes = le - SWY_MIN(le, lower),
         .inflight_ge_bytes =
             tally_sum(&s->lane_inflight_by_prio, l->prio - 1, 0),
         .higher_pending = tally_sum(&s->pending_ops, l->prio, 0) > 0,
