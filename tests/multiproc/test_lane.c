@@ -5,12 +5,16 @@
  * checks them against serial references; then, from the Chrome trace it
  * wrote (one "launch" event per partition handed to the plugin, stamped
  * when it was handed over):
- *  - lina: no low-priority partition was handed over between the first
- *    and the last high-priority one (the high op never waits behind a low
- *    one that Switchyard could have held back);
+ *  - lina, and credit (its queue in priority order): no low-priority
+ *    partition was handed over between the first and the last
+ *    high-priority one (the high op never waits behind a low one that
+ *    Switchyard could have held back);
  *  - fair: some were (each op gets its share);
- *  - both: low-priority partitions were still to go after the last high
- *    one, so the backlog was there to hold (the window was exercised).
+ *  - all three: low-priority partitions were still to go after the last
+ *    high one, so the backlog was there to hold (the window was
+ *    exercised);
+ *  - fifo: every low-priority partition went before the first high one
+ *    (whole ops in submission order).
  * A third op, a device allgather on a communicator split in two, checks
  * that lanes of different communicators work side by side.
  * Failures (third argument):
@@ -32,7 +36,7 @@
  *    allreduce fails with SWY_ERR_TIMEOUT, saying its partitions are with
  *    the plugin (the headers all came: no rank is silent).
  * Usage: test_lane NRANKS TRACE_DIR [kill|abort|mismatch|class|stall]
- *        (SWY_POLICY lina or fair) */
+ *        (SWY_POLICY lina, fair, fifo or credit) */
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,7 +46,7 @@
 #define PART (16u << 10)
 
 static const char *trace_dir;
-static int lina;
+static enum { LINA, FAIR, FIFO, CREDIT } policy;
 
 typedef struct {
     double ts, dur;
@@ -104,12 +108,18 @@ static int check_trace(int rank)
     fprintf(stderr, "rank %d: %zu high launches, %zu low; low ones between "
             "the first and last high: %zu (until the high op ended: %zu), "
             "after: %zu\n", rank, nhigh, nlow, inside, during, after);
+    if (policy == FIFO) { /* whole ops in submission order */
+        CHECK_RET(inside == 0 && after == 0 && during == 0, "rank %d: fifo "
+                  "handed %zu low-priority partitions to the plugin after "
+                  "the high op's first", rank, during + after);
+        return 0;
+    }
     CHECK_RET(after > 0, "rank %d: no low-priority partition was left when "
               "the high op's last went: the window was not exercised", rank);
-    if (lina)
-        CHECK_RET(inside == 0, "rank %d: lina handed %zu low-priority "
+    if (policy != FAIR) /* lina; credit orders its queue by priority */
+        CHECK_RET(inside == 0, "rank %d: %s handed %zu low-priority "
                   "partitions to the plugin while the high op had some to "
-                  "go", rank, inside);
+                  "go", rank, policy == LINA ? "lina" : "credit", inside);
     else
         CHECK_RET(during > 0, "rank %d: fair let no low-priority partition "
                   "through while the high op was going", rank);
@@ -411,8 +421,12 @@ int main(int argc, char **argv)
         printf("SKIP: the GPU test double is not there (SWYTEST_DEVDOUBLE)\n");
         return 77;
     }
-    const char *policy = getenv("SWY_POLICY");
-    lina = policy == NULL || strcmp(policy, "lina") == 0;
+    const char *name = getenv("SWY_POLICY");
+    policy = name == NULL || strcmp(name, "lina") == 0 ? LINA
+             : strcmp(name, "fair") == 0               ? FAIR
+             : strcmp(name, "fifo") == 0               ? FIFO
+             : strcmp(name, "credit") == 0             ? CREDIT
+                                                       : LINA;
     char pattern[600], part[32];
     snprintf(pattern, sizeof(pattern), "%s/lane-trace.%%r.json", trace_dir);
     setenv("SWY_TRACE", pattern, 1);
@@ -436,6 +450,6 @@ int main(int argc, char **argv)
     }
     int rc = swy_test_spawn(w, rank_main, NULL, 120, NULL);
     printf("%s: device lanes on %d ranks under %s\n", rc ? "FAIL" : "PASS", w,
-           lina ? "lina" : "fair");
+           name != NULL ? name : "lina");
     return rc;
 }
