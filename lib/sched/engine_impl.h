@@ -480,6 +480,13 @@ void swy_sched_p2p_free(swy_sched_comm_t *c);
 void swy_sched_ready_insert(swy_sched_t *s, swy_uop_t *uop);
 void swy_sched_link_account(swy_sched_t *s, swy_uop_t *uop, int sign);
 int swy_sched_issue_all(swy_sched_t *s);
+/* The policies' oldest op of a view (swy_policy_link_v1_t.oldest_op_seq):
+ * its oldest incomplete op but receives. A receive sends no data, so
+ * holding later ops behind it orders nothing on the wire; and as ranks
+ * post their receives and sends in orders of their own, a send held
+ * behind a receive whose send is held behind a receive on the peer would
+ * wait forever (fifo did, for any receive posted before a send). */
+uint32_t swy_sched_oldest_op(const swy_sched_comm_t *c);
 
 /* op.c: after one of an op's micro-ops or launches completed (in_handler
  * set): finish the op when nothing of it is left, free it when the

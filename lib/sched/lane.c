@@ -162,9 +162,7 @@ static int lane_admit(swy_sched_t *s, const swy_launch_t *l)
         l->cls == LANE_HIGH ? s->lane_inflight_by_class[LANE_LOW] : 0;
     size_t le = tally_sum(&s->lane_inflight_by_prio, l->prio, 1);
     const struct swy_request *op = l->op;
-    swy_list_t *cops = &op->comm->ops;
-    uint32_t oldest = swy_container_of(cops->next, struct swy_request,
-                                       clink)->eseq;
+    uint32_t oldest = swy_sched_oldest_op(op->comm);
     swy_policy_uop_v1_t view = {
         .priority = l->prio, .order = op->order, .op_seq = op->eseq,
         .ready_index = l->ready_index, .ready_ns = l->ready_ns,

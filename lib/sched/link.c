@@ -83,6 +83,18 @@ void swy_sched_link_account(swy_sched_t *s, swy_uop_t *uop, int sign)
     }
 }
 
+uint32_t swy_sched_oldest_op(const swy_sched_comm_t *c)
+{
+    const swy_list_t *pos;
+    for (pos = c->ops.next; pos != &c->ops; pos = pos->next) {
+        const struct swy_request *op =
+            swy_container_of(pos, struct swy_request, clink);
+        if (op->args.kind != SWY_COLL_RECV)
+            return op->eseq;
+    }
+    return 0;
+}
+
 /* Give the link's queue to the policy: issue what it admits. A skipped
  * micro-op stays; scanning stops after a bounded number of skips so the
  * cost per call stays small. */
@@ -103,12 +115,7 @@ static int issue_link(swy_sched_t *s, int peer)
         /* The oldest op of the micro-op's own communicator: fifo is one
          * stream per communicator, as NCCL's, so that communicators whose
          * ops ranks post in different orders never wait for each other. */
-        swy_list_t *cops = &uop->op->comm->ops;
-        uint32_t oldest = swy_list_empty(cops)
-                              ? 0
-                              : swy_container_of(cops->next,
-                                                 struct swy_request,
-                                                 clink)->eseq;
+        uint32_t oldest = swy_sched_oldest_op(uop->op->comm);
         swy_policy_uop_v1_t view;
         policy_view(uop, &view);
         swy_policy_link_v1_t lv = {

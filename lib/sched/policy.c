@@ -1,7 +1,8 @@
 /* The built-in policies and the policy plugin loader.
  *
  *   fifo    whole ops in submission order, as one NCCL stream: a micro-op
- *           leaves only when every earlier op on this rank has completed.
+ *           leaves only when every earlier op on this rank has completed
+ *           (receives aside: swy_sched_oldest_op).
  *   fair    every op issues as soon as its own steps allow, with no
  *           priority between ops: two NCCL streams sharing a link, what
  *           users have today. Two streams get two connections, which the
