@@ -695,8 +695,13 @@ static void op_headers(struct swy_request *op,
         swy_list_insert_before(s->links[suop->lpeer].ready.next,
                                &suop->q_link);
         s->stats.headers_sent++;
-        if (early)
+        if (early) {
+            /* Ours leaves first: a peer whose header disagrees then sees
+             * the disagreement itself, rather than only hearing of it
+             * (or of this rank's exit, if that comes first). */
+            swy_sched_issue_all(s);
             swy_sched_handle_header(op, peer, sizeof(swy_coll_header_t));
+        }
     }
 }
 
