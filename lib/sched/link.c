@@ -110,12 +110,18 @@ static int issue_link(swy_sched_t *s, int peer)
         swy_container_of(pos, swy_uop_t, q_link)->op->comm->id;
     const swy_policy_v1_t *policy = s->policy.ops;
     uint64_t now = s->now_ns;
+    /* The oldest op of the micro-op's own communicator: fifo is one
+     * stream per communicator, as NCCL's, so that communicators whose ops
+     * ranks post in different orders never wait for each other. Looked up
+     * once per communicator and pass (receives are skipped on the way). */
+    const swy_sched_comm_t *oldest_of = NULL;
+    uint32_t oldest = 0;
     while (pos != &link->ready && skips < 64) {
         swy_uop_t *uop = swy_container_of(pos, swy_uop_t, q_link);
-        /* The oldest op of the micro-op's own communicator: fifo is one
-         * stream per communicator, as NCCL's, so that communicators whose
-         * ops ranks post in different orders never wait for each other. */
-        uint32_t oldest = swy_sched_oldest_op(uop->op->comm);
+        if (uop->op->comm != oldest_of) {
+            oldest_of = uop->op->comm;
+            oldest = swy_sched_oldest_op(oldest_of);
+        }
         swy_policy_uop_v1_t view;
         policy_view(uop, &view);
         swy_policy_link_v1_t lv = {
@@ -212,6 +218,7 @@ static int issue_link(swy_sched_t *s, int peer)
                      "rank %d failed", uop->seq, op_label(uop->op),
                      uop->x.bytes, cpeer);
             pos = link->ready.next; /* the queue changed */
+            oldest_of = NULL;       /* and maybe the ops */
             continue;
         }
         s->stats.micro_ops_sent++;
