@@ -78,11 +78,6 @@ UNGATED = [
     "test_batch_isend_irecv_gloo", "test_batch_isend_irecv_gloo_tags",
 ]
 
-# Not run on switchyard: gloo passes them by a feature this backend leaves
-# out on purpose (the extension raises a clear error instead). None now:
-# receives from any source, the last, work since the library has them.
-UNSUPPORTED = {}
-
 RESULT_TAG = "SWY_DIST_RESULT "
 
 
@@ -232,12 +227,8 @@ def main():
         return 2
     ok = True
     for world_size in sizes:
-        skipped_here = {n: why for n, why in UNSUPPORTED.items()
-                        if n in names}
         gloo, gloo_s, _ = run_backend("gloo", world_size, names)
-        swy, swy_s, swy_log = run_backend(
-            "switchyard", world_size,
-            [n for n in names if n not in skipped_here])
+        swy, swy_s, swy_log = run_backend("switchyard", world_size, names)
         print(f"== {world_size} ranks, {len(names)} tests of "
               "distributed_test.py")
         print(f"{'test':55} {'gloo':5} switchyard")
@@ -245,15 +236,12 @@ def main():
             s = swy.get(name, "not run")
             print(f"{name:55} {gloo.get(name, '-'):5} {s}")
         regressions = [n for n in names if gloo.get(n) == "pass"
-                       and n not in skipped_here and swy.get(n) != "pass"]
+                       and swy.get(n) != "pass"]
         gc, sc = counts(gloo), counts(swy)
         print(f"gloo:       {gc['pass']} passed, {gc['fail']} failed, "
               f"{gc['skip']} skipped ({gloo_s:.0f} s)")
         print(f"switchyard: {sc['pass']} passed, {sc['fail']} failed, "
-              f"{sc['skip']} skipped, {len(skipped_here)} not run "
-              f"({swy_s:.0f} s)")
-        for name, why in sorted(skipped_here.items()):
-            print(f"  not run on switchyard: {name} ({why}: unsupported)")
+              f"{sc['skip']} skipped ({swy_s:.0f} s)")
         if gc["pass"] == 0:
             print("gloo passed nothing: the harness is broken")
             ok = False
