@@ -157,8 +157,9 @@ const swy_config_entry_t swy_config_table[] = {
      SWY_CONFIG_TEXT, 0, 0,
      "fifo,fair,lina,credit,<plugin>"},
     {"SWY_PROGRESS", "thread",
-     "Progress: thread (one progress thread per communicator that sleeps "
-     "on the transports' event fds when idle) or caller (progress only "
+     "Progress: thread (one progress thread per process, shared by all "
+     "its communicators, that sleeps on the transports' event fds when "
+     "idle) or caller (progress only "
      "inside swy_test/swy_wait, as MPI).",
      SWY_CONFIG_TEXT, 0, 0,
      "thread,caller"},
