@@ -30,6 +30,15 @@ extern "C" {
  *  rendezvous) over completing early (an eager copy). Without it a send
  *  may be a step that the next one depends on (allreduce). */
 #define SWY_SEND_HINT_BULK 0x1u
+/** The scheduler may want sends posted later to overtake this one (a
+ *  low-priority partition that its policy holds to a credit of bytes in
+ *  flight): complete it only once its bytes are on their way to the
+ *  receiver, not when they were copied into a queue of the transport's
+ *  that later sends to that peer wait behind, so that what the scheduler
+ *  counts in flight is what a later send waits for. Added after the
+ *  first release of v1: a plugin that does not know it ignores it (as
+ *  any unknown bit), and its sends complete as before. */
+#define SWY_SEND_HINT_PREEMPTIBLE 0x2u
 
 typedef struct swy_send_hints_v1 {
     uint32_t abi_version; /**< SWY_SEND_HINTS_ABI_V1 */

@@ -581,6 +581,7 @@ static swy_status_t ucx_isend_hinted(void *vctx, int peer, uint64_t tag,
         .memory_type = UCS_MEMORY_TYPE_HOST,
     };
     if (len < ctx->local_eager && ctx->local[peer] &&
+        !(hints & SWY_SEND_HINT_PREEMPTIBLE) &&
         (!(hints & SWY_SEND_HINT_BULK) || len < UCX_BULK_RNDV_MIN)) {
         param.op_attr_mask |= UCP_OP_ATTR_FLAG_FAST_CMPL;
         op->eager = 1;

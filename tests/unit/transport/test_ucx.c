@@ -1,6 +1,7 @@
 /* The ucx plugin, loaded as a plugin, with two contexts in one process as
  * ranks 0 and 1: address exchange by hand, messages of 0 B .. 64 MiB both
- * ways with random data, truncation, cancel, and the sleep path.
+ * ways with random data, truncation, cancel, the sleep path, and the
+ * send hints' effect on the eager path to a local rank.
  * argv[1]: path of swy-transport-ucx.so. */
 #include <dlfcn.h>
 #include <poll.h>
@@ -183,6 +184,59 @@ static void test_source_matching(void)
     CHECK(got0 == 100 && got1 == 101);
 }
 
+/* Both ranks are on this host. A send of 128 KiB, below
+ * SWY_UCX_LOCAL_EAGER, goes eagerly into UCX's shared-memory queue and
+ * completes before anyone receives it; one with
+ * SWY_SEND_HINT_PREEMPTIBLE must not: its bytes wait at the sender
+ * (rendezvous) until the receive is posted, so that what the scheduler
+ * counts in flight is all a later send waits behind. A send whose
+ * completion only tells that UCX copied it would let the policy's credit
+ * stand for nothing. Progress for a while first: a send that could
+ * complete early would have. */
+static void test_preemptible_hint(const swy_send_hints_v1_t *hints)
+{
+    const char *eager = swy_config_get("SWY_UCX_LOCAL_EAGER");
+    int eager_default = getenv("UCX_RNDV_SEND_NBR_THRESH") == NULL &&
+                        (eager == NULL || strcmp(eager, "512K") == 0);
+    enum { LEN = 128 << 10 };
+    for (int hinted = 0; hinted <= 1; hinted++) {
+        unsigned char *src = malloc(LEN), *dst = malloc(LEN);
+        CHECK(src != NULL && dst != NULL);
+        if (src == NULL || dst == NULL) {
+            free(src);
+            free(dst);
+            return;
+        }
+        fill_random(src, LEN);
+        memset(dst, 0, LEN);
+        completion_t sc = {0}, rc = {0};
+        uint64_t tag = 7000 + (uint64_t)hinted;
+        CHECK(hints->isend_hinted(ctx[1], 0, tag, src, LEN, SWY_MEM_HOST,
+                                  hinted ? SWY_SEND_HINT_PREEMPTIBLE : 0,
+                                  on_complete, &sc, NULL) == SWY_OK);
+        double until = now_s() + 0.2;
+        while (now_s() < until) {
+            ops->progress(ctx[0]);
+            ops->progress(ctx[1]);
+        }
+        printf("  128 KiB to a local rank%s: %s before the receive\n",
+               hinted ? ", preemptible" : "",
+               sc.calls ? "complete" : "not complete");
+        if (hinted)
+            CHECK(sc.calls == 0);
+        else if (eager_default)
+            CHECK(sc.calls == 1 && sc.status == SWY_OK);
+        CHECK(ops->irecv(ctx[0], 1, tag, dst, LEN, SWY_MEM_HOST, on_complete,
+                         &rc, NULL) == SWY_OK);
+        completion_t *all[] = {&sc, &rc};
+        CHECK(wait_all(all, 2, 5.0) == 0);
+        CHECK(sc.status == SWY_OK && rc.status == SWY_OK && rc.bytes == LEN);
+        CHECK(memcmp(src, dst, LEN) == 0);
+        free(src);
+        free(dst);
+    }
+}
+
 /* Arm rank 0, send from rank 1: rank 0's fd must wake up. */
 static void test_wakeup(void)
 {
@@ -289,6 +343,12 @@ int main(int argc, char **argv)
     test_truncation(1 << 20, 1000, 1);
     test_cancel();
     test_source_matching();
+    const swy_send_hints_v1_t *hints = NULL;
+    CHECK(swy_send_hints_plugin_symbol(dl, argv[1], &hints, why,
+                                       sizeof(why)) == SWY_OK &&
+          hints != NULL);
+    if (hints != NULL)
+        test_preemptible_hint(hints);
     test_wakeup();
 
     /* Posted operations are dropped silently at finalize. */
