@@ -126,6 +126,7 @@ typedef struct swy_uop {
     uint8_t unconfirmed; /* issued before the peer posted its op */
     uint8_t issued_early; /* was, when issued (traced as "send_early") */
     uint8_t fair_keyed;  /* fair_key assigned (swy_sched_ready_insert) */
+    uint8_t hints;       /* SWY_SEND_HINT_* it was sent with (traced) */
     uint8_t send_cancelled; /* failing: 1 cancelled once its peer
                                quiesced, 2 given up on (SEND_SETTLE_S) */
     double cancel_s;        /* when */

@@ -248,7 +248,7 @@ static void launch_complete(swy_sched_t *s, swy_launch_t *l)
                  op != NULL ? op_label(op) : "detached", l->seq, l->index);
         swy_trace_event(s->trace, 200000 + l->cls, name, "launch",
                         l->posted_ns, swy_time_ns(), l->prio, l->bytes, -1,
-                        l->seq);
+                        l->seq, 0u);
     }
     if (op == NULL) { /* its op failed and went */
         swy_free(l);

@@ -206,11 +206,19 @@ static int issue_link(swy_sched_t *s, int peer)
         if (!uop->is_header)
             link->last_prio = uop->prio;
         /* Headers carry no priority or hint: they gate nothing. */
+        uint32_t hints = 0;
+        if (!uop->is_header && uop->x.bulk)
+            hints |= SWY_SEND_HINT_BULK;
+        /* The policy bounds what it holds back by the bytes in flight:
+         * they must be what a higher priority sent later waits behind. */
+        if (!uop->is_header && s->policy.by_priority &&
+            uop->prio < s->max_prio_seen)
+            hints |= SWY_SEND_HINT_PREEMPTIBLE;
+        uop->hints = (uint8_t)hints;
         swy_status_t status = swy_transport_isend(
             uop->tp, peer, uop->wire_tag, uop->x.buf, uop->x.bytes,
-            uop->x.mem, uop->is_header ? -1 : uop->prio,
-            !uop->is_header && uop->x.bulk, swy_sched_uop_complete_cb, uop,
-            &uop->handle);
+            uop->x.mem, uop->is_header ? -1 : uop->prio, hints,
+            swy_sched_uop_complete_cb, uop, &uop->handle);
         if (status != SWY_OK) {
             swy_sched_link_account(s, uop, -1);
             uop->state = UOP_READY; /* never reached the transport */

@@ -99,7 +99,7 @@ static void op_complete(struct swy_request *op)
         snprintf(name, sizeof(name), "%.52s #%u", op_label(op), op->seq);
         swy_trace_event(s->trace, 0, name, swy_coll_kind_name(op->args.kind),
                         op->post_ns, swy_time_ns(), op->priority, 0, -1,
-                        op->seq);
+                        op->seq, 0u);
     }
     if (op->status != SWY_OK)
         swy_debug("sched", "op #%u '%s' failed: %s", op->seq, op_label(op),
@@ -401,7 +401,8 @@ void swy_sched_handle_completion(swy_sched_t *s, swy_uop_t *uop)
                         : uop->issued_early ? "send_early"
                                             : "send",
                         uop->posted_ns, swy_time_ns(), uop->prio,
-                        uop->x.bytes, uop->lpeer, uop->seq);
+                        uop->x.bytes, uop->lpeer, uop->seq,
+                        uop->x.is_send ? uop->hints : 0u);
     }
     swy_list_del(&uop->op_link);
     if (op == NULL) { /* detached from a failed op */

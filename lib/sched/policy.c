@@ -251,6 +251,8 @@ swy_status_t swy_policy_load(const char *name, int rank, int nranks,
                                "plugin: %s", name, why);
         swy_info("sched", "policy '%s' loaded from %s", name, path);
     }
+    policy->by_priority = strcmp(policy->ops->name, "fifo") != 0 &&
+                          strcmp(policy->ops->name, "fair") != 0;
     swy_status_t status = policy->ops->init(policy_host(rank, nranks),
                                             &policy->ctx);
     if (status != SWY_OK) {

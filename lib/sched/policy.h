@@ -8,6 +8,9 @@ typedef struct {
     const swy_policy_v1_t *ops;
     void *ctx;
     void *dl_handle; /* NULL for a built-in */
+    /* It orders by priority (all but fifo and fair): a send below the
+     * highest priority seen goes with SWY_SEND_HINT_PREEMPTIBLE. */
+    int by_priority;
 } swy_policy_t;
 
 /* Load the policy named by SWY_POLICY (a built-in, else

@@ -17,6 +17,7 @@ typedef struct {
     size_t bytes;
     int tid, priority, peer;
     uint32_t seq;
+    unsigned hints;
     char name[64];
     const char *cat;
 } trace_event_t;
@@ -60,7 +61,8 @@ swy_trace_t *swy_trace_create(int rank, int nranks)
 
 void swy_trace_event(swy_trace_t *t, int tid, const char *name,
                      const char *cat, uint64_t start_ns, uint64_t end_ns,
-                     int priority, size_t bytes, int peer, uint32_t seq)
+                     int priority, size_t bytes, int peer, uint32_t seq,
+                     unsigned hints)
 {
     if (t == NULL)
         return;
@@ -81,7 +83,7 @@ void swy_trace_event(swy_trace_t *t, int tid, const char *name,
     }
     trace_event_t *e = &t->events[t->count++];
     *e = (trace_event_t){start_ns, end_ns, bytes, tid, priority, peer, seq,
-                         "", cat};
+                         hints, "", cat};
     snprintf(e->name, sizeof(e->name), "%s", name);
 }
 
@@ -128,9 +130,9 @@ void swy_trace_finish(swy_trace_t *t)
             json_string(f, e->name);
             fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,"
                        "\"pid\":%d,\"tid\":%d,\"args\":{\"priority\":%d,"
-                       "\"bytes\":%zu,\"peer\":%d,\"op\":%u}}",
+                       "\"bytes\":%zu,\"peer\":%d,\"op\":%u,\"hints\":%u}}",
                     e->cat, ts, dur, t->rank, e->tid, e->priority, e->bytes,
-                    e->peer, e->seq);
+                    e->peer, e->seq, e->hints);
         }
         fprintf(f, "\n]}\n");
         fclose(f);

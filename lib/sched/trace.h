@@ -14,10 +14,12 @@ typedef struct swy_trace swy_trace_t;
 /* NULL when SWY_TRACE is unset (tracing off). %r in the path becomes the
  * rank. */
 swy_trace_t *swy_trace_create(int rank, int nranks);
-/* A complete event [start_ns, end_ns] (monotonic ns) in a lane. */
+/* A complete event [start_ns, end_ns] (monotonic ns) in a lane; hints:
+ * the SWY_SEND_HINT_* bits a send went with (0 for anything else). */
 void swy_trace_event(swy_trace_t *trace, int tid, const char *name,
                      const char *cat, uint64_t start_ns, uint64_t end_ns,
-                     int priority, size_t bytes, int peer, uint32_t seq);
+                     int priority, size_t bytes, int peer, uint32_t seq,
+                     unsigned hints);
 /* Write the file and free; NULL ok. */
 void swy_trace_finish(swy_trace_t *trace);
 

@@ -543,17 +543,16 @@ void swy_transport_set_destroy(swy_transport_set_t *set)
 
 swy_status_t swy_transport_isend(swy_transport_t *tp, int peer, uint64_t tag,
                                  const void *buf, size_t bytes,
-                                 swy_mem_type_t mem, int prio, int bulk,
+                                 swy_mem_type_t mem, int prio, uint32_t hints,
                                  swy_transport_complete_cb_v1_t cb,
                                  void *cb_arg, void **handle_p)
 {
     if (prio >= 0 && tp->dev != NULL && tp->dev->isend_prio != NULL)
         return tp->dev->isend_prio(tp->ctx, peer, tag, buf, bytes, mem, prio,
                                    cb, cb_arg, handle_p);
-    if (bulk && tp->hints != NULL)
+    if (hints != 0 && tp->hints != NULL)
         return tp->hints->isend_hinted(tp->ctx, peer, tag, buf, bytes, mem,
-                                       SWY_SEND_HINT_BULK, cb, cb_arg,
-                                       handle_p);
+                                       hints, cb, cb_arg, handle_p);
     return tp->ops->isend(tp->ctx, peer, tag, buf, bytes, mem, cb, cb_arg,
                           handle_p);
 }

@@ -108,12 +108,13 @@ swy_status_t swy_transport_set_connect_all(swy_transport_set_t *set,
 
 /* Send through tp by the best entry it offers: a transport with device
  * services takes the op's priority (prio >= 0: the nccl plugin's high- or
- * low-priority stream), one with send hints hears which sends are bulk
- * (the ucx plugin then skips its eager path to local ranks), any other
- * gets a plain isend. prio -1: no priority (a header). */
+ * low-priority stream), one with send hints hears the hints
+ * (SWY_SEND_HINT_*: bulk and preemptible sends skip the ucx plugin's
+ * eager path to local ranks), any other gets a plain isend. prio -1: no
+ * priority (a header). */
 swy_status_t swy_transport_isend(swy_transport_t *tp, int peer, uint64_t tag,
                                  const void *buf, size_t bytes,
-                                 swy_mem_type_t mem, int prio, int bulk,
+                                 swy_mem_type_t mem, int prio, uint32_t hints,
                                  swy_transport_complete_cb_v1_t cb,
                                  void *cb_arg, void **handle_p);
 

@@ -9,6 +9,12 @@
  * counters. Sends issued before their peer posted the op ("send_early" in
  * the trace: up to two partitions per op and link, which by design do not
  * count against the credit, so that no policy can deadlock) are left out.
+ * The credit holds on the wire only if the transport counts the same
+ * bytes: every low-priority send issued after the high op was posted
+ * must carry SWY_SEND_HINT_PREEMPTIBLE ("hints" in the trace; the ucx
+ * plugin then takes it off its eager path to local ranks, whose queue a
+ * later send waits behind however early the send completed), and no
+ * high-priority send may.
  * Usage: test_priority NRANKS TRACE_DIR [split]   (NRANKS 1 uses the self
  * transport; 2 uses UCX shared memory). With split, the high-priority
  * all-to-all runs on a communicator split from the world (ranks in
@@ -18,6 +24,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "switchyard/swy_send_hints_v1.h"
 
 #define PART (64u << 10)
 #define CREDIT (64u << 10)
@@ -27,6 +34,7 @@ static const char *trace_dir;
 typedef struct {
     double ts, dur;
     int tid, prio;
+    unsigned hints;
     size_t bytes;
 } ev_t;
 
@@ -42,18 +50,20 @@ static int check_trace(int rank, int w)
     size_t n = 0;
     double high_post = -1;
     while (fgets(line, sizeof(line), f)) {
-        double ts, dur, tid, prio, bytes;
+        double ts, dur, tid, prio, bytes, hints;
         if (swy_test_trace_num(line, "\"ts\":", &ts) ||
             swy_test_trace_num(line, "\"dur\":", &dur) ||
             swy_test_trace_num(line, "\"tid\":", &tid) ||
             swy_test_trace_num(line, "\"priority\":", &prio) ||
-            swy_test_trace_num(line, "\"bytes\":", &bytes))
+            swy_test_trace_num(line, "\"bytes\":", &bytes) ||
+            swy_test_trace_num(line, "\"hints\":", &hints))
             continue;
         if (strstr(line, "\"cat\":\"send\"")) {
             /* A trace longer than this is read whole or not at all. */
             CHECK_RET(n < MAX_EVENTS, "trace %s has more than %d send events",
                       path, MAX_EVENTS);
-            evs[n++] = (ev_t){ts, dur, (int)tid, (int)prio, (size_t)bytes};
+            evs[n++] = (ev_t){ts, dur, (int)tid, (int)prio, (unsigned)hints,
+                              (size_t)bytes};
         }
         else if (strstr(line, "\"name\":\"high #") && tid == 0)
             high_post = ts;
@@ -69,6 +79,18 @@ static int check_trace(int rank, int w)
             "high op\n", rank, low_bytes_behind);
     CHECK_RET(low_bytes_behind > 0, "rank %d: no low-priority bytes waited for "
               "the high-priority op: the window was not exercised", rank);
+    for (size_t i = 0; i < n; i++) {
+        const ev_t *e = &evs[i];
+        if (e->prio == SWY_PRIO_LOW && e->ts >= high_post)
+            CHECK_RET(e->hints & SWY_SEND_HINT_PREEMPTIBLE, "rank %d: a "
+                      "low-priority send to link %d at %.1f, after the high "
+                      "op was posted, went without the preemptible hint "
+                      "(hints %u)", rank, e->tid - 1, e->ts, e->hints);
+        if (e->prio == SWY_PRIO_HIGH)
+            CHECK_RET(!(e->hints & SWY_SEND_HINT_PREEMPTIBLE), "rank %d: a "
+                      "high-priority send to link %d went with the "
+                      "preemptible hint", rank, e->tid - 1);
+    }
     for (int peer = 0; peer < w; peer++) {
         int tid = 1 + peer;
         double last_high = -1;
