@@ -557,7 +557,14 @@ static char ucx_empty_buffer[1];
  * for each other, is still faster eagerly. Smaller chunks stay eager: a
  * rendezvous costs a round trip and a process_vm_readv that pins the
  * sender's pages, which is most of a 16 KiB chunk's time. Both were
- * measured on alltoallv and allreduce (docs/performance.md, "coll"). */
+ * measured on alltoallv and allreduce (docs/performance.md, "coll").
+ * A send with SWY_SEND_HINT_PREEMPTIBLE (a low-priority partition that
+ * lina holds to its credit) never takes the eager path to a local rank,
+ * whatever its size: the receiver takes the shared FIFO's elements in
+ * order, so an eager send that completed at once still stands ahead of
+ * every later send to that rank, and the credit would bound nothing
+ * (docs/performance.md, "interference"). By rendezvous it completes
+ * when the receiver has its bytes. */
 static swy_status_t ucx_isend_hinted(void *vctx, int peer, uint64_t tag,
                                      const void *buf, size_t len,
                                      swy_mem_type_t mem, uint32_t hints,
