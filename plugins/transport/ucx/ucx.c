@@ -559,8 +559,9 @@ static char ucx_empty_buffer[1];
  * sender's pages, which is most of a 16 KiB chunk's time. Both were
  * measured on alltoallv and allreduce (docs/performance.md, "coll").
  * A send with SWY_SEND_HINT_PREEMPTIBLE (a low-priority partition that
- * lina holds to its credit) never takes the eager path to a local rank,
- * whatever its size: the receiver takes the shared FIFO's elements in
+ * lina holds to its credit) never takes the fast-completing eager path
+ * to a local rank (UCX's own thresholds still send a few KiB eagerly,
+ * as to any peer): the receiver takes the shared FIFO's elements in
  * order, so an eager send that completed at once still stands ahead of
  * every later send to that rank, and the credit would bound nothing
  * (docs/performance.md, "interference"). By rendezvous it completes
