@@ -162,9 +162,15 @@ void swy_sched_progress_failing(swy_sched_t *s)
     report_quiesced(s);
 }
 
-/* Failures the control plane knows of first, acted on before the
- * transports run, so a rendezvous that arrived meanwhile finds no receive
- * and reads nothing (see RELEASE_GRACE_S):
+/* Failures the control plane knows of. A progress pass acts on them after
+ * the transports' completions of the pass: what a peer sent before it
+ * failed or exited (a header saying that it disagrees, an op's last
+ * bytes) counts first, so that a rank that was not looking when both
+ * came reports what happened first (SWY_ERR_MISMATCH, not the peer's
+ * exit). A rendezvous read in that pass reads live memory: a failed peer
+ * hands its buffers back only once this rank said it quiesced, which it
+ * says after acting here (or after RELEASE_GRACE_S), and a dead one's
+ * read fails and waits for the cause (TRANSPORT_CAUSE_WAIT_S):
  * - the job's failure (a rank died or left, the world view's mismatch,
  *   timeout or abort, the root gone) fails the world view;
  * - a split view fails when one of its peer processes died or left (the

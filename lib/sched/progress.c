@@ -71,7 +71,6 @@ static void arm_handoff(swy_sched_t *s)
 
 int swy_sched_progress_locked(swy_sched_t *s)
 {
-    swy_sched_check_control_plane(s, (double)s->now_ns * 1e-9);
     int events = swy_transport_set_progress(s->p.transports);
     s->now_ns = swy_time_ns();
     int handled = 0;
@@ -82,6 +81,7 @@ int swy_sched_progress_locked(swy_sched_t *s)
         swy_sched_handle_completion(s, uop);
         handled++;
     }
+    swy_sched_check_control_plane(s, (double)s->now_ns * 1e-9);
     /* Completions may have reduced or copied for a while: the sends
      * issued next are stamped with the time they leave. */
     if (handled > 0)

@@ -13,6 +13,8 @@
  *             is refused
  *   group     many peers, blocking calls in a scrambled order, in a group
  *   p2p_mismatch  a send and a receive of different counts: both fail
+ *   p2p_mismatch_late  the same, the receive posted after the send's
+ *             header came: the sender still finds it itself
  *   p2p_tag_mismatch  ... of different tags: both fail, naming the tags
  *   any_source  receives from SWY_ANY_SOURCE: every rank sends to every
  *             rank (itself too) at once, each message received once,
@@ -558,6 +560,39 @@ static int count_mismatch(swy_comm_t comm, int rank, int from)
 static int case_p2p_mismatch(swy_comm_t comm, int rank, int w, void *arg)
 {
     return count_mismatch(comm, rank, 0);
+}
+
+/* As p2p_mismatch, with progress by the caller (main): the sender posts
+ * and looks away for a second, in which the receiver posts, finds the
+ * disagreement, tells the job and exits at once. When the sender next
+ * makes progress, the receiver's header and its exit are both there: the
+ * header came first and must count (SWY_ERR_MISMATCH, its message naming
+ * the sender's own op), not the exit (SWY_ERR_REMOTE). */
+static int case_p2p_mismatch_late(swy_comm_t comm, int rank, int w,
+                                  void *arg)
+{
+    int32_t buf[16] = {0};
+    swy_status_t st;
+    if (rank == 0) {
+        swy_request_t req;
+        st = swy_send(buf, 4, SWY_INT32, 1, comm, NULL, &req);
+        if (st == SWY_OK) {
+            usleep(1000 * 1000);
+            st = swy_wait(req);
+            swy_request_free(req);
+        }
+    } else if (rank == 1) {
+        usleep(300 * 1000);
+        st = swy_recv(buf, 8, SWY_INT32, 0, comm, NULL, NULL);
+    } else {
+        return 0;
+    }
+    const char *msg = swy_last_error(comm);
+    CHECK_RET(st == SWY_ERR_MISMATCH, "rank %d got %s: %s", rank,
+              swy_status_string(st), msg);
+    CHECK_RET(strstr(msg, rank == 0 ? "'send'" : "'recv'") != NULL,
+              "rank %d did not see the disagreement itself: %s", rank, msg);
+    return 201 - 1; /* exit 0 at once, the comm failed */
 }
 
 /* A send and its receive (the first of their pair) with other tags. */
@@ -1177,6 +1212,8 @@ int main(int argc, char **argv)
     else if (!strcmp(which, "p2p")) fn = case_p2p;
     else if (!strcmp(which, "group")) fn = case_group;
     else if (!strcmp(which, "p2p_mismatch")) fn = case_p2p_mismatch;
+    else if (!strcmp(which, "p2p_mismatch_late"))
+        fn = case_p2p_mismatch_late;
     else if (!strcmp(which, "p2p_tag_mismatch")) fn = case_p2p_tag_mismatch;
     else if (!strcmp(which, "any_source")) fn = case_any_source;
     else if (!strcmp(which, "any_source_mismatch"))
@@ -1203,6 +1240,8 @@ int main(int argc, char **argv)
                 "double is not loaded (SWYTEST_DEVDOUBLE)\n");
         return 1;
     }
+    if (fn == case_p2p_mismatch_late)
+        setenv("SWY_PROGRESS", "caller", 1);
     swy_test_result_t result;
     int rc = swy_test_spawn(w, fn, NULL, 120, &result);
     if (!strcmp(which, "kill") || !strcmp(which, "join_kill")) {
