@@ -184,9 +184,9 @@ const swy_config_entry_t swy_config_table[] = {
      "shared-memory FIFO instead of by a CMA rendezvous (UCX's "
      "RNDV_SEND_NBR_THRESH with fast local completion; "
      "UCX_RNDV_SEND_NBR_THRESH, when set, wins); alltoallv's chunks, "
-     "which nothing waits on alone, go by rendezvous from 256 KiB, and "
-     "so does every send that lina or credit holds to its credit, from "
-     "UCX's own rendezvous size (8 KiB) on. 0: "
+     "which nothing waits on alone, go by rendezvous from 256 KiB, and, "
+     "under lina or credit, so does every send below the highest "
+     "priority seen, from UCX's own rendezvous size (8 KiB) on. 0: "
      "UCX's default (rendezvous from 8 KiB) to every peer.",
      SWY_CONFIG_SIZE, 0, 67108864, NULL},
     {"SWY_UCX_SHM_SEG", "auto",
