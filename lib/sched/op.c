@@ -401,8 +401,7 @@ void swy_sched_handle_completion(swy_sched_t *s, swy_uop_t *uop)
                         : uop->issued_early ? "send_early"
                                             : "send",
                         uop->posted_ns, swy_time_ns(), uop->prio,
-                        uop->x.bytes, uop->lpeer, uop->seq,
-                        uop->x.is_send ? uop->hints : 0u);
+                        uop->x.bytes, uop->lpeer, uop->seq, uop->hints);
     }
     swy_list_del(&uop->op_link);
     if (op == NULL) { /* detached from a failed op */
