@@ -6,14 +6,21 @@
 
 #include "swy_kernels.h"
 
-/* OpenBLAS's own entry point; declared here too because a cblas.h from
- * another BLAS (the find_library fallback in meson.build) lacks it. */
+/* OpenBLAS's own entry points; declared here too because a cblas.h from
+ * another BLAS (the find_library fallback in meson.build) lacks them. */
 void openblas_set_num_threads(int num_threads);
+char *openblas_get_corename(void);
 
 void swy_k_blas_set_threads(int n)
 {
     assert(n >= 1);
     openblas_set_num_threads(n);
+}
+
+const char *swy_k_blas_core(void)
+{
+    const char *name = openblas_get_corename();
+    return name != NULL ? name : "unknown";
 }
 
 void swy_k_linear_fwd(const float *x, const float *w, const float *b, int N,

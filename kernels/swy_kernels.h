@@ -298,6 +298,10 @@ void swy_k_linear_fwd(const float *x, const float *w, const float *b, int N,
  *  environment).  Process-wide; call before the first GEMM. */
 void swy_k_blas_set_threads(int n);
 
+/** The name of the kernels OpenBLAS chose for this CPU (its
+ *  openblas_get_corename(), e.g. "SkylakeX"), or "unknown". */
+const char *swy_k_blas_core(void);
+
 /** Backward of swy_k_linear_fwd: dx[N][in] = dy w^T overwritten (NULL:
  *  skipped); dw[in][out] += x^T dy; db[out] += column sums of dy (NULL:
  *  skipped). */

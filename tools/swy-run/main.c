@@ -1,6 +1,7 @@
 /* swy-run: start the ranks of a Switchyard job. The command line decides
  * the launcher: local ranks (launch_local.c) or an emulated cluster of
  * network namespaces (launch_cluster.c). */
+#include "blas_env.h"
 #include "launch_cluster.h"
 #include "launch_local.h"
 #include "options.h"
@@ -40,6 +41,7 @@ int main(int argc, char **argv)
         break;
     }
 
+    swy_run_blas_env_set();
     if (opts.mode == SWY_RUN_MODE_CLUSTER) {
         return swy_run_cluster_launch(&opts);
     }

@@ -25,6 +25,7 @@
 #ifdef SWT_HAVE_CUDA
 #include "model_cuda.h"
 #endif
+#include "blas_core.h"
 #include "swt_commit.h"
 #include "swy_kernels.h"
 #include "switchyard/load.h"
@@ -603,6 +604,21 @@ static const char *ta_capacity_name(const swt_model_config_t *m)
     }
 }
 
+/* OpenBLAS older than the CPU runs SSE kernels on it (blas_core.h):
+ * swy-run sets OPENBLAS_CORETYPE for the ranks; without it, say so. */
+static void blas_core_warn(void)
+{
+    const char *pick =
+        swy_blas_core_pick(swy_k_blas_core(), swy_blas_cpu_features());
+    if (pick == NULL || getenv("OPENBLAS_CORETYPE") != NULL)
+        return;
+    fprintf(stderr, "swy-train: OpenBLAS runs its %s kernels on this CPU, "
+            "which it does not know; its %s kernels run here several times "
+            "faster. Start the ranks with swy-run, or set "
+            "OPENBLAS_CORETYPE=%s for them.\n", swy_k_blas_core(), pick,
+            pick);
+}
+
 static void print_header(const options_t *o, int argc, char **argv,
                          int W, const char *policy, const trainer_t *md,
                          double floor_nats)
@@ -621,11 +637,12 @@ static void print_header(const options_t *o, int argc, char **argv,
            sysconf(_SC_NPROCESSORS_ONLN), cpu);
     printf("# ranks: %d  policy: %s  pipeline: %d  packing: %d  "
            "bucket: %zu bytes (%d buckets)  phase hints: %s  device: %s  "
-           "blas threads: %d  gate: %s (capacity per expert: %s)  "
+           "blas: %s, %d threads  gate: %s (capacity per expert: %s)  "
            "overlap: %s\n", W, policy,
            m->pipeline,
            m->packing, m->bucket_bytes, trainer_num_buckets(md),
-           m->phase_hints ? "on" : "off", o->device_desc, o->threads,
+           m->phase_hints ? "on" : "off", o->device_desc, swy_k_blas_core(),
+           o->threads,
            m->gate == SWT_GATE_TA     ? "ta"
            : m->gate == SWT_GATE_TOPO ? "topo"
                                       : "gshard",
@@ -871,8 +888,10 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
             goto out;
         }
     }
-    if (rank == 0)
+    if (rank == 0) {
         print_header(o, argc, argv, W, policy, md, floor_nats);
+        blas_core_warn();
+    }
     if (rank == 0 && ep != comm)
         printf("# groups: experts over %d expert-parallel groups of %d "
                "ranks (every %d-th rank), gradients of each expert summed "
@@ -1187,13 +1206,14 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
                    "\"experts\":%d,\"top_k\":%d,\"tokens_per_rank\":%d,"
                    "\"bucket_bytes\":%zu,\"compute_scale\":%g,"
                    "\"loss_first\":%.6f,\"loss_last\":%.6f,"
-                   "\"loss_floor\":%.6f,\"ep\":%d,", SWT_GIT_COMMIT, W, steps,
+                   "\"loss_floor\":%.6f,\"ep\":%d,\"blas\":\"%s\",",
+                   SWT_GIT_COMMIT, W, steps,
                    o->device_desc, m->bf16 ? "bf16" : "fp32", policy,
                    partition,
                    m->pipeline, m->overlap, m->packing, m->layers, m->hidden,
                    m->ffn, m->dense_ffn, E,
                    m->top_k, m->tokens, m->bucket_bytes, o->compute_scale,
-                   loss_first, loss_last, floor_nats, Wep);
+                   loss_first, loss_last, floor_nats, Wep, swy_k_blas_core());
             static const char *const keys[SWT_T_COUNT + 1] = {
                 "step_ms", "a2a_ms", "a2a_wait_ms", "allreduce_ms",
                 "allreduce_wait_ms", "expert_ms", "moe_segment_ms",
