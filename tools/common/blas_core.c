@@ -25,10 +25,10 @@ unsigned swy_blas_cpu_features(void)
 /* The x86-64 cores of OpenBLAS's DYNAMIC_ARCH (driver/others/dynamic.c)
  * whose kernels use neither AVX2 nor FMA. */
 static const char *const pre_avx2_cores[] = {
-    "Katmai",   "Coppermine", "Northwood", "Prescott",     "Banias",
-    "Atom",     "Core2",      "Penryn",    "Dunnington",   "Nehalem",
-    "Athlon",   "Opteron",    "Opteron_SSE3", "Barcelona", "Nano",
-    "Sandybridge", "Bobcat",  "Bulldozer", "Piledriver",   "Steamroller",
+    "Katmai", "Coppermine", "Northwood", "Prescott", "Banias", "Atom",
+    "Core2", "Penryn", "Dunnington", "Nehalem", "Athlon", "Opteron",
+    "Opteron_SSE3", "Barcelona", "Nano", "Sandybridge", "Bobcat",
+    "Bulldozer", "Piledriver", "Steamroller",
 };
 
 const char *swy_blas_core_pick(const char *current, unsigned features)
