@@ -4,10 +4,11 @@
  * its SSE3 kernels ("Prescott"). Debian 12's 0.3.21 does so on Intel's
  * Emerald Rapids (family 6, model 207), where its single-thread SGEMM
  * then runs at about a fifth of the speed of the AVX-512 kernels the CPU
- * can run (33 against 155 GFLOP/s at 256 x 256; docs/performance.md,
- * "Machines"). OPENBLAS_CORETYPE, read when the library loads, overrides
- * the choice: swy-run sets it for the ranks, swy-train says so when it
- * runs without it. */
+ * can run (33 against 155 GFLOP/s at 256 x 256; README, "Running on one
+ * or several machines"). OPENBLAS_CORETYPE, read when the library
+ * loads, overrides the choice: swy-run sets it for the ranks; swy-train
+ * and switchyard.launch (the same list, checked by torch_blas) say so
+ * when they run without it. */
 #ifndef SWY_TOOLS_BLAS_CORE_H
 #define SWY_TOOLS_BLAS_CORE_H
 

@@ -61,7 +61,8 @@ def blas_advice(env, cpuinfo="/proc/cpuinfo"):
     """The OPENBLAS_CORETYPE this process should have been started with,
     or None: PyTorch on Debian multiplies through the system's OpenBLAS,
     and one older than the CPU runs its SSE kernels there (Debian 12's
-    0.3.21 on Intel's Emerald Rapids: about 4.5x slower)."""
+    0.3.21 on Intel's Emerald Rapids: a 512 x 256 x 512 matmul ran 4.4x
+    slower, 31.9 against 139.4 GFLOP/s on one core)."""
     if "OPENBLAS_CORETYPE" in env:
         return None
     try:
