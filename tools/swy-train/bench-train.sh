@@ -6,11 +6,13 @@
 # core of the 2-core VM (the pipeline benchmark).
 #
 #   BUILD_DIR=build-train REPS=5 tools/swy-train/bench-train.sh \
-#       "--policy lina" "--policy fair" "--policy fifo" -- [common flags]
+#       "--policy lina" "--policy fair" "--policy fifo" -- [common flags] \
+#       | tools/swy-train/train-ratio.py
 #
 # Each argument before "--" is one configuration's flags; the flags after
-# "--" go to every run. Summaries: docs/performance.md ("train",
-# "pipeline").
+# "--" go to every run. train-ratio.py prints the medians and each
+# configuration's ratio to the first; pipeline-eff.py the pipelining
+# efficiency. Summaries: docs/performance.md ("train", "pipeline").
 set -euo pipefail
 build=${BUILD_DIR:-build-train}
 # The library compiles in no build-tree path: name the build's plugins.

@@ -28,6 +28,12 @@
 #             (two groups, each expert replicated twice) keeps the expert
 #             replicas and the dense replicas identical and learns.
 #   badflags  bad input exits 2, with and without a launcher.
+#   ratio     tools/swy-train/train-ratio.py (the train benchmark's
+#             summary): on JSON lines of known step times it prints each
+#             configuration's median and range and the ratios that a
+#             hand computation gives, and says whether the losses agree;
+#             on real swy-train lines (lina and fair, 2 ranks) it finds
+#             the keys it reads and the identical loss.
 #   placement 4 ranks, 30 steps: --placement predicted gives the loss
 #             curve of --placement none within 1e-4 on uniform token ids
 #             (no expert is worth shadowing there), and within 1e-3 on a
@@ -236,6 +242,52 @@ ep)
     grep -q '"dense_identical":true' "$tmp/e2.out" || fail "dense replicas differ"
     awk -F, 'NR == 2 { first = $2 } END { exit !($2 < first - 1) }' \
         "$tmp/e2.csv" || fail "the loss does not fall with --ep 2"
+    ;;
+ratio)
+    ratio=$(dirname "$0")/../../../tools/swy-train/train-ratio.py
+    py=/usr/bin/python3
+    [[ -x $py ]] || { echo "no $py: skipped"; exit 77; }
+    # line REP CONFIG STEP LOSS: a bench-train.sh line with known figures
+    line() {
+        printf '{"rep":%s,"config":"%s","step_ms_median":%s,' "$1" "$2" "$3"
+        printf '"a2a_ms_median":%s,"compute_ms_median":50,' "$1"
+        printf '"allreduce_ms_median":70,"allreduce_wait_ms_median":5,'
+        printf '"loss_last":%s}\n' "$4"
+    }
+    { line 1 a 100 0.5; line 1 b 150 0.5; line 2 a 110 0.5
+      line 2 b 121 0.5; line 3 a 90 0.5; line 3 b 135 0.5; } >"$tmp/k.jsonl"
+    "$py" "$ratio" "$tmp/k.jsonl" >"$tmp/k.out" 2>&1 ||
+        { cat "$tmp/k.out"; fail "train-ratio.py exited $?"; }
+    cat "$tmp/k.out"
+    # a: 90, 100, 110 -> median 100; b: 121, 135, 150 -> 135; per
+    # repetition 150/100, 121/110, 135/90.
+    grep -qx 'a | 100.0 \[90.0-110.0\] | 100.0 / 110.0 / 90.0 | 2.0 : 50.0 : 70.0 : 5.0' \
+        "$tmp/k.out" || fail "a's row is wrong"
+    grep -qx 'b / a: 1.35x \[1.10-1.50\], per repetition 1.50 1.10 1.50' \
+        "$tmp/k.out" || fail "the ratio of b to a is wrong"
+    grep -qx 'loss: identical in every run (0.500000)' "$tmp/k.out" ||
+        fail "equal losses not reported"
+    line 4 b 140 0.75 >>"$tmp/k.jsonl"
+    "$py" "$ratio" <"$tmp/k.jsonl" >"$tmp/k2.out" 2>&1 || fail "stdin run failed"
+    grep -qx 'loss: DIFFERS: 0.500000, 0.750000' "$tmp/k2.out" ||
+        { cat "$tmp/k2.out"; fail "different losses not reported"; }
+    "$py" "$ratio" </dev/null >/dev/null 2>&1 && fail "no input must fail"
+    # Real lines: the keys swy-train writes.
+    for p in lina fair; do
+        run "$p" 2 --steps 4 --tokens-per-rank 64 --policy "$p"
+        # swy-run prefixes rank 0's lines with "[0] ", as bench-train.sh
+        # does not; the tool reads the lines bench-train.sh writes.
+        sed -n "s|^\[0\] {|{\"rep\":1,\"config\":\"$p\",|p" \
+            "$tmp/$p.out" >>"$tmp/real.jsonl"
+    done
+    [[ $(grep -c '^{' "$tmp/real.jsonl") == 2 ]] ||
+        { cat "$tmp/lina.out"; fail "no JSON line from swy-train"; }
+    "$py" "$ratio" "$tmp/real.jsonl" >"$tmp/real.out" 2>&1 ||
+        { cat "$tmp/real.out"; fail "train-ratio.py failed on swy-train's lines"; }
+    cat "$tmp/real.out"
+    grep -q '^fair / lina: [0-9.]*x' "$tmp/real.out" || fail "no ratio"
+    grep -q '^loss: identical in every run' "$tmp/real.out" ||
+        fail "lina and fair ended on different losses"
     ;;
 badflags)
     check() { # check CMD...: must exit 2 with a message naming the problem
