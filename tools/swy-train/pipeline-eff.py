@@ -12,22 +12,16 @@ eff. docs/performance.md, "pipeline", has the runs.
 
     tools/swy-train/bench-train.sh ... | tools/swy-train/pipeline-eff.py
 """
-import json
 import statistics
 import sys
+
+from bench_lines import json_lines
 
 
 def main():
     runs = {}
-    for path in sys.argv[1:] or ["-"]:
-        f = sys.stdin if path == "-" else open(path)
-        for line in f:
-            line = line.strip()
-            if not line.startswith("{"):
-                continue
-            j = json.loads(line)
-            key = (j["packing"], j["pipeline"], j.get("rep", 1))
-            runs[key] = j
+    for j in json_lines(sys.argv[1:]):
+        runs[(j["packing"], j["pipeline"], j.get("rep", 1))] = j
     if not runs:
         sys.exit("pipeline-eff: no swy-train --json lines")
     packings = sorted({k[0] for k in runs})

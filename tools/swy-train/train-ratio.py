@@ -13,9 +13,10 @@ curve under every policy). docs/performance.md, "train", has the runs.
     tools/swy-train/bench-train.sh "--policy lina" "--policy fair" -- ... \\
         | tools/swy-train/train-ratio.py
 """
-import json
 import statistics
 import sys
+
+from bench_lines import json_lines
 
 PHASES = (("a2a", "a2a_ms_median"), ("compute", "compute_ms_median"),
           ("allreduce", "allreduce_ms_median"),
@@ -24,17 +25,11 @@ PHASES = (("a2a", "a2a_ms_median"), ("compute", "compute_ms_median"),
 
 def read_runs(paths):
     runs, configs = {}, []
-    for path in paths or ["-"]:
-        f = sys.stdin if path == "-" else open(path)
-        for line in f:
-            line = line.strip()
-            if not line.startswith("{"):
-                continue
-            j = json.loads(line)
-            config = j.get("config", j.get("policy", "?"))
-            if config not in configs:
-                configs.append(config)
-            runs[(config, j.get("rep", 1))] = j
+    for j in json_lines(paths):
+        config = j.get("config", j.get("policy", "?"))
+        if config not in configs:
+            configs.append(config)
+        runs[(config, j.get("rep", 1))] = j
     return runs, configs
 
 
