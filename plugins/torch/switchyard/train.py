@@ -44,6 +44,12 @@ def parse_args(argv=None):
                    help="start this many local ranks (default: torchrun's)")
     p.add_argument("--ep", type=int, default=0,
                    help="ranks per expert-parallel group (default: all)")
+    p.add_argument("--ep-layout", choices=["block", "stride"],
+                   default="block",
+                   help="block: groups of consecutive ranks (DeepSpeed's; "
+                   "on a node when its ranks are consecutive); stride: "
+                   "every (ranks / ep)-th rank, across the nodes, as "
+                   "swy-train --ep")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch", type=int, default=16,
                    help="sequences per step, all ranks together")
@@ -150,24 +156,32 @@ def global_batch(args, step):
 
 
 def make_groups(args, rank, world):
-    """Expert-parallel groups of --ep consecutive ranks; the ranks that hold
-    the same experts form an expert data-parallel group. Every rank takes
-    part in making every group, as new_group requires."""
+    """Expert-parallel groups of --ep ranks, consecutive ranks (block) or
+    every (world / ep)-th rank (stride); the ranks with the same place in
+    their groups hold the same experts and form an expert data-parallel
+    group. Every rank takes part in making every group, as new_group
+    requires. Returns the two groups and this rank's place in its
+    expert-parallel group."""
     ep = args.ep or world
     if world % ep or args.experts % ep:
         raise SystemExit(f"--ep {ep} must divide the {world} ranks and the "
                          f"{args.experts} experts")
+    groups = world // ep
+    if args.ep_layout == "block":
+        ep_ranks = [list(range(g * ep, (g + 1) * ep)) for g in range(groups)]
+    else:
+        ep_ranks = [list(range(g, world, groups)) for g in range(groups)]
     ep_group = expert_dp_group = None
-    for first in range(0, world, ep):
-        g = dist.new_group(list(range(first, first + ep)),
-                           backend=args.backend)
-        if first <= rank < first + ep:
-            ep_group = g
-    for offset in range(ep):
-        g = dist.new_group(list(range(offset, world, ep)), backend=args.backend)
-        if rank % ep == offset:
+    for ranks in ep_ranks:
+        g = dist.new_group(ranks, backend=args.backend)
+        if rank in ranks:
+            ep_group, ep_rank = g, ranks.index(rank)
+    for place in range(ep):
+        ranks = [r[place] for r in ep_ranks]
+        g = dist.new_group(ranks, backend=args.backend)
+        if rank in ranks:
             expert_dp_group = g
-    return ep_group, expert_dp_group, rank % ep
+    return ep_group, expert_dp_group, ep_rank
 
 
 A2A_FORWARD = ("route", "dispatch", "combine")
@@ -303,7 +317,7 @@ def train(args, rank, world):
     share = args.batch // world
     if rank == 0:
         print(f"# switchyard.train  backend: {args.backend}  ranks: {world}"
-              f"  ep: {ep_group.size()}  experts: {args.experts}  top-k: "
+              f"  ep: {ep_group.size()} ({args.ep_layout})  experts: {args.experts}  top-k: "
               f"{args.top_k}  gate: {args.gate}  policy: "
               f"{os.environ.get('SWY_POLICY', 'default')}", flush=True)
     losses, step_ms = [], []
@@ -349,7 +363,8 @@ def train(args, rank, world):
             phases.print(warmup)
         if args.json:
             out = {"backend": args.backend, "ranks": world,
-                   "ep": ep_group.size(), "steps": args.steps,
+                   "ep": ep_group.size(), "ep_layout": args.ep_layout,
+                   "steps": args.steps,
                    "policy": os.environ.get("SWY_POLICY", "default"),
                    "losses": losses, "step_ms_mean": mean_ms,
                    "step_ms_median": statistics.median(step_ms[warmup:])}

@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """The training script (python3 -m switchyard.train) on switchyard against
 gloo: the same seed must give the same loss curve (within float
-tolerance), on 2 ranks and on 4 ranks in two expert-parallel groups; one
-rank must start from the same loss as two (the model and the global batch
+tolerance), on 2 ranks and on 4 ranks in two expert-parallel groups, of
+consecutive ranks and of every other rank (--ep-layout), which must also
+agree with each other (the same global computation, reduced over other
+groups of ranks); one rank must start from the same loss as two (the model and the global batch
 do not depend on the number of ranks); and the loss must fall. --phases
 (DDP's buckets through a timing comm hook, small buckets) must not change
 the losses and must count the buckets and the exchanges; ranks started
@@ -135,10 +137,16 @@ def close(a, b, rel, what):
 def main():
     sys.stdout.reconfigure(line_buffering=True)
     steps = ["--steps", "8"]
-    for ranks in (["--nproc", "2"], ["--nproc", "4", "--ep", "2"]):
+    curves = {}
+    for ranks in (["--nproc", "2"], ["--nproc", "4", "--ep", "2"],
+                  ["--nproc", "4", "--ep", "2", "--ep-layout", "stride"]):
         swy = run("--backend", "switchyard", *ranks, *steps)
         gloo = run("--backend", "gloo", *ranks, *steps)
         close(swy, gloo, 1e-5, f"switchyard vs gloo, {' '.join(ranks)}")
+        curves[" ".join(ranks)] = swy
+    close(curves["--nproc 4 --ep 2 --ep-layout stride"],
+          curves["--nproc 4 --ep 2"], 1e-5,
+          "expert-parallel groups of every other rank vs consecutive ranks")
     one = run("--backend", "switchyard", "--nproc", "1", *steps)
     two = run("--backend", "switchyard", "--nproc", "2", *steps)
     close(one[:1], two[:1], 1e-6, "first loss, 1 rank vs 2")
