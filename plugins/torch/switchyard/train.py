@@ -317,9 +317,10 @@ def train(args, rank, world):
     share = args.batch // world
     if rank == 0:
         print(f"# switchyard.train  backend: {args.backend}  ranks: {world}"
-              f"  ep: {ep_group.size()} ({args.ep_layout})  experts: {args.experts}  top-k: "
-              f"{args.top_k}  gate: {args.gate}  policy: "
-              f"{os.environ.get('SWY_POLICY', 'default')}", flush=True)
+              f"  ep: {ep_group.size()} ({args.ep_layout})  experts: "
+              f"{args.experts}  top-k: {args.top_k}  gate: {args.gate}  "
+              f"policy: {os.environ.get('SWY_POLICY', 'default')}",
+              flush=True)
     losses, step_ms = [], []
     for step in range(args.steps):
         batch = global_batch(args, step)[rank * share:(rank + 1) * share]

@@ -4,8 +4,9 @@ gloo: the same seed must give the same loss curve (within float
 tolerance), on 2 ranks and on 4 ranks in two expert-parallel groups, of
 consecutive ranks and of every other rank (--ep-layout), which must also
 agree with each other (the same global computation, reduced over other
-groups of ranks); one rank must start from the same loss as two (the model and the global batch
-do not depend on the number of ranks); and the loss must fall. --phases
+groups of ranks); one rank must start from the same loss as two (the
+model and the global batch do not depend on the number of ranks); and the
+loss must fall. --phases
 (DDP's buckets through a timing comm hook, small buckets) must not change
 the losses and must count the buckets and the exchanges; ranks started
 with swy-run's variables only (SWY_RANK, SWY_WORLD_SIZE, SWY_ROOT) must
