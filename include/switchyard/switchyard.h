@@ -566,8 +566,9 @@ SWY_EXPORT swy_status_t swy_send(const void *buf, size_t count,
  *        buffers only); swy_request_source() tells which rank sent it.
  *        A send matches the first receive posted for it: a receive from
  *        a given rank posted after one from any source waits until that
- *        one matched. Count, dtype and tag are checked against the send
- *        it matched, as for any receive.
+ *        one matched (under SWY_P2P_MATCH=tag it waits for nothing but
+ *        a send it fits: swy_send_tagged()). Count, dtype and tag
+ *        are checked against the send it matched, as for any receive.
  * @return as swy_send(); SWY_ERR_UNSUPPORTED for SWY_ANY_SOURCE with
  *         device buffers.
  */
@@ -578,13 +579,21 @@ SWY_EXPORT swy_status_t swy_recv(void *buf, size_t count, swy_dtype_t dtype,
 
 /**
  * @brief swy_send() with a tag (0..INT_MAX; swy_send() is tag 0), as
- *        MPI's and gloo's sends take one, except that the tag is checked,
- *        not matched on: sends and receives still match in posting order
- *        per ordered pair of ranks, and a send whose receive in that
- *        order carries another tag is SWY_ERR_MISMATCH on both sides, as
- *        a count that differs is. A program that receives a pair's
- *        messages in another order than they were sent must order its
- *        calls instead.
+ *        MPI's and gloo's sends take one. How the receiving rank matches
+ *        is its SWY_P2P_MATCH (environment, or swy_comm_configure()):
+ *        - "order" (default, as NCCL): the tag is checked, not matched
+ *          on: sends and receives match in posting order per ordered
+ *          pair of ranks, and a send whose receive in that order carries
+ *          another tag is SWY_ERR_MISMATCH on both sides, as a count that
+ *          differs is.
+ *        - "tag" (as MPI and gloo; the torch backend's): a receive takes
+ *          the first send from its source (any rank for SWY_ANY_SOURCE)
+ *          that carries its tag and that no receive posted before it
+ *          took; sends of one tag from one rank are received in the order
+ *          they were sent. A receive waits for nothing but a send it
+ *          fits, and one that never comes is SWY_ERR_TIMEOUT after
+ *          SWY_TIMEOUT_S. Each receive then costs its sender one header
+ *          trip more before the bulk of the data leaves.
  * @return as swy_send(); SWY_ERR_INVALID_ARG for a negative tag.
  */
 SWY_EXPORT swy_status_t swy_send_tagged(const void *buf, size_t count,
@@ -698,16 +707,19 @@ SWY_EXPORT swy_status_t swy_comm_stats(swy_comm_t comm,
  * @brief Change a scheduling setting of the communicator's engine (every
  *        communicator of the process on it) while no operation of the
  *        engine is in flight (benchmarks and tuners switch policies
- *        within one run). SWY_POLICY, SWY_CREDIT_BYTES and
- *        SWY_WINDOW_BYTES are local (ranks may differ without harm);
+ *        within one run). SWY_POLICY, SWY_CREDIT_BYTES,
+ *        SWY_WINDOW_BYTES and SWY_P2P_MATCH are local (ranks may differ
+ *        without harm);
  *        SWY_PARTITION_BYTES decides where transfers are cut and must be
  *        set to the same value on every rank before their next op (ranks
  *        that differ get SWY_ERR_MISMATCH, never corrupted data).
  * @param name  "SWY_POLICY" (fifo, fair, lina, credit, or a plugin name),
  *              "SWY_PARTITION_BYTES", "SWY_CREDIT_BYTES" or
- *              "SWY_WINDOW_BYTES" (sizes like "256K", or "auto").
+ *              "SWY_WINDOW_BYTES" (sizes like "256K", or "auto"), or
+ *              "SWY_P2P_MATCH" ("order" or "tag": swy_send_tagged()).
  * @return SWY_OK, SWY_ERR_INVALID_ARG (unknown name, bad value, or
- *         operations in flight).
+ *         operations in flight; for SWY_P2P_MATCH also a send that no
+ *         receive took yet whose header a receive already caught).
  */
 SWY_EXPORT swy_status_t swy_comm_configure(swy_comm_t comm, const char *name,
                                            const char *value);

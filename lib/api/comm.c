@@ -272,6 +272,8 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
     };
     /* The table's values are thread, caller. */
     params.progress_thread = swy_config_get_choice("SWY_PROGRESS") != 1;
+    /* The table's values are order, tag. */
+    params.p2p_match_tag = swy_config_get_choice("SWY_P2P_MATCH") == 1;
     const char *partition = swy_config_get("SWY_PARTITION_BYTES");
     params.partition_set = partition != NULL && strcmp(partition, "auto") != 0;
     if (params.partition_bytes == 0)

@@ -57,6 +57,7 @@ static swy_status_t comm_new(swy_sched_t *s,
     swy_list_init(&c->ops);
     swy_list_init(&c->p2p_blocked);
     swy_list_init(&c->early_headers);
+    swy_list_init(&c->p2p_listening);
     swy_list_push_back(&s->comms, &c->link);
     *comm_p = c;
     return SWY_OK;
@@ -128,6 +129,7 @@ swy_status_t swy_sched_create(const swy_sched_params_t *params,
     if (status != SWY_OK)
         goto err_links;
     s->stats.struct_size = sizeof(s->stats);
+    s->p2p_match_tag = params->p2p_match_tag;
     s->credit_auto = params->credit_bytes == 0;
     s->credit_bytes = s->credit_auto ? params->partition_bytes
                                      : params->credit_bytes;
@@ -341,6 +343,20 @@ static swy_status_t parse_size_setting(const char *name, const char *value,
     return SWY_OK;
 }
 
+/* Whether a receive from any source (or under SWY_P2P_MATCH=tag, any
+ * receive) caught the header of a send no receive took yet: each mode
+ * keeps them in its own way (p2p.c). */
+static int p2p_headers_waiting(swy_sched_t *s)
+{
+    swy_list_t *pos;
+    for (pos = s->comms.next; pos != &s->comms; pos = pos->next) {
+        swy_sched_comm_t *c = swy_container_of(pos, swy_sched_comm_t, link);
+        if (!swy_list_empty(&c->early_headers))
+            return 1;
+    }
+    return 0;
+}
+
 swy_status_t swy_sched_configure(swy_sched_t *s, const char *name,
                                  const char *value)
 {
@@ -377,11 +393,22 @@ swy_status_t swy_sched_configure(swy_sched_t *s, const char *name,
         status = parse_size_setting(name, value, 8u << 20, &size);
         if (status == SWY_OK)
             s->p.window_bytes = size;
+    } else if (strcmp(name, "SWY_P2P_MATCH") == 0) {
+        if (strcmp(value, "order") != 0 && strcmp(value, "tag") != 0)
+            status = swy_err_set(SWY_ERR_INVALID_ARG, "sched", "SWY_P2P_MATCH"
+                                 "='%s' is neither order nor tag", value);
+        else if (p2p_headers_waiting(s))
+            status = swy_err_set(SWY_ERR_INVALID_ARG, "sched", "cannot "
+                                 "change SWY_P2P_MATCH while sends that no "
+                                 "receive took yet have announced "
+                                 "themselves: receive them first");
+        else
+            s->p2p_match_tag = value[0] == 't';
     } else {
         status = swy_err_set(SWY_ERR_INVALID_ARG, "sched", "%s cannot be "
                              "changed on a communicator (SWY_POLICY, "
-                             "SWY_PARTITION_BYTES, SWY_CREDIT_BYTES and "
-                             "SWY_WINDOW_BYTES can)", name);
+                             "SWY_PARTITION_BYTES, SWY_CREDIT_BYTES, "
+                             "SWY_WINDOW_BYTES and SWY_P2P_MATCH can)", name);
     }
     pthread_mutex_unlock(&s->lock);
     return status;
@@ -402,6 +429,8 @@ swy_status_t swy_sched_query(swy_sched_t *s, const char *name, char *buf,
         snprintf(buf, len, "%zu", s->p.window_bytes);
     else if (strcmp(name, "SWY_PROGRESS") == 0)
         snprintf(buf, len, "%s", s->threaded ? "thread" : "caller");
+    else if (strcmp(name, "SWY_P2P_MATCH") == 0)
+        snprintf(buf, len, "%s", s->p2p_match_tag ? "tag" : "order");
     else
         status = swy_err_set(SWY_ERR_INVALID_ARG, "sched", "unknown setting "
                              "%s", name);

@@ -185,8 +185,10 @@ struct swy_request {
      * args.root SWY_ANY_SOURCE), with n_probes header receives posted;
      * waiting behind such a receive for its pair's sequence (p2p_blocked,
      * in comm->p2p_blocked by plink); its peer's header already in
-     * hdr_in (p2p_early: it came to a probe). */
-    uint8_t p2p_wild, p2p_blocked, p2p_early;
+     * hdr_in (p2p_early: it came to a probe). Under SWY_P2P_MATCH=tag
+     * every receive waits for a send with its tag (p2p_listen, in
+     * comm->p2p_listening by plink) instead. */
+    uint8_t p2p_wild, p2p_blocked, p2p_early, p2p_listen;
     int n_probes;
     swy_list_t plink;
     int priority;
@@ -290,6 +292,8 @@ struct swy_sched_comm {
     struct swy_request *wild_op;
     swy_list_t p2p_blocked;
     swy_list_t early_headers;
+    /* SWY_P2P_MATCH=tag: the receives not yet matched, in post order. */
+    swy_list_t p2p_listening;
     swy_list_t ops; /* incomplete ops in post order (op->clink) */
     swy_lane_t *lane; /* NULL until its first offloaded op */
     swy_status_t failed;
@@ -341,6 +345,7 @@ struct swy_sched {
     swy_policy_t policy;
     size_t credit_bytes;
     int credit_auto;             /* credit follows the partition size */
+    int p2p_match_tag;           /* SWY_P2P_MATCH=tag (p2p.c) */
     int partition_auto;          /* partition follows the link model */
     size_t auto_partition_bytes; /* what "auto" means for this comm */
     prio_tally_t pending_ops; /* incomplete ops per priority */
@@ -464,9 +469,10 @@ void swy_sched_p2p_admit(struct swy_request *op);
 /* In op_start, for a blocked receive: it waits its turn (and may begin
  * at once). */
 void swy_sched_p2p_start_blocked(struct swy_request *op);
-/* A send to this rank was posted: it may match a receive from any
- * source. */
-void swy_sched_p2p_self_sent(swy_sched_comm_t *c);
+/* A send to this rank (at seq, with tag) was posted: it may match a
+ * receive from any source, or under SWY_P2P_MATCH=tag any receive. */
+void swy_sched_p2p_self_sent(swy_sched_comm_t *c, uint32_t seq,
+                             uint32_t tag);
 /* A probe's completion (op alive). */
 void swy_sched_p2p_probe_done(struct swy_request *op, swy_uop_t *uop);
 /* Is op's header from peer already here (caught by a probe)? If so it

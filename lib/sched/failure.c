@@ -119,6 +119,19 @@ void swy_sched_check_deadlines(swy_sched_t *s, double now)
                      "that no rank sent to (SWY_TIMEOUT_S)",
                      swy_coll_kind_name(op->args.kind), op_label(op),
                      s->p.timeout_s, op->comm->rank);
+        else if (op->p2p_listen && op->args.root == SWY_ANY_SOURCE)
+            snprintf(msg, sizeof(msg), "op %s '%s' timed out after %.0f s "
+                     "on rank %d: no rank sent it a message with its tag %u "
+                     "(SWY_P2P_MATCH=tag; SWY_TIMEOUT_S)",
+                     swy_coll_kind_name(op->args.kind), op_label(op),
+                     s->p.timeout_s, op->comm->rank, op->args.user_tag);
+        else if (op->p2p_listen)
+            snprintf(msg, sizeof(msg), "op %s '%s' timed out after %.0f s "
+                     "on rank %d: rank %d sent it no message with its tag %u "
+                     "(SWY_P2P_MATCH=tag; SWY_TIMEOUT_S)",
+                     swy_coll_kind_name(op->args.kind), op_label(op),
+                     s->p.timeout_s, op->comm->rank, op->args.root,
+                     op->args.user_tag);
         else if (op->p2p_blocked)
             snprintf(msg, sizeof(msg), "op %s '%s' from rank %d timed out "
                      "after %.0f s on rank %d: it waits behind a receive "

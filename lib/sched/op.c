@@ -733,16 +733,20 @@ static void op_start(struct swy_request *op, struct swy_request *const *chunks,
      * waits for its peer's header, which must then mean that the peer
      * released this chunk too (NCCL blocks a stream on a send until its
      * receive is matched; engine_impl.h). */
-    if (op->p2p_blocked) { /* starts its turn */
+    if (op->p2p_blocked || op->p2p_listen) { /* starts its turn */
         swy_sched_p2p_start_blocked(op);
         return;
     }
+    /* op_run may complete a send to this rank (one of no elements). */
+    int self_send =
+        op->args.kind == SWY_COLL_SEND && op->args.root == c->rank;
+    uint32_t seq = op->seq, tag = op->args.user_tag;
     if (!(op->held && op->args.mem != SWY_MEM_HOST))
         op_headers(op, chunks, n);
     if (!op->held)
         op_run(op);
-    if (op->args.kind == SWY_COLL_SEND && op->args.root == c->rank)
-        swy_sched_p2p_self_sent(c);
+    if (self_send)
+        swy_sched_p2p_self_sent(c, seq, tag);
 }
 
 void swy_sched_op_begin(struct swy_request *op)
@@ -936,7 +940,7 @@ static void stream_ops_begin(swy_sched_t *s, struct swy_request *const *ops,
         op->on_stream = 0;
         if (start && op_alive(op)) {
             op->held = 0;
-            if (op->p2p_blocked) /* starts its turn (p2p.c) */
+            if (op->p2p_blocked || op->p2p_listen) /* its turn (p2p.c) */
                 continue;
             op_headers(op, series ? ops : NULL, series ? n : 0);
             op_run(op);

@@ -51,6 +51,7 @@ typedef struct {
     const char *policy;     /* SWY_POLICY: built-in or plugin name */
     size_t credit_bytes;    /* SWY_CREDIT_BYTES (0: one partition) */
     int progress_thread;    /* SWY_PROGRESS=thread */
+    int p2p_match_tag;      /* SWY_P2P_MATCH=tag */
     size_t auto_partition_bytes; /* what SWY_PARTITION_BYTES=auto means */
     int partition_set; /* the user set SWY_PARTITION_BYTES (not auto) */
     /* [nranks]: 1 for a peer on another host. Every link to another host

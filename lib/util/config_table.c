@@ -163,6 +163,14 @@ const swy_config_entry_t swy_config_table[] = {
      "inside swy_test/swy_wait, as MPI).",
      SWY_CONFIG_TEXT, 0, 0,
      "thread,caller"},
+    {"SWY_P2P_MATCH", "order",
+     "How receives match sends (swy_recv_tagged): order (in posting order "
+     "per ordered pair of ranks, as NCCL; a tag that differs is "
+     "SWY_ERR_MISMATCH) or tag (as MPI and gloo: the first send from its "
+     "source, or from any, that carries the receive's tag; the torch "
+     "backend's setting). Only the receiving rank's setting counts.",
+     SWY_CONFIG_TEXT, 0, 0,
+     "order,tag"},
     {"SWY_SPIN_US", "200",
      "Microseconds a waiting rank polls before it sleeps on the "
      "transports' event file descriptors.",

@@ -25,6 +25,17 @@
  *             the send it matched: both fail
  *   any_source_timeout  receives from any source nobody sends to:
  *             SWY_ERR_TIMEOUT, naming them
+ *   tag_match  SWY_P2P_MATCH=tag (set with swy_comm_configure): every
+ *             rank sends every rank (itself too) two messages of each of
+ *             four tags (one of no elements), which it receives in
+ *             reverse tag order, some
+ *             receives posted before the sends: each gets its tag's
+ *             message, the two of a tag in their order; receives from
+ *             any source by tag; a receive waits for nothing but its own
+ *             send (3 ranks: a chain that waiting behind an older
+ *             receive would deadlock); bad values refused
+ *   tag_timeout  SWY_P2P_MATCH=tag: a receive whose tag nobody sends:
+ *             SWY_ERR_TIMEOUT naming the tag, on the sender too
  *   mismatch  a mismatch on one split communicator: it fails on its
  *             ranks, the parent and the other half go on working
  *   kill      a rank dies: the communicators holding it fail on every
@@ -861,6 +872,166 @@ static int case_any_source_timeout(swy_comm_t comm, int rank, int w,
     return 201 - 1; /* exit 0, the comm failed */
 }
 
+/* Element e of message k of tag t from rank p to rank q. */
+static int32_t tag_val(int p, int q, int t, int k, size_t e)
+{
+    return p * 1000000 + q * 10000 + t * 1000 + k * 100 + (int32_t)(e % 89);
+}
+
+static int case_tag_match(swy_comm_t comm, int rank, int w, void *arg)
+{
+    char mode[16];
+    CHECK_RET(swy_comm_configure(comm, "SWY_P2P_MATCH", "bogus") ==
+                  SWY_ERR_INVALID_ARG, "SWY_P2P_MATCH=bogus accepted");
+    CHECK_OK_RET(swy_comm_configure(comm, "SWY_P2P_MATCH", "tag"), comm);
+    CHECK_OK_RET(swy_comm_query(comm, "SWY_P2P_MATCH", mode, sizeof(mode)),
+                 comm);
+    CHECK_RET(strcmp(mode, "tag") == 0, "SWY_P2P_MATCH reads %s", mode);
+
+    /* Two messages of each tag to each rank, tags in ascending order;
+     * eager and rendezvous sizes. */
+    enum { NT = 4, NK = 2 };
+    size_t count[NT];
+    for (int t = 0; t < NT; t++) /* tag 2: no elements */
+        count[t] = t == 2 ? 0 : (t % 2 ? 70000 : 37) + (size_t)t;
+    size_t per_peer = 0;
+    for (int t = 0; t < NT; t++)
+        per_peer += NK * count[t];
+    int nmsg = w * NT * NK;
+    int32_t *sbuf = calloc((size_t)w * per_peer, sizeof(int32_t));
+    int32_t *rbuf = calloc((size_t)w * per_peer, sizeof(int32_t));
+    swy_request_t *sreq = calloc((size_t)nmsg, sizeof(*sreq));
+    swy_request_t *rreq = calloc((size_t)nmsg, sizeof(*rreq));
+    int (*rwhat)[3] = calloc((size_t)nmsg, sizeof(*rwhat));
+    CHECK_RET(sbuf && rbuf && sreq && rreq && rwhat, "calloc");
+    /* Receives in reverse tag order, each tag's two in order, from
+     * every rank in turn; the sends go after half of them on even ranks
+     * and after a quarter on odd ones, so that some headers come to
+     * receives already listening and others before any. */
+    int nr = 0, ns = 0;
+    size_t at = 0;
+    int posted_at_send = rank % 2 ? nmsg / 4 : nmsg / 2;
+    size_t sat = 0;
+    for (int j = 0; j < nmsg; j++) {
+        if (j == posted_at_send) {
+            for (int k = 0; k < NK; k++)
+                for (int t = 0; t < NT; t++)
+                    for (int i = 1; i <= w; i++) {
+                        int q = (rank + i) % w; /* self last */
+                        int32_t *b = sbuf + sat;
+                        for (size_t e = 0; e < count[t]; e++)
+                            b[e] = tag_val(rank, q, t, k, e);
+                        CHECK_OK_RET(swy_send_tagged(b, count[t], SWY_INT32,
+                                                     q, t, comm, NULL,
+                                                     &sreq[ns++]), comm);
+                        sat += count[t];
+                    }
+        }
+        int p = j % w, t = NT - 1 - (j / w) / NK, k = (j / w) % NK;
+        rwhat[nr][0] = p;
+        rwhat[nr][1] = t;
+        rwhat[nr][2] = k;
+        CHECK_OK_RET(swy_recv_tagged(rbuf + at, count[t], SWY_INT32, p, t,
+                                     comm, NULL, &rreq[nr++]), comm);
+        at += count[t];
+    }
+    at = 0;
+    for (int j = 0; j < nr; j++) {
+        int p = rwhat[j][0], t = rwhat[j][1], k = rwhat[j][2];
+        CHECK_OK_RET(swy_wait(rreq[j]), comm);
+        swy_request_free(rreq[j]);
+        for (size_t e = 0; e < count[t]; e++)
+            CHECK_RET(rbuf[at + e] == tag_val(p, rank, t, k, e),
+                      "receive %d (tag %d, #%d from rank %d): element %zu "
+                      "is %d, want %d", j, t, k, p, e, rbuf[at + e],
+                      tag_val(p, rank, t, k, e));
+        at += count[t];
+    }
+    for (int j = 0; j < ns; j++) {
+        CHECK_OK_RET(swy_wait(sreq[j]), comm);
+        swy_request_free(sreq[j]);
+    }
+    free(sbuf);
+    free(rbuf);
+    free(sreq);
+    free(rreq);
+    free(rwhat);
+    CHECK_OK_RET(swy_barrier(comm), comm);
+
+    /* From any source, by tag: rank r sends rank 0 tag 100 + r; rank 0
+     * receives the tags from the highest down. */
+    int32_t v = rank, got = -1;
+    swy_request_t s;
+    CHECK_OK_RET(swy_send_tagged(&v, 1, SWY_INT32, 0, 100 + rank, comm, NULL,
+                                 &s), comm);
+    if (rank == 0)
+        for (int r = w - 1; r >= 0; r--) {
+            swy_request_t q;
+            int src = -5;
+            CHECK_OK_RET(swy_recv_tagged(&got, 1, SWY_INT32, SWY_ANY_SOURCE,
+                                         100 + r, comm, NULL, &q), comm);
+            CHECK_OK_RET(swy_wait(q), comm);
+            CHECK_OK_RET(swy_request_source(q, &src), comm);
+            swy_request_free(q);
+            CHECK_RET(src == r && got == r, "tag %d from any source: %d "
+                      "from rank %d", 100 + r, got, src);
+        }
+    CHECK_OK_RET(swy_wait(s), comm);
+    swy_request_free(s);
+
+    /* A receive waits for nothing but its own send: rank 1's receive
+     * from 2 completes while its older one from 0 waits, and only then
+     * does rank 1 send what rank 0 answers. */
+    if (w >= 3 && rank <= 2) {
+        int32_t a = -1, b = -1, x = 7;
+        if (rank == 1) {
+            swy_request_t ra, rb;
+            CHECK_OK_RET(swy_recv_tagged(&a, 1, SWY_INT32, 0, 1, comm, NULL,
+                                         &ra), comm);
+            CHECK_OK_RET(swy_recv_tagged(&b, 1, SWY_INT32, 2, 2, comm, NULL,
+                                         &rb), comm);
+            CHECK_OK_RET(swy_wait(rb), comm);
+            swy_request_free(rb);
+            CHECK_OK_RET(swy_send_tagged(&x, 1, SWY_INT32, 0, 5, comm, NULL,
+                                         NULL), comm);
+            CHECK_OK_RET(swy_wait(ra), comm);
+            swy_request_free(ra);
+            CHECK_RET(a == 8 && b == 2, "rank 1 got %d and %d", a, b);
+        } else if (rank == 0) {
+            CHECK_OK_RET(swy_recv_tagged(&a, 1, SWY_INT32, 1, 5, comm, NULL,
+                                         NULL), comm);
+            a++;
+            CHECK_OK_RET(swy_send_tagged(&a, 1, SWY_INT32, 1, 1, comm, NULL,
+                                         NULL), comm);
+        } else {
+            b = 2;
+            CHECK_OK_RET(swy_send_tagged(&b, 1, SWY_INT32, 1, 2, comm, NULL,
+                                         NULL), comm);
+        }
+    }
+    CHECK_OK_RET(swy_barrier(comm), comm);
+    CHECK_OK_RET(swy_comm_configure(comm, "SWY_P2P_MATCH", "order"), comm);
+    return 0;
+}
+
+/* Rank 0 sends rank 1 tag 3, which receives tag 4: both time out. */
+static int case_tag_timeout(swy_comm_t comm, int rank, int w, void *arg)
+{
+    int32_t buf[4] = {0};
+    swy_status_t st;
+    if (rank == 0)
+        st = swy_send_tagged(buf, 4, SWY_INT32, 1, 3, comm, NULL, NULL);
+    else if (rank == 1)
+        st = swy_recv_tagged(buf, 4, SWY_INT32, 0, 4, comm, NULL, NULL);
+    else
+        return 0;
+    CHECK_RET(st == SWY_ERR_TIMEOUT, "rank %d got %s: %s", rank,
+              swy_status_string(st), swy_last_error(comm));
+    CHECK_RET(rank == 0 || strstr(swy_last_error(comm), "tag 4") != NULL,
+              "message: %s", swy_last_error(comm));
+    return 201 - 1; /* exit 0, the comm failed */
+}
+
 static int case_mismatch(swy_comm_t comm, int rank, int w, void *arg)
 {
     int color[64], key[64], m[64], n;
@@ -1220,6 +1391,8 @@ int main(int argc, char **argv)
         fn = case_any_source_mismatch;
     else if (!strcmp(which, "any_source_timeout"))
         fn = case_any_source_timeout;
+    else if (!strcmp(which, "tag_match")) fn = case_tag_match;
+    else if (!strcmp(which, "tag_timeout")) fn = case_tag_timeout;
     else if (!strcmp(which, "mismatch")) fn = case_mismatch;
     else if (!strcmp(which, "kill")) fn = case_kill;
     else if (!strcmp(which, "threads")) fn = case_threads;
