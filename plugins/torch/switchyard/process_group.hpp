@@ -24,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -72,8 +73,26 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
     TORCH_CHECK(status == SWY_OK, "switchyard: swy_comm_init_rank(rank ",
                 rank, " of ", size, ") failed: ", swy_status_string(status),
                 ": ", swy_last_error(nullptr));
+    matchTagsAsGloo();
     init();
     completion_thread_ = std::thread([this] { completionLoop(); });
+  }
+
+  // gloo's rule for tags: a receive takes the first send from its source
+  // that carries its tag (SWY_P2P_MATCH=tag), unless the environment
+  // chose. The setting is the engine's, which this communicator may
+  // share with earlier groups: set once, while nothing is in flight.
+  void matchTagsAsGloo() {
+    if (std::getenv("SWY_P2P_MATCH") != nullptr) return;
+    char mode[16] = "";
+    if (swy_comm_query(comm_, "SWY_P2P_MATCH", mode, sizeof mode) ==
+            SWY_OK &&
+        std::strcmp(mode, "tag") == 0)
+      return;
+    swy_status_t status = swy_comm_configure(comm_, "SWY_P2P_MATCH", "tag");
+    TORCH_CHECK(status == SWY_OK, "switchyard: swy_comm_configure("
+                "SWY_P2P_MATCH=tag) failed: ", swy_status_string(status), ": ",
+                swy_last_error(comm_));
   }
 
   // Splits this group's communicator for the group torch creates next on
@@ -619,8 +638,7 @@ class ProcessGroupSwitchyard : public c10d::ProcessGroup {
     TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "switchyard: ",
                 op, ": peer rank ", peer, " is not another rank of 0..",
                 size_ - 1, " (this is rank ", rank_, ")");
-    // Tags are checked, not matched on (swy_send_tagged): a send whose
-    // receive in posting order carries another tag fails both sides.
+    // Tags are matched on, as gloo's (SWY_P2P_MATCH=tag, set at init).
     TORCH_CHECK(tag >= 0, "switchyard: ", op, ": tag ", tag,
                 " is negative");
   }

@@ -315,8 +315,7 @@ def send_recv_ring(rank, world, gloo):
         dist.send(t, 1)
     elif rank == 1:
         assert dist.recv(t, 0) == 0 and torch.equal(t, torch.zeros(5).long())
-    # Tags, checked in posting order per pair (gloo's, when the order
-    # agrees): the ring again, each message tagged with its sender's rank.
+    # Tags: the ring again, each message tagged with its sender's rank.
     tagged = torch.full((4,), float(rank), dtype=torch.float32)
     got_tagged = torch.zeros(4, dtype=torch.float32)
     works = [dist.isend(tagged, nxt, tag=rank + 7),
@@ -350,6 +349,44 @@ def send_recv_ring(rank, world, gloo):
         for k in range(2):
             dist.send(torch.full((3,), rank + 100 * k, dtype=torch.int64), 0)
     expect_error(lambda: dist.recv(t, tag=-1), "tag -1", "negative")
+
+
+@case
+def tags_matched_as_gloo(rank, world, gloo):
+    # Tags matched on, not taken in posting order: each rank sends the
+    # next three messages tagged 1, 2, 3 (sizes differ) and receives the
+    # previous one's in the order 3, 1, 2, posted before and after the
+    # sends; then rank 0 receives from any source by tag, the highest
+    # rank's first. The same on gloo, the oracle.
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    results = {}
+    for name, group in (("switchyard", None), ("gloo", gloo)):
+        got = {t: torch.zeros(t + 1, dtype=torch.float64) for t in (1, 2, 3)}
+        works = [dist.irecv(got[3], prv, group=group, tag=3)]
+        works += [dist.isend(rank_data(rank, (t + 1,), torch.float64,
+                                       salt=t), nxt, group=group, tag=t)
+                  for t in (1, 2, 3)]
+        works += [dist.irecv(got[t], prv, group=group, tag=t) for t in (1, 2)]
+        for w in works:
+            w.wait()
+        for t in (1, 2, 3):
+            same(got[t], rank_data(prv, (t + 1,), torch.float64, salt=t),
+                 f"{name}: tag {t} from rank {prv}")
+        sources = []
+        if rank == 0:
+            for r in range(world - 1, 0, -1):
+                buf = torch.zeros(2, dtype=torch.int64)
+                w = dist.irecv(buf, group=group, tag=100 + r)
+                w.wait()
+                sources.append((w._source_rank(), buf.tolist()))
+        else:
+            dist.send(torch.full((2,), rank, dtype=torch.int64), 0,
+                      group=group, tag=100 + rank)
+        results[name] = (got, sources)
+        dist.barrier(group=gloo)
+    assert results["switchyard"][1] == results["gloo"][1] == (
+        [(r, [r, r]) for r in range(world - 1, 0, -1)] if rank == 0
+        else []), results
 
 
 @case
