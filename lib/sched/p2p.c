@@ -125,6 +125,24 @@ void swy_sched_p2p_admit(struct swy_request *op)
         op->seq = take_recv_seq(c, args->root);
 }
 
+/* A receive from any source was set up as one from this rank
+ * (op_admit): again for the rank it matched (args.root now), with what
+ * was checked then. On failure op failed. */
+static swy_status_t any_setup(struct swy_request *op)
+{
+    swy_sched_comm_t *c = op->comm;
+    op->algo->destroy(op->state);
+    op->state = NULL;
+    swy_status_t status = op->algo->create(&op->args, c->rank, c->nranks,
+                                           op->args.partition_bytes,
+                                           &op->state);
+    if (status != SWY_OK)
+        op_error(op, status, "op #%u '%s': cannot set up the receive from "
+                 "rank %d: %s", op->seq, op_label(op), op->args.root,
+                 swy_err_last());
+    return status;
+}
+
 /* A receive from any source matched peer's send: it becomes a receive
  * from peer (early: the send's header is in hdr_in, a probe caught it),
  * and starts. */
@@ -136,21 +154,8 @@ static void wild_resolve(struct swy_request *op, int peer, int early)
     op->seq = take_recv_seq(c, peer);
     op->p2p_early = (uint8_t)early;
     probes_cancel(op);
-    /* The algorithm was set up for a receive from this rank (op_admit):
-     * again for the peer, with what was checked then. */
-    if (peer != c->rank) {
-        op->algo->destroy(op->state);
-        op->state = NULL;
-        swy_status_t status = op->algo->create(&op->args, c->rank, c->nranks,
-                                               op->args.partition_bytes,
-                                               &op->state);
-        if (status != SWY_OK) {
-            op_error(op, status, "op #%u '%s': cannot set up the receive "
-                     "from rank %d: %s", op->seq, op_label(op), peer,
-                     swy_err_last());
-            return;
-        }
-    }
+    if (peer != c->rank && any_setup(op) != SWY_OK)
+        return;
     swy_sched_op_begin(op);
     if (op->n_probes == 0 && c->wild_op == op) {
         c->wild_op = NULL;
@@ -219,21 +224,8 @@ static void tag_resolve(struct swy_request *op, int peer, uint32_t seq)
     op->args.root = peer;
     op->seq = seq & 0xFFFFFFu;
     op->p2p_early = peer != c->rank; /* no header from this rank */
-    /* A receive from any source was set up as one from this rank
-     * (op_admit): again for the peer. */
-    if (any && peer != c->rank) {
-        op->algo->destroy(op->state);
-        op->state = NULL;
-        swy_status_t status = op->algo->create(&op->args, c->rank, c->nranks,
-                                               op->args.partition_bytes,
-                                               &op->state);
-        if (status != SWY_OK) {
-            op_error(op, status, "op #%u '%s': cannot set up the receive "
-                     "from rank %d: %s", op->seq, op_label(op), peer,
-                     swy_err_last());
-            return;
-        }
-    }
+    if (any && peer != c->rank && any_setup(op) != SWY_OK)
+        return;
     if (!op->held) /* else its stream starts it (op.c) */
         swy_sched_op_begin(op);
 }

@@ -16,6 +16,8 @@
  *   p2p_mismatch_late  the same, the receive posted after the send's
  *             header came: the sender still finds it itself
  *   p2p_tag_mismatch  ... of different tags: both fail, naming the tags
+ *             (under SWY_P2P_MATCH=tag both time out, the receive naming
+ *             its tag)
  *   any_source  receives from SWY_ANY_SOURCE: every rank sends to every
  *             rank (itself too) at once, each message received once,
  *             from the rank swy_request_source says, in each sender's
@@ -34,8 +36,6 @@
  *             any source by tag; a receive waits for nothing but its own
  *             send (3 ranks: a chain that waiting behind an older
  *             receive would deadlock); bad values refused
- *   tag_timeout  SWY_P2P_MATCH=tag: a receive whose tag nobody sends:
- *             SWY_ERR_TIMEOUT naming the tag, on the sender too
  *   mismatch  a mismatch on one split communicator: it fails on its
  *             ranks, the parent and the other half go on working
  *   kill      a rank dies: the communicators holding it fail on every
@@ -606,17 +606,29 @@ static int case_p2p_mismatch_late(swy_comm_t comm, int rank, int w,
     return 201 - 1; /* exit 0 at once, the comm failed */
 }
 
-/* A send and its receive (the first of their pair) with other tags. */
+/* A send and its receive (the first of their pair) with other tags;
+ * under SWY_P2P_MATCH=tag the receive waits for a send with its tag,
+ * and both time out. */
 static int case_p2p_tag_mismatch(swy_comm_t comm, int rank, int w, void *arg)
 {
     int32_t buf[16] = {0};
+    char mode[16];
     swy_status_t st;
+    CHECK_OK_RET(swy_comm_query(comm, "SWY_P2P_MATCH", mode, sizeof(mode)),
+                 comm);
     if (rank == 0)
         st = swy_send_tagged(buf, 4, SWY_INT32, 1, 3, comm, NULL, NULL);
     else if (rank == 1)
         st = swy_recv_tagged(buf, 4, SWY_INT32, 0, 4, comm, NULL, NULL);
     else
         return 0;
+    if (strcmp(mode, "tag") == 0) {
+        CHECK_RET(st == SWY_ERR_TIMEOUT, "rank %d got %s: %s", rank,
+                  swy_status_string(st), swy_last_error(comm));
+        CHECK_RET(rank == 0 || strstr(swy_last_error(comm), "tag 4") != NULL,
+                  "message: %s", swy_last_error(comm));
+        return 201 - 1; /* exit 0, the comm failed */
+    }
     CHECK_RET(st == SWY_ERR_MISMATCH, "rank %d got %s: %s", rank,
               swy_status_string(st), swy_last_error(comm));
     CHECK_RET(strstr(swy_last_error(comm), "tag 3") != NULL &&
@@ -1014,23 +1026,6 @@ static int case_tag_match(swy_comm_t comm, int rank, int w, void *arg)
     return 0;
 }
 
-/* Rank 0 sends rank 1 tag 3, which receives tag 4: both time out. */
-static int case_tag_timeout(swy_comm_t comm, int rank, int w, void *arg)
-{
-    int32_t buf[4] = {0};
-    swy_status_t st;
-    if (rank == 0)
-        st = swy_send_tagged(buf, 4, SWY_INT32, 1, 3, comm, NULL, NULL);
-    else if (rank == 1)
-        st = swy_recv_tagged(buf, 4, SWY_INT32, 0, 4, comm, NULL, NULL);
-    else
-        return 0;
-    CHECK_RET(st == SWY_ERR_TIMEOUT, "rank %d got %s: %s", rank,
-              swy_status_string(st), swy_last_error(comm));
-    CHECK_RET(rank == 0 || strstr(swy_last_error(comm), "tag 4") != NULL,
-              "message: %s", swy_last_error(comm));
-    return 201 - 1; /* exit 0, the comm failed */
-}
 
 static int case_mismatch(swy_comm_t comm, int rank, int w, void *arg)
 {
@@ -1392,7 +1387,6 @@ int main(int argc, char **argv)
     else if (!strcmp(which, "any_source_timeout"))
         fn = case_any_source_timeout;
     else if (!strcmp(which, "tag_match")) fn = case_tag_match;
-    else if (!strcmp(which, "tag_timeout")) fn = case_tag_timeout;
     else if (!strcmp(which, "mismatch")) fn = case_mismatch;
     else if (!strcmp(which, "kill")) fn = case_kill;
     else if (!strcmp(which, "threads")) fn = case_threads;
