@@ -389,7 +389,7 @@ void swy_sched_p2p_self_sent(swy_sched_comm_t *c, uint32_t seq,
         tag_deliver(c, c->rank, seq, &h);
         return;
     }
-    struct swy_request *op = c->wild_op; /* NULL under tag matching */
+    struct swy_request *op = c->wild_op;
     if (op != NULL && op->p2p_wild && !op->failing && self_send_waiting(c))
         wild_resolve(op, c->rank, 0);
 }
