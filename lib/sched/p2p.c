@@ -186,26 +186,29 @@ static int take_oldest_early_header(struct swy_request *op)
 
 /* ---- SWY_P2P_MATCH=tag ---------------------------------------------- */
 
+/* Whether op, listening, takes sends from peer. */
+static int source_fits(const struct swy_request *op, int peer)
+{
+    return op->args.root == SWY_ANY_SOURCE || op->args.root == peer;
+}
+
 /* Whether op, listening, takes a send from peer with tag. */
 static int tag_fits(const struct swy_request *op, int peer, uint32_t tag)
 {
-    return (op->args.root == SWY_ANY_SOURCE || op->args.root == peer) &&
-           op->args.user_tag == tag;
+    return source_fits(op, peer) && op->args.user_tag == tag;
 }
 
-/* The oldest listening receive of c that takes peer's send with tag (any
- * tag: tag_any), or NULL. */
+/* The oldest listening receive of c that takes peer's send with tag (of
+ * any tag: any_tag), or NULL. */
 static struct swy_request *tag_listener(swy_sched_comm_t *c, int peer,
-                                        uint32_t tag, int tag_any)
+                                        uint32_t tag, int any_tag)
 {
     swy_list_t *pos;
     for (pos = c->p2p_listening.next; pos != &c->p2p_listening;
          pos = pos->next) {
         struct swy_request *op =
             swy_container_of(pos, struct swy_request, plink);
-        if (tag_any ? op->args.root == SWY_ANY_SOURCE ||
-                          op->args.root == peer
-                    : tag_fits(op, peer, tag))
+        if (any_tag ? source_fits(op, peer) : tag_fits(op, peer, tag))
             return op;
     }
     return NULL;
