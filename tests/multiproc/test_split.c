@@ -30,12 +30,13 @@
  *   tag_match  SWY_P2P_MATCH=tag (set with swy_comm_configure): every
  *             rank sends every rank (itself too) two messages of each of
  *             four tags (one of no elements), which it receives in
- *             reverse tag order, some
- *             receives posted before the sends: each gets its tag's
- *             message, the two of a tag in their order; receives from
- *             any source by tag; a receive waits for nothing but its own
- *             send (3 ranks: a chain that waiting behind an older
- *             receive would deadlock); bad values refused
+ *             reverse tag order, some receives posted before the sends:
+ *             each gets its tag's message, the two of a tag in their
+ *             order; receives from any source by tag; a receive waits
+ *             for nothing but its own send (3 ranks: a chain that
+ *             waiting behind an older receive would deadlock); bad
+ *             values refused, and a switch of the setting while a
+ *             caught header waits for its receive
  *   mismatch  a mismatch on one split communicator: it fails on its
  *             ranks, the parent and the other half go on working
  *   kill      a rank dies: the communicators holding it fail on every
@@ -905,7 +906,7 @@ static int case_tag_match(swy_comm_t comm, int rank, int w, void *arg)
     CHECK_RET(strcmp(mode, "tag") == 0, "SWY_P2P_MATCH reads %s", mode);
 
     /* Two messages of each tag to each rank, tags in ascending order;
-     * eager and rendezvous sizes. */
+     * eager, rendezvous and empty sizes. */
     enum { NT = 4, NK = 2 };
     size_t count[NT];
     for (int t = 0; t < NT; t++) /* tag 2: no elements */
@@ -1023,6 +1024,34 @@ static int case_tag_match(swy_comm_t comm, int rank, int w, void *arg)
             b = 2;
             CHECK_OK_RET(swy_send_tagged(&b, 1, SWY_INT32, 1, 2, comm, NULL,
                                          NULL), comm);
+        }
+    }
+    /* Rank 1 sends rank 0 tag 9, then tag 8; rank 0 receives tag 8,
+     * whose search catches tag 9's header first. With nothing in flight
+     * on rank 0, the setting cannot change until tag 9 is received. */
+    if (w >= 2 && rank <= 1) {
+        int32_t a = 9, b = 8, x = -1;
+        if (rank == 1) {
+            swy_request_t r9;
+            CHECK_OK_RET(swy_send_tagged(&a, 1, SWY_INT32, 0, 9, comm, NULL,
+                                         &r9), comm);
+            CHECK_OK_RET(swy_send_tagged(&b, 1, SWY_INT32, 0, 8, comm, NULL,
+                                         NULL), comm);
+            CHECK_OK_RET(swy_wait(r9), comm);
+            swy_request_free(r9);
+        } else {
+            CHECK_OK_RET(swy_recv_tagged(&x, 1, SWY_INT32, 1, 8, comm, NULL,
+                                         NULL), comm);
+            CHECK_RET(x == 8, "tag 8 got %d", x);
+            CHECK_RET(swy_comm_configure(comm, "SWY_P2P_MATCH", "order") ==
+                          SWY_ERR_INVALID_ARG &&
+                          strstr(swy_last_error(comm), "receive them") !=
+                              NULL,
+                      "switched with a caught header waiting: %s",
+                      swy_last_error(comm));
+            CHECK_OK_RET(swy_recv_tagged(&x, 1, SWY_INT32, 1, 9, comm, NULL,
+                                         NULL), comm);
+            CHECK_RET(x == 9, "tag 9 got %d", x);
         }
     }
     CHECK_OK_RET(swy_barrier(comm), comm);
