@@ -139,6 +139,15 @@ void swy_sched_check_deadlines(swy_sched_t *s, double now)
                      "to (SWY_TIMEOUT_S)", swy_coll_kind_name(op->args.kind),
                      op_label(op), op->args.root, s->p.timeout_s,
                      op->comm->rank);
+        else if (op->args.kind == SWY_COLL_SEND && nsilent == 1)
+            /* What a send waits for is the header of the receive that
+             * takes it. */
+            snprintf(msg, sizeof(msg), "op %s '%s' to rank %d timed out "
+                     "after %.0f s on rank %d: no receive there took it "
+                     "(tag %u; SWY_P2P_MATCH=%s; SWY_TIMEOUT_S)",
+                     swy_coll_kind_name(op->args.kind), op_label(op),
+                     op->args.root, s->p.timeout_s, op->comm->rank,
+                     op->args.user_tag, s->p2p_match_tag ? "tag" : "order");
         else if (nsilent == 0 && queued + launched > 0)
             snprintf(msg, sizeof(msg), "op #%u %s '%s' timed out after %.0f "
                      "s on rank %d: %d of its partitions with the device "
