@@ -37,11 +37,12 @@
  *             waiting behind an older receive would deadlock); bad
  *             values refused, and a switch of the setting while a
  *             caught header waits for its receive
- *   tag_random  SWY_P2P_MATCH=tag under random traffic (seeded rounds,
- *             TEST_SEEDS): 0-3 messages of each of three tags from every
- *             rank to every rank, posted in each rank's own order,
- *             receives by sender or from any source, checked against
- *             MPI's matching rule
+ *   random_p2p  random traffic (seeded rounds, TEST_SEEDS): 0-6
+ *             messages of three tags from every rank to every rank
+ *             (itself too), posted in each rank's own order, each
+ *             receive checked against posting order per pair
+ *   random_tag  the same under SWY_P2P_MATCH=tag, receives in any order,
+ *             by sender or from any source: against MPI's matching rule
  *   mismatch  a mismatch on one split communicator: it fails on its
  *             ranks, the parent and the other half go on working
  *   kill      a rank dies: the communicators holding it fail on every
@@ -1076,153 +1077,158 @@ static uint32_t draw(uint32_t seed, uint32_t a, uint32_t b, uint32_t c)
     return (uint32_t)(z ^ (z >> 29));
 }
 
-enum { TR_TAGS = 3, TR_MAX_PER = 3 };
+enum { RP_TAGS = 3, RP_MAX_PER_PAIR = 6 };
 
-/* One posted call of case_tag_random: a send (to peer) or a receive
- * (from peer, or from any source), of tag t; k its rank among the calls
- * of its pair and tag (receives from any source: among that tag's). */
+/* Round seed's plan: how many messages rank p sends rank q, and the tag
+ * of the j-th. */
+static int rp_messages(uint32_t seed, int p, int q)
+{
+    return (int)(draw(seed, 2, (uint32_t)p, (uint32_t)q) %
+                 (RP_MAX_PER_PAIR + 1));
+}
+
+static int rp_tag(uint32_t seed, int p, int q, int j)
+{
+    return (int)(draw(seed, 3, (uint32_t)(p * 64 + q), (uint32_t)j) %
+                 RP_TAGS);
+}
+
+/* One call of random_p2p_round: a send (to peer) or a receive (from
+ * peer, or from any source) of message j of its pair, of tag t; k its
+ * rank among its pair's messages of that tag (receives from any source:
+ * set from what came). */
 typedef struct {
-    int send, peer, t, k;
+    int send, peer, j, t, k;
     size_t count;
     int32_t *buf;
     swy_request_t req;
-} tr_call_t;
+} rp_call_t;
 
-/* Round `seed` of case_tag_random. */
-static int tag_random_round(swy_comm_t comm, int rank, int w, uint32_t seed)
+/* Round seed of case_random_p2p: this rank's sends and receives in an
+ * order of its own, checked against MPI's matching (tags) or NCCL's
+ * (posting order per pair). */
+static int random_p2p_round(swy_comm_t comm, int rank, int w, uint32_t seed,
+                            int by_tag)
 {
-    /* Messages per (sender, receiver, tag), 0..TR_MAX_PER; the count of a
-     * tag's messages (one for all, so that a receive from any source fits
-     * whichever it takes): empty, eager and rendezvous sizes. */
+    /* One count per tag, so that a receive from any source fits whichever
+     * message it takes: empty, eager and rendezvous sizes. */
     static const size_t sizes[4] = {0, 1, 37, 70000};
-    size_t count[TR_TAGS];
-    for (int t = 0; t < TR_TAGS; t++)
+    size_t count[RP_TAGS];
+    for (int t = 0; t < RP_TAGS; t++)
         count[t] = sizes[draw(seed, 1, (uint32_t)t, 0) % 4];
-    int ncalls = 0;
-    for (int p = 0; p < w; p++)
-        for (int t = 0; t < TR_TAGS; t++)
-            ncalls += (int)(draw(seed, 2, (uint32_t)(rank * 64 + p),
-                                 (uint32_t)t) % (TR_MAX_PER + 1)) +
-                      (int)(draw(seed, 2, (uint32_t)(p * 64 + rank),
-                                 (uint32_t)t) % (TR_MAX_PER + 1));
-    tr_call_t *calls = calloc((size_t)ncalls + 1, sizeof(*calls));
-    CHECK_RET(calls != NULL, "calloc");
-    /* This rank's sends, and its receives: those of a tag all from their
-     * senders, or all from any source (then none of them can take a
-     * message meant for another). */
     int n = 0;
     for (int p = 0; p < w; p++)
-        for (int t = 0; t < TR_TAGS; t++) {
-            int nsend = (int)(draw(seed, 2, (uint32_t)(rank * 64 + p),
-                                   (uint32_t)t) % (TR_MAX_PER + 1));
-            int nrecv = (int)(draw(seed, 2, (uint32_t)(p * 64 + rank),
-                                   (uint32_t)t) % (TR_MAX_PER + 1));
-            int any = draw(seed, 3, (uint32_t)rank, (uint32_t)t) % 3 == 0;
-            for (int i = 0; i < nsend; i++)
-                calls[n++] = (tr_call_t){.send = 1, .peer = p, .t = t,
-                                         .count = count[t]};
-            for (int i = 0; i < nrecv; i++)
-                calls[n++] = (tr_call_t){
-                    .peer = any ? SWY_ANY_SOURCE : p, .t = t,
-                    .count = count[t]};
-        }
-    /* Posted in an order of this rank's own (Fisher-Yates). */
-    for (int i = n - 1; i > 0; i--) {
-        int j = (int)(draw(seed, 4, (uint32_t)rank, (uint32_t)i) %
-                      (uint32_t)(i + 1));
-        tr_call_t c = calls[i];
-        calls[i] = calls[j];
-        calls[j] = c;
+        n += rp_messages(seed, rank, p) + rp_messages(seed, p, rank);
+    rp_call_t *calls = calloc((size_t)n + 1, sizeof(*calls));
+    CHECK_RET(calls != NULL, "calloc");
+    /* Under tags, the receives of a tag are all from their senders or all
+     * from any source (then none takes a message meant for another). */
+    int any[RP_TAGS];
+    for (int t = 0; t < RP_TAGS; t++)
+        any[t] = by_tag && draw(seed, 4, (uint32_t)rank, (uint32_t)t) % 3 == 0;
+    int i = 0;
+    for (int p = 0; p < w; p++) {
+        for (int j = 0; j < rp_messages(seed, rank, p); j++)
+            calls[i++] = (rp_call_t){.send = 1, .peer = p, .j = j};
+        for (int j = 0; j < rp_messages(seed, p, rank); j++)
+            calls[i++] = (rp_call_t){.peer = p, .j = j};
     }
-    int sent[64][TR_TAGS] = {{0}}, recvd[65][TR_TAGS] = {{0}};
-    for (int i = 0; i < n; i++) {
-        tr_call_t *c = &calls[i];
+    /* Posted in an order of this rank's own (Fisher-Yates); by posting
+     * order a pair's calls keep their order, by tag only the sends do. */
+    for (i = n - 1; i > 0; i--) {
+        int r = (int)(draw(seed, 5, (uint32_t)rank, (uint32_t)i) %
+                      (uint32_t)(i + 1));
+        rp_call_t c = calls[i];
+        calls[i] = calls[r];
+        calls[r] = c;
+    }
+    int next[2][64] = {{0}}, of_tag[2][65][RP_TAGS] = {{{0}}};
+    for (i = 0; i < n; i++) {
+        rp_call_t *c = &calls[i];
+        if (c->send || !by_tag)
+            c->j = next[c->send][c->peer]++;
+        int from = c->send ? rank : c->peer, to = c->send ? c->peer : rank;
+        c->t = rp_tag(seed, from, to, c->j);
+        c->count = count[c->t];
+        if (!c->send && any[c->t])
+            c->peer = SWY_ANY_SOURCE;
+        c->k = of_tag[c->send][c->peer == SWY_ANY_SOURCE ? w : c->peer]
+                     [c->t]++;
         c->buf = calloc(c->count + 1, sizeof(int32_t));
         CHECK_RET(c->buf != NULL, "calloc");
-        if (c->send) {
-            c->k = sent[c->peer][c->t]++;
-            for (size_t e = 0; e < c->count; e++)
-                c->buf[e] = tag_val(rank, c->peer, c->t, c->k, e);
+        for (size_t e = 0; e < c->count; e++)
+            c->buf[e] = c->send ? tag_val(rank, c->peer, c->t, c->k, e) : -1;
+        if (c->send)
             CHECK_OK_RET(swy_send_tagged(c->buf, c->count, SWY_INT32,
                                          c->peer, c->t, comm, NULL, &c->req),
                          comm);
-        } else {
-            int from = c->peer == SWY_ANY_SOURCE ? w : c->peer;
-            c->k = recvd[from][c->t]++;
-            for (size_t e = 0; e < c->count; e++)
-                c->buf[e] = -1;
+        else
             CHECK_OK_RET(swy_recv_tagged(c->buf, c->count, SWY_INT32,
                                          c->peer, c->t, comm, NULL, &c->req),
                          comm);
-        }
-        if (draw(seed, 5, (uint32_t)rank, (uint32_t)i) % 4 == 0) {
-            int done = 0; /* progress now and then, as a framework's loop */
-            CHECK_OK_RET(swy_test(calls[draw(seed, 6, (uint32_t)rank,
-                                             (uint32_t)i) %
-                                        (uint32_t)(i + 1)]
-                                      .req,
-                                  &done),
-                         comm);
+        if (draw(seed, 6, (uint32_t)rank, (uint32_t)i) % 4 == 0) {
+            /* progress now and then, as a framework's loop does */
+            int done = 0;
+            uint32_t r = draw(seed, 7, (uint32_t)rank, (uint32_t)i) %
+                         (uint32_t)(i + 1);
+            CHECK_OK_RET(swy_test(calls[r].req, &done), comm);
         }
     }
-    /* Each receive from a rank got that rank's k-th message of its tag;
+    /* A receive from a rank got that rank's k-th message of its tag;
      * those from any source took every message of their tag once, each
      * sender's in its order. */
-    int last_k[64][TR_TAGS];
+    int last_k[64][RP_TAGS], took[64][RP_TAGS] = {{0}};
     memset(last_k, -1, sizeof(last_k));
-    int took[64][TR_TAGS] = {{0}};
-    for (int i = 0; i < n; i++) {
-        tr_call_t *c = &calls[i];
+    for (i = 0; i < n; i++) {
+        rp_call_t *c = &calls[i];
         CHECK_OK_RET(swy_wait(c->req), comm);
-        if (!c->send) {
-            int src = c->peer, k = c->k;
-            if (src == SWY_ANY_SOURCE) {
-                CHECK_OK_RET(swy_request_source(c->req, &src), comm);
-                CHECK_RET(src >= 0 && src < w, "seed %u: source %d", seed,
-                          src);
-                k = c->count ? (c->buf[0] / 100) % 10 : took[src][c->t];
-                CHECK_RET(k > last_k[src][c->t],
-                          "seed %u: tag %d from any source: #%d from rank "
-                          "%d after #%d", seed, c->t, k, src,
-                          last_k[src][c->t]);
-                last_k[src][c->t] = k;
-                took[src][c->t]++;
-            }
-            for (size_t e = 0; e < c->count; e++)
-                CHECK_RET(c->buf[e] == tag_val(src, rank, c->t, k, e),
-                          "seed %u: receive %d (tag %d, #%d from rank %d%s): "
-                          "element %zu is %d, want %d", seed, i, c->t, k,
-                          src, c->peer == SWY_ANY_SOURCE ? ", any source" : "",
-                          e, c->buf[e], tag_val(src, rank, c->t, k, e));
+        int src = c->peer, k = c->k;
+        if (!c->send && src == SWY_ANY_SOURCE) {
+            CHECK_OK_RET(swy_request_source(c->req, &src), comm);
+            CHECK_RET(src >= 0 && src < w, "seed %u: source %d", seed, src);
+            k = c->count ? (c->buf[0] / 100) % 10 : took[src][c->t];
+            CHECK_RET(k > last_k[src][c->t], "seed %u: tag %d from any "
+                      "source: #%d from rank %d after #%d", seed, c->t, k,
+                      src, last_k[src][c->t]);
+            last_k[src][c->t] = k;
+            took[src][c->t]++;
         }
+        for (size_t e = 0; !c->send && e < c->count; e++)
+            CHECK_RET(c->buf[e] == tag_val(src, rank, c->t, k, e),
+                      "seed %u: receive %d (tag %d, #%d from rank %d%s): "
+                      "element %zu is %d, want %d", seed, i, c->t, k, src,
+                      c->peer == SWY_ANY_SOURCE ? ", any source" : "", e,
+                      c->buf[e], tag_val(src, rank, c->t, k, e));
         swy_request_free(c->req);
         free(c->buf);
     }
     for (int p = 0; p < w; p++)
-        for (int t = 0; t < TR_TAGS; t++)
-            if (recvd[w][t] > 0) {
-                int want = (int)(draw(seed, 2, (uint32_t)(p * 64 + rank),
-                                      (uint32_t)t) % (TR_MAX_PER + 1));
-                CHECK_RET(took[p][t] == want, "seed %u: tag %d from any "
-                          "source took %d messages of rank %d, it sent %d",
-                          seed, t, took[p][t], p, want);
-            }
+        for (int t = 0; t < RP_TAGS; t++) {
+            int want = 0;
+            for (int j = 0; j < rp_messages(seed, p, rank); j++)
+                want += rp_tag(seed, p, rank, j) == t;
+            CHECK_RET(!any[t] || took[p][t] == want, "seed %u: tag %d from "
+                      "any source took %d messages of rank %d, it sent %d",
+                      seed, t, took[p][t], p, want);
+        }
     free(calls);
     return 0;
 }
 
-/* Random traffic under SWY_P2P_MATCH=tag: per round, every rank sends
- * every rank (itself too) 0-3 messages of each of three tags and posts
- * its sends and receives in an order of its own, each tag's receives
- * from their senders or from any source; every receive checked against
- * what MPI's matching gives. TEST_SEEDS rounds (default 8). */
-static int case_tag_random(swy_comm_t comm, int rank, int w, void *arg)
+/* Random traffic: per round, every rank sends every rank (itself too)
+ * 0-6 messages of three tags and posts its sends and receives in an
+ * order of its own; under SWY_P2P_MATCH=tag (arg non-NULL) the receives
+ * in any order too, each tag's from their senders or from any source.
+ * TEST_SEEDS rounds (default 8). */
+static int case_random_p2p(swy_comm_t comm, int rank, int w, void *arg)
 {
-    CHECK_OK_RET(swy_comm_configure(comm, "SWY_P2P_MATCH", "tag"), comm);
+    int by_tag = arg != NULL;
+    CHECK_OK_RET(swy_comm_configure(comm, "SWY_P2P_MATCH",
+                                    by_tag ? "tag" : "order"), comm);
     const char *env = getenv("TEST_SEEDS");
     int rounds = env != NULL ? atoi(env) : 8;
     for (int s = 1; s <= rounds; s++) {
-        if (tag_random_round(comm, rank, w, (uint32_t)s))
+        if (random_p2p_round(comm, rank, w, (uint32_t)s, by_tag))
             return 1;
         CHECK_OK_RET(swy_barrier(comm), comm);
     }
@@ -1574,6 +1580,7 @@ int main(int argc, char **argv)
     int w = atoi(argv[1]);
     const char *which = argv[2];
     swy_test_rank_fn fn = NULL;
+    void *arg = NULL;
     if (!strcmp(which, "basic")) fn = case_basic;
     else if (!strcmp(which, "nocolor")) fn = case_nocolor;
     else if (!strcmp(which, "nested")) fn = case_nested;
@@ -1591,7 +1598,11 @@ int main(int argc, char **argv)
     else if (!strcmp(which, "any_source_timeout"))
         fn = case_any_source_timeout;
     else if (!strcmp(which, "tag_match")) fn = case_tag_match;
-    else if (!strcmp(which, "tag_random")) fn = case_tag_random;
+    else if (!strcmp(which, "random_p2p")) fn = case_random_p2p;
+    else if (!strcmp(which, "random_tag")) {
+        fn = case_random_p2p;
+        arg = "tag";
+    }
     else if (!strcmp(which, "mismatch")) fn = case_mismatch;
     else if (!strcmp(which, "kill")) fn = case_kill;
     else if (!strcmp(which, "threads")) fn = case_threads;
@@ -1615,7 +1626,7 @@ int main(int argc, char **argv)
     if (fn == case_p2p_mismatch_late)
         setenv("SWY_PROGRESS", "caller", 1);
     swy_test_result_t result;
-    int rc = swy_test_spawn(w, fn, NULL, 120, &result);
+    int rc = swy_test_spawn(w, fn, arg, 120, &result);
     if (!strcmp(which, "kill") || !strcmp(which, "join_kill")) {
         rc = 0;
         for (int r = 0; r < w; r++)
