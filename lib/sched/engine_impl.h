@@ -158,6 +158,16 @@ typedef struct swy_launch {
     const swy_devcoll_call_v1_t *calls; /* the op's plan */
 } swy_launch_t;
 
+#define PRIO_SLOTS 8
+
+/* Bytes (or ops) per priority value; a handful of distinct priorities is
+ * the norm, so a tiny array beats a map. When full, a new priority shares
+ * the slot of the nearest one (accounting stays conservative). */
+typedef struct {
+    int prio[PRIO_SLOTS];
+    size_t amount[PRIO_SLOTS];
+} prio_tally_t;
+
 /* Priority classes of the plugin's communicators: each has its own
  * communicator and stream; a launch goes to its op's class. */
 enum { LANE_LOW = 0, LANE_HIGH = 1, LANE_NCLASSES = 2 };
@@ -169,6 +179,9 @@ enum { LANE_LOW = 0, LANE_HIGH = 1, LANE_NCLASSES = 2 };
 typedef struct {
     void *dcomm[LANE_NCLASSES];
     swy_list_t queue[LANE_NCLASSES];
+    /* This view's launches with the plugin (lane_admit) */
+    prio_tally_t inflight_by_prio;
+    size_t inflight_by_class[LANE_NCLASSES];
     int aborted;        /* the plugin's communicators were given up */
     char why[SWY_ERRMSG_MAX];
 } swy_lane_t;
@@ -254,15 +267,6 @@ struct swy_request {
     double deadline;
 };
 
-#define PRIO_SLOTS 8
-
-/* Bytes (or ops) per priority value; a handful of distinct priorities is
- * the norm, so a tiny array beats a map. When full, a new priority shares
- * the slot of the nearest one (accounting stays conservative). */
-typedef struct {
-    int prio[PRIO_SLOTS];
-    size_t amount[PRIO_SLOTS];
-} prio_tally_t;
 
 /* A gate on a stream (the device's stream_gate) shared by the ops of one
  * swy_sched_stream_order: opened when the last of them completed. */

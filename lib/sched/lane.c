@@ -132,16 +132,21 @@ static void launch_done(void *arg, swy_status_t status)
 
 static void lane_account(swy_sched_t *s, swy_launch_t *l, int sign)
 {
+    swy_lane_t *lane = l->comm->lane;
     if (sign > 0) {
         s->lane_inflight_bytes += l->bytes;
         s->lane_inflight_by_class[l->cls] += l->bytes;
         tally_add(&s->lane_inflight_by_prio, l->prio, l->bytes);
+        lane->inflight_by_class[l->cls] += l->bytes;
+        tally_add(&lane->inflight_by_prio, l->prio, l->bytes);
         if (l->op != NULL)
             l->op->lane_inflight += l->bytes;
     } else {
         s->lane_inflight_bytes -= l->bytes;
         s->lane_inflight_by_class[l->cls] -= l->bytes;
         tally_sub(&s->lane_inflight_by_prio, l->prio, l->bytes);
+        lane->inflight_by_class[l->cls] -= l->bytes;
+        tally_sub(&lane->inflight_by_prio, l->prio, l->bytes);
         if (l->op != NULL)
             l->op->lane_inflight -= SWY_MIN(l->op->lane_inflight, l->bytes);
     }
@@ -150,30 +155,43 @@ static void lane_account(swy_sched_t *s, swy_launch_t *l, int sign)
 /* The policy's verdict on the head launch of a class queue. The lanes
  * are one way out of the rank (the device's links), as an uplink is. The
  * policy's compare is not asked: a class keeps the plugin's order.
- * A high-class launch does not see the low class's launches with the
- * plugin: a launch completes only once every rank launched it, so a high
- * one held by this rank's low ones, while a peer holds those low ones
- * behind its high ones, would wait forever (a credit shared by both
- * classes hung 4 ranks this way). The low class sees everything: low
- * waits for high, never the other way round. */
+ *
+ * A launch completes only once every rank of its communicator launched
+ * it, and different communicators' launches come in different orders on
+ * different ranks. So a launch in flight may hold back another
+ * communicator's only if its priority is strictly higher: a bound shared
+ * by launches of one priority on two communicators (lina's credit, or a
+ * credit shared by both classes) hangs, one rank holding communicator
+ * A's behind B's in flight while a peer holds B's behind A's. The policy
+ * sees this view's launches with the plugin, and of the others' those
+ * of strictly higher priority, as if they were on this view's link. By
+ * induction from the top priority down, every launch then goes: the
+ * highest in flight wait for nobody else's, and a view's own launches
+ * come in the same order on every rank. A high-class launch does not see
+ * this view's low-class ones either (low waits for high, never the
+ * other way round). */
 static int lane_admit(swy_sched_t *s, const swy_launch_t *l)
 {
-    size_t lower =
-        l->cls == LANE_HIGH ? s->lane_inflight_by_class[LANE_LOW] : 0;
-    size_t le = tally_sum(&s->lane_inflight_by_prio, l->prio, 1);
+    const swy_lane_t *lane = l->comm->lane;
+    int p = l->prio;
+    size_t lower = l->cls == LANE_HIGH ? lane->inflight_by_class[LANE_LOW]
+                                       : 0;
+    size_t higher = tally_sum(&s->lane_inflight_by_prio, p, 0); /* > p */
+    size_t le = tally_sum(&lane->inflight_by_prio, p, 1);       /* <= p */
+    size_t same = tally_sum(&lane->inflight_by_prio, p - 1, 0) -
+                  tally_sum(&lane->inflight_by_prio, p, 0);     /* == p */
+    le -= SWY_MIN(le, lower);
     const struct swy_request *op = l->op;
     uint32_t oldest = swy_sched_oldest_op(op->comm);
     swy_policy_uop_v1_t view = {
-        .priority = l->prio, .order = op->order, .op_seq = op->eseq,
+        .priority = p, .order = op->order, .op_seq = op->eseq,
         .ready_index = l->ready_index, .ready_ns = l->ready_ns,
         .bytes = l->bytes, .peer = -1,
         .op_inflight_bytes = op->lane_inflight};
     swy_policy_link_v1_t lv = {
-        .peer = -1, .inflight_bytes = s->lane_inflight_bytes - lower,
-        .inflight_le_bytes = le - SWY_MIN(le, lower),
-        .inflight_ge_bytes =
-            tally_sum(&s->lane_inflight_by_prio, l->prio - 1, 0),
-        .higher_pending = tally_sum(&s->pending_ops, l->prio, 0) > 0,
+        .peer = -1, .inflight_bytes = higher + le,
+        .inflight_le_bytes = le, .inflight_ge_bytes = higher + same,
+        .higher_pending = tally_sum(&s->pending_ops, p, 0) > 0,
         .phase = s->phase, .max_priority_seen = s->max_prio_seen,
         .oldest_op_seq = oldest, .window_bytes = s->p.window_bytes,
         .credit_bytes = s->credit_bytes,
