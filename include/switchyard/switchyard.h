@@ -277,8 +277,9 @@ SWY_EXPORT int swy_comm_size(swy_comm_t comm);
  * swy_broadcast() and swy_alltoallv() of device memory run on NCCL a
  * partition at a time, each partition an NCCL call on the communicator
  * and stream of the op's priority class (two per communicator, made
- * collectively by its first such op, or by swy_comm_split from the
- * parent's), released by Switchyard's policy;
+ * collectively at its first swy_comm_split, or else by its first such
+ * op; a split's by swy_comm_split from the parent's), released by
+ * Switchyard's policy;
  * nothing is staged through host memory. Otherwise (SWY_DEVICE_COLL=
  * staged, or a plugin without them), and always for swy_allgatherv(),
  * swy_reduce(), swy_gather() and swy_scatter(), device buffers move

@@ -1,7 +1,8 @@
 /* The device plugin's communicators of a communicator (swy_devcoll_v1):
- * made on its first device collective that the plugin runs, by every
- * rank at the same point of its op order (collectives are posted in the
- * same order on every rank), as NCCL users make theirs with
+ * made at its first swy_comm_split (then the child's are split from
+ * them), or else on its first device collective that the plugin runs, by
+ * every rank at the same point of its op order (collectives are posted
+ * in the same order on every rank), as NCCL users make theirs with
  * ncclCommInitRank: rank 0 makes the ids, a broadcast on the communicator
  * brings them to the others, and each rank joins the plugin's
  * communicator of each priority class (lib/sched/lane.c). */
@@ -57,9 +58,12 @@ swy_status_t swy_api_devcoll_ready(const char *fn, swy_comm_t comm,
     }
     /* Rank 0 broadcasts even without an id, so that no rank waits. */
     swy_status_t status = broadcast_hello(comm, &hello);
-    if (status != SWY_OK)
+    if (status != SWY_OK) {
+        char cause[SWY_ERRMSG_MAX]; /* swy_err_set writes where it lies */
+        snprintf(cause, sizeof(cause), "%s", swy_err_last());
         return swy_err_set(status, "api", "%s: making the device "
-                           "communicators: %s", fn, swy_err_last());
+                           "communicators: %s", fn, cause);
+    }
     if (!hello.ok)
         return swy_err_set(SWY_ERR_TRANSPORT, "api", "%s: rank 0 could not "
                            "make an id for the device communicators%s%s", fn,
@@ -95,9 +99,22 @@ swy_status_t swy_api_devcoll_split(swy_comm_t parent, int color, int key,
     if (dc == NULL ||
         dc->struct_size < offsetof(swy_devcoll_v1_t, comm_split) +
                               sizeof(dc->comm_split) ||
-        dc->comm_split == NULL || !swy_sched_lane_dcomms(parent->view, pd))
+        dc->comm_split == NULL)
         return SWY_OK; /* the child makes its own when it needs them */
-    swy_status_t status = SWY_OK;
+    /* A parent without them makes them here, where all its ranks are, so
+     * that the family's communicators all have theirs before their first
+     * op: made at the first op instead, a communicator's would wait for
+     * every rank to reach its first device op, and ranks that post the
+     * communicators in different orders (each communicator's ops in the
+     * same order everywhere, as the API asks) would wait for each other
+     * there. */
+    int ready = 0;
+    swy_status_t status = swy_api_devcoll_ready("swy_comm_split", parent,
+                                                &ready);
+    if (status != SWY_OK)
+        return status;
+    if (!ready || !swy_sched_lane_dcomms(parent->view, pd))
+        return SWY_OK;
     for (int k = 0; k < 2 && status == SWY_OK; k++) {
         status = dc->comm_split(pd[k], color, key,
                                 swy_sched_lane_class_priority(k),

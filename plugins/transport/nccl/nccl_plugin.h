@@ -25,9 +25,10 @@
  *
  * Device collectives (swy_devcoll_plugin_v1, nccl_coll.c) use other
  * communicators: per Switchyard communicator, one NCCL communicator over
- * all its ranks per priority class (2 per communicator), both made on
- * its first offloaded device collective (by ncclCommSplit of its
- * parent's at swy_comm_split, where the parent has them), each non-blocking
+ * all its ranks per priority class (2 per communicator), both made at
+ * its first swy_comm_split or else its first offloaded device
+ * collective (a split's by ncclCommSplit of its parent's at
+ * swy_comm_split), each non-blocking
  * (config.blocking = 0) with its own non-blocking stream at the class's
  * stream priority. They come besides the per-pair ones above, which still
  * carry every point-to-point transfer; they share no state with the
