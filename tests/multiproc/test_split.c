@@ -43,6 +43,10 @@
  *             receive checked against posting order per pair
  *   random_tag  the same under SWY_P2P_MATCH=tag, receives in any order,
  *             by sender or from any source: against MPI's matching rule
+ *   random_mix  random collectives (kinds, sizes, priorities) on four
+ *             communicators of the same ranks, all in flight, each rank
+ *             posting the communicators in its own order (TEST_SEEDS);
+ *             on device memory, a stream per communicator
  *   mismatch  a mismatch on one split communicator: it fails on its
  *             ranks, the parent and the other half go on working
  *   kill      a rank dies: the communicators holding it fail on every
@@ -1236,6 +1240,248 @@ static int case_random_p2p(swy_comm_t comm, int rank, int w, void *arg)
     return 0;
 }
 
+/* case_random_mix: element i of world rank r's input of op o, and of its
+ * block for world rank d (alltoallv). */
+static int32_t mix_val(int r, int o, size_t i)
+{
+    return (int32_t)(((size_t)r * 131 + (size_t)o * 17 + i * 7) % 1000003);
+}
+
+static int32_t mix_block_val(int r, int d, int o, size_t i)
+{
+    return mix_val(r * 64 + d, o, i);
+}
+
+enum { MIX_COMMS = 4, MIX_OPS = 14 };
+enum { MIX_ALLREDUCE, MIX_ALLGATHER, MIX_BROADCAST, MIX_REDUCE_SCATTER,
+       MIX_ALLTOALLV, MIX_KINDS };
+
+/* Elements op o of seed sends from world rank s to world rank d
+ * (alltoallv), at most n. */
+static size_t mix_a2a_count(uint32_t seed, int o, int s, int d, size_t n)
+{
+    return draw(seed, 20 + (uint32_t)o, (uint32_t)s, (uint32_t)d) %
+           (uint32_t)(n + 1);
+}
+
+typedef struct {
+    int c, kind, root;
+    size_t n;
+    int32_t *in, *out;
+    size_t out_len;
+    size_t *counts; /* alltoallv: send, sdispl, recv, rdispl [4][size] */
+    swy_request_t req;
+} mix_op_t;
+
+/* One round of case_random_mix. */
+static int random_mix_round(swy_comm_t *comms, void **streams,
+                            int (*members)[64], const int *sizes, int rank,
+                            uint32_t seed)
+{
+    static const size_t counts[5] = {0, 1, 100, 5000, 70000};
+    static const int prios[3] = {SWY_PRIO_LOW, SWY_PRIO_DEFAULT,
+                                 SWY_PRIO_HIGH};
+    mix_op_t ops[MIX_OPS];
+    int order[MIX_OPS], queue[MIX_COMMS][MIX_OPS], queued[MIX_COMMS] = {0};
+    memset(ops, 0, sizeof(ops));
+    for (int o = 0; o < MIX_OPS; o++) {
+        mix_op_t *op = &ops[o];
+        op->c = (int)(draw(seed, 10, (uint32_t)o, 0) % MIX_COMMS);
+        op->kind = (int)(draw(seed, 10, (uint32_t)o, 1) % MIX_KINDS);
+        op->n = counts[draw(seed, 10, (uint32_t)o, 2) % 5];
+        op->root = (int)(draw(seed, 10, (uint32_t)o, 3) %
+                         (uint32_t)sizes[op->c]);
+        queue[op->c][queued[op->c]++] = o;
+    }
+    /* This rank's order: each communicator's ops in their order, the
+     * communicators interleaved as this rank draws. */
+    int taken[MIX_COMMS] = {0};
+    for (int i = 0; i < MIX_OPS; i++) {
+        int left = MIX_OPS - i,
+            pick = (int)(draw(seed, 11, (uint32_t)rank, (uint32_t)i) %
+                         (uint32_t)left);
+        for (int c = 0; c < MIX_COMMS; c++) {
+            int rest = queued[c] - taken[c];
+            if (pick < rest) {
+                order[i] = queue[c][taken[c]++];
+                break;
+            }
+            pick -= rest;
+        }
+    }
+    for (int i = 0; i < MIX_OPS; i++) {
+        int o = order[i];
+        mix_op_t *op = &ops[o];
+        swy_comm_t comm = comms[op->c];
+        int w = sizes[op->c], me = swy_comm_rank(comm);
+        const int *mem = members[op->c];
+        size_t n = op->n, in_len = n;
+        swy_op_attr_t a = SWY_OP_ATTR_INIT;
+        a.priority = prios[draw(seed, 12, (uint32_t)o, 0) % 3];
+        a.order = (int64_t)(draw(seed, 12, (uint32_t)o, 1) % 4);
+        a.stream = streams[op->c];
+        switch (op->kind) {
+        case MIX_ALLREDUCE: op->out_len = n; break;
+        case MIX_ALLGATHER: op->out_len = n * (size_t)w; break;
+        case MIX_BROADCAST: op->out_len = n; in_len = 0; break;
+        case MIX_REDUCE_SCATTER:
+            op->out_len = n;
+            in_len = n * (size_t)w;
+            break;
+        default: { /* MIX_ALLTOALLV */
+            op->counts = calloc(4 * (size_t)w, sizeof(size_t));
+            CHECK_RET(op->counts != NULL, "calloc");
+            size_t *sc = op->counts, *sd = sc + w, *rc = sd + w, *rd = rc + w;
+            in_len = op->out_len = 0;
+            for (int p = 0; p < w; p++) {
+                sc[p] = mix_a2a_count(seed, o, rank, mem[p], n);
+                rc[p] = mix_a2a_count(seed, o, mem[p], rank, n);
+                sd[p] = in_len;
+                rd[p] = op->out_len;
+                in_len += sc[p];
+                op->out_len += rc[p];
+            }
+        }
+        }
+        op->in = swy_test_buf_calloc(g_device, in_len + 1, sizeof(int32_t));
+        op->out = swy_test_buf_calloc(g_device, op->out_len + 1,
+                                      sizeof(int32_t));
+        CHECK_RET(op->in != NULL && op->out != NULL, "calloc");
+        for (size_t e = 0; e < op->out_len; e++)
+            op->out[e] = -1;
+        if (op->kind == MIX_ALLTOALLV) {
+            size_t *sc = op->counts, *sd = sc + w;
+            for (int p = 0; p < w; p++)
+                for (size_t e = 0; e < sc[p]; e++)
+                    op->in[sd[p] + e] = mix_block_val(rank, mem[p], o, e);
+        } else {
+            for (size_t e = 0; e < in_len; e++)
+                op->in[e] = mix_val(rank, o, e);
+        }
+        swy_status_t st;
+        switch (op->kind) {
+        case MIX_ALLREDUCE:
+            st = swy_allreduce(op->in, op->out, n, SWY_INT32, SWY_SUM, comm,
+                               &a, &op->req);
+            break;
+        case MIX_ALLGATHER:
+            st = swy_allgather(op->in, op->out, n, SWY_INT32, comm, &a,
+                               &op->req);
+            break;
+        case MIX_BROADCAST:
+            if (me == op->root)
+                for (size_t e = 0; e < n; e++)
+                    op->out[e] = mix_val(rank, o, e);
+            st = swy_broadcast(op->out, n, SWY_INT32, op->root, comm, &a,
+                               &op->req);
+            break;
+        case MIX_REDUCE_SCATTER:
+            st = swy_reduce_scatter(op->in, op->out, n, SWY_INT32, SWY_SUM,
+                                    comm, &a, &op->req);
+            break;
+        default: {
+            size_t *sc = op->counts, *sd = sc + w, *rc = sd + w, *rd = rc + w;
+            st = swy_alltoallv(op->in, sc, sd, op->out, rc, rd, SWY_INT32,
+                               comm, &a, &op->req);
+        }
+        }
+        CHECK_OK_RET(st, comm);
+    }
+    /* Each against its serial reference, waited in post order. */
+    static const char *names[MIX_KINDS] = {"allreduce", "allgather",
+                                           "broadcast", "reduce_scatter",
+                                           "alltoallv"};
+    for (int i = 0; i < MIX_OPS; i++) {
+        int o = order[i];
+        mix_op_t *op = &ops[o];
+        swy_comm_t comm = comms[op->c];
+        int w = sizes[op->c], me = swy_comm_rank(comm);
+        const int *mem = members[op->c];
+        CHECK_OK_RET(swy_wait(op->req), comm);
+        swy_request_free(op->req);
+        for (size_t e = 0; e < op->out_len; e++) {
+            int32_t want = 0;
+            switch (op->kind) {
+            case MIX_ALLREDUCE:
+                for (int p = 0; p < w; p++)
+                    want += mix_val(mem[p], o, e);
+                break;
+            case MIX_ALLGATHER:
+                want = mix_val(mem[e / op->n], o, e % op->n);
+                break;
+            case MIX_BROADCAST:
+                want = mix_val(mem[op->root], o, e);
+                break;
+            case MIX_REDUCE_SCATTER:
+                for (int p = 0; p < w; p++)
+                    want += mix_val(mem[p], o, (size_t)me * op->n + e);
+                break;
+            default: {
+                size_t *rc = op->counts + 2 * w, *rd = rc + w;
+                int p = 0;
+                while (e >= rd[p] + rc[p])
+                    p++;
+                want = mix_block_val(mem[p], rank, o, e - rd[p]);
+            }
+            }
+            CHECK_RET(op->out[e] == want, "seed %u op %d (%s of %zu on "
+                      "communicator %d): element %zu is %d, want %d", seed, o,
+                      names[op->kind], op->n, op->c, e, op->out[e], want);
+        }
+        swy_test_buf_free(g_device, op->in);
+        swy_test_buf_free(g_device, op->out);
+        free(op->counts);
+    }
+    return 0;
+}
+
+/* Random collectives on four communicators of the same ranks (the world,
+ * its halves, its reverse, its odd and even ranks): per round 14 ops of
+ * random kinds (allreduce, allgather, broadcast, reduce_scatter,
+ * alltoallv of random counts), sizes (0-70,000 elements), priorities and
+ * orders, all in flight together; each rank posts the communicators in
+ * an order of its own. Every result against its serial reference.
+ * TEST_SEEDS rounds (default 8). */
+static int case_random_mix(swy_comm_t comm, int rank, int w, void *arg)
+{
+    int color[64], key[64], members[MIX_COMMS][64], sizes[MIX_COMMS];
+    swy_comm_t comms[MIX_COMMS] = {comm};
+    sizes[0] = w;
+    for (int p = 0; p < w; p++)
+        members[0][p] = p;
+    for (int c = 1; c < MIX_COMMS; c++) {
+        for (int p = 0; p < w; p++) {
+            color[p] = c == 1 ? p < w / 2 : c == 2 ? 0 : p % 2;
+            key[p] = c == 2 ? -p : 0;
+        }
+        if (split_checked(comm, color, key, &comms[c], members[c],
+                          &sizes[c]))
+            return 1;
+        /* split_checked gives the members as world ranks */
+    }
+    /* On device memory (TEST_COLL_MEM=device) each communicator's ops go
+     * on a stream of its own, as a framework's expert-parallel and
+     * data-parallel streams: on one stream they would run one after
+     * another, and ranks that post the communicators in different orders
+     * would wait for each other, as with NCCL. */
+    void *streams[MIX_COMMS] = {NULL};
+    for (int c = 0; g_device && c < MIX_COMMS; c++)
+        streams[c] = swy_test_dev_stream_create();
+    const char *env = getenv("TEST_SEEDS");
+    int rounds = env != NULL ? atoi(env) : 8;
+    for (int s = 1; s <= rounds; s++) {
+        if (random_mix_round(comms, streams, members, sizes, rank,
+                             (uint32_t)s))
+            return 1;
+        CHECK_OK_RET(swy_barrier(comm), comm);
+    }
+    for (int c = 0; g_device && c < MIX_COMMS; c++)
+        swy_test_dev_stream_destroy(streams[c]);
+    for (int c = 1; c < MIX_COMMS; c++)
+        CHECK_OK_RET(swy_comm_destroy(comms[c]), comm);
+    return 0;
+}
+
 
 static int case_mismatch(swy_comm_t comm, int rank, int w, void *arg)
 {
@@ -1599,6 +1845,7 @@ int main(int argc, char **argv)
         fn = case_any_source_timeout;
     else if (!strcmp(which, "tag_match")) fn = case_tag_match;
     else if (!strcmp(which, "random_p2p")) fn = case_random_p2p;
+    else if (!strcmp(which, "random_mix")) fn = case_random_mix;
     else if (!strcmp(which, "random_tag")) {
         fn = case_random_p2p;
         arg = "tag";
