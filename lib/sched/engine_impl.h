@@ -267,7 +267,6 @@ struct swy_request {
     double deadline;
 };
 
-
 /* A gate on a stream (the device's stream_gate) shared by the ops of one
  * swy_sched_stream_order: opened when the last of them completed. */
 typedef struct swy_stream_gate {
@@ -326,8 +325,6 @@ struct swy_sched {
     int n_lane_queued;
     swy_list_t launched;
     int n_launched;
-    size_t lane_inflight_bytes;
-    size_t lane_inflight_by_class[LANE_NCLASSES];
     prio_tally_t lane_inflight_by_prio;
     uint64_t next_launch_index;
     swy_list_t uop_pool; /* freed micro-ops kept for reuse (UOP_POOL_MAX) */

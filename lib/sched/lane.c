@@ -134,16 +134,12 @@ static void lane_account(swy_sched_t *s, swy_launch_t *l, int sign)
 {
     swy_lane_t *lane = l->comm->lane;
     if (sign > 0) {
-        s->lane_inflight_bytes += l->bytes;
-        s->lane_inflight_by_class[l->cls] += l->bytes;
         tally_add(&s->lane_inflight_by_prio, l->prio, l->bytes);
         lane->inflight_by_class[l->cls] += l->bytes;
         tally_add(&lane->inflight_by_prio, l->prio, l->bytes);
         if (l->op != NULL)
             l->op->lane_inflight += l->bytes;
     } else {
-        s->lane_inflight_bytes -= l->bytes;
-        s->lane_inflight_by_class[l->cls] -= l->bytes;
         tally_sub(&s->lane_inflight_by_prio, l->prio, l->bytes);
         lane->inflight_by_class[l->cls] -= l->bytes;
         tally_sub(&lane->inflight_by_prio, l->prio, l->bytes);
