@@ -1267,11 +1267,42 @@ static size_t mix_a2a_count(uint32_t seed, int o, int s, int d, size_t n)
 typedef struct {
     int c, kind, root;
     size_t n;
+    /* communicator c, its size, this rank's place, its world ranks */
+    swy_comm_t comm;
+    int w, me;
+    const int *mem;
     int32_t *in, *out;
     size_t out_len;
     size_t *counts; /* alltoallv: send, sdispl, recv, rdispl [4][size] */
     swy_request_t req;
 } mix_op_t;
+
+/* Element e of op o's result on world rank `rank`, serially. */
+static int32_t mix_want(const mix_op_t *op, int o, int rank, size_t e)
+{
+    int32_t want = 0;
+    switch (op->kind) {
+    case MIX_ALLREDUCE:
+        for (int p = 0; p < op->w; p++)
+            want += mix_val(op->mem[p], o, e);
+        return want;
+    case MIX_ALLGATHER:
+        return mix_val(op->mem[e / op->n], o, e % op->n);
+    case MIX_BROADCAST:
+        return mix_val(op->mem[op->root], o, e);
+    case MIX_REDUCE_SCATTER:
+        for (int p = 0; p < op->w; p++)
+            want += mix_val(op->mem[p], o, (size_t)op->me * op->n + e);
+        return want;
+    default: { /* MIX_ALLTOALLV: block p of the received ones */
+        const size_t *rc = op->counts + 2 * op->w, *rd = rc + op->w;
+        int p = 0;
+        while (e >= rd[p] + rc[p])
+            p++;
+        return mix_block_val(op->mem[p], rank, o, e - rd[p]);
+    }
+    }
+}
 
 /* One round of case_random_mix. */
 static int random_mix_round(swy_comm_t *comms, void **streams,
@@ -1291,6 +1322,10 @@ static int random_mix_round(swy_comm_t *comms, void **streams,
         op->n = counts[draw(seed, 10, (uint32_t)o, 2) % 5];
         op->root = (int)(draw(seed, 10, (uint32_t)o, 3) %
                          (uint32_t)sizes[op->c]);
+        op->comm = comms[op->c];
+        op->w = sizes[op->c];
+        op->me = swy_comm_rank(op->comm);
+        op->mem = members[op->c];
         queue[op->c][queued[op->c]++] = o;
     }
     /* This rank's order: each communicator's ops in their order, the
@@ -1312,9 +1347,9 @@ static int random_mix_round(swy_comm_t *comms, void **streams,
     for (int i = 0; i < MIX_OPS; i++) {
         int o = order[i];
         mix_op_t *op = &ops[o];
-        swy_comm_t comm = comms[op->c];
-        int w = sizes[op->c], me = swy_comm_rank(comm);
-        const int *mem = members[op->c];
+        swy_comm_t comm = op->comm;
+        int w = op->w, me = op->me;
+        const int *mem = op->mem;
         size_t n = op->n, in_len = n;
         swy_op_attr_t a = SWY_OP_ATTR_INIT;
         a.priority = prios[draw(seed, 12, (uint32_t)o, 0) % 3];
@@ -1394,36 +1429,10 @@ static int random_mix_round(swy_comm_t *comms, void **streams,
     for (int i = 0; i < MIX_OPS; i++) {
         int o = order[i];
         mix_op_t *op = &ops[o];
-        swy_comm_t comm = comms[op->c];
-        int w = sizes[op->c], me = swy_comm_rank(comm);
-        const int *mem = members[op->c];
-        CHECK_OK_RET(swy_wait(op->req), comm);
+        CHECK_OK_RET(swy_wait(op->req), op->comm);
         swy_request_free(op->req);
         for (size_t e = 0; e < op->out_len; e++) {
-            int32_t want = 0;
-            switch (op->kind) {
-            case MIX_ALLREDUCE:
-                for (int p = 0; p < w; p++)
-                    want += mix_val(mem[p], o, e);
-                break;
-            case MIX_ALLGATHER:
-                want = mix_val(mem[e / op->n], o, e % op->n);
-                break;
-            case MIX_BROADCAST:
-                want = mix_val(mem[op->root], o, e);
-                break;
-            case MIX_REDUCE_SCATTER:
-                for (int p = 0; p < w; p++)
-                    want += mix_val(mem[p], o, (size_t)me * op->n + e);
-                break;
-            default: {
-                size_t *rc = op->counts + 2 * w, *rd = rc + w;
-                int p = 0;
-                while (e >= rd[p] + rc[p])
-                    p++;
-                want = mix_block_val(mem[p], rank, o, e - rd[p]);
-            }
-            }
+            int32_t want = mix_want(op, o, rank, e);
             CHECK_RET(op->out[e] == want, "seed %u op %d (%s of %zu on "
                       "communicator %d): element %zu is %d, want %d", seed, o,
                       names[op->kind], op->n, op->c, e, op->out[e], want);
