@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-torch.sh: the torch benchmark (MEASURE.md) on the emulated cluster
-# — 2 nodes x 2 ranks, a tbf-shaped link between the nodes — the training
+# — NODES x RANKS_PER_NODE ranks (2 x 2), a tbf-shaped link between the nodes — the training
 # script (python3 -m switchyard.train, DDP + MoE) on gloo, on switchyard
 # under lina and under fair, REPEAT times alternating, then per
 # configuration the median and range over runs of each run's median step
@@ -16,7 +16,9 @@
 # Needs root (network namespaces); exits 77 without it. Builds nothing.
 # Environment: BUILD_DIR (default build), REPEAT (default 3), LINK
 # (default 1gbit), STEPS (default 30), CONFIGS (default gloo,lina,fair),
-# OUT_DIR (keep the raw outputs there; default a temporary folder).
+# NODES and RANKS_PER_NODE (default 2 and 2; RANKS_PER_NODE=1 gives every
+# rank a core of the 2), OUT_DIR (keep the raw outputs there; default a
+# temporary folder).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,6 +28,8 @@ repeat=${REPEAT:-3}
 link=${LINK:-1gbit}
 steps=${STEPS:-30}
 configs=${CONFIGS:-gloo,lina,fair}
+nodes=${NODES:-2}
+rpn=${RANKS_PER_NODE:-2}
 if [[ $(id -u) -ne 0 ]]; then
     echo "bench-torch: needs root (network namespaces); skipped" >&2
     exit 77
@@ -48,16 +52,17 @@ for ((i = 1; i <= repeat; i++)); do
         backend=switchyard policy=$c
         [[ $c == gloo ]] && backend=gloo policy=
         echo "run $i $c: load $(cut -d' ' -f1 /proc/loadavg), $(date -u +%T)"
-        SWY_POLICY=$policy "$swy_run" --nodes 2 --ranks-per-node 2 \
+        SWY_POLICY=$policy "$swy_run" --nodes "$nodes" --ranks-per-node "$rpn" \
             --link "$link" --timeout 900 /usr/bin/python3 -m switchyard.train \
             --backend "$backend" --steps "$steps" --phases --json "$@" \
             >"$out/$c.$i.log" 2>&1 || { cat "$out/$c.$i.log"; exit 1; }
     done
 done
 
-/usr/bin/python3 - "$out" "$configs" <<'PY'
+/usr/bin/python3 - "$out" "$configs" "$((nodes * rpn))" "$(getconf _NPROCESSORS_ONLN)" <<'PY'
 import glob, json, statistics, sys
 out, configs = sys.argv[1], sys.argv[2].split(",")
+ranks, cores = int(sys.argv[3]), int(sys.argv[4])
 runs = {}
 for c in configs:
     for path in sorted(glob.glob(f"{out}/{c}.*.log")):
@@ -69,6 +74,12 @@ for c, rs in runs.items():
     med[c] = statistics.median(ms)
     mid = sorted(rs, key=lambda r: r["step_ms_median"])[len(rs) // 2]
     p = mid["phases"]
+    # The ranks share the machine's cores: no step is shorter than their
+    # CPU time over the cores (rank 0's for each of them).
+    floor = p.get("cpu", 0.0) * max(1.0, ranks / cores)
+    cpu = (f"; rank 0's CPU {p['cpu']:.1f} ms per step, CPU floor "
+           f"{floor:.1f} ms ({ranks} ranks on {cores} cores)"
+           if "cpu" in p else "")
     if p["a2a_fwd_n"]:
         prof = (f"a2a : compute : allreduce = {p['a2a']:.1f} : "
                 f"{p['compute']:.1f} : {p['allreduce']:.1f} ms, a2a per "
@@ -81,7 +92,7 @@ for c, rs in runs.items():
     print(f"{c:5s} ms/step per run {', '.join(f'{x:.1f}' for x in ms)}; "
           f"median {med[c]:.1f}, range {min(ms):.1f}-{max(ms):.1f}; loss "
           f"{mid['losses'][0]:.6f} -> {mid['losses'][-1]:.6f}; median run: "
-          + prof)
+          + prof + cpu)
 for a, b in (("lina", "fair"), ("lina", "gloo"), ("fair", "gloo")):
     if a in med and b in med:
         print(f"{a} over {b}: {med[b] / med[a]:.2f}x")

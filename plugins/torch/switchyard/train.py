@@ -209,7 +209,10 @@ class Phases:
     divide by the world, allreduce) and the expert gradients' allreduce.
     "ar_wait" is how long backward went on after DDP's last bucket was
     posted, i.e. after the last gradient was computed: the allreduce
-    that compute did not hide."""
+    that compute did not hide. "cpu" is the CPU time of the whole
+    process (every thread: torch's, the backend's progress) in the step:
+    where ranks share cores, a step cannot be shorter than the ranks'
+    CPU time over the cores, whatever the communication does."""
 
     def __init__(self, world):
         self.world = world
@@ -237,6 +240,7 @@ class Phases:
         swy_moe.exchange_seconds.clear()
         swy_moe.exchange_calls.clear()
         self.buckets = []
+        self.cpu_start = time.process_time()
 
     def end(self, t):
         """t: perf_counter at start, after forward, after backward, after
@@ -247,6 +251,7 @@ class Phases:
         posts = [p for p, _, _ in self.buckets]
         self.steps.append({
             "step": (t[-1] - t[0]) * 1e3, "forward": ms[0],
+            "cpu": (time.process_time() - self.cpu_start) * 1e3,
             "backward": ms[1], "expert_ar": ms[2], "optimizer": ms[3],
             "a2a_fwd": a2a_f, "a2a_fwd_n": n_f,
             "a2a_bwd": a2a_b, "a2a_bwd_n": n_b,
@@ -285,8 +290,8 @@ class Phases:
               f" in all, posted {m['first_post']:.2f} to "
               f"{m['last_post']:.2f} ms into backward, allreduce busy "
               f"{m['ar_busy']:.2f} ms; a2a : compute : allreduce = "
-              f"{m['a2a']:.1f} : {m['compute']:.1f} : {m['allreduce']:.1f}",
-              flush=True)
+              f"{m['a2a']:.1f} : {m['compute']:.1f} : {m['allreduce']:.1f}"
+              f"; CPU {m['cpu']:.1f} ms per step", flush=True)
 
 
 def train(args, rank, world):
