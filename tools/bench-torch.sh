@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # bench-torch.sh: the torch benchmark (MEASURE.md) on the emulated cluster
-# — NODES x RANKS_PER_NODE ranks (2 x 2), a tbf-shaped link between the nodes — the training
-# script (python3 -m switchyard.train, DDP + MoE) on gloo, on switchyard
-# under lina and under fair, REPEAT times alternating, then per
-# configuration the median and range over runs of each run's median step
-# time, the ratios, and the per-phase profile of the median run
-# (--phases: a2a : compute : allreduce).
+# — NODES x RANKS_PER_NODE ranks (2 x 2), a tbf-shaped link between the
+# nodes — the training script (python3 -m switchyard.train, DDP + MoE) on
+# gloo, on switchyard under lina and under fair, REPEAT times alternating,
+# then per configuration the median and range over runs of each run's
+# median step time, the ratios, and the per-phase profile of the median
+# run (--phases: a2a : compute : allreduce, and the CPU floor).
 #
 #   tools/bench-torch.sh [switchyard.train options...]
 #
@@ -76,10 +76,9 @@ for c, rs in runs.items():
     p = mid["phases"]
     # The ranks share the machine's cores: no step is shorter than their
     # CPU time over the cores (rank 0's for each of them).
-    floor = p.get("cpu", 0.0) * max(1.0, ranks / cores)
+    floor = p["cpu"] * max(1.0, ranks / cores)
     cpu = (f"; rank 0's CPU {p['cpu']:.1f} ms per step, CPU floor "
-           f"{floor:.1f} ms ({ranks} ranks on {cores} cores)"
-           if "cpu" in p else "")
+           f"{floor:.1f} ms ({ranks} ranks on {cores} cores)")
     if p["a2a_fwd_n"]:
         prof = (f"a2a : compute : allreduce = {p['a2a']:.1f} : "
                 f"{p['compute']:.1f} : {p['allreduce']:.1f} ms, a2a per "
