@@ -166,6 +166,39 @@ static void test_cancel(void)
     CHECK(rc2.status == SWY_OK && strcmp(got, "later") == 0);
 }
 
+/* A receive of a message that had arrived completes inside irecv, and
+ * its completion waits for the next progress. A cancel in between (the
+ * host cancels what it has not heard of as done, as a probe of a
+ * receive from any source) must not reach the receive posted after it:
+ * UCX reuses the first one's freed request for it. */
+static void test_cancel_completed(void)
+{
+    char first[8] = "first", second[8] = "second";
+    char got1[8] = "", got2[8] = "";
+    completion_t s1 = {0}, s2 = {0}, r1 = {0}, r2 = {0};
+    void *h1 = NULL;
+    CHECK(ops->isend(ctx[1], 0, 1001, first, sizeof(first), SWY_MEM_HOST,
+                     on_complete, &s1, NULL) == SWY_OK);
+    for (int i = 0; i < 100; i++) { /* arrives unexpected */
+        ops->progress(ctx[1]);
+        ops->progress(ctx[0]);
+    }
+    CHECK(ops->irecv(ctx[0], 1, 1001, got1, sizeof(got1), SWY_MEM_HOST,
+                     on_complete, &r1, &h1) == SWY_OK);
+    CHECK(ops->irecv(ctx[0], 1, 1002, got2, sizeof(got2), SWY_MEM_HOST,
+                     on_complete, &r2, NULL) == SWY_OK);
+    CHECK(r1.calls == 0);
+    ops->cancel(ctx[0], h1);
+    CHECK(ops->isend(ctx[1], 0, 1002, second, sizeof(second), SWY_MEM_HOST,
+                     on_complete, &s2, NULL) == SWY_OK);
+    completion_t *all[] = {&s1, &s2, &r1, &r2};
+    CHECK(wait_all(all, 4, 5.0) == 0);
+    CHECK(r1.status == SWY_OK && strcmp(got1, "first") == 0);
+    CHECK(r2.status == SWY_OK && strcmp(got2, "second") == 0);
+    printf("  cancel of a receive done inside irecv: second receive %s\n",
+           swy_status_string(r2.status));
+}
+
 /* Tags are matched per source: rank 1's tag 5 is not rank 0's tag 5. */
 static void test_source_matching(void)
 {
@@ -343,6 +376,7 @@ int main(int argc, char **argv)
     test_truncation(100, 50, 0);
     test_truncation(1 << 20, 1000, 1);
     test_cancel();
+    test_cancel_completed();
     test_source_matching();
     const swy_send_hints_v1_t *hints = NULL;
     CHECK(swy_send_hints_plugin_symbol(dl, argv[1], &hints, why,
