@@ -613,7 +613,7 @@ static swy_status_t ucx_isend_hinted(void *vctx, int peer, uint64_t tag,
     }
     if (req == NULL)
         ucx_op_finish(op, UCS_OK, len);
-    else if (!op->finished) /* see ucx_irecv */
+    else /* no NO_IMM_CMPL: UCX calls back only from progress */
         op->ucp_req = req;
     if (handle_p != NULL)
         *handle_p = op;
