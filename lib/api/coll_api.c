@@ -168,6 +168,14 @@ static swy_status_t prepare_memory(const char *fn, swy_comm_t comm,
         int ready;
         SWY_CHECK(swy_api_devcoll_ready(fn, comm, &ready));
         args->offload = (uint8_t)ready;
+    } else if (may_offload && (args->kind == SWY_COLL_SEND ||
+                               args->kind == SWY_COLL_RECV) &&
+               args->root != comm->rank && swy_devcoll_ops() != NULL) {
+        /* Only the pair posts it, so it cannot make the device
+         * communicators (collective): it uses those the communicator got
+         * at its creation or split (swy_api_devcoll_eager), as every
+         * rank does alike. */
+        args->offload = (uint8_t)swy_sched_lane_attached(comm->view);
     }
 
     int *peers = swy_malloc((size_t)comm->nranks * sizeof(int));
@@ -232,28 +240,33 @@ typedef struct {
     struct swy_request **sops;
     void **streams;
     size_t nsops, scap;
+    /* The group's offloaded sends and receives (args.lane_group = id),
+     * held in their lanes until the outermost end. */
+    uint32_t id;
+    struct swy_request **lops;
+    size_t nlops, lcap;
 } group_t;
 static __thread group_t group;
+/* Group numbers, unique in the process (a lane may see several threads'). */
+static uint32_t next_group_id;
 
-/* Room for entry n of two parallel arrays of pointers, *cap long; a_p and
- * b_p point at the arrays' variables (copied through memcpy: they are of
- * other pointer types). */
+/* Room for entry n of two parallel arrays of pointers, *cap long (or of
+ * one: b_p NULL); a_p and b_p point at the arrays' variables (copied
+ * through memcpy: they are of other pointer types). */
 static swy_status_t group_grow(void *a_p, void *b_p, size_t n, size_t *cap)
 {
     if (n < *cap)
         return SWY_OK;
     size_t grown = *cap ? 2 * *cap : 16;
-    void *a, *b;
-    memcpy(&a, a_p, sizeof(a));
-    memcpy(&b, b_p, sizeof(b));
-    void *na = swy_realloc_array(a, grown, sizeof(void *));
-    if (na == NULL)
-        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
-    memcpy(a_p, &na, sizeof(na));
-    void *nb = swy_realloc_array(b, grown, sizeof(void *));
-    if (nb == NULL)
-        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
-    memcpy(b_p, &nb, sizeof(nb));
+    void *arrays[2] = {a_p, b_p};
+    for (int k = 0; k < 2 && arrays[k] != NULL; k++) {
+        void *a;
+        memcpy(&a, arrays[k], sizeof(a));
+        void *na = swy_realloc_array(a, grown, sizeof(void *));
+        if (na == NULL)
+            return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+        memcpy(arrays[k], &na, sizeof(na));
+    }
     *cap = grown;
     return SWY_OK;
 }
@@ -322,7 +335,12 @@ swy_status_t swy_group_start(void)
     if (group.depth >= GROUP_MAX_DEPTH)
         return swy_err_set(SWY_ERR_INVALID_ARG, "api", "swy_group_start: "
                            "groups nested deeper than %d", GROUP_MAX_DEPTH);
-    group.depth++;
+    if (group.depth++ == 0) {
+        group.id = __atomic_add_fetch(&next_group_id, 1, __ATOMIC_RELAXED);
+        if (group.id == 0) /* 0 means no group: once in 2^32 groups */
+            group.id = __atomic_add_fetch(&next_group_id, 1,
+                                          __ATOMIC_RELAXED);
+    }
     return SWY_OK;
 }
 
@@ -334,6 +352,10 @@ swy_status_t swy_group_end(void)
                            "swy_group_start() to end on this thread");
     if (--group.depth > 0)
         return SWY_OK;
+    /* The device sends and receives go to their lanes' plugin as one
+     * launch per communicator and class (before any wait below). */
+    swy_sched_lane_group_end(group.lops, group.nlops);
+    group.nlops = 0;
     swy_status_t first = group_order_streams();
     char msg[SWY_ERRMSG_MAX] = "";
     if (first != SWY_OK)
@@ -369,12 +391,23 @@ static swy_status_t post_or_run(const char *fn, swy_comm_t comm,
                                          recv_used, 1, attr, &on_stream);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
+    int grouped = group.depth > 0 && args->offload &&
+                  (args->kind == SWY_COLL_SEND || args->kind == SWY_COLL_RECV);
+    if (grouped) {
+        /* Room first: once posted, the op must be in the list. */
+        status = group_grow(&group.lops, NULL, group.nlops, &group.lcap);
+        if (status != SWY_OK)
+            return swy_api_fail(comm, status);
+        args->lane_group = group.id;
+    }
     status = on_stream ? swy_sched_post_on_stream(comm->view, args, prio,
                                                   order, attr_name(attr), &op)
                        : swy_sched_post(comm->view, args, prio, order,
                                         attr_name(attr), &op);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
+    if (grouped)
+        group.lops[group.nlops++] = op;
     void *stream = attr != NULL ? attr->stream : NULL;
     if (on_stream && group.depth > 0) {
         /* Ordered with the group's other ops on this stream at its end. */

@@ -366,6 +366,8 @@ swy_status_t swy_comm_init_rank(swy_comm_t *comm_p, int nranks,
     swy_status_t status = comm_create(comm_p, nranks, &addr, rank, root);
     if (status != SWY_OK && root != NULL)
         roots_add(&addr, root); /* still serving the other ranks */
+    if (status == SWY_OK)
+        swy_api_devcoll_eager(*comm_p);
     return status;
 }
 
@@ -502,6 +504,8 @@ swy_status_t swy_comm_init_env(swy_comm_t *comm_p)
     swy_status_t status = comm_create(comm_p, nranks, &addr, rank, root);
     if (status != SWY_OK && root != NULL)
         swy_boot_root_release(root);
+    if (status == SWY_OK)
+        swy_api_devcoll_eager(*comm_p);
     return status;
 }
 

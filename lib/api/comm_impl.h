@@ -98,11 +98,15 @@ swy_status_t swy_api_probe_links(swy_comm_t comm);
 swy_status_t swy_api_devcoll_ready(const char *fn, swy_comm_t comm,
                                    int *ready_p);
 
+/* At a communicator's creation, on every rank: its device plugin's
+ * communicators, where there is a plugin that runs collectives; a
+ * failure is logged (the communicator's device ops then fail). */
+void swy_api_devcoll_eager(swy_comm_t comm);
+
 /* swy_comm_split's part on the device: where the plugin splits its
  * communicators (ncclCommSplit), make the parent's if it has none yet,
  * and split them for child (NULL for SWY_SPLIT_NOCOLOR, which takes part
- * all the same); else nothing, and the child makes its own at its first
- * offloaded op. */
+ * all the same); else the child makes its own (swy_api_devcoll_eager). */
 swy_status_t swy_api_devcoll_split(swy_comm_t parent, int color, int key,
                                    swy_comm_t child);
 

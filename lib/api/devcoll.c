@@ -1,8 +1,10 @@
 /* The device plugin's communicators of a communicator (swy_devcoll_v1):
- * made at its first swy_comm_split (then the child's are split from
- * them), or else on its first device collective that the plugin runs, by
- * every rank at the same point of its op order (collectives are posted
- * in the same order on every rank), as NCCL users make theirs with
+ * made when it is made (swy_comm_init_rank, _env; a split's by the
+ * plugin's split of its parent's, at swy_comm_split), so that sends and
+ * receives, which only their pair posts, find them there; failing that
+ * on its first device collective that the plugin runs, by every rank at
+ * the same point of its op order (collectives are posted in the same
+ * order on every rank). As NCCL users make theirs with
  * ncclCommInitRank: rank 0 makes the ids, a broadcast on the communicator
  * brings them to the others, and each rank joins the plugin's
  * communicator of each priority class (lib/sched/lane.c). */
@@ -13,6 +15,7 @@
 #include "api/comm_impl.h"
 #include "sched/sched.h"
 #include "transport/device.h"
+#include "util/log.h"
 #include "util/status.h"
 
 /* What rank 0 broadcasts: whether it has the ids, then one id per class
@@ -91,16 +94,36 @@ swy_status_t swy_api_devcoll_ready(const char *fn, swy_comm_t comm,
     return SWY_OK;
 }
 
+void swy_api_devcoll_eager(swy_comm_t comm)
+{
+    if (swy_devcoll_ops() == NULL || swy_sched_lane_attached(comm->view))
+        return;
+    int ready = 0;
+    if (swy_api_devcoll_ready("swy_comm_init", comm, &ready) == SWY_OK)
+        return;
+    /* A job of host buffers on GPUs that NCCL cannot serve (two ranks on
+     * one GPU) is still a job: its device ops fail when posted. */
+    swy_warn("api", "communicator of %d ranks: no device communicators, so "
+             "ops on device memory will fail: %s", comm->nranks,
+             swy_err_last());
+    swy_err_clear();
+}
+
 swy_status_t swy_api_devcoll_split(swy_comm_t parent, int color, int key,
                                    swy_comm_t child)
 {
     const swy_devcoll_v1_t *dc = swy_devcoll_ops();
     void *pd[2], *cd[2] = {NULL, NULL};
-    if (dc == NULL ||
-        dc->struct_size < offsetof(swy_devcoll_v1_t, comm_split) +
+    if (dc == NULL)
+        return SWY_OK;
+    if (dc->struct_size < offsetof(swy_devcoll_v1_t, comm_split) +
                               sizeof(dc->comm_split) ||
-        dc->comm_split == NULL)
-        return SWY_OK; /* the child makes its own when it needs them */
+        dc->comm_split == NULL) {
+        /* The child makes its own, over its ranks (all here). */
+        if (child != NULL)
+            swy_api_devcoll_eager(child);
+        return SWY_OK;
+    }
     /* A parent without them makes them here, where all its ranks are, so
      * that the family's communicators all have theirs before their first
      * op: made at the first op instead, a communicator's would wait for

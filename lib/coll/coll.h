@@ -88,6 +88,12 @@ typedef struct {
      * the header carries it, since ranks that differ would each meet
      * another op there). */
     uint8_t offload_class;
+    /* An offloaded send or recv posted inside swy_group_start/end: the
+     * group's number (nonzero, unique in the process), whose p2p
+     * launches lib/sched holds until the group ends and then merges
+     * into one launch (lane.c); 0 else. This rank's own: no header
+     * carries it. */
+    uint32_t lane_group;
     /* send, recv: the caller's tag (swy_send_tagged; 0 for the others),
      * which the header checks against the matching call's */
     uint32_t user_tag;

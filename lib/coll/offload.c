@@ -23,7 +23,12 @@
  *                   block (peers with fewer slices drop out of the later
  *                   groups; a pair's slices meet in the group of the same
  *                   index on both ranks, so no group waits on a later
- *                   one). */
+ *                   one);
+ *   send, recv      one SEND (RECV) of the whole message, to (from) one
+ *                   peer other than this rank: only the pair launches it,
+ *                   and lib/sched merges the p2p launches of one
+ *                   swy_group_start/end into one launch, as NCCL's group
+ *                   calls. */
 #include <string.h>
 
 #include "coll/coll.h"
@@ -99,6 +104,21 @@ static swy_status_t plan_build(const swy_coll_args_t *a, int rank,
     size_t dsize = swy_dtype_size(a->dtype);
     size_t slice = SWY_MAX(partition_bytes / dsize, (size_t)1);
     swy_devcoll_call_v1_t c = {.dtype = a->dtype, .redop = a->redop};
+    if (a->kind == SWY_COLL_SEND || a->kind == SWY_COLL_RECV) {
+        /* One call, uncut: ncclSend meets ncclRecv whole, so a group of
+         * them (swy_group_start/end, one launch) meets its peer's calls
+         * whether or not the peer grouped them. */
+        if (a->count == 0)
+            return SWY_OK;
+        int send = a->kind == SWY_COLL_SEND;
+        SWY_CHECK(new_group(b));
+        c.kind = send ? SWY_DEVCOLL_SEND : SWY_DEVCOLL_RECV;
+        c.root = a->root;
+        c.count = a->count;
+        c.sendbuf = send ? a->sendbuf : NULL;
+        c.recvbuf = send ? NULL : a->recvbuf;
+        return add_call(b, &c, send ? a->count * dsize : 0);
+    }
     if (a->kind == SWY_COLL_ALLTOALLV) {
         size_t most = 0;
         for (int p = 0; p < nranks; p++)

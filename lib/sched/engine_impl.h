@@ -246,6 +246,13 @@ struct swy_request {
     struct swy_request **series_chunks;
     int series_n;
     uint8_t held;           /* a chunk not released: not started */
+    /* An offloaded send or recv of a group (args.lane_group): lane_hold
+     * keeps its launch in its lane until the group ends (to be merged
+     * with the group's others). pins > 0 keeps the op allocated even if
+     * it fails and is released meanwhile: one from its group (whose
+     * list points at it) until swy_sched_lane_group_end. */
+    uint8_t lane_hold;
+    int pins;
     /* An op of device memory ordered on the caller's stream
      * (swy_sched_post_on_stream): held until the work queued on the
      * stream before the post has finished, which the device's callback
@@ -479,6 +486,9 @@ void swy_sched_p2p_probe_done(struct swy_request *op, swy_uop_t *uop);
 /* Is op's header from peer already here (caught by a probe)? If so it
  * is now in hdr_in, and no later call finds it. */
 int swy_sched_p2p_take_early_header(struct swy_request *op, int peer);
+/* Under s->lock: one pin of op (pins) less; with none left it is freed
+ * if it completed and its caller released it. */
+void swy_sched_op_unpin(struct swy_request *op);
 /* op completes: it leaves the view's receive bookkeeping. */
 void swy_sched_p2p_op_gone(struct swy_request *op);
 /* The view goes: the headers nobody received. */

@@ -166,7 +166,7 @@ static void lane_account(swy_sched_t *s, swy_launch_t *l, int sign)
  * come in the same order on every rank. A high-class launch does not see
  * this view's low-class ones either (low waits for high, never the
  * other way round). */
-static int lane_admit(swy_sched_t *s, const swy_launch_t *l)
+static int lane_admit(swy_sched_t *s, const swy_launch_t *l, size_t bytes)
 {
     const swy_lane_t *lane = l->comm->lane;
     int p = l->prio;
@@ -182,7 +182,7 @@ static int lane_admit(swy_sched_t *s, const swy_launch_t *l)
     swy_policy_uop_v1_t view = {
         .priority = p, .order = op->order, .op_seq = op->eseq,
         .ready_index = l->ready_index, .ready_ns = l->ready_ns,
-        .bytes = l->bytes, .peer = -1,
+        .bytes = bytes, .peer = -1,
         .op_inflight_bytes = op->lane_inflight};
     swy_policy_link_v1_t lv = {
         .peer = -1, .inflight_bytes = higher + le,
@@ -197,33 +197,172 @@ static int lane_admit(swy_sched_t *s, const swy_launch_t *l)
     return s->policy.ops->admit(s->policy.ctx, &lv, &view);
 }
 
-static void lane_issue_one(swy_sched_t *s, swy_lane_t *lane, swy_launch_t *l)
+/* The launches of one group's sends and receives that go to the plugin
+ * as one launch: its done marks them all. ops (after l) is room for
+ * their ops, should the plugin refuse the launch. */
+typedef struct {
+    int n;
+    swy_sched_t *sched;
+    struct swy_request **ops;
+    swy_launch_t *l[];
+} launch_set_t;
+
+static void launch_set_done(void *arg, swy_status_t status)
+{
+    launch_set_t *set = arg;
+    swy_sched_t *s = set->sched;
+    uint64_t one = 1;
+    for (int i = 0; i < set->n; i++)
+        set->l[i]->status = status;
+    if (s->wake_fd >= 0 && write(s->wake_fd, &one, sizeof(one)) < 0)
+        (void)0; /* the counter is full: the engine is awake anyway */
+    /* After its store a launch may be gone; set is ours. */
+    for (int i = 0; i < set->n; i++)
+        __atomic_store_n(&set->l[i]->done, 1, __ATOMIC_RELEASE);
+    swy_free(set);
+}
+
+/* May the queue's launch l leave, as far as its op goes? Its op has
+ * started and heard every header, and a send or receive has its pair's
+ * sequence and its group ended. */
+static int launch_ready(const swy_launch_t *l)
+{
+    const struct swy_request *op = l->op;
+    if (op->held || op->lane_hold || !headers_in(op))
+        return 0;
+    return !op->p2p || (!op->p2p_blocked && !op->p2p_listen);
+}
+
+/* How many launches from the head l of a class queue go as one: a run
+ * of the same group's sends and receives (a collective between them
+ * ends it), or l alone. 0: a launch of the run may not leave yet. */
+static int launch_run(const swy_list_t *queue, const swy_launch_t *l)
+{
+    uint32_t group = l->op->args.lane_group;
+    int n = 0;
+    const swy_list_t *pos;
+    for (pos = &l->q_link; pos != queue; pos = pos->next) {
+        const swy_launch_t *m = swy_container_of(pos, swy_launch_t, q_link);
+        if (n > 0 && (group == 0 || m->op->args.lane_group != group))
+            break;
+        if (!launch_ready(m))
+            return 0;
+        n++;
+    }
+    return n;
+}
+
+/* What the policy is asked about for the run of n launches from l: the
+ * first of them that is not a receive, with the run's bytes (NULL: the
+ * run only receives). A receive moves none of this rank's bytes and
+ * goes without asking, as the transports' receives are posted early:
+ * held behind this rank's sends, it would hold up its sender's, and two
+ * ranks that send to each other before they receive would wait for each
+ * other (under fifo, which lets only a communicator's oldest op go). */
+static const swy_launch_t *run_face(const swy_launch_t *l, int n,
+                                    size_t *bytes_p)
+{
+    const swy_launch_t *face = NULL;
+    size_t bytes = 0;
+    const swy_list_t *pos = &l->q_link;
+    for (int i = 0; i < n; i++, pos = pos->next) {
+        const swy_launch_t *m = swy_container_of(pos, swy_launch_t, q_link);
+        bytes += m->bytes;
+        if (face == NULL && (!m->op->p2p || m->op->args.kind != SWY_COLL_RECV))
+            face = m;
+    }
+    *bytes_p = bytes;
+    return face;
+}
+
+/* The plugin refused run[0..n-1], which never were with it: each goes,
+ * and then its op fails (ops[]: room for n). */
+static void launches_refused(swy_sched_t *s, swy_launch_t *const *run,
+                             struct swy_request **ops, int n,
+                             swy_status_t status, const char *why)
+{
+    int first_index = run[0]->index;
+    for (int i = 0; i < n; i++) {
+        swy_launch_t *l = run[i];
+        ops[i] = l->op;
+        /* Pinned meanwhile: one's failure may complete the others. */
+        ops[i]->pins++;
+        lane_account(s, l, -1);
+        swy_list_del(&l->q_link);
+        s->n_launched--;
+        swy_list_del(&l->op_link);
+        l->op->n_live--;
+        swy_free(l);
+    }
+    for (int i = 0; i < n; i++)
+        op_error(ops[i], status, "op #%u '%s': the device plugin refused "
+                 "%s %d: %s", ops[i]->seq, op_label(ops[i]),
+                 n > 1 ? "the group's launch, with partition"
+                       : "partition", first_index, why);
+    for (int i = 0; i < n; i++)
+        swy_sched_op_unpin(ops[i]);
+}
+
+/* Hand the n launches from l on (a run, launch_run) to the plugin as one
+ * launch; 0 when there is no memory for it now (it stays queued). */
+static int lane_issue_run(swy_sched_t *s, swy_lane_t *lane, swy_launch_t *l,
+                          int n)
 {
     const swy_devcoll_v1_t *dc = swy_devcoll_ops();
-    struct swy_request *op = l->op;
-    swy_list_del(&l->q_link);
-    s->n_lane_queued--;
-    l->state = UOP_POSTED;
-    l->posted_ns = s->now_ns;
-    lane_account(s, l, +1);
-    swy_list_push_back(&s->launched, &l->q_link);
-    s->n_launched++;
+    launch_set_t *set = NULL;
+    swy_devcoll_call_v1_t *calls = NULL;
+    int ncalls = 0;
+    if (n > 1) {
+        set = swy_malloc(sizeof(*set) + 2 * (size_t)n * sizeof(set->l[0]));
+        swy_list_t *pos = &l->q_link;
+        for (int i = 0; i < n; i++, pos = pos->next)
+            ncalls += swy_container_of(pos, swy_launch_t, q_link)->ncalls;
+        calls = swy_malloc((size_t)SWY_MAX(ncalls, 1) * sizeof(*calls));
+        if (set == NULL || calls == NULL) {
+            swy_free(set);
+            swy_free(calls);
+            return 0;
+        }
+        *set = (launch_set_t){.n = n, .sched = s,
+                              .ops = (struct swy_request **)(set->l + n)};
+    }
+    ncalls = 0;
+    for (int i = 0; i < n; i++) {
+        swy_launch_t *m = swy_container_of(lane->queue[l->cls].next,
+                                           swy_launch_t, q_link);
+        swy_list_del(&m->q_link);
+        s->n_lane_queued--;
+        m->state = UOP_POSTED;
+        m->posted_ns = s->now_ns;
+        lane_account(s, m, +1);
+        swy_list_push_back(&s->launched, &m->q_link);
+        s->n_launched++;
+        if (set != NULL) {
+            set->l[i] = m;
+            memcpy(calls + ncalls, m->calls,
+                   (size_t)m->ncalls * sizeof(*calls));
+            ncalls += m->ncalls;
+        }
+    }
+    void *dcomm = lane->dcomm[l->cls];
     swy_status_t status =
-        dc->launch(lane->dcomm[l->cls], l->calls, l->ncalls, launch_done, l);
+        set == NULL ? dc->launch(dcomm, l->calls, l->ncalls, launch_done, l)
+                    : dc->launch(dcomm, calls, ncalls, launch_set_done, set);
+    swy_free(calls); /* the plugin reads calls during launch only */
     if (status == SWY_OK) {
         s->stats.micro_ops_sent++;
-        return;
+        return n;
     }
-    /* Never with the plugin: gone with its op's failure. */
-    int index = l->index;
-    lane_account(s, l, -1);
-    swy_list_del(&l->q_link);
-    s->n_launched--;
-    swy_list_del(&l->op_link);
-    op->n_live--;
-    swy_free(l);
-    op_error(op, status, "op #%u '%s': the device plugin refused partition "
-             "%d: %s", op->seq, op_label(op), index, dc->error_string());
+    char why[SWY_ERRMSG_MAX];
+    snprintf(why, sizeof(why), "%s", dc->error_string());
+    if (set == NULL) {
+        struct swy_request *op;
+        launches_refused(s, &l, &op, 1, status, why);
+    } else {
+        launches_refused(s, set->l, set->ops, n, status, why);
+        swy_free(set);
+    }
+    return n;
 }
 
 int swy_sched_lane_issue(swy_sched_t *s)
@@ -241,11 +380,18 @@ int swy_sched_lane_issue(swy_sched_t *s)
             while (!swy_list_empty(&lane->queue[k])) {
                 swy_launch_t *l = swy_container_of(lane->queue[k].next,
                                                    swy_launch_t, q_link);
-                if (l->op->held || !headers_in(l->op) ||
-                    lane_admit(s, l) != SWY_POLICY_ISSUE)
+                int n = launch_run(&lane->queue[k], l);
+                if (n == 0)
                     break; /* the class's order holds: nothing passes */
-                lane_issue_one(s, lane, l);
-                issued++;
+                size_t bytes;
+                const swy_launch_t *face = run_face(l, n, &bytes);
+                if (face != NULL &&
+                    lane_admit(s, face, bytes) != SWY_POLICY_ISSUE)
+                    break;
+                n = lane_issue_run(s, lane, l, n);
+                if (n == 0)
+                    break; /* no memory now: the next progress tries */
+                issued += n;
             }
         }
     }
@@ -403,4 +549,19 @@ void swy_sched_lane_free(swy_sched_comm_t *c)
         }
     swy_free(lane);
     c->lane = NULL;
+}
+
+void swy_sched_lane_group_end(struct swy_request *const *ops, size_t n)
+{
+    /* One at a time: a run leaves only once all its members are free to
+     * (launch_run), and each op stays pinned until its own turn. */
+    for (size_t i = 0; i < n; i++) {
+        struct swy_request *op = ops[i];
+        swy_sched_t *s = op->sched;
+        pthread_mutex_lock(&s->lock);
+        op->lane_hold = 0;
+        swy_sched_progress_locked(s);
+        swy_sched_op_unpin(op);
+        pthread_mutex_unlock(&s->lock);
+    }
 }

@@ -115,7 +115,14 @@ static void op_complete(struct swy_request *op)
         op->gate = NULL;
         gate_share_drop(g);
     }
-    if (op->released && !op->in_handler && !op->on_stream)
+    if (op->released && !op->in_handler && !op->on_stream && !op->pins)
+        op_free(op);
+}
+
+void swy_sched_op_unpin(struct swy_request *op)
+{
+    if (--op->pins == 0 && op->completed && op->released &&
+        !op->in_handler && !op->on_stream)
         op_free(op);
 }
 
@@ -452,7 +459,7 @@ void swy_sched_op_settle(struct swy_request *op)
     if (op_alive(op) && op->n_live == 0 && !op->held)
         op_finish(op);
     op->in_handler = 0;
-    if (op->completed && op->released)
+    if (op->completed && op->released && !op->pins)
         op_free(op);
 }
 
@@ -555,6 +562,8 @@ static swy_status_t op_prepare(swy_sched_comm_t *c,
      * start: such a chunk goes through the transports, which match by
      * tag (the same choice on every rank: held is everyone's). */
     op->held = (uint8_t)(held != 0);
+    op->lane_hold = (uint8_t)(args->lane_group != 0);
+    op->pins = args->lane_group != 0;
     if (held && args->kind == SWY_COLL_ALLTOALLV &&
         op->args.alltoallv_algo == SWY_COLL_A2A_SHM) {
         op->args.alltoallv_algo = SWY_COLL_A2A_PAIRWISE;
@@ -617,6 +626,16 @@ static swy_status_t op_admit(struct swy_request *op)
                            "communicator %s%s", swy_coll_kind_name(args->kind),
                            c->lane == NULL ? "were not made" : "were given up: ",
                            c->lane == NULL ? "" : c->lane->why);
+    /* Under tag matching a receive takes its pair's sequence when a send
+     * with its tag comes, but a device communicator matches a pair's
+     * calls in the order they were launched. */
+    if (op->p2p && args->offload && args->kind == SWY_COLL_RECV &&
+        s->p2p_match_tag)
+        return swy_err_set(SWY_ERR_UNSUPPORTED, "sched", "a receive of "
+                           "device memory under SWY_P2P_MATCH=tag: the device "
+                           "communicators match a pair's sends and receives "
+                           "in posting order, as NCCL's; set SWY_P2P_MATCH="
+                           "order, or receive into host memory");
     if (op->p2p)
         swy_sched_p2p_admit(op);
     else
@@ -944,7 +963,7 @@ static void stream_ops_begin(swy_sched_t *s, struct swy_request *const *ops,
                 continue;
             op_headers(op, series ? ops : NULL, series ? n : 0);
             op_run(op);
-        } else if (op->completed && op->released) {
+        } else if (op->completed && op->released && !op->pins) {
             op_free(op); /* failed meanwhile, and nobody waits */
         }
     }
@@ -1087,7 +1106,9 @@ swy_status_t swy_sched_test(struct swy_request *op, int *done_p)
 {
     swy_sched_t *s = op->sched;
     pthread_mutex_lock(&s->lock);
-    if (!op->completed && !s->threaded)
+    int unheld = op->lane_hold; /* asked inside its group: as a wait */
+    op->lane_hold = 0;
+    if (!op->completed && (!s->threaded || unheld))
         swy_sched_progress_locked(s);
     int done = op->completed;
     swy_status_t status = done ? op->status : SWY_OK;
@@ -1106,6 +1127,15 @@ static int request_done(void *arg)
 swy_status_t swy_sched_wait(struct swy_request *op)
 {
     swy_sched_t *s = op->sched;
+    /* Waited for inside its group: it launches on its own, not merged
+     * with the group's others, rather than waiting for the group's end
+     * that this wait holds up. */
+    pthread_mutex_lock(&s->lock);
+    if (op->lane_hold) {
+        op->lane_hold = 0;
+        swy_sched_progress_locked(s);
+    }
+    pthread_mutex_unlock(&s->lock);
     swy_sched_wait_until(s, request_done, op, 1e300);
     pthread_mutex_lock(&s->lock);
     swy_status_t status = op->status;
@@ -1119,7 +1149,7 @@ void swy_sched_release(struct swy_request *op)
 {
     swy_sched_t *s = op->sched;
     pthread_mutex_lock(&s->lock);
-    if (op->completed && !op->on_stream)
+    if (op->completed && !op->on_stream && !op->pins)
         op_free(op);
     else
         op->released = 1;

@@ -213,6 +213,11 @@ int swy_sched_lane_attached(swy_sched_comm_t *comm);
 int swy_sched_lane_dcomms(swy_sched_comm_t *comm, void *dcomm[2]);
 /* The priority (SWY_PRIO_*) a class's communicator is made with. */
 int swy_sched_lane_class_priority(int cls);
+/* A group (swy_group_start/end) ended: its offloaded sends and receives
+ * ops[0..n-1] (posted with args.lane_group) may launch, those of one
+ * view and class that are next to each other in its lane as one
+ * launch. */
+void swy_sched_lane_group_end(struct swy_request *const *ops, size_t n);
 
 void swy_sched_phase_hint(swy_sched_t *sched, int phase);
 void swy_sched_stats(swy_sched_t *sched, swy_comm_stats_t *stats);

@@ -413,6 +413,23 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
     int32_t *sbuf[64][NMSG], *rbuf[64][NMSG];
     swy_request_t reqs[64 * NMSG * 2];
     int nreq = 0;
+    char match[16] = "";
+    CHECK_OK_RET(swy_comm_query(comm, "SWY_P2P_MATCH", match, sizeof(match)),
+                 comm);
+    if (g_device && w > 1 && strcmp(match, "tag") == 0) {
+        /* The device communicators match in posting order: a receive
+         * that would match on tags is refused, and nothing is sent. */
+        int32_t *d = swy_test_buf_calloc(1, 4, sizeof(int32_t));
+        swy_request_t rq;
+        swy_status_t st = swy_recv(d, 4, SWY_INT32, (rank + 1) % w, comm,
+                                   NULL, &rq);
+        CHECK_RET(st == SWY_ERR_UNSUPPORTED &&
+                      strstr(swy_last_error(comm), "SWY_P2P_MATCH") != NULL,
+                  "device receive under tag matching: %s: %s",
+                  swy_status_string(st), swy_last_error(comm));
+        swy_test_buf_free(1, d);
+        return 0;
+    }
     /* Ops on one stream run one after another, as NCCL's: device sends
      * and receives that need each other go in a group. */
     if (g_device)
@@ -509,6 +526,109 @@ static int case_p2p(swy_comm_t comm, int rank, int w, void *arg)
     CHECK_RET(strstr(swy_last_error(rev), "tag -1") != NULL, "message: %s",
               swy_last_error(rev));
     CHECK_OK_RET(swy_comm_destroy(rev), comm);
+    return 0;
+}
+
+/* Element e of what rank from sends rank to (case_device_lane). */
+static int32_t lane_value(int from, int to, size_t e)
+{
+    return from * 1000000 + to * 10000 + (int32_t)(e % 9973);
+}
+
+/* One device message of n elements from this rank to peer: buffers for
+ * it and for the one from the other side (case_device_lane). */
+static int32_t *lane_msg(int rank, int to, size_t n)
+{
+    int32_t *b = swy_test_buf_calloc(1, n + 1, sizeof(int32_t));
+    for (size_t e = 0; e < n; e++)
+        b[e] = lane_value(rank, to, e);
+    return b;
+}
+
+static int lane_check(const int32_t *got, int from, int rank, size_t n,
+                      const char *what)
+{
+    for (size_t e = 0; e < n; e++)
+        CHECK_RET(got[e] == lane_value(from, rank, e), "%s: from rank %d "
+                  "[%zu] = %d", what, from, e, got[e]);
+    return 0;
+}
+
+/* Device sends and receives between ranks (GPU test double) move on the
+ * device communicators, as NCCL calls, and none through the transports:
+ * a group's (with both ring neighbours) as one launch, whose calls meet
+ * their peers' in any order within it; outside a group, one launch per
+ * call in posting order, as ncclSend and ncclRecv on one stream, here a
+ * ring shift larger than a socket holds, in an order that lets each send
+ * meet its receive. */
+static int case_device_lane(swy_comm_t comm, int rank, int w, void *arg)
+{
+    (void)arg;
+    CHECK_RET(g_device && w > 1, "device_lane: device memory, 2+ ranks");
+    int next = (rank + 1) % w, prev = (rank - 1 + w) % w;
+    size_t sizes[] = {13, 70000, 300001};
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t n = sizes[k];
+        int32_t *to_next = lane_msg(rank, next, n);
+        int32_t *to_prev = lane_msg(rank, prev, n);
+        int32_t *from_prev = swy_test_buf_calloc(1, n + 1, sizeof(int32_t));
+        int32_t *from_next = swy_test_buf_calloc(1, n + 1, sizeof(int32_t));
+        swy_test_dev_traffic_t mark = swy_test_dev_traffic_mark();
+        /* The receive before its send on odd ranks: within a group the
+         * order does not matter. */
+        CHECK_OK_RET(swy_group_start(), comm);
+        if (rank % 2)
+            CHECK_OK_RET(swy_recv(from_prev, n, SWY_INT32, prev, comm, NULL,
+                                  NULL), comm);
+        CHECK_OK_RET(swy_send(to_next, n, SWY_INT32, next, comm, NULL, NULL),
+                     comm);
+        CHECK_OK_RET(swy_send(to_prev, n, SWY_INT32, prev, comm, NULL, NULL),
+                     comm);
+        if (rank % 2 == 0)
+            CHECK_OK_RET(swy_recv(from_prev, n, SWY_INT32, prev, comm, NULL,
+                                  NULL), comm);
+        CHECK_OK_RET(swy_recv(from_next, n, SWY_INT32, next, comm, NULL,
+                              NULL), comm);
+        CHECK_OK_RET(swy_group_end(), comm);
+        if (swy_test_dev_moved_by_plugin(mark, "a group's sends and receives"))
+            return 1;
+        swy_test_dev_traffic_t after = swy_test_dev_traffic_mark();
+        CHECK_RET(after.launches == mark.launches + 1, "%zu elements: the "
+                  "group's 4 calls took %llu launches, want 1", n,
+                  after.launches - mark.launches);
+        /* With 2 ranks next is prev: the pair's calls match in order. */
+        if (lane_check(from_prev, prev, rank, n, w == 2 ? "1st" : "prev") ||
+            lane_check(from_next, next, rank, n, w == 2 ? "2nd" : "next"))
+            return 1;
+        swy_test_buf_free(1, to_next);
+        swy_test_buf_free(1, to_prev);
+        swy_test_buf_free(1, from_prev);
+        swy_test_buf_free(1, from_next);
+    }
+    size_t n = 300001;
+    int32_t *out = lane_msg(rank, next, n);
+    int32_t *in = swy_test_buf_calloc(1, n + 1, sizeof(int32_t));
+    swy_test_dev_traffic_t mark = swy_test_dev_traffic_mark();
+    if (rank % 2 == 0) {
+        CHECK_OK_RET(swy_send(out, n, SWY_INT32, next, comm, NULL, NULL),
+                     comm);
+        CHECK_OK_RET(swy_recv(in, n, SWY_INT32, prev, comm, NULL, NULL),
+                     comm);
+    } else {
+        CHECK_OK_RET(swy_recv(in, n, SWY_INT32, prev, comm, NULL, NULL),
+                     comm);
+        CHECK_OK_RET(swy_send(out, n, SWY_INT32, next, comm, NULL, NULL),
+                     comm);
+    }
+    if (swy_test_dev_moved_by_plugin(mark, "a ring shift"))
+        return 1;
+    swy_test_dev_traffic_t after = swy_test_dev_traffic_mark();
+    CHECK_RET(after.launches == mark.launches + 2, "ring shift: %llu "
+              "launches, want 2", after.launches - mark.launches);
+    if (lane_check(in, prev, rank, n, "ring"))
+        return 1;
+    swy_test_buf_free(1, out);
+    swy_test_buf_free(1, in);
     return 0;
 }
 
@@ -1843,6 +1963,7 @@ int main(int argc, char **argv)
     else if (!strcmp(which, "inflight")) fn = case_inflight;
     else if (!strcmp(which, "p2p")) fn = case_p2p;
     else if (!strcmp(which, "group")) fn = case_group;
+    else if (!strcmp(which, "device_lane")) fn = case_device_lane;
     else if (!strcmp(which, "p2p_mismatch")) fn = case_p2p_mismatch;
     else if (!strcmp(which, "p2p_mismatch_late"))
         fn = case_p2p_mismatch_late;
