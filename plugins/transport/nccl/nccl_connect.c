@@ -1,8 +1,10 @@
 /* swy-transport-nccl: context life cycle. init() finds the caller's CUDA
  * device (or reports SWY_ERR_UNSUPPORTED quietly where there is none),
  * get_address() publishes the ncclUniqueIds of this rank's outgoing
- * communicators, connect() creates every communicator in one NCCL group,
- * finalize() aborts them. */
+ * per-pair communicators (under SWY_DEVICE_COLL=staged; else none: the
+ * device communicators of nccl_coll.c carry device data between ranks),
+ * connect() creates every communicator in one NCCL group (the self ones
+ * always), finalize() aborts them. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,6 +64,8 @@ swy_status_t nccl_init(const swy_transport_host_v1_t *host, void **ctx_p)
     }
     ctx->stream_prio[NCCL_CLASS_HIGH] = greatest;
     ctx->stream_prio[NCCL_CLASS_LOW] = least;
+    const char *mode = host->config_get("SWY_DEVICE_COLL");
+    ctx->pairs = mode != NULL && strcmp(mode, "staged") == 0;
 
     size_t npeers = (size_t)host->nranks;
     ctx->peers = host->alloc(npeers * sizeof(*ctx->peers));
@@ -134,7 +138,7 @@ swy_status_t nccl_get_address(void *vctx, void *addr, size_t *len_p)
         nccl_host_identity(head.host, sizeof(head.host));
         memcpy(address, &head, sizeof(head));
         ncclUniqueId *ids = (ncclUniqueId *)(address + sizeof(head));
-        for (int r = 0; r < host->nranks; r++) {
+        for (int r = 0; r < host->nranks && ctx->pairs; r++) {
             if (r == host->rank)
                 continue;
             for (int c = 0; c < NCCL_NCLASSES; c++) {
@@ -376,7 +380,7 @@ swy_status_t nccl_connect(void *vctx, const void *const *addrs,
     int npeers = 0;
     for (int r = 0; r < host->nranks; r++) {
         peer_ids[r] = NULL;
-        if (!reachable[r] || r == me)
+        if (!reachable[r] || r == me || !ctx->pairs)
             continue;
         status = nccl_peer_ids(ctx, r, addrs[r], lens[r], &peer_ids[r]);
         if (status != SWY_OK)
@@ -434,9 +438,10 @@ swy_status_t nccl_connect(void *vctx, const void *const *addrs,
     /* One group: NCCL requires it when one thread creates several
      * communicators, and it lets every pair meet in any order. */
     nccl_log(ctx, SWY_LOG_INFO,
-             "rank %d: creating %d NCCL communicators (%d peers, self %s)",
+             "rank %d: creating %d NCCL communicators (%d peers%s, self %s)",
              me, npeers * 2 * NCCL_NCLASSES + (reachable[me] ? NCCL_NCLASSES : 0),
-             npeers, reachable[me] ? "yes" : "no");
+             npeers, ctx->pairs ? "" : ": device memory between ranks goes "
+             "on the device communicators", reachable[me] ? "yes" : "no");
     ncclResult_t res = ncclGroupStart();
     if (res != ncclSuccess) {
         status = nccl_nccl_fail(ctx, "ncclGroupStart", res, NULL);

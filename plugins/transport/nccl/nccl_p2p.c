@@ -175,6 +175,15 @@ static swy_status_t nccl_check_post(nccl_ctx_t *ctx, const char *what,
                  what, len, peer);
         return SWY_ERR_TRANSPORT;
     }
+    if (peer >= 0 && peer < ctx->host->nranks && peer != ctx->host->rank &&
+        !ctx->pairs) {
+        nccl_log(ctx, SWY_LOG_WARN, "%s of %zu bytes with rank %d refused: "
+                 "under SWY_DEVICE_COLL=auto device memory between ranks "
+                 "goes on the device communicators (one per priority class "
+                 "and communicator); this transport's per-pair ones are made "
+                 "under SWY_DEVICE_COLL=staged only", what, len, peer);
+        return SWY_ERR_UNSUPPORTED;
+    }
     if (peer < 0 || peer >= ctx->host->nranks ||
         !ctx->peers[peer].connected) {
         nccl_log(ctx, SWY_LOG_WARN, "%s: rank %d is not connected", what,

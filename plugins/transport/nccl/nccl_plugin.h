@@ -1,39 +1,46 @@
 /* swy-transport-nccl: private types shared by the plugin's files.
  *
- * Device memory only.  Every ordered pair of ranks (sender s, receiver r)
- * and priority class c has its own 2-rank NCCL communicator dir(s->r, c) in
- * which s is rank 0 and only sends, and r is rank 1 and only receives, so
- * that NCCL's per-communicator issue order is the order of one sender's
- * messages to one receiver in one class, which both sides see alike.  A
- * message is a 32-byte header {tag, len, seq} and then the payload.  The
- * receiver keeps one header receive posted on each incoming communicator;
- * a header that finds no posted irecv is parked, and nothing else can
- * arrive on that communicator before its payload, so parking loses
- * nothing.  A rank's messages to itself are matched on the host and moved
- * by ncclSend+ncclRecv in one group on a 1-rank communicator per class.
+ * Device memory only. Two kinds of NCCL communicators:
+ *
+ * The device communicators (swy_devcoll_plugin_v1, nccl_coll.c) carry
+ * device data between ranks: per Switchyard communicator, one NCCL
+ * communicator over all its ranks per priority class (2 per
+ * communicator), made when the communicator is made (a split's by
+ * ncclCommSplit of its parent's), each non-blocking (config.blocking = 0)
+ * with its own non-blocking stream at the class's stream priority.
+ * Collectives go there as partitions, sends and receives as ncclSend and
+ * ncclRecv (a swy_group_start/end's as one group); the op headers that
+ * Switchyard exchanges on the host already carry the counts. They share
+ * no state with the transport context (their device is the caller's
+ * current one at comm_init, as for init()).
+ *
+ * The transport context (swy_transport_plugin_v1, this header's nccl_ctx_t)
+ * moves a rank's messages to itself, and, under SWY_DEVICE_COLL=staged
+ * only, device messages between ranks (staged collectives, sends and
+ * receives). For those, every ordered pair of ranks (sender s, receiver
+ * r) and priority class c has its own 2-rank NCCL communicator
+ * dir(s->r, c) in which s is rank 0 and only sends, and r is rank 1 and
+ * only receives, so that NCCL's per-communicator issue order is the
+ * order of one sender's messages to one receiver in one class, which
+ * both sides see alike: 4 (nranks - 1) per rank, made at connect(). A
+ * message is a 32-byte header {tag, len, seq} and then the payload. The
+ * receiver keeps one header receive posted on each incoming
+ * communicator; a header that finds no posted irecv is parked, and
+ * nothing else can arrive on that communicator before its payload, so
+ * parking loses nothing. A rank's messages to itself are matched on the
+ * host and moved by ncclSend+ncclRecv in one group on a 1-rank
+ * communicator per class (2, under either setting).
  *
  * Each communicator has its own non-blocking stream (created at the
  * class's stream priority): a header receive waiting for a silent peer
  * then never delays another peer's messages, and the legacy default
- * stream never waits for it.  Completion is a CUDA event recorded after
+ * stream never waits for it. Completion is a CUDA event recorded after
  * each operation, queried from progress(); a host function after the
  * event writes the eventfd so that the host's progress thread may sleep.
  *
  * Threading: the host calls every entry point of one context under one
  * lock; only the wake-up object (nccl_waker_t) is touched by CUDA's
- * host-function thread.
- *
- * Device collectives (swy_devcoll_plugin_v1, nccl_coll.c) use other
- * communicators: per Switchyard communicator, one NCCL communicator over
- * all its ranks per priority class (2 per communicator), both made at
- * its first swy_comm_split or else its first offloaded device
- * collective (a split's by ncclCommSplit of its parent's at
- * swy_comm_split), each non-blocking
- * (config.blocking = 0) with its own non-blocking stream at the class's
- * stream priority. They come besides the per-pair ones above, which still
- * carry every point-to-point transfer; they share no state with the
- * transport context (their device is the caller's current one at
- * comm_init, as for init()). */
+ * host-function thread. */
 #ifndef SWY_PLUGIN_NCCL_H
 #define SWY_PLUGIN_NCCL_H
 
@@ -203,6 +210,11 @@ typedef struct {
     ncclUniqueId *my_ids; /* [r * NCCL_NCLASSES + c] */
 
     nccl_peer_t *peers;  /* [nranks] */
+    /* SWY_DEVICE_COLL=staged: device memory between ranks goes through
+     * this transport, on the per-pair communicators. Otherwise it goes on
+     * the device communicators of nccl_coll.c, and this context makes
+     * only the self ones (nccl_connect). */
+    int pairs;
     int connect_called;
     /* Non-empty when two ranks of the communicator share a GPU: NCCL
      * needs one GPU per rank, so this context serves nothing (every rank
