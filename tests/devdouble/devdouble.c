@@ -331,6 +331,9 @@ typedef struct {
     size_t addr_len;
     dd_peer_t *peers;
     dd_op_t *done, *done_tail; /* completed; callbacks at progress() */
+    /* As the nccl plugin: between ranks only under SWY_DEVICE_COLL=staged
+     * (else the device collectives carry device data between ranks). */
+    int pairs;
 } dd_ctx_t;
 
 #define dd_log(ctx, level, ...) (ctx)->host->log((level), DD_NAME, __VA_ARGS__)
@@ -380,6 +383,11 @@ static swy_status_t dd_init(const swy_transport_host_v1_t *host, void **ctx_p)
     ctx->host = host;
     ctx->rank = host->rank;
     ctx->nranks = host->nranks;
+    const char *mode = host->config_get("SWY_DEVICE_COLL");
+    ctx->pairs = mode != NULL && strcmp(mode, "staged") == 0;
+#ifdef DD_FIRST_RELEASE
+    ctx->pairs = 1; /* no device collectives: the library stages */
+#endif
     ctx->peers = host->alloc((size_t)host->nranks * sizeof(dd_peer_t));
     if (ctx->peers == NULL) {
         host->free(ctx);
@@ -606,6 +614,13 @@ static swy_status_t new_op(dd_ctx_t *ctx, int is_send, int peer,
     if (peer < 0 || peer >= ctx->nranks ||
         (peer != ctx->rank && ctx->peers[peer].fd < 0))
         return SWY_ERR_INVALID_ARG;
+    if (peer != ctx->rank && !ctx->pairs) {
+        dd_log(ctx, SWY_LOG_WARN, "%s of %zu bytes with rank %d refused: "
+               "under SWY_DEVICE_COLL=auto device memory between ranks goes "
+               "on the device communicators (as with the nccl plugin)",
+               is_send ? "send" : "receive", len, peer);
+        return SWY_ERR_UNSUPPORTED;
+    }
     swy_status_t status = check_buffer(ctx, is_send ? "send" : "receive",
                                        buf, len, mem);
     if (status != SWY_OK)

@@ -5,7 +5,9 @@
  * what this header's allocator returns, which is host memory, and its
  * streams are threads; its transport (swy_transport_plugin_v1, name
  * "devdouble") moves that memory between the processes of one host over
- * Unix sockets; its MoE row kernels (swy_devmoe_plugin_v1) run on a
+ * Unix sockets, as the nccl plugin's transport does: between ranks under
+ * SWY_DEVICE_COLL=staged only (or where the double has no device
+ * collectives: first-release/), else only a rank's messages to itself; its MoE row kernels (swy_devmoe_plugin_v1) run on a
  * stream as lib/moe's host path computes. The library's device paths
  * (transport choice by memory type, staging through pinned host copies,
  * device chunks, the caller's stream) then run at several ranks on any
