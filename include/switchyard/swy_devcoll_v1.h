@@ -21,7 +21,11 @@
  * order on every rank (Switchyard keeps, per communicator and class, the
  * op order and the partition order); launches of different classes are
  * on different communicators and streams and may interleave differently
- * on different ranks.
+ * on different ranks. The exception are the caller's sends and receives
+ * (swy_send, swy_recv): a launch of SEND and RECV calls only, which
+ * only the ranks it names make, each in its order of posting, as
+ * ncclSend and ncclRecv are called; it meets its peers' calls as NCCL's
+ * do.
  *
  * Threading: unique_id, comm_init and comm_destroy are called by one
  * thread of a rank at a time per communicator; launch and comm_abort may

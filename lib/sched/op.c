@@ -1106,9 +1106,7 @@ swy_status_t swy_sched_test(struct swy_request *op, int *done_p)
 {
     swy_sched_t *s = op->sched;
     pthread_mutex_lock(&s->lock);
-    int unheld = op->lane_hold; /* asked inside its group: as a wait */
-    op->lane_hold = 0;
-    if (!op->completed && (!s->threaded || unheld))
+    if (!op->completed && !s->threaded)
         swy_sched_progress_locked(s);
     int done = op->completed;
     swy_status_t status = done ? op->status : SWY_OK;
@@ -1127,15 +1125,6 @@ static int request_done(void *arg)
 swy_status_t swy_sched_wait(struct swy_request *op)
 {
     swy_sched_t *s = op->sched;
-    /* Waited for inside its group: it launches on its own, not merged
-     * with the group's others, rather than waiting for the group's end
-     * that this wait holds up. */
-    pthread_mutex_lock(&s->lock);
-    if (op->lane_hold) {
-        op->lane_hold = 0;
-        swy_sched_progress_locked(s);
-    }
-    pthread_mutex_unlock(&s->lock);
     swy_sched_wait_until(s, request_done, op, 1e300);
     pthread_mutex_lock(&s->lock);
     swy_status_t status = op->status;

@@ -109,13 +109,13 @@ const swy_config_entry_t swy_config_table[] = {
      SWY_CONFIG_TEXT, 0, 0,
      "auto,pairwise,shm"},
     {"SWY_DEVICE_COLL", "auto",
-     "Collectives on device buffers (all but the barrier, and not send "
-     "and recv): auto (where the nccl plugin runs "
-     "collectives, each partition is an NCCL call on the communicator and "
-     "stream of its priority class, made on the communicator's first such "
-     "op; else as staged) or staged (through the transports, reductions "
-     "on the host through pinned copies). Must be the same on every "
-     "rank.",
+     "Collectives on device buffers (all but the barrier) and sends and "
+     "receives to other ranks: auto (where the nccl plugin runs "
+     "collectives, each partition, send or receive is an NCCL call on the "
+     "communicator and stream of its priority class, made with the "
+     "communicator; else as staged) or staged (through the transports, on "
+     "NCCL communicators per pair of ranks, reductions on the host "
+     "through pinned copies). Must be the same on every rank.",
      SWY_CONFIG_TEXT, 0, 0, "auto,staged"},
     {"SWY_SHM_CHANNEL", "1",
      "1: a communicator whose ranks all share one host (2 to 32 ranks) "
