@@ -1374,7 +1374,7 @@ static int32_t mix_block_val(int r, int d, int o, size_t i)
 
 enum { MIX_COMMS = 4, MIX_OPS = 14 };
 enum { MIX_ALLREDUCE, MIX_ALLGATHER, MIX_BROADCAST, MIX_REDUCE_SCATTER,
-       MIX_ALLTOALLV, MIX_KINDS };
+       MIX_ALLTOALLV, MIX_SHIFT, MIX_KINDS };
 
 /* Elements op o of seed sends from world rank s to world rank d
  * (alltoallv), at most n. */
@@ -1394,7 +1394,7 @@ typedef struct {
     int32_t *in, *out;
     size_t out_len;
     size_t *counts; /* alltoallv: send, sdispl, recv, rdispl [4][size] */
-    swy_request_t req;
+    swy_request_t req, req2; /* shift: the send's, the receive's */
 } mix_op_t;
 
 /* Element e of op o's result on world rank `rank`, serially. */
@@ -1414,6 +1414,8 @@ static int32_t mix_want(const mix_op_t *op, int o, int rank, size_t e)
         for (int p = 0; p < op->w; p++)
             want += mix_val(op->mem[p], o, (size_t)op->me * op->n + e);
         return want;
+    case MIX_SHIFT: /* the previous rank's input */
+        return mix_val(op->mem[(op->me - 1 + op->w) % op->w], o, e);
     default: { /* MIX_ALLTOALLV: block p of the received ones */
         const size_t *rc = op->counts + 2 * op->w, *rd = rc + op->w;
         int p = 0;
@@ -1483,6 +1485,7 @@ static int random_mix_round(swy_comm_t *comms, void **streams,
             op->out_len = n;
             in_len = n * (size_t)w;
             break;
+        case MIX_SHIFT: op->out_len = n; break;
         default: { /* MIX_ALLTOALLV */
             op->counts = calloc(4 * (size_t)w, sizeof(size_t));
             CHECK_RET(op->counts != NULL, "calloc");
@@ -1534,6 +1537,15 @@ static int random_mix_round(swy_comm_t *comms, void **streams,
             st = swy_reduce_scatter(op->in, op->out, n, SWY_INT32, SWY_SUM,
                                     comm, &a, &op->req);
             break;
+        case MIX_SHIFT: /* a ring shift, in a group as NCCL's must be */
+            CHECK_OK_RET(swy_group_start(), comm);
+            st = swy_send(op->in, n, SWY_INT32, (me + 1) % w, comm, &a,
+                          &op->req);
+            if (st == SWY_OK)
+                st = swy_recv(op->out, n, SWY_INT32, (me - 1 + w) % w, comm,
+                              &a, &op->req2);
+            CHECK_OK_RET(swy_group_end(), comm);
+            break;
         default: {
             size_t *sc = op->counts, *sd = sc + w, *rc = sd + w, *rd = rc + w;
             st = swy_alltoallv(op->in, sc, sd, op->out, rc, rd, SWY_INT32,
@@ -1545,12 +1557,16 @@ static int random_mix_round(swy_comm_t *comms, void **streams,
     /* Each against its serial reference, waited in post order. */
     static const char *names[MIX_KINDS] = {"allreduce", "allgather",
                                            "broadcast", "reduce_scatter",
-                                           "alltoallv"};
+                                           "alltoallv", "shift"};
     for (int i = 0; i < MIX_OPS; i++) {
         int o = order[i];
         mix_op_t *op = &ops[o];
         CHECK_OK_RET(swy_wait(op->req), op->comm);
         swy_request_free(op->req);
+        if (op->kind == MIX_SHIFT) {
+            CHECK_OK_RET(swy_wait(op->req2), op->comm);
+            swy_request_free(op->req2);
+        }
         for (size_t e = 0; e < op->out_len; e++) {
             int32_t want = mix_want(op, o, rank, e);
             CHECK_RET(op->out[e] == want, "seed %u op %d (%s of %zu on "
@@ -1567,9 +1583,10 @@ static int random_mix_round(swy_comm_t *comms, void **streams,
 /* Random collectives on four communicators of the same ranks (the world,
  * its halves, its reverse, its odd and even ranks): per round 14 ops of
  * random kinds (allreduce, allgather, broadcast, reduce_scatter,
- * alltoallv of random counts), sizes (0-70,000 elements), priorities and
- * orders, all in flight together; each rank posts the communicators in
- * an order of its own. Every result against its serial reference.
+ * alltoallv of random counts, a ring shift of sends and receives in a
+ * group), sizes (0-70,000 elements), priorities and orders, all in
+ * flight together; each rank posts the communicators in an order of its
+ * own. Every result against its serial reference.
  * TEST_SEEDS rounds (default 8). */
 static int case_random_mix(swy_comm_t comm, int rank, int w, void *arg)
 {
