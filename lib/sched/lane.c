@@ -14,7 +14,14 @@
  * priority in flight by its credit, fair gives each op an allowance,
  * fifo runs one op of a communicator at a time. The launches of the two
  * classes run on different plugin communicators and streams, and no
- * policy holds a high-class launch for the low class's (lane_admit). */
+ * policy holds a high-class launch for the low class's (lane_admit).
+ *
+ * Sends and receives to other ranks are launches too, one call each,
+ * which only their pair makes (ncclSend and ncclRecv, in the class's
+ * posting order, as NCCL users call them): a receive waits for no
+ * policy (run_face), and those of one swy_group_start/end that are next
+ * to each other in a queue leave as one launch once the group ended
+ * (launch_run), as an NCCL group. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
