@@ -535,8 +535,8 @@ static int32_t lane_value(int from, int to, size_t e)
     return from * 1000000 + to * 10000 + (int32_t)(e % 9973);
 }
 
-/* One device message of n elements from this rank to peer: buffers for
- * it and for the one from the other side (case_device_lane). */
+/* A device buffer of n elements (and one more) holding what this rank
+ * sends rank `to` (case_device_lane). */
 static int32_t *lane_msg(int rank, int to, size_t n)
 {
     int32_t *b = swy_test_buf_calloc(1, n + 1, sizeof(int32_t));
