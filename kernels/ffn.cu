@@ -7,7 +7,10 @@
  * context allows it (kc_linear_gelu_fwd, kc_linear_dgelu_bwd): the first
  * layer writes h_pre and h_act in one GEMM, and the backward's
  * dh = (dy W2^T) gelu'(h_pre) is one GEMM.  The biases are in the
- * epilogues in both dtypes (kc_linear_fwd). */
+ * epilogues in both dtypes (kc_linear_fwd).
+ *
+ * With grouped GEMMs on (swy_kc_ctx_set_grouped), each GEMM runs for all
+ * experts in one call instead (grouped.cu). */
 #include "kc_internal_cuda.h"
 
 static int check_ffn(const char *fn, const int *rows, int n_experts, int H,
@@ -39,6 +42,9 @@ static int kc_ffn_fwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dt,
 {
     KC_CTX(fn, ctx);
     KC_TRY(check_ffn(fn, rows, n_experts, H, F));
+    if (ctx->grouped)
+        return kc_ffn_fwd_grouped(ctx, fn, dt, x, rows, n_experts, H, F, w1,
+                                  b1, w2, b2, h_pre, h_act, y);
     size_t es = dt == CUDA_R_16BF ? 2 : 4;
     size_t off = 0, HF = (size_t)H * F;
     for (int e = 0; e < n_experts; e++) {
@@ -67,6 +73,10 @@ static int kc_ffn_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dt,
 {
     KC_CTX(fn, ctx);
     KC_TRY(check_ffn(fn, rows, n_experts, H, F));
+    if (ctx->grouped)
+        return kc_ffn_bwd_grouped(ctx, fn, dt, x, h_pre, h_act, dy, rows,
+                                  n_experts, H, F, w1, w2, dh, dx, dw1, db1,
+                                  dw2, db2);
     size_t es = dt == CUDA_R_16BF ? 2 : 4;
     size_t off = 0, HF = (size_t)H * F;
     for (int e = 0; e < n_experts; e++) {

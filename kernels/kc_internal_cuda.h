@@ -38,6 +38,13 @@ struct swy_kc_ctx {
     unsigned long lt_fused;      /* GEMMs run with a fused epilogue */
     unsigned long lt_fell_back;  /* ... that took the separate passes */
     char lt_why[160];            /* the last fallback's reason */
+    /* Grouped expert GEMMs (grouped.cu): the device arrays of pointers the
+     * grouped calls read, and what ran. */
+    int grouped;                 /* on (SWY_KC_GROUPED=1; default 0) */
+    void **gptrs;
+    unsigned long g_calls;       /* cublasGemmGroupedBatchedEx calls */
+    unsigned long g_fell_back;   /* ... refused, run per expert instead */
+    char g_why[160];             /* the last refusal */
 };
 
 /* Scratch offsets (bytes) of the kernels that use ctx->scratch. */
@@ -211,6 +218,28 @@ int kc_linear_dgelu_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dt,
                         const void *x, const void *x_pre, const void *w,
                         const void *dy, int N, int in, int out, void *dx,
                         float *dw, float *db);
+
+/* cublasGemmEx with alpha 1 and fp32 compute on the context's handle. */
+int kc_gemm(swy_kc_ctx_t *ctx, const char *fn, cublasOperation_t ta,
+            cublasOperation_t tb, int m, int n, int k, const void *A,
+            cudaDataType_t at, int lda, const void *B, cudaDataType_t bt,
+            int ldb, float beta, void *C, cudaDataType_t ct, int ldc);
+
+/* The expert FFN with grouped GEMMs (grouped.cu), for ffn.cu once its
+ * arguments are checked; the same contract as swy_kc_ffn_fwd/_bwd with
+ * dt CUDA_R_32F or CUDA_R_16BF. */
+int kc_ffn_fwd_grouped(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dt,
+                       const void *x, const int *rows, int n_experts, int H,
+                       int F, const void *w1, const void *b1, const void *w2,
+                       const void *b2, void *h_pre, void *h_act, void *y);
+int kc_ffn_bwd_grouped(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dt,
+                       const void *x, const void *h_pre, const void *h_act,
+                       const void *dy, const int *rows, int n_experts, int H,
+                       int F, const void *w1, const void *w2, void *dh,
+                       void *dx, float *dw1, float *db1, float *dw2,
+                       float *db2);
+/* Allocates ctx->gptrs (at context creation). */
+int kc_grouped_init(swy_kc_ctx_t *ctx, const char *fn);
 
 /* One GEMM through cuBLASLt with a fused epilogue, on column-major views
  * as cublasGemmEx takes them: D[m][n] (ld ldd) = epi(op(A) op(B)), A, B

@@ -56,10 +56,10 @@ static int check_linear(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t t,
     return 0;
 }
 
-static int gemm(swy_kc_ctx_t *ctx, const char *fn, cublasOperation_t ta,
-                cublasOperation_t tb, int m, int n, int k, const void *A,
-                cudaDataType_t at, int lda, const void *B, cudaDataType_t bt,
-                int ldb, float beta, void *C, cudaDataType_t ct, int ldc)
+int kc_gemm(swy_kc_ctx_t *ctx, const char *fn, cublasOperation_t ta,
+            cublasOperation_t tb, int m, int n, int k, const void *A,
+            cudaDataType_t at, int lda, const void *B, cudaDataType_t bt,
+            int ldb, float beta, void *C, cudaDataType_t ct, int ldc)
 {
     const float alpha = 1.0f;
     return kc_blas_check(fn, "cublasGemmEx",
@@ -263,8 +263,8 @@ int kc_linear_fwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
         KC_LAUNCHED(fn, "kc_bias_fill");
         beta = 1.0f;
     }
-    return gemm(ctx, fn, CUBLAS_OP_N, CUBLAS_OP_N, out, N, in, w, dtype, out,
-                x, dtype, in, beta, y, dtype, out);
+    return kc_gemm(ctx, fn, CUBLAS_OP_N, CUBLAS_OP_N, out, N, in, w, dtype,
+                   out, x, dtype, in, beta, y, dtype, out);
 }
 
 int kc_linear_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
@@ -277,13 +277,13 @@ int kc_linear_bwd(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dtype,
     /* dx^T[in][N] = W[in][out] dy^T: W is the transpose of its column-major
      * view. */
     if (dx != NULL)
-        KC_TRY(gemm(ctx, fn, CUBLAS_OP_T, CUBLAS_OP_N, in, N, out, w, dtype,
-                    out, dy, dtype, out, 0.0f, dx, dtype, in));
+        KC_TRY(kc_gemm(ctx, fn, CUBLAS_OP_T, CUBLAS_OP_N, in, N, out, w,
+                       dtype, out, dy, dtype, out, 0.0f, dx, dtype, in));
     /* dW^T[out][in] += dy^T x: x (N x in) is the transpose of its
      * column-major view. */
     if (dw != NULL)
-        KC_TRY(gemm(ctx, fn, CUBLAS_OP_N, CUBLAS_OP_T, out, in, N, dy, dtype,
-                    out, x, dtype, in, 1.0f, dw, CUDA_R_32F, out));
+        KC_TRY(kc_gemm(ctx, fn, CUBLAS_OP_N, CUBLAS_OP_T, out, in, N, dy,
+                       dtype, out, x, dtype, in, 1.0f, dw, CUDA_R_32F, out));
     if (db != NULL) {
         dim3 th(32, KC_COLSUM_ROWS);
         unsigned bl = (unsigned)((out + 31) / 32);

@@ -245,11 +245,21 @@ int swy_kc_ctx_create(void *stream, swy_kc_ctx_t **ctx_p)
         goto fail_blas;
     if (kc_blas_check(fn, "cublasLtCreate", cublasLtCreate(&ctx->lt)) != 0)
         goto fail_blas;
+    if (kc_grouped_init(ctx, fn) != 0)
+        goto fail_lt;
     ctx->epilogues = !(getenv("SWY_KC_EPILOGUES") != NULL &&
                        strcmp(getenv("SWY_KC_EPILOGUES"), "0") == 0);
+    if (getenv("SWY_KC_GROUPED") != NULL &&
+        strcmp(getenv("SWY_KC_GROUPED"), "1") == 0 &&
+        swy_kc_ctx_set_grouped(ctx, 1) != 0)
+        goto fail_gptrs;
     *ctx_p = ctx;
     return 0;
 
+fail_gptrs:
+    cudaFree(ctx->gptrs);
+fail_lt:
+    cublasLtDestroy(ctx->lt);
 fail_blas:
     cublasDestroy(ctx->blas);
 fail_workspace:
@@ -284,6 +294,7 @@ void swy_kc_ctx_destroy(swy_kc_ctx_t *ctx)
     if (ctx == NULL)
         return;
     cudaFree(ctx->work);
+    cudaFree(ctx->gptrs);
     cublasLtDestroy(ctx->lt);
     cublasDestroy(ctx->blas);
     cudaFree(ctx->blas_workspace);

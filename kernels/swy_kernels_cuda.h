@@ -155,6 +155,29 @@ int swy_kc_ctx_epilogue_stats(swy_kc_ctx_t *ctx, int *on,
                               unsigned long *fused, unsigned long *fell_back,
                               const char **why);
 
+/** Grouped expert GEMMs (cublasGemmGroupedBatchedEx, cuBLAS 12.5 or
+ *  later): swy_kc_ffn_fwd/_bwd and their _bf16 twins run each GEMM of the
+ *  layer for all its non-empty experts in one call (up to 128 experts a
+ *  call) instead of one call per expert; the biases seed the outputs, GELU
+ *  and its gradient and the bias gradients are one pass over all rows.
+ *  For the expert FFN this replaces the fused epilogues.  bf16 weight
+ *  gradients (bf16 inputs, fp32 output) stay one call per expert: the
+ *  grouped call has no such pair of types.  bf16 GEMMs whose matrices do
+ *  not all start 16-byte aligned (H or F not a multiple of 8), and a
+ *  grouped call that cuBLAS refuses as not supported, run per expert
+ *  (counted below).  Off by
+ *  default: not yet run on a GPU.  On when SWY_KC_GROUPED=1 at context
+ *  creation, or with on = 1 here; an error where cuBLAS is older than
+ *  12.5.  Not for a row context. */
+int swy_kc_ctx_set_grouped(swy_kc_ctx_t *ctx, int on);
+
+/** *on: whether grouped GEMMs are on; grouped calls made, and those
+ *  cuBLAS refused (run per expert instead), since the context was made;
+ *  *why the last refusal ("" if none; valid until the next kernel call on
+ *  ctx). */
+int swy_kc_ctx_grouped_stats(swy_kc_ctx_t *ctx, int *on, unsigned long *calls,
+                             unsigned long *fell_back, const char **why);
+
 /** A row context (status.cu; the static library swy_kernels_cuda_rows
  *  holds it with the row kernels, and needs no cuBLAS): the stream and
  *  the current device's SM count, nothing else, for the row kernels alone
