@@ -3,8 +3,10 @@
  * experts with no rows), GELU, add, embedding, cross-entropy, Adam, and the
  * bf16 conversions (bitwise).  The linear (also with GELU) and FFN checks
  * run with the GEMMs' fused epilogues and without
- * (swy_kc_ctx_set_epilogues), and count the GEMMs that fused.  Tolerances
- * in kctest.h. */
+ * (swy_kc_ctx_set_epilogues), and count the GEMMs that fused; the FFN
+ * checks run once more with grouped GEMMs (swy_kc_ctx_set_grouped), also
+ * over more experts than one grouped call takes, and count the grouped
+ * calls.  Tolerances in kctest.h. */
 #include "kctest.h"
 
 /* ---- linear ------------------------------------------------------------ */
@@ -183,11 +185,14 @@ static void check_ffn(int n_experts, const int *rows, int H, int F)
 {
     char shape[96];
     int N = 0, len = snprintf(shape, sizeof(shape), "H=%d F=%d rows=", H, F);
-    for (int e = 0; e < n_experts; e++) {
+    for (int e = 0; e < n_experts; e++)
         N += rows[e];
+    for (int e = 0; e < n_experts && e < 8; e++)
         len += snprintf(shape + len, sizeof(shape) - (size_t)len, "%s%d",
                         e ? "," : "", rows[e]);
-    }
+    if (n_experts > 8)
+        snprintf(shape + len, sizeof(shape) - (size_t)len,
+                 ",... (%d experts, %d rows)", n_experts, N);
     size_t nx = (size_t)N * H, nh = (size_t)N * F;
     size_t nw = (size_t)n_experts * H * F, nb1 = (size_t)n_experts * F;
     size_t nb2 = (size_t)n_experts * H;
@@ -568,6 +573,51 @@ static void run_ffn_aligned(void) { check_ffn(4, r2, 64, 256); }
  * dtype), up to 2 more fallbacks. */
 static void run_ffn_odd(void) { check_ffn(1, r4, 33, 70); }
 
+/* ---- grouped GEMMs --------------------------------------------------------
+ * The grouped calls over one call of `run`, as check_epilogues counts the
+ * fused ones: a grouped path that silently never engages fails here. */
+
+static void check_grouped(const char *what, void (*run)(void),
+                          unsigned long calls, unsigned long fell_back)
+{
+    unsigned long c0, b0, c1, b1;
+    const char *why;
+    int on;
+    KCT_OK(swy_kc_ctx_grouped_stats(kct_ctx, &on, &c0, &b0, &why));
+    run();
+    KCT_OK(swy_kc_ctx_grouped_stats(kct_ctx, &on, &c1, &b1, &why));
+    kct_checks++;
+    if (c1 - c0 != calls || b1 - b0 != fell_back) {
+        kct_failures++;
+        fprintf(stderr,
+                "FAIL grouped %s: %lu grouped calls, %lu refused; want %lu "
+                "and %lu (last refusal: %s)\n",
+                what, c1 - c0, b1 - b0, calls, fell_back,
+                why[0] != '\0' ? why : "none");
+    }
+}
+
+/* 200 experts, 150 of them with 1 to 3 rows: two grouped passes (128
+ * experts a call). */
+static void run_ffn_many(void)
+{
+    int rows[200];
+    for (int e = 0; e < 200; e++)
+        rows[e] = e % 4 == 0 ? 0 : 1 + e % 3;
+    check_ffn(200, rows, 8, 16);
+}
+
+static const int r5[] = {3, 5};
+static void run_ffn_unaligned(void) { check_ffn(2, r5, 33, 70); }
+
+static void run_ffn_grouped(void)
+{
+    check_ffn(6, r1, 32, 64);
+    check_ffn(4, r2, 64, 256);
+    check_ffn(2, r3, 16, 24);
+    check_ffn(1, r4, 33, 70);
+}
+
 int main(void)
 {
     kct_init("test_kc_dense");
@@ -584,6 +634,22 @@ int main(void)
     KCT_OK(swy_kc_ctx_set_epilogues(kct_ctx, 0));
     check_epilogues("off", run_dense, (want_epi_t){0, 0, 0, 0});
     KCT_OK(swy_kc_ctx_set_epilogues(kct_ctx, 1));
+
+    /* The FFN with grouped GEMMs (they replace its epilogues: none fuse).
+     * Per pass, fp32 makes 2 grouped calls forward and 4 backward; bf16 2
+     * and 2 (its weight gradients go per expert).  Each check_ffn runs
+     * both dtypes. */
+    KCT_OK(swy_kc_ctx_set_grouped(kct_ctx, 1));
+    check_grouped("ffn", run_ffn_grouped, 3 * 10, 0);
+    check_grouped("ffn F=256", run_ffn_aligned, 10, 0);
+    check_epilogues("ffn grouped", run_ffn_aligned, (want_epi_t){0, 0, 0, 0});
+    check_grouped("ffn 200 experts", run_ffn_many, 2 * 10, 0);
+    /* H=33, F=70: the second expert's bf16 rows start 2- or 4-byte
+     * aligned, so bf16's 4 grouped calls go per expert (counted); fp32
+     * groups all 6. */
+    check_grouped("ffn unaligned", run_ffn_unaligned, 6, 4);
+    KCT_OK(swy_kc_ctx_set_grouped(kct_ctx, 0));
+    check_grouped("off", run_ffn_many, 0, 0);
 
     check_elementwise(0, 0);
     check_elementwise(1, 0);
