@@ -11,8 +11,9 @@
 #   tools/gpu-check.sh run [DIR]    on the GPU machine: build a release
 #                                   tree (build-gpu) against DIR's
 #                                   libraries, run the gpu suite,
-#                                   swy-kbench and swy-train in fp32 and
-#                                   bf16; logs and JSON lines into $OUT
+#                                   swy-kbench and swy-train in fp32,
+#                                   bf16 and bf16 with grouped GEMMs;
+#                                   logs and JSON lines into $OUT
 #                                   (default gpu-out), a summary last
 #
 # Each step is bounded (timeout), a failed step is reported and the next
@@ -141,10 +142,14 @@ run_checks() {
         step "train-$dt" 240 "$build/tools/swy-run/swy-run" -n 1 \
             "$build/tools/swy-train/swy-train" "${model[@]}" --dtype "$dt"
     done
+    # bf16 again with the expert FFN's grouped GEMMs (off by default).
+    SWY_KC_GROUPED=1 step train-bf16-grouped 240 \
+        "$build/tools/swy-run/swy-run" -n 1 \
+        "$build/tools/swy-train/swy-train" "${model[@]}" --dtype bf16
     python3 - "$out" <<'EOF' | tee -a "$out/summary.txt"
 import json, sys
 out, runs = sys.argv[1], {}
-for dt in ("fp32", "bf16"):
+for dt in ("fp32", "bf16", "bf16-grouped"):
     try:
         for line in open(f"{out}/train-{dt}.log"):
             if "{" in line and '"bench":"train"' in line:
@@ -159,6 +164,11 @@ if len(runs) == 2:
     print(f"bf16 over fp32: {b['tokens_per_s'] / f['tokens_per_s']:.2f}x "
           f"tokens/s (target >= 1.5x); last loss "
           f"{100 * (b['loss_last'] / f['loss_last'] - 1):+.2f}% (within 1%)")
+if "bf16" in runs and "bf16-grouped" in runs:
+    b, g = runs["bf16"], runs["bf16-grouped"]
+    print(f"bf16 grouped over bf16: "
+          f"{g['tokens_per_s'] / b['tokens_per_s']:.2f}x tokens/s; last loss "
+          f"{g['loss_last']} against {b['loss_last']}")
 EOF
     echo "suite exit $suite_rc; files in $out" | tee -a "$out/summary.txt"
     return $suite_rc

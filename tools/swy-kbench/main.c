@@ -8,6 +8,7 @@
  * every output byte written once, index and weight arrays included (a
  * token row that two slots read counts once).  Exits 77 without a GPU. */
 #include <getopt.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@ typedef struct {
     int reps;
     int json;
     int epilogues; /* the context's setting from SWY_KC_EPILOGUES */
+    int grouped;   /* ... from SWY_KC_GROUPED */
     double peak_bf16, peak_fp32, peak_gbs; /* 0: not given */
     char gpu[256];
 } kb_opts_t;
@@ -183,11 +185,18 @@ static void kb_report(const char *kernel, const char *dtype,
 
 /* ---- The MoE expert FFN and the dense layer --------------------------- */
 
+/* 8 large experts, unevenly loaded (the headline shape, also for the dense
+ * layer), and 64 small ones, where one call per expert costs more in
+ * launches than in FLOPs. */
 #define NE 8
 static const int kb_rows[NE] = {2560, 1536, 2048, 2048, 3072, 1024, 2048, 2048};
+#define NE_SMALL 64
+static int kb_rows_small[NE_SMALL];
 
 typedef struct {
     int bf16, N, H, F;
+    int ne;
+    const int *rows;
     void *x, *w1, *b1, *w2, *b2, *hp, *ha, *y, *dy, *dh, *dx;
     float *dw1, *db1, *dw2, *db2;
 } kb_ffn_t;
@@ -196,22 +205,23 @@ static int kb_ffn_fwd(void *a)
 {
     kb_ffn_t *f = a;
     if (f->bf16)
-        return swy_kc_ffn_fwd_bf16(ctx, f->x, kb_rows, NE, f->H, f->F, f->w1,
-                                   f->b1, f->w2, f->b2, f->hp, f->ha, f->y);
-    return swy_kc_ffn_fwd(ctx, f->x, kb_rows, NE, f->H, f->F, f->w1, f->b1,
-                          f->w2, f->b2, f->hp, f->ha, f->y);
+        return swy_kc_ffn_fwd_bf16(ctx, f->x, f->rows, f->ne, f->H, f->F,
+                                   f->w1, f->b1, f->w2, f->b2, f->hp, f->ha,
+                                   f->y);
+    return swy_kc_ffn_fwd(ctx, f->x, f->rows, f->ne, f->H, f->F, f->w1,
+                          f->b1, f->w2, f->b2, f->hp, f->ha, f->y);
 }
 
 static int kb_ffn_bwd(void *a)
 {
     kb_ffn_t *f = a;
     if (f->bf16)
-        return swy_kc_ffn_bwd_bf16(ctx, f->x, f->hp, f->ha, f->dy, kb_rows, NE,
-                                   f->H, f->F, f->w1, f->w2, f->dh, f->dx,
-                                   f->dw1, f->db1, f->dw2, f->db2);
-    return swy_kc_ffn_bwd(ctx, f->x, f->hp, f->ha, f->dy, kb_rows, NE, f->H,
-                          f->F, f->w1, f->w2, f->dh, f->dx, f->dw1, f->db1,
-                          f->dw2, f->db2);
+        return swy_kc_ffn_bwd_bf16(ctx, f->x, f->hp, f->ha, f->dy, f->rows,
+                                   f->ne, f->H, f->F, f->w1, f->w2, f->dh,
+                                   f->dx, f->dw1, f->db1, f->dw2, f->db2);
+    return swy_kc_ffn_bwd(ctx, f->x, f->hp, f->ha, f->dy, f->rows, f->ne,
+                          f->H, f->F, f->w1, f->w2, f->dh, f->dx, f->dw1,
+                          f->db1, f->dw2, f->db2);
 }
 
 /* linear: x [N][H] -> y [N][F] with w [H][F] (reuses the FFN's buffers). */
@@ -258,25 +268,30 @@ static int kb_linear_dgelu_bwd(void *a)
                                    f->F, f->H, f->dh, f->dw2, f->db2);
 }
 
-static void kb_bench_gemm(int bf16)
+/* The expert FFN of ne experts with rows[e] rows, H -> F -> H; with
+ * dense = 1 also the dense layer's kernels on the same buffers. */
+static void kb_bench_gemm(int bf16, int ne, const int *rows, int Hd, int Fd,
+                          int dense)
 {
     kb_ffn_t f;
     memset(&f, 0, sizeof(f));
     f.bf16 = bf16;
-    f.H = 1024;
-    f.F = 4096;
-    for (int e = 0; e < NE; e++)
-        f.N += kb_rows[e];
+    f.H = Hd;
+    f.F = Fd;
+    f.ne = ne;
+    f.rows = rows;
+    for (int e = 0; e < ne; e++)
+        f.N += rows[e];
     size_t N = (size_t)f.N, H = (size_t)f.H, F = (size_t)f.F;
-    size_t nw = NE * H * F;
+    size_t NEs = (size_t)ne, nw = NEs * H * F;
     /* Weights ~ 1/sqrt(fan-in) keep activations O(1), as in training. */
-    float sw1 = 1.0f / 32.0f, sw2 = 1.0f / 64.0f;
+    float sw1 = 1.0f / sqrtf((float)H), sw2 = 1.0f / sqrtf((float)F);
     if (bf16) {
         f.x = kb_bf16(N * H, 1);
         f.w1 = kb_bf16(nw, sw1);
-        f.b1 = kb_bf16(NE * F, 0.1f);
+        f.b1 = kb_bf16(NEs * F, 0.1f);
         f.w2 = kb_bf16(nw, sw2);
-        f.b2 = kb_bf16(NE * H, 0.1f);
+        f.b2 = kb_bf16(NEs * H, 0.1f);
         f.dy = kb_bf16(N * H, 1);
         f.hp = kb_alloc(N * F * 2);
         f.ha = kb_alloc(N * F * 2);
@@ -286,9 +301,9 @@ static void kb_bench_gemm(int bf16)
     } else {
         f.x = kb_f32(N * H, 1);
         f.w1 = kb_f32(nw, sw1);
-        f.b1 = kb_f32(NE * F, 0.1f);
+        f.b1 = kb_f32(NEs * F, 0.1f);
         f.w2 = kb_f32(nw, sw2);
-        f.b2 = kb_f32(NE * H, 0.1f);
+        f.b2 = kb_f32(NEs * H, 0.1f);
         f.dy = kb_f32(N * H, 1);
         f.hp = kb_alloc(N * F * 4);
         f.ha = kb_alloc(N * F * 4);
@@ -298,35 +313,46 @@ static void kb_bench_gemm(int bf16)
     }
     f.dw1 = kb_alloc(nw * 4);
     f.dw2 = kb_alloc(nw * 4);
-    f.db1 = kb_alloc(NE * F * 4);
-    f.db2 = kb_alloc(NE * H * 4);
+    f.db1 = kb_alloc(NEs * F * 4);
+    f.db2 = kb_alloc(NEs * H * 4);
     KB_OK(swy_kc_memset(f.dw1, 0, nw * 4, NULL));
     KB_OK(swy_kc_memset(f.dw2, 0, nw * 4, NULL));
-    KB_OK(swy_kc_memset(f.db1, 0, NE * F * 4, NULL));
-    KB_OK(swy_kc_memset(f.db2, 0, NE * H * 4, NULL));
+    KB_OK(swy_kc_memset(f.db1, 0, NEs * F * 4, NULL));
+    KB_OK(swy_kc_memset(f.db2, 0, NEs * H * 4, NULL));
     const char *dt = bf16 ? "bf16" : "fp32";
     char shape[96];
     double fl = 2.0 * (double)N * (double)H * (double)F;
-    snprintf(shape, sizeof(shape), "N=%zu H=%zu F=%zu E=%d", N, H, F, NE);
+    snprintf(shape, sizeof(shape), "N=%zu H=%zu F=%zu E=%d", N, H, F, ne);
     kb_report("ffn_fwd", dt, shape, kb_time_ms(kb_ffn_fwd, &f), 2 * fl, 0);
     kb_report("ffn_bwd", dt, shape, kb_time_ms(kb_ffn_bwd, &f), 4 * fl, 0);
-    /* The same with bias and GELU in separate passes (the kernels before
-     * the fused epilogues; SWY_KC_EPILOGUES=0). */
+    /* The same with bias and GELU in separate passes, one call per expert
+     * (the kernels before the fused epilogues; SWY_KC_EPILOGUES=0). */
     KB_OK(swy_kc_ctx_set_epilogues(ctx, 0));
+    KB_OK(swy_kc_ctx_set_grouped(ctx, 0));
     kb_report("ffn_fwd_unfused", dt, shape, kb_time_ms(kb_ffn_fwd, &f),
               2 * fl, 0);
     kb_report("ffn_bwd_unfused", dt, shape, kb_time_ms(kb_ffn_bwd, &f),
               4 * fl, 0);
     KB_OK(swy_kc_ctx_set_epilogues(ctx, kb.epilogues));
-    snprintf(shape, sizeof(shape), "N=%zu in=%zu out=%zu", N, H, F);
-    kb_report("linear_fwd", dt, shape, kb_time_ms(kb_linear_fwd, &f), fl, 0);
-    kb_report("linear_bwd", dt, shape, kb_time_ms(kb_linear_bwd, &f), 2 * fl,
-              0);
-    kb_report("linear_gelu_fwd", dt, shape,
-              kb_time_ms(kb_linear_gelu_fwd, &f), fl, 0);
-    snprintf(shape, sizeof(shape), "N=%zu in=%zu out=%zu", N, F, H);
-    kb_report("linear_dgelu_bwd", dt, shape,
-              kb_time_ms(kb_linear_dgelu_bwd, &f), 2 * fl, 0);
+    /* Each GEMM for all experts in one grouped call (SWY_KC_GROUPED=1). */
+    KB_OK(swy_kc_ctx_set_grouped(ctx, 1));
+    kb_report("ffn_fwd_grouped", dt, shape, kb_time_ms(kb_ffn_fwd, &f),
+              2 * fl, 0);
+    kb_report("ffn_bwd_grouped", dt, shape, kb_time_ms(kb_ffn_bwd, &f),
+              4 * fl, 0);
+    KB_OK(swy_kc_ctx_set_grouped(ctx, kb.grouped));
+    if (dense) {
+        snprintf(shape, sizeof(shape), "N=%zu in=%zu out=%zu", N, H, F);
+        kb_report("linear_fwd", dt, shape, kb_time_ms(kb_linear_fwd, &f), fl,
+                  0);
+        kb_report("linear_bwd", dt, shape, kb_time_ms(kb_linear_bwd, &f),
+                  2 * fl, 0);
+        kb_report("linear_gelu_fwd", dt, shape,
+                  kb_time_ms(kb_linear_gelu_fwd, &f), fl, 0);
+        snprintf(shape, sizeof(shape), "N=%zu in=%zu out=%zu", N, F, H);
+        kb_report("linear_dgelu_bwd", dt, shape,
+                  kb_time_ms(kb_linear_dgelu_bwd, &f), 2 * fl, 0);
+    }
     void *all[] = {f.x, f.w1, f.b1, f.w2, f.b2, f.dy, f.hp, f.ha, f.dh, f.y,
                    f.dx, f.dw1, f.dw2, f.db1, f.db2};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
@@ -639,8 +665,10 @@ static void usage(FILE *f)
             "and prints TFLOP/s or GB/s; with a peak, also its percentage\n"
             "(H100 SXM: 989 bf16 dense, 67 fp32, 3350 GB/s).\n"
             "ffn_* run with the GEMMs' fused epilogues unless\n"
-            "SWY_KC_EPILOGUES=0; ffn_*_unfused always without; the last\n"
-            "line says how many GEMMs fused and why any fell back.\n");
+            "SWY_KC_EPILOGUES=0 (grouped with SWY_KC_GROUPED=1);\n"
+            "ffn_*_unfused always without, one call per expert;\n"
+            "ffn_*_grouped with grouped GEMMs.  The last lines say how\n"
+            "many GEMMs fused and grouped calls ran, and why any fell back.\n");
 }
 
 static int parse_double(const char *s, double *v)
@@ -726,8 +754,16 @@ int main(int argc, char **argv)
     const char *why;
     KB_OK(swy_kc_ctx_epilogue_stats(ctx, &kb.epilogues, &fused, &fell_back,
                                     &why));
-    kb_bench_gemm(1);
-    kb_bench_gemm(0);
+    unsigned long g_calls, g_fell_back;
+    const char *g_why;
+    KB_OK(swy_kc_ctx_grouped_stats(ctx, &kb.grouped, &g_calls, &g_fell_back,
+                                   &g_why));
+    for (int e = 0; e < NE_SMALL; e++)
+        kb_rows_small[e] = 128;
+    kb_bench_gemm(1, NE, kb_rows, 1024, 4096, 1);
+    kb_bench_gemm(0, NE, kb_rows, 1024, 4096, 1);
+    kb_bench_gemm(1, NE_SMALL, kb_rows_small, 1024, 2048, 0);
+    kb_bench_gemm(0, NE_SMALL, kb_rows_small, 1024, 2048, 0);
     kb_bench_move(1);
     kb_bench_move(0);
     kb_bench_gate();
@@ -742,6 +778,17 @@ int main(int argc, char **argv)
         printf("fused GEMM epilogues: %s; %lu GEMMs fused, %lu fell back%s%s\n",
                kb.epilogues ? "on" : "off (SWY_KC_EPILOGUES=0)", fused,
                fell_back, why[0] ? ": " : "", why);
+    KB_OK(swy_kc_ctx_grouped_stats(ctx, &on, &g_calls, &g_fell_back,
+                                   &g_why));
+    if (kb.json)
+        printf("{\"gpu\":\"%s\",\"grouped\":%d,\"grouped_calls\":%lu,"
+               "\"grouped_refused\":%lu,\"refused_why\":\"%s\"}\n",
+               kb.gpu, kb.grouped, g_calls, g_fell_back, g_why);
+    else
+        printf("grouped GEMMs: %s by default; %lu grouped calls, %lu "
+               "refused%s%s\n",
+               kb.grouped ? "on" : "off (SWY_KC_GROUPED=1 turns them on)",
+               g_calls, g_fell_back, g_why[0] ? ": " : "", g_why);
     swy_kc_ctx_destroy(ctx);
     KB_OK(swy_kc_stream_destroy(stream));
     free(kb_host_chunk);

@@ -339,6 +339,17 @@ void swt_model_cuda_epilogues(const swt_model_cuda_t *md, int *on,
     }
 }
 
+void swt_model_cuda_grouped(const swt_model_cuda_t *md, int *on,
+                            unsigned long *calls, unsigned long *refused,
+                            const char **why)
+{
+    if (swy_kc_ctx_grouped_stats(md->ctx, on, calls, refused, why) != 0) {
+        *on = 0;
+        *calls = *refused = 0;
+        *why = swy_kc_error_string();
+    }
+}
+
 /* Ends a timed compute block, GPU work included. */
 static swy_status_t compute_end(swt_model_cuda_t *md, swt_timing_t *tm,
                                 double t0)
