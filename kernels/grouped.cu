@@ -90,27 +90,13 @@ __global__ void kc_bias_fill_seg(kc_seg_t s, const T *b, int out, T *y)
 }
 
 /* db[e[g]][c] += sum over group g's rows of dy[r][c].  Grid (columns / 32,
- * G), block (32, KC_SEG_ROWS); the partial sums are added in a fixed order
- * (deterministic), as kc_colsum's. */
-#define KC_SEG_ROWS 32
+ * G), block (32, KC_COLSUM_ROWS). */
 template <typename T>
 __global__ void kc_colsum_seg(kc_seg_t s, const T *dy, int cols, float *db)
 {
-    __shared__ float part[KC_SEG_ROWS][33];
-    int g = blockIdx.y, c = blockIdx.x * 32 + threadIdx.x;
-    float sum = 0.0f;
-    if (c < cols)
-        for (int r = s.off[g] + threadIdx.y; r < s.off[g + 1];
-             r += KC_SEG_ROWS)
-            sum += kc_ld(dy + (size_t)r * cols + c);
-    part[threadIdx.y][threadIdx.x] = sum;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < cols) {
-        float t = 0.0f;
-        for (int i = 0; i < KC_SEG_ROWS; i++)
-            t += part[i][threadIdx.x];
-        db[(size_t)s.e[g] * cols + c] += t;
-    }
+    int g = blockIdx.y;
+    kc_colsum_block(dy, s.off[g], s.off[g + 1], cols,
+                    db + (size_t)s.e[g] * cols);
 }
 
 /* One GEMM of the layer, on column-major views as cublasGemmEx takes them
@@ -257,7 +243,7 @@ static int bias_fill(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dt,
 static int colsum(swy_kc_ctx_t *ctx, const char *fn, cudaDataType_t dt,
                   const kc_seg_t *s, const void *dy, int cols, float *db)
 {
-    dim3 th(32, KC_SEG_ROWS), bl((unsigned)((cols + 31) / 32),
+    dim3 th(32, KC_COLSUM_ROWS), bl((unsigned)((cols + 31) / 32),
                                  (unsigned)s->G);
     if (dt == CUDA_R_16BF)
         kc_colsum_seg<<<bl, th, 0, ctx->stream>>>(

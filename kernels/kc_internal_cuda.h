@@ -194,6 +194,31 @@ __device__ __forceinline__ int kc_block_prefix(int flag, int *total, int *sh)
     return before + in_warp;
 }
 
+/* db[c] += sum over rows r0 .. r1 - 1 of dy[r][c], for the 32 columns of
+ * blockIdx.x.  Block (32, KC_COLSUM_ROWS): threadIdx.x picks the column
+ * (coalesced), threadIdx.y strides over rows; the partial sums are added
+ * in a fixed order, so the result is deterministic. */
+#define KC_COLSUM_ROWS 32
+template <typename T>
+__device__ __forceinline__ void kc_colsum_block(const T *dy, int r0, int r1,
+                                                int cols, float *db)
+{
+    __shared__ float part[KC_COLSUM_ROWS][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    float s = 0.0f;
+    if (c < cols)
+        for (int r = r0 + threadIdx.y; r < r1; r += KC_COLSUM_ROWS)
+            s += kc_ld(dy + (size_t)r * cols + c);
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        float t = 0.0f;
+        for (int i = 0; i < KC_COLSUM_ROWS; i++)
+            t += part[i][threadIdx.x];
+        db[c] += t;
+    }
+}
+
 /* ---- Shared dense pieces (linear.cu, act.cu), used by gate and ffn ------
  * dtype is CUDA_R_32F or CUDA_R_16BF for x, w, b, y, dy, dx; dw and db are
  * always fp32.  fn names the public function for error messages. */

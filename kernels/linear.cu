@@ -19,28 +19,11 @@ __global__ void kc_bias_fill(const T *b, int N, int out, T *y)
             y[(size_t)r * out + c] = b[c];
 }
 
-/* db[c] += sum over r of dy[r][c].  Block (32, KC_COLSUM_ROWS): threadIdx.x
- * picks the column (coalesced), threadIdx.y strides over rows; the
- * partial sums are added in a fixed order, so the result is
- * deterministic. */
-#define KC_COLSUM_ROWS 32
+/* db[c] += sum over r of dy[r][c]. */
 template <typename T>
 __global__ void kc_colsum(const T *dy, int N, int cols, float *db)
 {
-    __shared__ float part[KC_COLSUM_ROWS][33];
-    int c = blockIdx.x * 32 + threadIdx.x;
-    float s = 0.0f;
-    if (c < cols)
-        for (int r = threadIdx.y; r < N; r += KC_COLSUM_ROWS)
-            s += kc_ld(dy + (size_t)r * cols + c);
-    part[threadIdx.y][threadIdx.x] = s;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < cols) {
-        float t = 0.0f;
-        for (int i = 0; i < KC_COLSUM_ROWS; i++)
-            t += part[i][threadIdx.x];
-        db[c] += t;
-    }
+    kc_colsum_block(dy, 0, N, cols, db);
 }
 
 /* The arguments every linear kernel checks first: the context, the dtype

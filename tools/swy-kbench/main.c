@@ -268,6 +268,17 @@ static int kb_linear_dgelu_bwd(void *a)
                                    f->F, f->H, f->dh, f->dw2, f->db2);
 }
 
+/* ffn_fwd<suffix> and ffn_bwd<suffix> on f (fl: one GEMM's FLOPs). */
+static void kb_report_ffn(const char *suffix, const char *dt,
+                          const char *shape, kb_ffn_t *f, double fl)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "ffn_fwd%s", suffix);
+    kb_report(name, dt, shape, kb_time_ms(kb_ffn_fwd, f), 2 * fl, 0);
+    snprintf(name, sizeof(name), "ffn_bwd%s", suffix);
+    kb_report(name, dt, shape, kb_time_ms(kb_ffn_bwd, f), 4 * fl, 0);
+}
+
 /* The expert FFN of ne experts with rows[e] rows, H -> F -> H; with
  * dense = 1 also the dense layer's kernels on the same buffers. */
 static void kb_bench_gemm(int bf16, int ne, const int *rows, int Hd, int Fd,
@@ -323,23 +334,16 @@ static void kb_bench_gemm(int bf16, int ne, const int *rows, int Hd, int Fd,
     char shape[96];
     double fl = 2.0 * (double)N * (double)H * (double)F;
     snprintf(shape, sizeof(shape), "N=%zu H=%zu F=%zu E=%d", N, H, F, ne);
-    kb_report("ffn_fwd", dt, shape, kb_time_ms(kb_ffn_fwd, &f), 2 * fl, 0);
-    kb_report("ffn_bwd", dt, shape, kb_time_ms(kb_ffn_bwd, &f), 4 * fl, 0);
+    kb_report_ffn("", dt, shape, &f, fl);
     /* The same with bias and GELU in separate passes, one call per expert
      * (the kernels before the fused epilogues; SWY_KC_EPILOGUES=0). */
     KB_OK(swy_kc_ctx_set_epilogues(ctx, 0));
     KB_OK(swy_kc_ctx_set_grouped(ctx, 0));
-    kb_report("ffn_fwd_unfused", dt, shape, kb_time_ms(kb_ffn_fwd, &f),
-              2 * fl, 0);
-    kb_report("ffn_bwd_unfused", dt, shape, kb_time_ms(kb_ffn_bwd, &f),
-              4 * fl, 0);
+    kb_report_ffn("_unfused", dt, shape, &f, fl);
     KB_OK(swy_kc_ctx_set_epilogues(ctx, kb.epilogues));
     /* Each GEMM for all experts in one grouped call (SWY_KC_GROUPED=1). */
     KB_OK(swy_kc_ctx_set_grouped(ctx, 1));
-    kb_report("ffn_fwd_grouped", dt, shape, kb_time_ms(kb_ffn_fwd, &f),
-              2 * fl, 0);
-    kb_report("ffn_bwd_grouped", dt, shape, kb_time_ms(kb_ffn_bwd, &f),
-              4 * fl, 0);
+    kb_report_ffn("_grouped", dt, shape, &f, fl);
     KB_OK(swy_kc_ctx_set_grouped(ctx, kb.grouped));
     if (dense) {
         snprintf(shape, sizeof(shape), "N=%zu in=%zu out=%zu", N, H, F);
