@@ -152,11 +152,14 @@ static int ggemm(swy_kc_ctx_t *ctx, const char *fn, const kc_seg_t *s,
 {
     if (g->ab != g->c)
         return ggemm_per_expert(ctx, fn, s, ops, g);
+    int rows0 = s->off[1] - s->off[0];
     if (g->ab == CUDA_R_16BF && !ggemm_aligned(s, ops, g)) {
         ctx->g_fell_back++;
         snprintf(ctx->g_why, sizeof(ctx->g_why),
-                 "bf16 matrices not all 16-byte aligned (m=%d n=%d k=%d)",
-                 g->m, g->n, g->k);
+                 "bf16 matrices not all 16-byte aligned (first group m=%d "
+                 "n=%d k=%d)",
+                 dim_of(g->m, rows0), dim_of(g->n, rows0),
+                 dim_of(g->k, rows0));
         return ggemm_per_expert(ctx, fn, s, ops, g);
     }
 #if CUBLAS_VERSION >= 120500
@@ -192,7 +195,8 @@ static int ggemm(swy_kc_ctx_t *ctx, const char *fn, const kc_seg_t *s,
         return kc_blas_check(fn, "cublasGemmGroupedBatchedEx", st);
     ctx->g_fell_back++;
     snprintf(ctx->g_why, sizeof(ctx->g_why),
-             "cublasGemmGroupedBatchedEx: not supported (m=%d n=%d k=%d)",
+             "cublasGemmGroupedBatchedEx: not supported (first group m=%d "
+             "n=%d k=%d)",
              m[0], n[0], k[0]);
 #endif
     return ggemm_per_expert(ctx, fn, s, ops, g);
