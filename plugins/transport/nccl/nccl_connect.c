@@ -3,8 +3,8 @@
  * get_address() publishes the ncclUniqueIds of this rank's outgoing
  * per-pair communicators (under SWY_DEVICE_COLL=staged; else none: the
  * device communicators of nccl_coll.c carry device data between ranks),
- * connect() creates every communicator in one NCCL group (the self ones
- * always), finalize() aborts them. */
+ * connect() creates them in one NCCL group (and the streams of the
+ * messages to oneself, which are copies), finalize() aborts them. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -402,14 +402,8 @@ swy_status_t nccl_connect(void *vctx, const void *const *addrs,
     if (status != SWY_OK)
         goto out_free;
 
-    ncclUniqueId self_ids[NCCL_NCLASSES];
     if (reachable[me]) {
         for (int c = 0; c < NCCL_NCLASSES; c++) {
-            ncclResult_t res = ncclGetUniqueId(&self_ids[c]);
-            if (res != ncclSuccess) {
-                status = nccl_nccl_fail(ctx, "ncclGetUniqueId", res, NULL);
-                goto out_leave;
-            }
             status = nccl_stream_create(ctx, c, &ctx->self_stream[c]);
             if (status != SWY_OK)
                 goto out_leave;
@@ -438,24 +432,18 @@ swy_status_t nccl_connect(void *vctx, const void *const *addrs,
     /* One group: NCCL requires it when one thread creates several
      * communicators, and it lets every pair meet in any order. */
     nccl_log(ctx, SWY_LOG_INFO,
-             "rank %d: creating %d NCCL communicators (%d peers%s, self %s)",
-             me, npeers * 2 * NCCL_NCLASSES + (reachable[me] ? NCCL_NCLASSES : 0),
-             npeers, ctx->pairs ? "" : ": device memory between ranks goes "
-             "on the device communicators", reachable[me] ? "yes" : "no");
+             "rank %d: creating %d NCCL communicators (%d peers%s; messages "
+             "to oneself %s)",
+             me, npeers * 2 * NCCL_NCLASSES, npeers,
+             ctx->pairs ? "" : ": device memory between ranks goes on the "
+             "device communicators",
+             reachable[me] ? "as copies" : "not served");
     ncclResult_t res = ncclGroupStart();
     if (res != ncclSuccess) {
         status = nccl_nccl_fail(ctx, "ncclGroupStart", res, NULL);
         goto out_leave;
     }
     swy_status_t init_status = SWY_OK;
-    for (int c = 0; c < NCCL_NCLASSES && reachable[me]; c++) {
-        snprintf(ctx->self_name[c], sizeof(ctx->self_name[c]),
-                 "swy:self%d:%s", me, nccl_class_names[c]);
-        if (init_status == SWY_OK)
-            init_status = nccl_comm_init(ctx, &ctx->self_comm[c],
-                                         &ctx->self_config[c], 1,
-                                         self_ids[c], 0, ctx->self_name[c]);
-    }
     for (int r = 0; r < host->nranks && init_status == SWY_OK; r++) {
         if (peer_ids[r] == NULL)
             continue;

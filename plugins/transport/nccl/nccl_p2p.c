@@ -60,11 +60,6 @@ static void nccl_op_complete(nccl_ctx_t *ctx, nccl_op_t *op,
 /* Every comm of the context, one by one: i from 0 until NULL. */
 static ncclComm_t *nccl_comm_at(nccl_ctx_t *ctx, int i, const char **name_p)
 {
-    if (i < NCCL_NCLASSES) {
-        *name_p = ctx->self_name[i];
-        return &ctx->self_comm[i];
-    }
-    i -= NCCL_NCLASSES;
     int per_peer = 2 * NCCL_NCLASSES;
     if (ctx->peers == NULL || i >= ctx->host->nranks * per_peer)
         return NULL;
@@ -360,8 +355,11 @@ static void nccl_header_arrived(nccl_ctx_t *ctx, nccl_dir_t *dir)
 
 /* ---- messages to oneself -------------------------------------------------- */
 
-/* Move send's payload into recv with ncclSend+ncclRecv in one group on the
- * 1-rank communicator of the send's class (NCCL needs both in one group). */
+/* Move send's payload into recv: one copy on the self stream of the
+ * send's class.  A rank's messages to itself need no NCCL communicator
+ * (a 1-rank one takes NCCL's channels and their buffers all the same).  A
+ * message longer than the receive fills it and fails it, as between
+ * ranks. */
 static swy_status_t nccl_self_issue(nccl_ctx_t *ctx, nccl_op_t *send,
                                     nccl_op_t *recv)
 {
@@ -371,48 +369,21 @@ static swy_status_t nccl_self_issue(nccl_ctx_t *ctx, nccl_op_t *send,
         nccl_op_complete(ctx, recv, SWY_OK, 0);
         return SWY_OK;
     }
-    ncclComm_t comm = ctx->self_comm[send->cls];
     cudaStream_t stream = ctx->self_stream[send->cls];
     int truncated = len > recv->len;
-    void *scratch = NULL;
-    if (truncated) {
+    if (truncated)
         nccl_log(ctx, SWY_LOG_DEBUG,
                  "self: message of %zu bytes (tag %llu) truncated to the "
                  "receive's %zu bytes",
                  len, (unsigned long long)send->tag, recv->len);
-        cudaError_t err = cudaMallocAsync(&scratch, len, stream);
-        if (err != cudaSuccess)
-            return nccl_cuda_fail(ctx, "cudaMallocAsync (truncated message)",
-                                  err);
-    }
+    size_t n = truncated ? recv->len : len;
     swy_status_t status = SWY_OK;
-    ncclResult_t res = ncclGroupStart();
-    if (res != ncclSuccess)
-        return nccl_nccl_fail(ctx, "ncclGroupStart", res, comm);
-    res = ncclSend(send->buf, len, ncclUint8, 0, comm, stream);
-    if (res != ncclSuccess)
-        status = nccl_nccl_fail(ctx, "ncclSend (self)", res, comm);
-    if (status == SWY_OK) {
-        res = ncclRecv(truncated ? scratch : recv->buf, len, ncclUint8, 0,
-                       comm, stream);
-        if (res != ncclSuccess)
-            status = nccl_nccl_fail(ctx, "ncclRecv (self)", res, comm);
-    }
-    res = ncclGroupEnd();
-    if (res != ncclSuccess && status == SWY_OK)
-        status = nccl_nccl_fail(ctx, "ncclGroupEnd (self)", res, comm);
-    if (truncated) {
-        if (status == SWY_OK && recv->len > 0) {
-            cudaError_t err = cudaMemcpyAsync(recv->buf, scratch, recv->len,
-                                              cudaMemcpyDeviceToDevice,
-                                              stream);
-            if (err != cudaSuccess)
-                status = nccl_cuda_fail(ctx, "cudaMemcpyAsync (truncated "
-                                             "message)", err);
-        }
-        cudaError_t err = cudaFreeAsync(scratch, stream);
-        if (err != cudaSuccess && status == SWY_OK)
-            status = nccl_cuda_fail(ctx, "cudaFreeAsync", err);
+    if (n > 0) {
+        cudaError_t err = cudaMemcpyAsync(recv->buf, send->buf, n,
+                                          cudaMemcpyDefault, stream);
+        if (err != cudaSuccess)
+            status = nccl_cuda_fail(ctx, "cudaMemcpyAsync (to oneself)",
+                                    err);
     }
     if (status != SWY_OK)
         return status;

@@ -28,8 +28,9 @@
  * communicator; a header that finds no posted irecv is parked, and
  * nothing else can arrive on that communicator before its payload, so
  * parking loses nothing. A rank's messages to itself are matched on the
- * host and moved by ncclSend+ncclRecv in one group on a 1-rank
- * communicator per class (2, under either setting).
+ * host and moved by one cudaMemcpyAsync on a stream per class, under
+ * either setting: no NCCL communicator (a 1-rank one would hold NCCL's
+ * channels and their buffers as a larger one does).
  *
  * Each communicator has its own non-blocking stream (created at the
  * class's stream priority): a header receive waiting for a silent peer
@@ -213,18 +214,15 @@ typedef struct {
     /* SWY_DEVICE_COLL=staged: device memory between ranks goes through
      * this transport, on the per-pair communicators. Otherwise it goes on
      * the device communicators of nccl_coll.c, and this context makes
-     * only the self ones (nccl_connect). */
+     * no NCCL communicator (nccl_connect). */
     int pairs;
     int connect_called;
     /* Non-empty when two ranks of the communicator share a GPU: NCCL
      * needs one GPU per rank, so this context serves nothing (every rank
      * sees the same addresses and decides the same). */
     char shared_gpu[256];
-    /* self: one 1-rank communicator and stream per class */
-    ncclComm_t self_comm[NCCL_NCLASSES];
+    /* self: a stream per class for the copies of messages to oneself */
     cudaStream_t self_stream[NCCL_NCLASSES];
-    ncclConfig_t self_config[NCCL_NCLASSES];
-    char self_name[NCCL_NCLASSES][48]; /* NCCL's commName */
     nccl_slot_t *hello_slot[NCCL_NCLASSES]; /* read by every hello send */
     swy_list_t self_sends; /* unmatched sends to oneself */
 
