@@ -216,6 +216,7 @@ int swy_kc_ctx_create(void *stream, swy_kc_ctx_t **ctx_p)
 {
     static const char fn[] = "swy_kc_ctx_create";
     swy_kc_ctx_t *ctx;
+    const char *grouped; /* SWY_KC_GROUPED (C++: declared before the gotos) */
     KC_TRY(kc_ctx_base(fn, stream, &ctx));
     if (kc_cuda_check(fn, "cudaMalloc(scratch)",
                       cudaMalloc(&ctx->scratch, KC_SCRATCH_BYTES)) != 0)
@@ -249,8 +250,13 @@ int swy_kc_ctx_create(void *stream, swy_kc_ctx_t **ctx_p)
         goto fail_lt;
     ctx->epilogues = !(getenv("SWY_KC_EPILOGUES") != NULL &&
                        strcmp(getenv("SWY_KC_EPILOGUES"), "0") == 0);
-    if (getenv("SWY_KC_GROUPED") != NULL &&
-        strcmp(getenv("SWY_KC_GROUPED"), "1") == 0 &&
+    grouped = getenv("SWY_KC_GROUPED");
+    if (grouped != NULL && strcmp(grouped, "0") != 0 &&
+        strcmp(grouped, "1") != 0) {
+        kc_fail(fn, "SWY_KC_GROUPED=%s: want 0 or 1", grouped);
+        goto fail_gptrs;
+    }
+    if (grouped != NULL && strcmp(grouped, "1") == 0 &&
         swy_kc_ctx_set_grouped(ctx, 1) != 0)
         goto fail_gptrs;
     *ctx_p = ctx;
