@@ -355,6 +355,46 @@ static swy_status_t nccl_hello(nccl_ctx_t *ctx,
     return SWY_OK;
 }
 
+/* The per-pair communicators of every peer with ids (SWY_DEVICE_COLL=
+ * staged), then their hello.  One group: NCCL requires it when one
+ * thread creates several communicators, and it lets every pair meet in
+ * any order.  On failure the caller aborts what was made. */
+static swy_status_t nccl_pairs_init(nccl_ctx_t *ctx,
+                                    const ncclUniqueId *const *peer_ids)
+{
+    const swy_transport_host_v1_t *host = ctx->host;
+    int me = host->rank;
+    ncclResult_t res = ncclGroupStart();
+    if (res != ncclSuccess)
+        return nccl_nccl_fail(ctx, "ncclGroupStart", res, NULL);
+    swy_status_t init_status = SWY_OK;
+    for (int r = 0; r < host->nranks && init_status == SWY_OK; r++) {
+        if (peer_ids[r] == NULL)
+            continue;
+        for (int c = 0; c < NCCL_NCLASSES && init_status == SWY_OK; c++) {
+            nccl_dir_t *send = &ctx->peers[r].send[c];
+            nccl_dir_t *recv = &ctx->peers[r].recv[c];
+            init_status = nccl_comm_init(
+                ctx, &send->comm, &send->config, 2,
+                ctx->my_ids[(size_t)r * NCCL_NCLASSES + (size_t)c],
+                NCCL_DIR_SENDER, send->name);
+            if (init_status == SWY_OK)
+                init_status = nccl_comm_init(
+                    ctx, &recv->comm, &recv->config, 2,
+                    peer_ids[r][(size_t)me * NCCL_NCLASSES + (size_t)c],
+                    NCCL_DIR_RECEIVER, recv->name);
+        }
+    }
+    /* Always close the group, also after a failed init inside it. */
+    res = ncclGroupEnd();
+    if (res != ncclSuccess)
+        return nccl_nccl_fail(ctx, "ncclGroupEnd (communicator init)", res,
+                              NULL);
+    if (init_status != SWY_OK)
+        return init_status;
+    return nccl_hello(ctx, peer_ids);
+}
+
 swy_status_t nccl_connect(void *vctx, const void *const *addrs,
                           const size_t *lens, const uint8_t *reachable)
 {
@@ -429,8 +469,6 @@ swy_status_t nccl_connect(void *vctx, const void *const *addrs,
         }
     }
 
-    /* One group: NCCL requires it when one thread creates several
-     * communicators, and it lets every pair meet in any order. */
     nccl_log(ctx, SWY_LOG_INFO,
              "rank %d: creating %d NCCL communicators (%d peers%s; messages "
              "to oneself %s)",
@@ -438,43 +476,8 @@ swy_status_t nccl_connect(void *vctx, const void *const *addrs,
              ctx->pairs ? "" : ": device memory between ranks goes on the "
              "device communicators",
              reachable[me] ? "as copies" : "not served");
-    ncclResult_t res = ncclGroupStart();
-    if (res != ncclSuccess) {
-        status = nccl_nccl_fail(ctx, "ncclGroupStart", res, NULL);
-        goto out_leave;
-    }
-    swy_status_t init_status = SWY_OK;
-    for (int r = 0; r < host->nranks && init_status == SWY_OK; r++) {
-        if (peer_ids[r] == NULL)
-            continue;
-        for (int c = 0; c < NCCL_NCLASSES && init_status == SWY_OK; c++) {
-            nccl_dir_t *send = &ctx->peers[r].send[c];
-            nccl_dir_t *recv = &ctx->peers[r].recv[c];
-            init_status = nccl_comm_init(
-                ctx, &send->comm, &send->config, 2,
-                ctx->my_ids[(size_t)r * NCCL_NCLASSES + (size_t)c],
-                NCCL_DIR_SENDER, send->name);
-            if (init_status == SWY_OK)
-                init_status = nccl_comm_init(
-                    ctx, &recv->comm, &recv->config, 2,
-                    peer_ids[r][(size_t)me * NCCL_NCLASSES + (size_t)c],
-                    NCCL_DIR_RECEIVER, recv->name);
-        }
-    }
-    /* Always close the group, also after a failed init inside it. */
-    res = ncclGroupEnd();
-    if (res != ncclSuccess) {
-        status = nccl_nccl_fail(ctx, "ncclGroupEnd (communicator init)", res,
-                                NULL);
-        goto out_abort;
-    }
-    if (init_status != SWY_OK) {
-        status = init_status;
-        goto out_abort;
-    }
-
     if (npeers > 0) {
-        status = nccl_hello(ctx, peer_ids);
+        status = nccl_pairs_init(ctx, peer_ids);
         if (status != SWY_OK)
             goto out_abort;
     }
