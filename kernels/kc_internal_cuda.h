@@ -43,8 +43,8 @@ struct swy_kc_ctx {
     int grouped;                 /* on (SWY_KC_GROUPED=1; default 0) */
     void **gptrs;
     unsigned long g_calls;       /* cublasGemmGroupedBatchedEx calls */
-    unsigned long g_fell_back;   /* ... refused, run per expert instead */
-    char g_why[160];             /* the last refusal */
+    unsigned long g_fell_back;   /* grouped GEMMs run per expert instead */
+    char g_why[160];             /* the last one's reason */
 };
 
 /* Scratch offsets (bytes) of the kernels that use ctx->scratch. */

@@ -163,18 +163,17 @@ int swy_kc_ctx_epilogue_stats(swy_kc_ctx_t *ctx, int *on,
  *  For the expert FFN this replaces the fused epilogues.  bf16 weight
  *  gradients (bf16 inputs, fp32 output) stay one call per expert: the
  *  grouped call has no such pair of types.  bf16 GEMMs whose matrices do
- *  not all start 16-byte aligned (H or F not a multiple of 8), and a
- *  grouped call that cuBLAS refuses as not supported, run per expert
- *  (counted below).  Off by
- *  default: not yet run on a GPU.  On when SWY_KC_GROUPED=1 at context
- *  creation, or with on = 1 here; an error where cuBLAS is older than
- *  12.5.  Not for a row context. */
+ *  not all start 16-byte aligned (e.g. H or F not a multiple of 8), and
+ *  a grouped call that cuBLAS refuses as not supported, run per expert
+ *  (counted below).  Off by default: not yet run on a GPU.  On when
+ *  SWY_KC_GROUPED=1 at context creation, or with on = 1 here; an error
+ *  where cuBLAS is older than 12.5.  Not for a row context. */
 int swy_kc_ctx_set_grouped(swy_kc_ctx_t *ctx, int on);
 
-/** *on: whether grouped GEMMs are on; grouped calls made, and those
- *  cuBLAS refused (run per expert instead), since the context was made;
- *  *why the last refusal ("" if none; valid until the next kernel call on
- *  ctx). */
+/** *on: whether grouped GEMMs are on; grouped calls made, and GEMMs
+ *  that could have been grouped but ran per expert (unaligned bf16, or
+ *  refused by cuBLAS), since the context was made; *why the last such
+ *  reason ("" if none; valid until the next kernel call on ctx). */
 int swy_kc_ctx_grouped_stats(swy_kc_ctx_t *ctx, int *on, unsigned long *calls,
                              unsigned long *fell_back, const char **why);
 

@@ -786,11 +786,11 @@ int main(int argc, char **argv)
                                    &g_why));
     if (kb.json)
         printf("{\"gpu\":\"%s\",\"grouped\":%d,\"grouped_calls\":%lu,"
-               "\"grouped_refused\":%lu,\"refused_why\":\"%s\"}\n",
+               "\"grouped_per_expert\":%lu,\"per_expert_why\":\"%s\"}\n",
                kb.gpu, kb.grouped, g_calls, g_fell_back, g_why);
     else
         printf("grouped GEMMs: %s by default; %lu grouped calls, %lu "
-               "refused%s%s\n",
+               "GEMMs per expert instead%s%s\n",
                kb.grouped ? "on" : "off (SWY_KC_GROUPED=1 turns them on)",
                g_calls, g_fell_back, g_why[0] ? ": " : "", g_why);
     swy_kc_ctx_destroy(ctx);

@@ -1134,7 +1134,7 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
                    fused, fell_back, why[0] ? " (last: " : "", why,
                    why[0] ? ")" : "");
             swt_model_cuda_grouped(md->gpu, &on, &fused, &fell_back, &why);
-            printf("%-22s %s, %lu grouped calls, %lu refused%s%s%s\n",
+            printf("%-22s %s, %lu grouped calls, %lu GEMMs per expert%s%s%s\n",
                    "grouped expert GEMMs", on ? "on" : "off (SWY_KC_GROUPED)",
                    fused, fell_back, why[0] ? " (last: " : "", why,
                    why[0] ? ")" : "");

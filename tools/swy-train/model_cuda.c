@@ -340,12 +340,12 @@ void swt_model_cuda_epilogues(const swt_model_cuda_t *md, int *on,
 }
 
 void swt_model_cuda_grouped(const swt_model_cuda_t *md, int *on,
-                            unsigned long *calls, unsigned long *refused,
+                            unsigned long *calls, unsigned long *per_expert,
                             const char **why)
 {
-    if (swy_kc_ctx_grouped_stats(md->ctx, on, calls, refused, why) != 0) {
+    if (swy_kc_ctx_grouped_stats(md->ctx, on, calls, per_expert, why) != 0) {
         *on = 0;
-        *calls = *refused = 0;
+        *calls = *per_expert = 0;
         *why = swy_kc_error_string();
     }
 }

@@ -73,10 +73,10 @@ void swt_model_cuda_epilogues(const swt_model_cuda_t *model, int *on,
                               const char **why);
 
 /** Whether the expert FFN runs grouped GEMMs (SWY_KC_GROUPED), the grouped
- *  calls made and those cuBLAS refused, and the last refusal
+ *  calls made and the GEMMs run per expert instead, and the last reason
  *  (swy_kc_ctx_grouped_stats of the model's kernel context). */
 void swt_model_cuda_grouped(const swt_model_cuda_t *model, int *on,
-                            unsigned long *calls, unsigned long *refused,
+                            unsigned long *calls, unsigned long *per_expert,
                             const char **why);
 
 #endif /* SWT_MODEL_CUDA_H */
