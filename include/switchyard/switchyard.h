@@ -763,11 +763,14 @@ SWY_EXPORT swy_status_t swy_comm_peer_info(swy_comm_t comm, int peer,
  * @brief Text that tools show (swy-info): @p what is "host" (this host's
  *        topology as hwloc finds it), "transports" (the transport plugins
  *        that load, their memory types and scores, and the choice per link
- *        class) or "config" (every SWY_* variable: value, default, type,
- *        range, help, and the rule for bad values). Needs no communicator.
- * @param buf Filled with a NUL-terminated text, cut at len - 1 bytes.
+ *        class), "config" (every SWY_* variable: value, default, type,
+ *        range, help, and the rule for bad values) or "config-markdown"
+ *        (the same variables with their defaults only, as the Markdown
+ *        page docs/configuration.md). Needs no communicator.
+ * @param buf Filled with a NUL-terminated text, cut at len - 1 bytes
+ *        (config-markdown: never cut; a len too small is an error).
  * @return SWY_OK, SWY_ERR_INVALID_ARG (NULL what or buf, len 0, unknown
- *         what), SWY_ERR_SYSTEM (discovery or loading failed: the message
+ *         what, config-markdown longer than len), SWY_ERR_SYSTEM (discovery or loading failed: the message
  *         says why).
  */
 SWY_EXPORT swy_status_t swy_describe(const char *what, char *buf, size_t len);

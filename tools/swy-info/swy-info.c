@@ -3,6 +3,8 @@
  *   swy-info            version, topology, transports and their choice per
  *                       link class
  *   swy-info -c         every SWY_* variable: value, default, help
+ *   swy-info -c --markdown
+ *                       the same as docs/configuration.md (defaults only)
  *   swy-info --peers    (under swy-run / mpirun / srun) create a
  *                       communicator and show, per peer, the link class and
  *                       the transport that carries its traffic */
@@ -34,8 +36,10 @@ static int show_text(const char *what, const char *title)
     return st == SWY_OK ? 0 : 1;
 }
 
-static int show_config(void)
+static int show_config(int markdown)
 {
+    if (markdown)
+        return show_text("config-markdown", NULL);
     printf("Switchyard %s configuration variables "
            "(environment > SWY_CONFIG file > default).\n", swy_version());
     return show_text("config", NULL);
@@ -92,9 +96,11 @@ static int show_peers(void)
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: swy-info [-c|--config] [--peers] [-h]\n"
+    fprintf(out, "usage: swy-info [-c|--config [--markdown]] [--peers] [-h]\n"
                  "  (none)      version, topology, transports\n"
                  "  -c          every SWY_* variable with default and help\n"
+                 "  -c --markdown  the same, defaults only, as Markdown "
+                 "(docs/configuration.md)\n"
                  "  --peers     per-peer link class and transport (run it "
                  "under swy-run -n N)\n");
 }
@@ -103,19 +109,26 @@ int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"config", no_argument, 0, 'c'},
                                          {"peers", no_argument, 0, 'p'},
+                                         {"markdown", no_argument, 0, 'm'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    int c, mode = 0;
+    int c, mode = 0, markdown = 0;
     while ((c = getopt_long(argc, argv, "ch", opts, NULL)) != -1) {
         switch (c) {
         case 'c': mode = 'c'; break;
         case 'p': mode = 'p'; break;
+        case 'm': markdown = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
+    if (markdown && mode != 'c') {
+        fprintf(stderr, "swy-info: --markdown goes with -c\n");
+        usage(stderr);
+        return 2;
+    }
     if (mode == 'c')
-        return show_config();
+        return show_config(markdown);
     if (mode == 'p')
         return show_peers();
     return show_local();
