@@ -1,6 +1,6 @@
 /* Expert FFN, y = gelu(x W1 + b1) W2 + b2, one weight set per local expert,
- * over rows grouped by expert (the receive layout of MECHANISMS.md §3, so
- * each expert is one pair of GEMMs). */
+ * over rows grouped by expert (FastMoE's receive layout,
+ * docs/architecture.md, so each expert is one pair of GEMMs). */
 #include <assert.h>
 
 #include "swy_kernels.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench-coll.sh: the coll benchmark (MEASURE.md) — Switchyard beside its
+# bench-coll.sh: the coll benchmark (docs/measuring.md) — Switchyard beside its
 # peers on the same machine, in one run:
 #   1. swy-bench coll on NRANKS local ranks (swy-run),
 #   2. swy-bench-mpi (MPI_Alltoallv / MPI_Allreduce) under mpirun, same sizes,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench-interference.sh: the interference benchmark (MEASURE.md) on the
+# bench-interference.sh: the interference benchmark (docs/measuring.md) on the
 # emulated cluster — 2 nodes x 2 ranks, a tbf-shaped 1 gbit link between
 # the nodes — Switchyard (every policy and the partition sweep, one run)
 # beside Open MPI (MPI_Ialltoallv under an MPI_Iallreduce backlog), then a
@@ -322,7 +322,7 @@ def verdict(ok):
 
 lina = next((k for k in keys if k[0] == "lina" and k[1] == "policies"), None)
 mpi = next((k for k in keys if k[0] == "openmpi"), None)
-print("\ntargets (MEASURE.md):")
+print("\ntargets (docs/measuring.md):")
 if lina and fair:
     ls, fs = med(lina, "slowdown"), med(fair, "slowdown")
     print(f"  lina slowdown {ls:.2f}x <= 1.15x: {verdict(ls <= 1.15)}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench-torch.sh: the torch benchmark (MEASURE.md) on the emulated cluster
+# bench-torch.sh: the torch benchmark (docs/measuring.md) on the emulated cluster
 # — NODES x RANKS_PER_NODE ranks (2 x 2), a tbf-shaped link between the
 # nodes — the training script (python3 -m switchyard.train, DDP + MoE) on
 # gloo, on switchyard under lina and under fair, REPEAT times alternating,

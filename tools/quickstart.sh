@@ -38,7 +38,7 @@ esac
 
 say() { printf '\n== %s\n' "$*"; }
 
-# python3-torch: the coll benchmark's PyTorch gloo peer (MEASURE.md) and
+# python3-torch: the coll benchmark's PyTorch gloo peer (docs/measuring.md) and
 # its test; about 150 MB to fetch. nftables: the packet-loss fault test
 # (tests/emu, emu_fault_loss). libtorch-dev, pybind11-dev, g++ and
 # python3-dev: the torch.distributed backend (plugins/torch).

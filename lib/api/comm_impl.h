@@ -8,11 +8,12 @@
 #include "transport/transport.h"
 #include "util/status.h"
 
-/* What the communicators of one job in a process share (DESIGN.md, "One
- * engine per process"): the control plane, the transports, the
- * scheduler with its progress thread, policy and per-peer links. Made by
- * swy_comm_init_rank/_env with the job's rendezvous; every communicator
- * split from it joins it; it goes with the last of them. */
+/* What the communicators of one job in a process share (docs/usage.md,
+ * "Communicators, groups and point-to-point"): the control plane, the
+ * transports, the scheduler with its progress thread, policy and
+ * per-peer links. Made by swy_comm_init_rank/_env with the job's
+ * rendezvous; every communicator split from it joins it; it goes with
+ * the last of them. */
 /* A process, as every rank of a job names it (join.c): its host, its pid
  * there and a random number drawn once per process (a pid is reused). */
 typedef struct {

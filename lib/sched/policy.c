@@ -100,7 +100,7 @@ static int cmp_fair(void *ctx, const swy_policy_uop_v1_t *a,
  * (at least two partitions: double buffering), capped by the window. The
  * top priority of lina has it, and so has every op under fair, so that
  * the baseline gets the same allowance as the policy it is compared with
- * (MEASURE.md, "Fair baselines"). */
+ * (docs/measuring.md, "Fair baselines"). */
 static size_t op_allowance(const swy_policy_link_v1_t *link)
 {
     return SWY_MIN(link->window_bytes,

@@ -34,7 +34,7 @@ struct swy_topo {
  *   a lower latency because nothing crosses a process boundary.
  * - SAME_NUMA: UCX shared memory between two local processes, as
  *   ucx_perftest's tag_bw and tag_lat measure it on the build host,
- *   rounded (docs/BUILD-NOTES.md, "UCX on CPU").
+ *   rounded (ucx_perftest between two local processes).
  * - SAME_NODE: shared memory across sockets; the inter-socket link (UPI /
  *   Infinity Fabric) and remote-memory latency make it slower than within
  *   one NUMA node: a conservative estimate below SAME_NUMA.

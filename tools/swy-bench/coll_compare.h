@@ -2,7 +2,7 @@
  * rank 0 runs the peers on the same host the same way (Open MPI through
  * swy-bench-mpi, and the ucx_perftest limit) and prints one table of
  * both, so that `swy-run -n 4 swy-bench coll` alone gives the
- * comparison that MEASURE.md asks for. tools/bench-coll.sh, which runs
+ * comparison that docs/measuring.md asks for. tools/bench-coll.sh, which runs
  * the peers itself (alternating, repeated), turns it off. */
 #ifndef SWY_BENCH_COLL_COMPARE_H
 #define SWY_BENCH_COLL_COMPARE_H

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The coll benchmark's PyTorch gloo peer (MEASURE.md: what an ML user
+"""The coll benchmark's PyTorch gloo peer (docs/measuring.md: what an ML user
 would pick without GPUs): torch.distributed's all_to_all_single and
 all_reduce on CPU tensors, timed exactly as swy-bench coll and
 swy-bench-mpi time theirs (tools/swy-bench/coll_run.c): the same sizes,

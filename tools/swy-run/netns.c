@@ -25,7 +25,7 @@
 /* tc-tbf(8): the bucket must hold at least rate/HZ bytes, or a kernel that
  * refills per tick cannot reach the rate. 250 is this kernel's (and
  * Debian's) CONFIG_HZ; user space cannot read HZ. 256 KiB is the smallest
- * burst measured to give UCX 0.956 of 1 gbit over TCP (BUILD-NOTES.md). */
+ * burst measured to give UCX 0.956 of 1 gbit over TCP (docs/running.md). */
 #define TBF_HZ        250.0
 #define TBF_MIN_BURST (256.0 * 1024)
 #define TBF_LATENCY   "5ms"

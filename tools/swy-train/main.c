@@ -1,6 +1,6 @@
-/* swy-train: the reference MoE training workload (DESIGN.md, "Reference
- * workload"). Flags, the training loop, progress lines, the summary table
- * and the --json line. The model is in model.c, one MoE block in
+/* swy-train: the reference MoE training workload (docs/tools.md).
+ * Flags, the training loop, progress lines, the summary table and the
+ * --json line. The model is in model.c, one MoE block in
  * moe_block.c, the gradient buckets in ddp.c, the task in task.c and the
  * timers in timing.c; with --device cuda, the model is model_cuda.c and
  * its blocks moe_block_cuda.c (built when the CUDA kernels are).

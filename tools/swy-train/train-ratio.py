@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Step-time ratios from bench-train.sh's JSON lines (stdin or files).
 
-The train benchmark's summary (MEASURE.md): per configuration, each
+The train benchmark's summary (docs/measuring.md): per configuration, each
 repetition's median step time (swy-train's "step_ms_median"), their
 median and range, the median all-to-all, compute, allreduce span and the
 next forward's wait for the allreduce; then each configuration's ratio

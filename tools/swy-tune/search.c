@@ -426,7 +426,7 @@ const char *swyt_objective_describe(swyt_objective_t objective)
 
 /* The throughput the allreduce floor is a fraction of: fair's best at
  * this partition, because fair is what the link does without priorities
- * (the baseline MEASURE.md's interference target compares lina with). */
+ * (the baseline docs/measuring.md's interference target compares lina with). */
 static double reference_MBps(const swyt_candidate_list_t *list,
                              uint64_t partition_bytes)
 {

@@ -262,7 +262,7 @@ static void wait_value_find(void)
     /* Loading a kernel may wait for the whole device ("lazy loading" in
      * the CUDA programming guide). A gate holds a caller's stream until an
      * op completes, so an op whose NCCL call loads a kernel can wait for
-     * itself. Seen on an H200 (2026-11-27): with the legacy stream at a
+     * itself. Seen on an H200: with the legacy stream at a
      * gate, a one-rank fp16 ncclAvg allreduce never completed, after
      * every op before it had (their kernels were loaded when the
      * communicator was made and connected, or NCCL copied without a
