@@ -23,15 +23,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "switchyard/version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define SWY_VERSION_MAJOR 0
-#define SWY_VERSION_MINOR 1
-#define SWY_VERSION_PATCH 0
-#define SWY_VERSION_CODE                                                     \
-    (SWY_VERSION_MAJOR * 10000 + SWY_VERSION_MINOR * 100 + SWY_VERSION_PATCH)
 
 #if defined(__GNUC__)
 #define SWY_EXPORT __attribute__((visibility("default")))

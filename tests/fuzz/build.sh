@@ -9,11 +9,18 @@ src=$1
 out=$2
 cc=${CLANG:-clang}
 command -v "$cc" >/dev/null 2>&1 || { echo "no $cc" >&2; exit 77; }
-mkdir -p "$out/obj"
+mkdir -p "$out/obj" "$out/include/switchyard"
+# switchyard/version.h, as include/switchyard/meson.build makes it.
+version=$(sed -n "s/^  version: '\\([0-9.]*\\)',$/\\1/p" "$src/meson.build")
+IFS=. read -r major minor patch <<EOF_V
+$version
+EOF_V
+sed -e "s/@MAJOR@/$major/" -e "s/@MINOR@/$minor/" -e "s/@PATCH@/$patch/" \
+    "$src/include/switchyard/version.h.in" >"$out/include/switchyard/version.h"
 deps="ucx hwloc libevent libevent_pthreads"
 cflags="-g -O1 -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE \
  -fsanitize=address,undefined -fno-sanitize-recover=undefined \
- -I$src/include -I$src/lib $(pkg-config --cflags $deps) \
+ -I$src/include -I$out/include -I$src/lib $(pkg-config --cflags $deps) \
  -DSWY_PLUGIN_INSTALL_DIR=\"/nonexistent\" -DSWY_PLUGIN_BUILD_DIRS=\"\" \
  -DSWY_VERSION_STRING=\"fuzz\""
 libs="$(pkg-config --libs $deps) -lpthread -ldl -lm"

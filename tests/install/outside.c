@@ -63,6 +63,17 @@ int main(int argc, char **argv)
     if (swy_list_empty(&head) || head.next != &item)
         return fail("swy_list", SWY_ERR_INTERNAL);
 
+    /* The installed header's version is the library's (both come from
+     * meson.build's one version). */
+    char header_version[32];
+    snprintf(header_version, sizeof(header_version), "%d.%d.%d",
+             SWY_VERSION_MAJOR, SWY_VERSION_MINOR, SWY_VERSION_PATCH);
+    if (strcmp(header_version, swy_version()) != 0) {
+        printf("FAIL: switchyard/version.h says %s, swy_version() %s\n",
+               header_version, swy_version());
+        return 1;
+    }
+
     if ((status = swy_comm_destroy(comm)) != SWY_OK)
         return fail("swy_comm_destroy", status);
     printf("PASS: %s, policy %s, allreduce of %d floats\n", swy_version(),
