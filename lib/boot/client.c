@@ -45,6 +45,9 @@
  * gives way beyond this many; a communicator learns of its own failure
  * within a progress pass, long before. */
 #define CLIENT_COMM_FAILURES 64
+/* How long a failure report may wait to leave the process (client_flush):
+ * a connection that takes longer is as good as lost. */
+#define CLIENT_FLUSH_S 1.0
 
 struct swy_boot {
     int rank;
@@ -215,6 +218,30 @@ static int client_send(swy_boot_t *boot, uint32_t type, const void *part1,
                                    len2);
     bufferevent_unlock(boot->bev);
     return rc;
+}
+
+/* Wait, at most timeout_s, until what this rank queued for the root has
+ * gone to the kernel. A failure report must leave the process before the
+ * failing call returns to the user: a rank that then exits at once,
+ * without swy_comm_destroy, would otherwise be reported to its peers as
+ * dead (SWY_ERR_REMOTE) instead of with the failure it saw (a timeout, a
+ * mismatch). The loop thread writes, so it never waits here. */
+static void client_flush(swy_boot_t *boot, double timeout_s)
+{
+    if (boot->thread_started && pthread_equal(pthread_self(), boot->thread))
+        return;
+    double end = swy_time_s() + timeout_s;
+    for (;;) {
+        bufferevent_lock(boot->bev);
+        size_t queued =
+            evbuffer_get_length(bufferevent_get_output(boot->bev));
+        bufferevent_unlock(boot->bev);
+        if (queued == 0 || atomic_load(&boot->conn_lost) ||
+            swy_time_s() >= end)
+            return;
+        struct timespec pause = {0, 100 * 1000};
+        nanosleep(&pause, NULL);
+    }
 }
 
 static void format_rank_list(const uint8_t *ranks_be, uint32_t count,
@@ -1200,6 +1227,8 @@ void swy_boot_report_failure(swy_boot_t *boot, swy_status_t status,
         swy_debug("boot", "rank %d: could not relay a failure to the "
                   "root at %s (connection gone)",
                   boot->rank, boot->root_text);
+    else
+        client_flush(boot, CLIENT_FLUSH_S);
 }
 
 void swy_boot_report_comm_failure(swy_boot_t *boot, uint64_t key,
@@ -1221,6 +1250,8 @@ void swy_boot_report_comm_failure(swy_boot_t *boot, uint64_t key,
         swy_debug("boot", "rank %d: could not relay a communicator's "
                   "failure to the root at %s (connection gone)",
                   boot->rank, boot->root_text);
+    else
+        client_flush(boot, CLIENT_FLUSH_S);
 }
 
 int swy_boot_comm_failure_fd(swy_boot_t *boot)
