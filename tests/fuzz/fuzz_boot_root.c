@@ -1,6 +1,6 @@
 /* libFuzzer harness: everything the root reads from a connection, through
- * its own accept and read callbacks. The harness includes root.c to reach
- * them; a connection is accepted over a socketpair and the input goes
+ * its own accept and read callbacks, which the root's files share in
+ * boot/root.h; a connection is accepted over a socketpair and the input goes
  * into its bufferevent's input buffer as if the peer had sent it. The
  * first byte chooses the connection's state:
  *   0  just accepted (CHALLENGE sent): the bytes are the peer's;
@@ -13,10 +13,15 @@
  *      rank, and a world of 65,535 ranks runs the same code as one of 4
  *      at a hundredth of the speed; sizes out of range are kept, so the
  *      range check is still fuzzed. */
+#include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
-#include "boot/root.c"
+#include "boot/root.h"
+#include "util/alloc.h"
 
 #define FUZZ_MAX_NRANKS 4
 

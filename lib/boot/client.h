@@ -1,0 +1,124 @@
+/* lib/boot internal: the rank's side of the control plane (client*.c)
+ * shares this state and these calls between its files. */
+#ifndef SWY_BOOT_CLIENT_H
+#define SWY_BOOT_CLIENT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <event2/event.h>
+
+#include "boot/boot.h"
+#include "boot/wire.h"
+#include "util/status.h"
+
+/* After a timeout, how long to wait for the root to say who is missing. */
+#define CLIENT_MISSING_WAIT_S 1.0
+/* finalize: how long to wait for the root to close after GOODBYE. */
+#define CLIENT_CLOSE_WAIT_S 2.0
+#define CLIENT_RETRY_US 50000
+#define CLIENT_MSG_MAX 1024
+/* Scoped failures remembered (swy_boot_report_comm_failure): the oldest
+ * gives way beyond this many; a communicator learns of its own failure
+ * within a progress pass, long before. */
+#define CLIENT_COMM_FAILURES 64
+
+struct swy_boot {
+    int rank;
+    int nranks;
+    char root_text[96];
+    double heartbeat_s;
+    double outage_s; /* SWY_OUTAGE_S */
+
+    struct event_base *base;
+    struct bufferevent *bev;
+    struct event *heartbeat_ev;
+    struct event *close_ev;
+    struct event *guard_ev;
+    pthread_t thread;
+    int thread_started;
+    int event_fd;
+
+    /* Loop thread only. */
+    double last_recv_s;
+    int shut_wr;
+
+    /* Set under the bufferevent lock; read anywhere. */
+    atomic_int conn_lost;
+    atomic_int closing;
+
+    /* User thread only (one collective at a time). */
+    uint64_t next_seq;
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int ready;
+    swy_status_t join_status; /* REJECT from the root */
+    char join_msg[CLIENT_MSG_MAX];
+    uint64_t result_seq; /* 0: none */
+    uint8_t *result_data;
+    uint64_t *result_lens;
+    int missing_valid;
+    uint64_t missing_seq;
+    char missing_text[CLIENT_MSG_MAX];
+    char failure_msg[SWY_ERRMSG_MAX];
+    uint8_t *quiesced; /* by rank: 1 the root said it is quiesced, 2 gone */
+    void (*failure_cb)(void *arg);
+    void *failure_cb_arg;
+
+    atomic_int failure_status;
+    atomic_int failure_cb_called;
+
+    /* Scoped failures (COMM_FAILED), the first per key; under lock. */
+    struct client_comm_failure {
+        uint64_t key;
+        swy_status_t status;
+        char msg[SWY_ERRMSG_MAX];
+    } comm_failures[CLIENT_COMM_FAILURES];
+    int n_comm_failures;
+    int comm_event_fd; /* written at each scoped failure */
+    atomic_uint_least64_t comm_failures_seen;
+};
+
+swy_status_t client_handshake(const swy_boot_addr_t *addr, int rank,
+                              int nranks, const char *root_text,
+                              double timeout_s, double deadline_s,
+                              int *fd_p);
+
+void client_lock_wait(swy_boot_t *boot, double deadline_s);
+
+int client_send(swy_boot_t *boot, uint32_t type, const void *part1,
+                size_t len1, const void *part2, size_t len2);
+
+int client_handle_status_msg(const uint8_t *payload, size_t len,
+                             swy_status_t *status_p, char *msg,
+                             size_t msg_len);
+
+void client_destroy(swy_boot_t *boot, int say_goodbye);
+
+swy_status_t client_start_loop(swy_boot_t *boot, int fd);
+
+void format_rank_list(const uint8_t *ranks_be, uint32_t count,
+                      char *text, size_t text_len);
+
+const char *client_take_result(swy_boot_t *boot, struct evbuffer *in,
+                               size_t len);
+
+void client_ask_missing(swy_boot_t *boot, uint64_t seq, char *text,
+                        size_t text_len);
+
+void client_record_failure(swy_boot_t *boot, swy_status_t status,
+                           const char *msg);
+
+void client_record_comm_failure(swy_boot_t *boot, uint64_t key,
+                                swy_status_t status, const char *msg);
+
+void client_lost(swy_boot_t *boot, const char *detail);
+
+void client_heartbeat_cb(evutil_socket_t fd, short what, void *arg);
+
+swy_status_t client_failure_error(swy_boot_t *boot);
+
+#endif
