@@ -1,55 +1,28 @@
-/* A rank's side of the control plane.
+/* A rank's side of the control plane: joining the job and leaving it.
  *
  * swy_boot_connect does the handshake with plain blocking sockets (so its
- * errors reach the caller directly), then hands the socket to a libevent
- * loop in a background thread. That thread reads everything the root
- * sends (READY, collective results, FAILED, heartbeats) and keeps the
- * heartbeat going, so failures are recorded while the rank computes.
+ * errors reach the caller directly: client_handshake.c), then hands the
+ * socket to a libevent loop in a background thread (client_loop.c). That
+ * thread reads everything the root sends (READY, collective results:
+ * client_coll.c, FAILED, heartbeats: client_failure.c) and keeps the
+ * heartbeat going, so failures are recorded while the rank computes. The
+ * files share client.h.
  *
  * Locking: the bufferevent is thread safe (its lock is held around every
  * frame written from a user thread, so frames never interleave, and
  * around every libevent callback). boot->lock guards the state shared
  * with waiting callers; it is always taken after the bufferevent lock,
  * never before. */
-#include <errno.h>
-#include <inttypes.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <string.h>
-#include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
-
-#include <errno.h>
-#include <inttypes.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/eventfd.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <event2/event.h>
-
-#include "boot/boot.h"
-#include "boot/wire.h"
-#include "util/alloc.h"
-#include "util/clock.h"
-#include "util/config.h"
-#include "util/log.h"
-#include "util/status.h"
 
 #include "boot/client.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/status.h"
 
 swy_status_t swy_boot_connect(const swy_boot_addr_t *addr, int rank,
                               int nranks, double timeout_s,
@@ -76,8 +49,8 @@ swy_status_t swy_boot_connect(const swy_boot_addr_t *addr, int rank,
     swy_boot_hostport_text(addr->host, addr->port, root_text,
                            sizeof(root_text));
     int fd = -1;
-    SWY_CHECK(client_handshake(addr, rank, nranks, root_text, timeout_s,
-                               deadline, &fd));
+    SWY_CHECK(swy_boot_client_handshake(addr, rank, nranks, root_text,
+                                        timeout_s, deadline, &fd));
 
     swy_status_t status;
     swy_boot_t *boot = swy_calloc(1, sizeof(*boot));
@@ -109,7 +82,7 @@ swy_status_t swy_boot_connect(const swy_boot_addr_t *addr, int rank,
     atomic_init(&boot->failure_status, SWY_OK);
     atomic_init(&boot->failure_cb_called, 0);
 
-    status = client_start_loop(boot, fd);
+    status = swy_boot_client_loop_start(boot, fd);
     if (status != SWY_OK)
         goto err_destroy;
 
@@ -117,7 +90,7 @@ swy_status_t swy_boot_connect(const swy_boot_addr_t *addr, int rank,
     while (!boot->ready && boot->join_status == SWY_OK &&
            atomic_load(&boot->failure_status) == SWY_OK &&
            swy_time_s() < deadline)
-        client_lock_wait(boot, deadline);
+        swy_boot_client_wait(boot, deadline);
     int ready = boot->ready;
     swy_status_t join_status = boot->join_status;
     char join_msg[CLIENT_MSG_MAX];
@@ -131,12 +104,12 @@ swy_status_t swy_boot_connect(const swy_boot_addr_t *addr, int rank,
         goto err_destroy;
     }
     if (atomic_load(&boot->failure_status) != SWY_OK) {
-        status = client_failure_error(boot);
+        status = swy_boot_client_failure_error(boot);
         goto err_destroy;
     }
     if (!ready) {
         char missing[CLIENT_MSG_MAX];
-        client_ask_missing(boot, 0, missing, sizeof(missing));
+        swy_boot_client_ask_missing(boot, 0, missing, sizeof(missing));
         status = swy_err_set(SWY_ERR_TIMEOUT, "boot",
                              "rank %d timed out after %.1f s waiting for "
                              "all %d ranks to join at the root %s: %s",
@@ -154,7 +127,7 @@ swy_status_t swy_boot_connect(const swy_boot_addr_t *addr, int rank,
 err_destroy:
     /* GOODBYE: giving up on the join is not a death the others must be
      * told about; they run into their own timeout or rejection. */
-    client_destroy(boot, 1);
+    swy_boot_client_destroy(boot, 1);
     return status;
 }
 
@@ -172,5 +145,5 @@ void swy_boot_finalize(swy_boot_t *boot)
 {
     if (boot == NULL)
         return;
-    client_destroy(boot, 1);
+    swy_boot_client_destroy(boot, 1);
 }

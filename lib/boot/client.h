@@ -14,11 +14,6 @@
 #include "boot/wire.h"
 #include "util/status.h"
 
-/* After a timeout, how long to wait for the root to say who is missing. */
-#define CLIENT_MISSING_WAIT_S 1.0
-/* finalize: how long to wait for the root to close after GOODBYE. */
-#define CLIENT_CLOSE_WAIT_S 2.0
-#define CLIENT_RETRY_US 50000
 #define CLIENT_MSG_MAX 1024
 /* Scoped failures remembered (swy_boot_report_comm_failure): the oldest
  * gives way beyond this many; a communicator learns of its own failure
@@ -82,43 +77,43 @@ struct swy_boot {
     atomic_uint_least64_t comm_failures_seen;
 };
 
-swy_status_t client_handshake(const swy_boot_addr_t *addr, int rank,
-                              int nranks, const char *root_text,
-                              double timeout_s, double deadline_s,
-                              int *fd_p);
+swy_status_t swy_boot_client_handshake(const swy_boot_addr_t *addr, int rank,
+                                       int nranks, const char *root_text,
+                                       double timeout_s, double deadline_s,
+                                       int *fd_p);
 
-void client_lock_wait(swy_boot_t *boot, double deadline_s);
+void swy_boot_client_wait(swy_boot_t *boot, double deadline_s);
 
-int client_send(swy_boot_t *boot, uint32_t type, const void *part1,
-                size_t len1, const void *part2, size_t len2);
+int swy_boot_client_send(swy_boot_t *boot, uint32_t type, const void *part1,
+                         size_t len1, const void *part2, size_t len2);
 
-int client_handle_status_msg(const uint8_t *payload, size_t len,
-                             swy_status_t *status_p, char *msg,
-                             size_t msg_len);
+int swy_boot_client_status_msg(const uint8_t *payload, size_t len,
+                               swy_status_t *status_p, char *msg,
+                               size_t msg_len);
 
-void client_destroy(swy_boot_t *boot, int say_goodbye);
+void swy_boot_client_destroy(swy_boot_t *boot, int say_goodbye);
 
-swy_status_t client_start_loop(swy_boot_t *boot, int fd);
+swy_status_t swy_boot_client_loop_start(swy_boot_t *boot, int fd);
 
-void format_rank_list(const uint8_t *ranks_be, uint32_t count,
-                      char *text, size_t text_len);
+void swy_boot_client_format_ranks(const uint8_t *ranks_be, uint32_t count,
+                                  char *text, size_t text_len);
 
-const char *client_take_result(swy_boot_t *boot, struct evbuffer *in,
-                               size_t len);
+const char *swy_boot_client_take_result(swy_boot_t *boot, struct evbuffer *in,
+                                        size_t len);
 
-void client_ask_missing(swy_boot_t *boot, uint64_t seq, char *text,
-                        size_t text_len);
+void swy_boot_client_ask_missing(swy_boot_t *boot, uint64_t seq, char *text,
+                                 size_t text_len);
 
-void client_record_failure(swy_boot_t *boot, swy_status_t status,
-                           const char *msg);
+void swy_boot_client_record_failure(swy_boot_t *boot, swy_status_t status,
+                                    const char *msg);
 
-void client_record_comm_failure(swy_boot_t *boot, uint64_t key,
-                                swy_status_t status, const char *msg);
+void swy_boot_client_record_comm_failure(swy_boot_t *boot, uint64_t key,
+                                         swy_status_t status, const char *msg);
 
-void client_lost(swy_boot_t *boot, const char *detail);
+void swy_boot_client_lost(swy_boot_t *boot, const char *detail);
 
-void client_heartbeat_cb(evutil_socket_t fd, short what, void *arg);
+void swy_boot_client_heartbeat_cb(evutil_socket_t fd, short what, void *arg);
 
-swy_status_t client_failure_error(swy_boot_t *boot);
+swy_status_t swy_boot_client_failure_error(swy_boot_t *boot);
 
 #endif

@@ -1,35 +1,22 @@
 /* The control plane's collectives on a rank: allgather and barrier by
  * sequence number, their results read off the connection, and which ranks
  * are missing when one times out. */
-
-#include <errno.h>
 #include <inttypes.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <event2/event.h>
-
-#include "boot/boot.h"
-#include "boot/wire.h"
-#include "util/alloc.h"
-#include "util/clock.h"
-#include "util/config.h"
-#include "util/log.h"
-#include "util/status.h"
 
 #include "boot/client.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/status.h"
 
-void format_rank_list(const uint8_t *ranks_be, uint32_t count,
-                      char *text, size_t text_len)
+/* After a timeout, how long to wait for the root to say who is missing. */
+#define CLIENT_MISSING_WAIT_S 1.0
+
+void swy_boot_client_format_ranks(const uint8_t *ranks_be, uint32_t count,
+                                  char *text, size_t text_len)
 {
     size_t used = 0;
     text[0] = '\0';
@@ -64,8 +51,8 @@ void format_rank_list(const uint8_t *ranks_be, uint32_t count,
 
 /* A COLL_RESULT still in the input buffer: read it straight into its
  * final allocation. Returns NULL or a description of what is wrong. */
-const char *client_take_result(swy_boot_t *boot, struct evbuffer *in,
-                               size_t len)
+const char *swy_boot_client_take_result(swy_boot_t *boot, struct evbuffer *in,
+                                        size_t len)
 {
     size_t n = (size_t)boot->nranks;
     size_t head_len = 12 + 8 * n;
@@ -127,8 +114,8 @@ const char *client_take_result(swy_boot_t *boot, struct evbuffer *in,
 
 /* Ask the root who is missing from collective seq (0: the join) and wait
  * briefly for the answer; fills text ("" if the root did not answer). */
-void client_ask_missing(swy_boot_t *boot, uint64_t seq, char *text,
-                        size_t text_len)
+void swy_boot_client_ask_missing(swy_boot_t *boot, uint64_t seq, char *text,
+                                 size_t text_len)
 {
     text[0] = '\0';
     uint8_t payload[8];
@@ -136,14 +123,14 @@ void client_ask_missing(swy_boot_t *boot, uint64_t seq, char *text,
     pthread_mutex_lock(&boot->lock);
     boot->missing_valid = 0;
     pthread_mutex_unlock(&boot->lock);
-    if (client_send(boot, SWY_BOOT_MSG_MISSING_REQ, payload, sizeof(payload),
-                    NULL, 0) != 0)
+    if (swy_boot_client_send(boot, SWY_BOOT_MSG_MISSING_REQ, payload,
+                             sizeof(payload), NULL, 0) != 0)
         return;
     double deadline = swy_time_s() + CLIENT_MISSING_WAIT_S;
     pthread_mutex_lock(&boot->lock);
     while (!(boot->missing_valid && boot->missing_seq == seq) &&
            swy_time_s() < deadline && !atomic_load(&boot->conn_lost))
-        client_lock_wait(boot, deadline);
+        swy_boot_client_wait(boot, deadline);
     if (boot->missing_valid && boot->missing_seq == seq)
         snprintf(text, text_len, "%s", boot->missing_text);
     pthread_mutex_unlock(&boot->lock);
@@ -163,15 +150,15 @@ swy_status_t swy_boot_allgather(swy_boot_t *boot, const void *mine,
                            "the control plane's %u-byte message limit",
                            boot->rank, len, (unsigned)SWY_BOOT_MAX_MSG);
     if (atomic_load(&boot->failure_status) != SWY_OK)
-        return client_failure_error(boot);
+        return swy_boot_client_failure_error(boot);
 
     uint64_t seq = boot->next_seq++;
     uint8_t seq_be[8];
     swy_boot_put_u64(seq_be, seq);
-    if (client_send(boot, SWY_BOOT_MSG_COLL, seq_be, sizeof(seq_be), mine,
-                    len) != 0) {
+    if (swy_boot_client_send(boot, SWY_BOOT_MSG_COLL, seq_be, sizeof(seq_be),
+                             mine, len) != 0) {
         if (atomic_load(&boot->failure_status) != SWY_OK)
-            return client_failure_error(boot);
+            return swy_boot_client_failure_error(boot);
         return swy_err_set(SWY_ERR_SYSTEM, "boot",
                            "rank %d: cannot queue allgather #%llu for the "
                            "root at %s",
@@ -184,7 +171,7 @@ swy_status_t swy_boot_allgather(swy_boot_t *boot, const void *mine,
     while (boot->result_seq != seq &&
            atomic_load(&boot->failure_status) == SWY_OK &&
            swy_time_s() < deadline)
-        client_lock_wait(boot, deadline);
+        swy_boot_client_wait(boot, deadline);
     uint8_t *data = NULL;
     uint64_t *lens = NULL;
     if (boot->result_seq == seq) {
@@ -198,9 +185,9 @@ swy_status_t swy_boot_allgather(swy_boot_t *boot, const void *mine,
 
     if (data == NULL) {
         if (atomic_load(&boot->failure_status) != SWY_OK)
-            return client_failure_error(boot);
+            return swy_boot_client_failure_error(boot);
         char missing[CLIENT_MSG_MAX];
-        client_ask_missing(boot, seq, missing, sizeof(missing));
+        swy_boot_client_ask_missing(boot, seq, missing, sizeof(missing));
         return swy_err_set(SWY_ERR_TIMEOUT, "boot",
                            "rank %d: control-plane allgather #%llu timed "
                            "out after %.1f s; %s",

@@ -1,36 +1,23 @@
 /* Failures as a rank sees them: the job's first failure and each
  * communicator's, the root falling silent or closing, the reports this
  * rank sends, and the quiescence of its peers. */
-
 #include <errno.h>
-#include <inttypes.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
 
-#include "boot/boot.h"
-#include "boot/wire.h"
-#include "util/alloc.h"
+#include "boot/client.h"
 #include "util/clock.h"
-#include "util/config.h"
 #include "util/log.h"
 #include "util/status.h"
 
-#include "boot/client.h"
-
 /* Record the job's first failure; later ones are ignored. */
-void client_record_failure(swy_boot_t *boot, swy_status_t status,
-                           const char *msg)
+void swy_boot_client_record_failure(swy_boot_t *boot, swy_status_t status,
+                                    const char *msg)
 {
     int first = 0;
     void (*cb)(void *) = NULL;
@@ -58,8 +45,8 @@ void client_record_failure(swy_boot_t *boot, swy_status_t status,
 }
 
 /* Record a communicator's failure (the first per key). */
-void client_record_comm_failure(swy_boot_t *boot, uint64_t key,
-                                swy_status_t status, const char *msg)
+void swy_boot_client_record_comm_failure(swy_boot_t *boot, uint64_t key,
+                                         swy_status_t status, const char *msg)
 {
     pthread_mutex_lock(&boot->lock);
     for (int i = 0; i < boot->n_comm_failures; i++)
@@ -97,15 +84,15 @@ static void client_lost_status(swy_boot_t *boot, swy_status_t status,
              boot->root_text, detail);
     atomic_store(&boot->conn_lost, 1);
     bufferevent_disable(boot->bev, EV_READ | EV_WRITE);
-    client_record_failure(boot, status, msg);
+    swy_boot_client_record_failure(boot, status, msg);
 }
 
-void client_lost(swy_boot_t *boot, const char *detail)
+void swy_boot_client_lost(swy_boot_t *boot, const char *detail)
 {
     client_lost_status(boot, SWY_ERR_REMOTE, detail);
 }
 
-void client_heartbeat_cb(evutil_socket_t fd, short what, void *arg)
+void swy_boot_client_heartbeat_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
@@ -127,7 +114,7 @@ void client_heartbeat_cb(evutil_socket_t fd, short what, void *arg)
     bufferevent_unlock(boot->bev);
 }
 
-swy_status_t client_failure_error(swy_boot_t *boot)
+swy_status_t swy_boot_client_failure_error(swy_boot_t *boot)
 {
     char msg[SWY_ERRMSG_MAX];
     swy_status_t status = swy_boot_failure(boot, msg, sizeof(msg));
@@ -143,12 +130,12 @@ void swy_boot_report_failure(swy_boot_t *boot, swy_status_t status,
         status = SWY_ERR_REMOTE;
     if (msg == NULL)
         msg = "";
-    client_record_failure(boot, status, msg);
+    swy_boot_client_record_failure(boot, status, msg);
     uint8_t head[4];
     swy_boot_put_u32(head, (uint32_t)(int32_t)status);
     size_t len = strnlen(msg, CLIENT_MSG_MAX - 1);
-    if (client_send(boot, SWY_BOOT_MSG_FAILED, head, sizeof(head), msg,
-                    len) != 0)
+    if (swy_boot_client_send(boot, SWY_BOOT_MSG_FAILED, head, sizeof(head), msg,
+                             len) != 0)
         swy_debug("boot", "rank %d: could not relay a failure to the "
                   "root at %s (connection gone)",
                   boot->rank, boot->root_text);
@@ -163,13 +150,13 @@ void swy_boot_report_comm_failure(swy_boot_t *boot, uint64_t key,
         status = SWY_ERR_REMOTE;
     if (msg == NULL)
         msg = "";
-    client_record_comm_failure(boot, key, status, msg);
+    swy_boot_client_record_comm_failure(boot, key, status, msg);
     uint8_t head[12];
     swy_boot_put_u64(head, key);
     swy_boot_put_u32(head + 8, (uint32_t)(int32_t)status);
     size_t len = strnlen(msg, CLIENT_MSG_MAX - 1);
-    if (client_send(boot, SWY_BOOT_MSG_COMM_FAILED, head, sizeof(head), msg,
-                    len) != 0)
+    if (swy_boot_client_send(boot, SWY_BOOT_MSG_COMM_FAILED, head, sizeof(head),
+                             msg, len) != 0)
         swy_debug("boot", "rank %d: could not relay a communicator's "
                   "failure to the root at %s (connection gone)",
                   boot->rank, boot->root_text);
@@ -238,7 +225,8 @@ void swy_boot_report_quiesced(swy_boot_t *boot)
 {
     if (boot == NULL)
         return;
-    if (client_send(boot, SWY_BOOT_MSG_QUIESCED, NULL, 0, NULL, 0) != 0)
+    if (swy_boot_client_send(boot, SWY_BOOT_MSG_QUIESCED, NULL, 0, NULL, 0) !=
+        0)
         swy_debug("boot", "rank %d: could not tell the root at %s that it "
                   "is quiesced (connection gone)", boot->rank,
                   boot->root_text);
@@ -290,5 +278,5 @@ void swy_boot_abort(swy_boot_t *boot, const char *why)
     swy_boot_report_failure(boot, SWY_ERR_REMOTE, msg);
     /* FAILED went first; GOODBYE then keeps the root from announcing a
      * second, less precise failure for the closed connection. */
-    client_destroy(boot, 1);
+    swy_boot_client_destroy(boot, 1);
 }

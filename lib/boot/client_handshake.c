@@ -1,32 +1,20 @@
 /* A rank joins the control plane: connect to the root, prove the job
  * secret and check the root's proof, with plain blocking sockets so that
  * every error reaches the caller of swy_boot_connect directly. */
-
 #include <errno.h>
-#include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <event2/event.h>
-
-#include "boot/boot.h"
-#include "boot/wire.h"
+#include "boot/client.h"
 #include "util/alloc.h"
 #include "util/clock.h"
-#include "util/config.h"
 #include "util/log.h"
 #include "util/status.h"
 
-#include "boot/client.h"
+#define CLIENT_RETRY_US 50000
 
 static int wait_fd(int fd, short events, double deadline_s)
 {
@@ -130,10 +118,10 @@ static int send_all(int fd, const void *buf, size_t len, double deadline_s)
 /* Connect (retrying while the root is not up yet, or when it drops the
  * handshake as it does under a flood), answer the challenge, send HELLO,
  * check the root's own proof. Returns the connected fd in *fd_p. */
-swy_status_t client_handshake(const swy_boot_addr_t *addr, int rank,
-                              int nranks, const char *root_text,
-                              double timeout_s, double deadline_s,
-                              int *fd_p)
+swy_status_t swy_boot_client_handshake(const swy_boot_addr_t *addr, int rank,
+                                       int nranks, const char *root_text,
+                                       double timeout_s, double deadline_s,
+                                       int *fd_p)
 {
     struct sockaddr_storage ss;
     socklen_t ss_len;
@@ -290,8 +278,8 @@ retry:
         /* Unproven, but it can only end the join, as closing would. */
         swy_status_t reject_status;
         char msg[CLIENT_MSG_MAX];
-        client_handle_status_msg(answer + SWY_BOOT_HEADER_LEN, len,
-                                 &reject_status, msg, sizeof(msg));
+        swy_boot_client_status_msg(answer + SWY_BOOT_HEADER_LEN, len,
+                                   &reject_status, msg, sizeof(msg));
         status = swy_err_set(reject_status, "boot",
                              "the root at %s rejected rank %d: %s",
                              root_text, rank, msg);

@@ -1,14 +1,8 @@
 /* A rank's libevent loop in its background thread: it reads every frame
  * the root sends, hands each to its handler, and closes the connection
  * (after GOODBYE) when the rank leaves. */
-
 #include <errno.h>
-#include <inttypes.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,17 +12,16 @@
 
 #include <event2/event.h>
 
-#include "boot/boot.h"
-#include "boot/wire.h"
+#include "boot/client.h"
 #include "util/alloc.h"
 #include "util/clock.h"
-#include "util/config.h"
 #include "util/log.h"
 #include "util/status.h"
 
-#include "boot/client.h"
+/* finalize: how long to wait for the root to close after GOODBYE. */
+#define CLIENT_CLOSE_WAIT_S 2.0
 
-void client_lock_wait(swy_boot_t *boot, double deadline_s)
+void swy_boot_client_wait(swy_boot_t *boot, double deadline_s)
 {
     /* boot->lock held. The condition uses CLOCK_MONOTONIC like
      * swy_time_s, so a wall-clock jump changes no timeout. */
@@ -53,8 +46,8 @@ void client_lock_wait(swy_boot_t *boot, double deadline_s)
 
 /* Queue a frame from any thread. Returns -1 when the connection is gone
  * or closing (the caller then reports the recorded failure). */
-int client_send(swy_boot_t *boot, uint32_t type, const void *part1,
-                size_t len1, const void *part2, size_t len2)
+int swy_boot_client_send(swy_boot_t *boot, uint32_t type, const void *part1,
+                         size_t len1, const void *part2, size_t len2)
 {
     int rc = -1;
     bufferevent_lock(boot->bev);
@@ -65,9 +58,9 @@ int client_send(swy_boot_t *boot, uint32_t type, const void *part1,
     return rc;
 }
 
-int client_handle_status_msg(const uint8_t *payload, size_t len,
-                             swy_status_t *status_p, char *msg,
-                             size_t msg_len)
+int swy_boot_client_status_msg(const uint8_t *payload, size_t len,
+                               swy_status_t *status_p, char *msg,
+                               size_t msg_len)
 {
     if (len < 4)
         return -1;
@@ -94,8 +87,8 @@ static const char *client_handle(swy_boot_t *boot, uint32_t type,
     case SWY_BOOT_MSG_REJECT: {
         swy_status_t status;
         char msg[CLIENT_MSG_MAX];
-        if (client_handle_status_msg(payload, len, &status, msg,
-                                     sizeof(msg)) != 0)
+        if (swy_boot_client_status_msg(payload, len, &status, msg,
+                                       sizeof(msg)) != 0)
             return "malformed REJECT";
         pthread_mutex_lock(&boot->lock);
         int was_ready = boot->ready;
@@ -110,28 +103,28 @@ static const char *client_handle(swy_boot_t *boot, uint32_t type,
             snprintf(failure, sizeof(failure),
                      "the root at %s dropped rank %d: %s", boot->root_text,
                      boot->rank, msg);
-            client_record_failure(boot, status, failure);
+            swy_boot_client_record_failure(boot, status, failure);
         }
         return NULL;
     }
     case SWY_BOOT_MSG_FAILED: {
         swy_status_t status;
         char msg[CLIENT_MSG_MAX];
-        if (client_handle_status_msg(payload, len, &status, msg,
-                                     sizeof(msg)) != 0)
+        if (swy_boot_client_status_msg(payload, len, &status, msg,
+                                       sizeof(msg)) != 0)
             return "malformed FAILED";
-        client_record_failure(boot, status, msg);
+        swy_boot_client_record_failure(boot, status, msg);
         return NULL;
     }
     case SWY_BOOT_MSG_COMM_FAILED: {
         swy_status_t status;
         char msg[CLIENT_MSG_MAX];
-        if (len < 12 || client_handle_status_msg(payload + 8, len - 8,
-                                                 &status, msg,
-                                                 sizeof(msg)) != 0)
+        if (len < 12 ||
+            swy_boot_client_status_msg(payload + 8, len - 8, &status, msg,
+                                       sizeof(msg)) != 0)
             return "malformed COMM_FAILED";
-        client_record_comm_failure(boot, swy_boot_get_u64(payload), status,
-                                   msg);
+        swy_boot_client_record_comm_failure(boot, swy_boot_get_u64(payload),
+                                            status, msg);
         return NULL;
     }
     case SWY_BOOT_MSG_QUIESCED: {
@@ -158,7 +151,7 @@ static const char *client_handle(swy_boot_t *boot, uint32_t type,
         if (len != 16 + 4 * (size_t)count)
             return "malformed MISSING";
         char list[CLIENT_MSG_MAX - 64];
-        format_rank_list(payload + 16, count, list, sizeof(list));
+        swy_boot_client_format_ranks(payload + 16, count, list, sizeof(list));
         pthread_mutex_lock(&boot->lock);
         boot->missing_seq = swy_boot_get_u64(payload);
         snprintf(boot->missing_text, sizeof(boot->missing_text),
@@ -198,13 +191,13 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
             snprintf(detail, sizeof(detail),
                      ": %s (type %u, %u bytes) from the root", problem, type,
                      len);
-            client_lost(boot, detail);
+            swy_boot_client_lost(boot, detail);
             return;
         }
         if (!swy_boot_frame_ready(bev, len))
             return;
         if (type == SWY_BOOT_MSG_COLL_RESULT) {
-            problem = client_take_result(boot, in, len);
+            problem = swy_boot_client_take_result(boot, in, len);
         } else {
             uint8_t small[256];
             uint8_t *payload = len <= sizeof(small) ? small : swy_malloc(len);
@@ -221,7 +214,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
         if (problem != NULL) {
             snprintf(detail, sizeof(detail), ": %s (%s, %u bytes)", problem,
                      swy_boot_msg_name(type), len);
-            client_lost(boot, detail);
+            swy_boot_client_lost(boot, detail);
             return;
         }
     }
@@ -263,7 +256,7 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg)
     if (what & BEV_EVENT_ERROR)
         snprintf(detail, sizeof(detail), " (%s)",
                  strerror(EVUTIL_SOCKET_ERROR()));
-    client_lost(boot, detail);
+    swy_boot_client_lost(boot, detail);
 }
 
 static void client_close_cb(evutil_socket_t fd, short what, void *arg)
@@ -302,7 +295,7 @@ static void *client_thread_main(void *arg)
 }
 
 /* Stop the loop (after GOODBYE when say_goodbye) and free everything. */
-void client_destroy(swy_boot_t *boot, int say_goodbye)
+void swy_boot_client_destroy(swy_boot_t *boot, int say_goodbye)
 {
     if (boot->thread_started) {
         bufferevent_lock(boot->bev);
@@ -336,7 +329,7 @@ void client_destroy(swy_boot_t *boot, int say_goodbye)
     swy_free(boot);
 }
 
-swy_status_t client_start_loop(swy_boot_t *boot, int fd)
+swy_status_t swy_boot_client_loop_start(swy_boot_t *boot, int fd)
 {
     boot->base = event_base_new();
     if (boot->base == NULL) {
@@ -352,8 +345,8 @@ swy_status_t client_start_loop(swy_boot_t *boot, int fd)
                            "rank %d: bufferevent_socket_new failed",
                            boot->rank);
     }
-    boot->heartbeat_ev =
-        event_new(boot->base, -1, EV_PERSIST, client_heartbeat_cb, boot);
+    boot->heartbeat_ev = event_new(boot->base, -1, EV_PERSIST,
+                                   swy_boot_client_heartbeat_cb, boot);
     boot->close_ev = event_new(boot->base, -1, 0, client_close_cb, boot);
     boot->guard_ev = evtimer_new(boot->base, client_guard_cb, boot);
     if (boot->heartbeat_ev == NULL || boot->close_ev == NULL ||

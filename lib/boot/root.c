@@ -1,6 +1,9 @@
 /* The root service: one libevent loop in a background thread that admits
- * ranks (secret proof, HELLO), runs allgather/barrier by concatenation,
- * watches heartbeats, and broadcasts failures.
+ * ranks (secret proof, HELLO: root_handshake.c), reads and checks their
+ * frames (root_loop.c), runs allgather/barrier by concatenation
+ * (root_coll.c), watches heartbeats and broadcasts failures
+ * (root_failure.c). This file starts the service and releases it; the
+ * files share root.h.
  *
  * Everything below runs in the root thread except swy_boot_root_start
  * (before the thread exists) and swy_boot_root_release (which only flags
@@ -12,36 +15,13 @@
  * closed without disturbing the other connections. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
-#include <sys/resource.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <arpa/inet.h>
-#include <errno.h>
-#include <inttypes.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,18 +29,21 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
-#include "boot/boot.h"
-#include "boot/wire.h"
+#include "boot/root.h"
 #include "util/alloc.h"
-#include "util/clock.h"
-#include "util/config.h"
 #include "util/list.h"
 #include "util/log.h"
 #include "util/status.h"
 
-#include "boot/root.h"
+/* Connections that are not (or no longer) ranks: a quarter of the fd
+ * limit, within these bounds; past it the oldest is dropped, so a flood
+ * cannot take the fds that ranks and transports need. */
+#define ROOT_UNJOINED_MIN 16
+#define ROOT_UNJOINED_MAX 1024
+/* swy_boot_root_release: how long the joined ranks get to leave. */
+#define ROOT_RELEASE_WAIT_S 30.0
 
-void root_check_exit(swy_boot_root_t *root)
+void swy_boot_root_check_exit(swy_boot_root_t *root)
 {
     if (atomic_load(&root->released) && root->nlive == 0)
         event_base_loopbreak(root->base);
@@ -68,17 +51,17 @@ void root_check_exit(swy_boot_root_t *root)
 
 /* A job that never formed and whose ranks all left starts afresh, so a
  * relaunch against the same root is judged on its own nranks. */
-void root_maybe_reset(swy_boot_root_t *root)
+void swy_boot_root_maybe_reset(swy_boot_root_t *root)
 {
     if (!root->ready && root->nlive == 0 && root->nranks > 0)
-        root_free_slots(root);
+        swy_boot_root_free_slots(root);
 }
 
 static void root_wake_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    root_check_exit(arg);
+    swy_boot_root_check_exit(arg);
 }
 
 static void *root_thread_main(void *arg)
@@ -129,8 +112,8 @@ static void root_destroy(swy_boot_root_t *root)
 {
     swy_list_t *pos, *tmp;
     swy_list_for_each_safe(pos, tmp, &root->conns)
-        conn_free(swy_container_of(pos, root_conn_t, link));
-    root_free_slots(root);
+        swy_boot_root_conn_free(swy_container_of(pos, root_conn_t, link));
+    swy_boot_root_free_slots(root);
     if (root->listener != NULL)
         evconnlistener_free(root->listener);
     if (root->heartbeat_ev != NULL)
@@ -246,7 +229,7 @@ swy_status_t swy_boot_root_start(const char *bind_host, uint16_t port,
         goto err_destroy;
     }
     root->listener = evconnlistener_new(
-        root->base, root_accept_cb, root,
+        root->base, swy_boot_root_accept_cb, root,
         LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
     if (root->listener == NULL) {
         close(fd);
@@ -255,11 +238,12 @@ swy_status_t swy_boot_root_start(const char *bind_host, uint16_t port,
                              root->addr_text);
         goto err_destroy;
     }
-    evconnlistener_set_error_cb(root->listener, root_accept_error_cb);
+    evconnlistener_set_error_cb(root->listener, swy_boot_root_accept_error_cb);
     root->heartbeat_ev =
-        event_new(root->base, -1, EV_PERSIST, root_heartbeat_cb, root);
+        event_new(root->base, -1, EV_PERSIST, swy_boot_root_heartbeat_cb, root);
     root->wake_ev = event_new(root->base, -1, 0, root_wake_cb, root);
-    root->accept_ev = evtimer_new(root->base, root_accept_resume_cb, root);
+    root->accept_ev =
+        evtimer_new(root->base, swy_boot_root_accept_resume_cb, root);
     if (root->heartbeat_ev == NULL || root->wake_ev == NULL ||
         root->accept_ev == NULL) {
         status = swy_err_set(SWY_ERR_SYSTEM, "boot",

@@ -18,23 +18,8 @@
 #include "util/log.h"
 #include "util/status.h"
 
-#define ROOT_RELEASE_WAIT_S 30.0
-/* A closing connection waits this long for the peer's EOF so that a
- * REJECT it was sent is not destroyed by a reset. */
-#define ROOT_LINGER_S 2.0
-#define ROOT_HANDSHAKE_MIN_S 10.0
-#define ROOT_MAX_FAILURE_MSG 2048
-/* Connections that are not (or no longer) ranks: a quarter of the fd
- * limit, within these bounds; past it the oldest is dropped, so a flood
- * cannot take the fds that ranks and transports need. */
-#define ROOT_UNJOINED_MIN 16
-#define ROOT_UNJOINED_MAX 1024
-/* accept() failing (out of fds): wait before trying again, doubling. */
-#define ROOT_ACCEPT_BACKOFF_MIN_S 0.01
-#define ROOT_ACCEPT_BACKOFF_MAX_S 1.0
 /* Warnings a peer can repeat (rejected connections, accept failures):
  * this many lines per period, then a count. */
-#define ROOT_WARN_BURST 10
 #define ROOT_WARN_PERIOD_S 10.0
 
 typedef enum {
@@ -117,69 +102,71 @@ struct swy_boot_root {
     int ncontrib;
 };
 
-void conn_begin_close(root_conn_t *conn);
-void conn_free(root_conn_t *conn);
+void swy_boot_root_conn_close(root_conn_t *conn);
+void swy_boot_root_conn_free(root_conn_t *conn);
 
-void root_warn_limited(swy_boot_root_t *root, const char *fmt, ...)
+void swy_boot_root_warn_limited(swy_boot_root_t *root, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-void conn_reject(root_conn_t *conn, swy_status_t status,
-                 const char *fmt, ...)
+void swy_boot_root_conn_reject(root_conn_t *conn, swy_status_t status,
+                               const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-void root_check_exit(swy_boot_root_t *root);
+void swy_boot_root_check_exit(swy_boot_root_t *root);
 
-void root_maybe_reset(swy_boot_root_t *root);
+void swy_boot_root_maybe_reset(swy_boot_root_t *root);
 
-void handle_proof(root_conn_t *conn, const uint8_t *payload,
-                  size_t len);
+void swy_boot_root_handle_proof(root_conn_t *conn, const uint8_t *payload,
+                                size_t len);
 
-void handle_hello(root_conn_t *conn, const uint8_t *payload,
-                  size_t len);
+void swy_boot_root_handle_hello(root_conn_t *conn, const uint8_t *payload,
+                                size_t len);
 
-void root_accept_cb(struct evconnlistener *listener,
-                    evutil_socket_t fd, struct sockaddr *sa,
-                    int sa_len, void *arg);
+void swy_boot_root_accept_cb(struct evconnlistener *listener,
+                             evutil_socket_t fd, struct sockaddr *sa,
+                             int sa_len, void *arg);
 
-void root_accept_resume_cb(evutil_socket_t fd, short what, void *arg);
+void swy_boot_root_accept_resume_cb(evutil_socket_t fd, short what, void *arg);
 
-void root_accept_error_cb(struct evconnlistener *listener, void *arg);
+void swy_boot_root_accept_error_cb(struct evconnlistener *listener, void *arg);
 
-void root_send(root_conn_t *conn, uint32_t type, const void *payload,
-               size_t len);
-
-void root_send_status(root_conn_t *conn, uint32_t type,
-                      swy_status_t status, const char *msg);
-
-void conn_read_cb(struct bufferevent *bev, void *arg);
-
-void conn_event_cb(struct bufferevent *bev, short what, void *arg);
-
-void conn_linger_cb(evutil_socket_t fd, short what, void *arg);
-
-void slot_drop_contribution(root_slot_t *slot);
-
-void root_free_slots(swy_boot_root_t *root);
-
-void handle_coll(root_conn_t *conn, uint8_t *payload, size_t len);
-
-void handle_missing_req(root_conn_t *conn, const uint8_t *payload,
+void swy_boot_root_send(root_conn_t *conn, uint32_t type, const void *payload,
                         size_t len);
 
-void root_broadcast_failure(swy_boot_root_t *root, int except,
-                            swy_status_t status, const char *msg);
+void swy_boot_root_send_status(root_conn_t *conn, uint32_t type,
+                               swy_status_t status, const char *msg);
 
-void root_broadcast_quiesced(swy_boot_root_t *root, int rank, int gone);
+void swy_boot_root_conn_read_cb(struct bufferevent *bev, void *arg);
 
-void root_rank_died(swy_boot_root_t *root, int rank,
-                    const char *reason);
+void swy_boot_root_conn_event_cb(struct bufferevent *bev, short what,
+                                 void *arg);
 
-void handle_failed(root_conn_t *conn, const uint8_t *payload,
-                   size_t len);
+void swy_boot_root_conn_linger_cb(evutil_socket_t fd, short what, void *arg);
 
-void handle_comm_failed(root_conn_t *conn, const uint8_t *payload,
-                        size_t len);
+void swy_boot_root_slot_drop(root_slot_t *slot);
 
-void root_heartbeat_cb(evutil_socket_t fd, short what, void *arg);
+void swy_boot_root_free_slots(swy_boot_root_t *root);
+
+void swy_boot_root_handle_coll(root_conn_t *conn, uint8_t *payload, size_t len);
+
+void swy_boot_root_handle_missing_req(root_conn_t *conn, const uint8_t *payload,
+                                      size_t len);
+
+void swy_boot_root_broadcast_failure(swy_boot_root_t *root, int except,
+                                     swy_status_t status, const char *msg);
+
+void swy_boot_root_broadcast_quiesced(swy_boot_root_t *root, int rank,
+                                      int gone);
+
+void swy_boot_root_rank_died(swy_boot_root_t *root, int rank,
+                             const char *reason);
+
+void swy_boot_root_handle_failed(root_conn_t *conn, const uint8_t *payload,
+                                 size_t len);
+
+void swy_boot_root_handle_comm_failed(root_conn_t *conn, const uint8_t *payload,
+                                      size_t len);
+
+void swy_boot_root_heartbeat_cb(evutil_socket_t fd, short what, void *arg);
 
 #endif

@@ -1,40 +1,15 @@
 /* The control plane's collectives at the root: every rank's contribution
  * to allgather/barrier, the result sent to all, and which ranks are
  * missing. */
-
-#include <arpa/inet.h>
-#include <errno.h>
-#include <inttypes.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
-#include <sys/resource.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <event2/event.h>
-#include <event2/listener.h>
-
-#include "boot/boot.h"
-#include "boot/wire.h"
-#include "util/alloc.h"
-#include "util/clock.h"
-#include "util/config.h"
-#include "util/list.h"
-#include "util/log.h"
-#include "util/status.h"
 
 #include "boot/root.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
-void slot_drop_contribution(root_slot_t *slot)
+void swy_boot_root_slot_drop(root_slot_t *slot)
 {
     swy_free(slot->contrib_frame);
     slot->contrib_frame = NULL;
@@ -42,10 +17,10 @@ void slot_drop_contribution(root_slot_t *slot)
     slot->contributed = 0;
 }
 
-void root_free_slots(swy_boot_root_t *root)
+void swy_boot_root_free_slots(swy_boot_root_t *root)
 {
     for (int r = 0; r < root->nranks; r++)
-        slot_drop_contribution(&root->slots[r]);
+        swy_boot_root_slot_drop(&root->slots[r]);
     swy_free(root->slots);
     root->slots = NULL;
     root->nranks = 0;
@@ -81,18 +56,19 @@ static void root_complete_collective(swy_boot_root_t *root)
                  (unsigned)SWY_BOOT_MAX_MSG);
         swy_warn("boot", "root %s: %s", root->addr_text, msg);
         for (int r = 0; r < n; r++)
-            slot_drop_contribution(&root->slots[r]);
-        root_broadcast_failure(root, -1, SWY_ERR_INVALID_ARG, msg);
+            swy_boot_root_slot_drop(&root->slots[r]);
+        swy_boot_root_broadcast_failure(root, -1, SWY_ERR_INVALID_ARG, msg);
         return;
     }
 
     root_result_t *result = swy_malloc(sizeof(*result) + head_len + total);
     if (result == NULL) {
         for (int r = 0; r < n; r++)
-            slot_drop_contribution(&root->slots[r]);
-        root_broadcast_failure(root, -1, SWY_ERR_NO_MEMORY,
-                               "the root ran out of memory assembling an "
-                               "allgather result");
+            swy_boot_root_slot_drop(&root->slots[r]);
+        swy_boot_root_broadcast_failure(
+            root, -1, SWY_ERR_NO_MEMORY,
+            "the root ran out of memory assembling an "
+            "allgather result");
         return;
     }
     atomic_init(&result->refs, 1);
@@ -107,7 +83,7 @@ static void root_complete_collective(swy_boot_root_t *root)
         if (slot->contrib_len > 0)
             memcpy(cursor, slot->contrib_frame + 8, slot->contrib_len);
         cursor += slot->contrib_len;
-        slot_drop_contribution(slot);
+        swy_boot_root_slot_drop(slot);
     }
 
     /* Every rank's output references the same bytes; the last one to
@@ -125,22 +101,23 @@ static void root_complete_collective(swy_boot_root_t *root)
             evbuffer_add_reference(out, result->data, result->len,
                                    release_result, result) != 0) {
             atomic_fetch_sub(&result->refs, 1);
-            conn_reject(conn, SWY_ERR_NO_MEMORY,
-                        "cannot queue allgather #%llu result: out of memory",
-                        (unsigned long long)seq);
+            swy_boot_root_conn_reject(
+                conn, SWY_ERR_NO_MEMORY,
+                "cannot queue allgather #%llu result: out of memory",
+                (unsigned long long)seq);
         }
     }
     release_result(NULL, 0, result);
 }
 
 /* Takes ownership of payload. */
-void handle_coll(root_conn_t *conn, uint8_t *payload, size_t len)
+void swy_boot_root_handle_coll(root_conn_t *conn, uint8_t *payload, size_t len)
 {
     swy_boot_root_t *root = conn->root;
     if (len < 8) {
         swy_free(payload);
-        conn_reject(conn, SWY_ERR_INVALID_ARG, "malformed COLL of %zu bytes",
-                    len);
+        swy_boot_root_conn_reject(conn, SWY_ERR_INVALID_ARG,
+                                  "malformed COLL of %zu bytes", len);
         return;
     }
     uint64_t seq = swy_boot_get_u64(payload);
@@ -156,7 +133,7 @@ void handle_coll(root_conn_t *conn, uint8_t *payload, size_t len)
                  slot->contributed ? " and it already contributed" : "");
         swy_free(payload);
         swy_warn("boot", "root %s: %s", root->addr_text, msg);
-        root_broadcast_failure(root, -1, SWY_ERR_MISMATCH, msg);
+        swy_boot_root_broadcast_failure(root, -1, SWY_ERR_MISMATCH, msg);
         return;
     }
     slot->contrib_frame = payload;
@@ -167,13 +144,13 @@ void handle_coll(root_conn_t *conn, uint8_t *payload, size_t len)
         root_complete_collective(root);
 }
 
-void handle_missing_req(root_conn_t *conn, const uint8_t *payload,
-                        size_t len)
+void swy_boot_root_handle_missing_req(root_conn_t *conn, const uint8_t *payload,
+                                      size_t len)
 {
     swy_boot_root_t *root = conn->root;
     if (len != 8) {
-        conn_reject(conn, SWY_ERR_INVALID_ARG,
-                    "malformed MISSING_REQ of %zu bytes", len);
+        swy_boot_root_conn_reject(conn, SWY_ERR_INVALID_ARG,
+                                  "malformed MISSING_REQ of %zu bytes", len);
         return;
     }
     uint64_t seq = swy_boot_get_u64(payload);
@@ -199,6 +176,7 @@ void handle_missing_req(root_conn_t *conn, const uint8_t *payload,
     swy_boot_put_u32(reply + 8, seq == 0 ? (uint32_t)n - count
                                          : (uint32_t)root->nlive);
     swy_boot_put_u32(reply + 12, count);
-    root_send(conn, SWY_BOOT_MSG_MISSING, reply, 16 + 4 * (size_t)count);
+    swy_boot_root_send(conn, SWY_BOOT_MSG_MISSING, reply,
+                       16 + 4 * (size_t)count);
     swy_free(reply);
 }

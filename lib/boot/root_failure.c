@@ -1,54 +1,37 @@
 /* Failures at the root: a rank that died, fell silent or reported a
  * failure, told to every other rank, with the quiescence of each. */
-
-#include <arpa/inet.h>
-#include <errno.h>
 #include <inttypes.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
-#include <sys/resource.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <event2/event.h>
-#include <event2/listener.h>
 
-#include "boot/boot.h"
-#include "boot/wire.h"
+#include "boot/root.h"
 #include "util/alloc.h"
 #include "util/clock.h"
-#include "util/config.h"
 #include "util/list.h"
 #include "util/log.h"
 #include "util/status.h"
 
-#include "boot/root.h"
+#define ROOT_HANDSHAKE_MIN_S 10.0
+#define ROOT_MAX_FAILURE_MSG 2048
 
 /* Send FAILED to every joined rank but `except` (-1: all). */
-void root_broadcast_failure(swy_boot_root_t *root, int except,
-                            swy_status_t status, const char *msg)
+void swy_boot_root_broadcast_failure(swy_boot_root_t *root, int except,
+                                     swy_status_t status, const char *msg)
 {
     for (int r = 0; r < root->nranks; r++) {
         root_slot_t *slot = &root->slots[r];
         if (r == except || slot->state != SLOT_LIVE || slot->conn == NULL)
             continue;
-        root_send_status(slot->conn, SWY_BOOT_MSG_FAILED, status, msg);
+        swy_boot_root_send_status(slot->conn, SWY_BOOT_MSG_FAILED, status, msg);
     }
 }
 
 /* Tell every joined rank but `rank` itself that `rank` reads no other
  * rank's memory any more: it said so (gone 0), or it left or died (gone
  * 1: its transports no longer drain anything sent to it either). */
-void root_broadcast_quiesced(swy_boot_root_t *root, int rank, int gone)
+void swy_boot_root_broadcast_quiesced(swy_boot_root_t *root, int rank, int gone)
 {
     uint8_t payload[8];
     swy_boot_put_u32(payload, (uint32_t)rank);
@@ -57,8 +40,8 @@ void root_broadcast_quiesced(swy_boot_root_t *root, int rank, int gone)
         root_slot_t *slot = &root->slots[r];
         if (r == rank || slot->state != SLOT_LIVE || slot->conn == NULL)
             continue;
-        root_send(slot->conn, SWY_BOOT_MSG_QUIESCED, payload,
-                  sizeof(payload));
+        swy_boot_root_send(slot->conn, SWY_BOOT_MSG_QUIESCED, payload,
+                           sizeof(payload));
     }
 }
 
@@ -76,25 +59,25 @@ static void root_rank_failed(swy_boot_root_t *root, int rank,
     swy_warn("boot", "root %s: %s", root->addr_text, msg);
     slot->state = SLOT_DEAD;
     slot->conn = NULL;
-    slot_drop_contribution(slot);
+    swy_boot_root_slot_drop(slot);
     root->nlive--;
-    root_broadcast_failure(root, rank, status, msg);
-    root_broadcast_quiesced(root, rank, 1);
+    swy_boot_root_broadcast_failure(root, rank, status, msg);
+    swy_boot_root_broadcast_quiesced(root, rank, 1);
 }
 
-void root_rank_died(swy_boot_root_t *root, int rank,
-                    const char *reason)
+void swy_boot_root_rank_died(swy_boot_root_t *root, int rank,
+                             const char *reason)
 {
     root_rank_failed(root, rank, SWY_ERR_REMOTE, reason);
 }
 
-void handle_failed(root_conn_t *conn, const uint8_t *payload,
-                   size_t len)
+void swy_boot_root_handle_failed(root_conn_t *conn, const uint8_t *payload,
+                                 size_t len)
 {
     swy_boot_root_t *root = conn->root;
     if (len < 4 || len - 4 >= ROOT_MAX_FAILURE_MSG) {
-        conn_reject(conn, SWY_ERR_INVALID_ARG,
-                    "malformed FAILED of %zu bytes", len);
+        swy_boot_root_conn_reject(conn, SWY_ERR_INVALID_ARG,
+                                  "malformed FAILED of %zu bytes", len);
         return;
     }
     swy_status_t status =
@@ -104,18 +87,18 @@ void handle_failed(root_conn_t *conn, const uint8_t *payload,
     msg[len - 4] = '\0';
     swy_info("boot", "root %s: rank %d reports failure (%s): %s",
              root->addr_text, conn->rank, swy_status_string(status), msg);
-    root_broadcast_failure(root, conn->rank, status, msg);
+    swy_boot_root_broadcast_failure(root, conn->rank, status, msg);
 }
 
 /* A split communicator failed: relay to every other live rank (those
  * that hold it act on it). */
-void handle_comm_failed(root_conn_t *conn, const uint8_t *payload,
-                        size_t len)
+void swy_boot_root_handle_comm_failed(root_conn_t *conn, const uint8_t *payload,
+                                      size_t len)
 {
     swy_boot_root_t *root = conn->root;
     if (len < 12 || len - 12 >= ROOT_MAX_FAILURE_MSG) {
-        conn_reject(conn, SWY_ERR_INVALID_ARG,
-                    "malformed COMM_FAILED of %zu bytes", len);
+        swy_boot_root_conn_reject(conn, SWY_ERR_INVALID_ARG,
+                                  "malformed COMM_FAILED of %zu bytes", len);
         return;
     }
     swy_debug("boot", "root %s: rank %d reports a failed communicator "
@@ -125,11 +108,11 @@ void handle_comm_failed(root_conn_t *conn, const uint8_t *payload,
         root_slot_t *slot = &root->slots[r];
         if (r == conn->rank || slot->state != SLOT_LIVE || slot->conn == NULL)
             continue;
-        root_send(slot->conn, SWY_BOOT_MSG_COMM_FAILED, payload, len);
+        swy_boot_root_send(slot->conn, SWY_BOOT_MSG_COMM_FAILED, payload, len);
     }
 }
 
-void root_heartbeat_cb(evutil_socket_t fd, short what, void *arg)
+void swy_boot_root_heartbeat_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
@@ -144,9 +127,9 @@ void root_heartbeat_cb(evutil_socket_t fd, short what, void *arg)
         case CONN_CHALLENGED:
         case CONN_PROVED:
             if (now - conn->accepted_s > handshake_limit)
-                conn_reject(conn, SWY_ERR_TIMEOUT,
-                            "no complete handshake within %.0f s",
-                            handshake_limit);
+                swy_boot_root_conn_reject(conn, SWY_ERR_TIMEOUT,
+                                          "no complete handshake within %.0f s",
+                                          handshake_limit);
             break;
         case CONN_JOINED:
             if (now - conn->last_recv_s > root->outage_s) {
@@ -156,9 +139,9 @@ void root_heartbeat_cb(evutil_socket_t fd, short what, void *arg)
                          "%.1f s (SWY_OUTAGE_S; stopped, hung or cut off)",
                          now - conn->last_recv_s, root->outage_s);
                 root_rank_failed(root, conn->rank, SWY_ERR_TIMEOUT, reason);
-                conn_free(conn);
+                swy_boot_root_conn_free(conn);
             } else {
-                root_send(conn, SWY_BOOT_MSG_HEARTBEAT, NULL, 0);
+                swy_boot_root_send(conn, SWY_BOOT_MSG_HEARTBEAT, NULL, 0);
             }
             break;
         case CONN_CLOSING:
@@ -172,6 +155,6 @@ void root_heartbeat_cb(evutil_socket_t fd, short what, void *arg)
                  root->addr_text, root->warn_limit.suppressed);
         root->warn_limit.suppressed = 0;
     }
-    root_maybe_reset(root);
-    root_check_exit(root);
+    swy_boot_root_maybe_reset(root);
+    swy_boot_root_check_exit(root);
 }

@@ -2,38 +2,26 @@
  * a flood from taking the fds), challenge it, check its proof of the job
  * secret and its HELLO, answer with the root's own proof, and say READY
  * once every rank joined. */
-
-#include <arpa/inet.h>
 #include <errno.h>
-#include <inttypes.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/resource.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <event2/event.h>
 #include <event2/listener.h>
 
-#include "boot/boot.h"
-#include "boot/wire.h"
+#include "boot/root.h"
 #include "util/alloc.h"
 #include "util/clock.h"
-#include "util/config.h"
 #include "util/list.h"
 #include "util/log.h"
-#include "util/status.h"
 
-#include "boot/root.h"
+/* accept() failing (out of fds): wait before trying again, doubling. */
+#define ROOT_ACCEPT_BACKOFF_MIN_S 0.01
+#define ROOT_ACCEPT_BACKOFF_MAX_S 1.0
 
 static const char *slot_state_name(slot_state_t state)
 {
@@ -54,18 +42,20 @@ static void root_send_ready(swy_boot_root_t *root)
              root->nranks);
     for (int r = 0; r < root->nranks; r++)
         if (root->slots[r].conn != NULL)
-            root_send(root->slots[r].conn, SWY_BOOT_MSG_READY, NULL, 0);
+            swy_boot_root_send(root->slots[r].conn, SWY_BOOT_MSG_READY, NULL,
+                               0);
 }
 
 /* The proof covers the HELLO that follows it: kept until then. */
-void handle_proof(root_conn_t *conn, const uint8_t *payload,
-                  size_t len)
+void swy_boot_root_handle_proof(root_conn_t *conn, const uint8_t *payload,
+                                size_t len)
 {
     if (len != SWY_BOOT_RANK_PROOF_LEN) {
-        conn_reject(conn, SWY_ERR_INVALID_ARG,
-                    "malformed PROOF of %zu bytes (expected %d; a rank of "
-                    "another Switchyard version?)",
-                    len, SWY_BOOT_RANK_PROOF_LEN);
+        swy_boot_root_conn_reject(
+            conn, SWY_ERR_INVALID_ARG,
+            "malformed PROOF of %zu bytes (expected %d; a rank of "
+            "another Switchyard version?)",
+            len, SWY_BOOT_RANK_PROOF_LEN);
         return;
     }
     memcpy(conn->rank_nonce, payload, SWY_BOOT_NONCE_LEN);
@@ -86,27 +76,28 @@ static int hello_proven(root_conn_t *conn, const uint8_t *payload,
                    conn->rank_nonce, payload, len, expected);
     if (!swy_boot_digest_equal(conn->rank_digest, expected,
                                SWY_BOOT_DIGEST_LEN)) {
-        conn_reject(conn, SWY_ERR_INVALID_ARG,
-                    "wrong job secret (the proof of the secret does not "
-                    "match)");
+        swy_boot_root_conn_reject(
+            conn, SWY_ERR_INVALID_ARG,
+            "wrong job secret (the proof of the secret does not "
+            "match)");
         return 0;
     }
     uint8_t answer[SWY_BOOT_DIGEST_LEN];
     swy_boot_proof(root->secret, SWY_BOOT_PROOF_ROOT, conn->nonce,
                    conn->rank_nonce, payload, len, answer);
-    root_send(conn, SWY_BOOT_MSG_PROOF, answer, sizeof(answer));
+    swy_boot_root_send(conn, SWY_BOOT_MSG_PROOF, answer, sizeof(answer));
     return 1;
 }
 
-void handle_hello(root_conn_t *conn, const uint8_t *payload,
-                  size_t len)
+void swy_boot_root_handle_hello(root_conn_t *conn, const uint8_t *payload,
+                                size_t len)
 {
     swy_boot_root_t *root = conn->root;
     if (!hello_proven(conn, payload, len))
         return;
     if (len < 12 || len - 12 > SWY_BOOT_MAX_HOSTNAME) {
-        conn_reject(conn, SWY_ERR_INVALID_ARG,
-                    "malformed HELLO of %zu bytes", len);
+        swy_boot_root_conn_reject(conn, SWY_ERR_INVALID_ARG,
+                                  "malformed HELLO of %zu bytes", len);
         return;
     }
     int rank = (int32_t)swy_boot_get_u32(payload);
@@ -123,35 +114,39 @@ void handle_hello(root_conn_t *conn, const uint8_t *payload,
 
     if (nranks < 1 || nranks > SWY_BOOT_MAX_RANKS || rank < 0 ||
         rank >= nranks) {
-        conn_reject(conn, SWY_ERR_INVALID_ARG,
-                    "rank %d of nranks %d is out of range (nranks "
-                    "1..%d, rank 0..nranks-1)",
-                    rank, nranks, SWY_BOOT_MAX_RANKS);
+        swy_boot_root_conn_reject(
+            conn, SWY_ERR_INVALID_ARG,
+            "rank %d of nranks %d is out of range (nranks "
+            "1..%d, rank 0..nranks-1)",
+            rank, nranks, SWY_BOOT_MAX_RANKS);
         return;
     }
     if (root->nranks == 0) {
         root->slots = swy_calloc((size_t)nranks, sizeof(*root->slots));
         if (root->slots == NULL) {
-            conn_reject(conn, SWY_ERR_NO_MEMORY,
-                        "root out of memory for %d ranks", nranks);
+            swy_boot_root_conn_reject(conn, SWY_ERR_NO_MEMORY,
+                                      "root out of memory for %d ranks",
+                                      nranks);
             return;
         }
         root->nranks = nranks;
         root->first_rank = rank;
     } else if (nranks != root->nranks) {
-        conn_reject(conn, SWY_ERR_MISMATCH,
-                    "rank %d announced nranks %d, but rank %d (the first "
-                    "to join) announced nranks %d",
-                    rank, nranks, root->first_rank, root->nranks);
+        swy_boot_root_conn_reject(
+            conn, SWY_ERR_MISMATCH,
+            "rank %d announced nranks %d, but rank %d (the first "
+            "to join) announced nranks %d",
+            rank, nranks, root->first_rank, root->nranks);
         return;
     }
     root_slot_t *slot = &root->slots[rank];
     if (slot->state != SLOT_EMPTY) {
-        conn_reject(conn, SWY_ERR_MISMATCH,
-                    "rank %d is already taken (%s, pid %d on %s); this "
-                    "connection is pid %d on %s",
-                    rank, slot_state_name(slot->state), slot->pid,
-                    slot->hostname, pid, hostname);
+        swy_boot_root_conn_reject(
+            conn, SWY_ERR_MISMATCH,
+            "rank %d is already taken (%s, pid %d on %s); this "
+            "connection is pid %d on %s",
+            rank, slot_state_name(slot->state), slot->pid, slot->hostname, pid,
+            hostname);
         return;
     }
     slot->state = SLOT_LIVE;
@@ -186,7 +181,7 @@ static int root_trim_unjoined(swy_boot_root_t *root, int room)
         root_conn_t *conn = swy_container_of(pos, root_conn_t, link);
         if (conn->state == CONN_JOINED)
             continue;
-        conn_free(conn);
+        swy_boot_root_conn_free(conn);
         unjoined--;
         dropped++;
     }
@@ -201,9 +196,9 @@ static int root_trim_unjoined(swy_boot_root_t *root, int room)
     return dropped;
 }
 
-void root_accept_cb(struct evconnlistener *listener,
-                    evutil_socket_t fd, struct sockaddr *sa,
-                    int sa_len, void *arg)
+void swy_boot_root_accept_cb(struct evconnlistener *listener,
+                             evutil_socket_t fd, struct sockaddr *sa,
+                             int sa_len, void *arg)
 {
     (void)listener;
     swy_boot_root_t *root = arg;
@@ -237,7 +232,8 @@ void root_accept_cb(struct evconnlistener *listener,
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     conn->bev = bufferevent_socket_new(root->base, fd, BEV_OPT_CLOSE_ON_FREE);
-    conn->linger_ev = evtimer_new(root->base, conn_linger_cb, conn);
+    conn->linger_ev =
+        evtimer_new(root->base, swy_boot_root_conn_linger_cb, conn);
     if (conn->bev == NULL || conn->linger_ev == NULL) {
         swy_warn("boot", "root %s: rejected connection from %s: cannot "
                  "create its libevent objects",
@@ -253,13 +249,15 @@ void root_accept_cb(struct evconnlistener *listener,
     }
     swy_list_push_back(&root->conns, &conn->link);
     bufferevent_set_max_single_read(conn->bev, 1 << 20);
-    bufferevent_setcb(conn->bev, conn_read_cb, NULL, conn_event_cb, conn);
+    bufferevent_setcb(conn->bev, swy_boot_root_conn_read_cb, NULL,
+                      swy_boot_root_conn_event_cb, conn);
     bufferevent_enable(conn->bev, EV_READ | EV_WRITE);
     swy_debug("boot", "root %s: connection from %s", root->addr_text, peer);
-    root_send(conn, SWY_BOOT_MSG_CHALLENGE, conn->nonce, sizeof(conn->nonce));
+    swy_boot_root_send(conn, SWY_BOOT_MSG_CHALLENGE, conn->nonce,
+                       sizeof(conn->nonce));
 }
 
-void root_accept_resume_cb(evutil_socket_t fd, short what, void *arg)
+void swy_boot_root_accept_resume_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
@@ -267,7 +265,7 @@ void root_accept_resume_cb(evutil_socket_t fd, short what, void *arg)
     evconnlistener_enable(root->listener);
 }
 
-void root_accept_error_cb(struct evconnlistener *listener, void *arg)
+void swy_boot_root_accept_error_cb(struct evconnlistener *listener, void *arg)
 {
     swy_boot_root_t *root = arg;
     int err = EVUTIL_SOCKET_ERROR();
@@ -280,12 +278,13 @@ void root_accept_error_cb(struct evconnlistener *listener, void *arg)
     else if (root->accept_backoff_s < ROOT_ACCEPT_BACKOFF_MAX_S)
         root->accept_backoff_s = SWY_MIN(2 * root->accept_backoff_s,
                                          ROOT_ACCEPT_BACKOFF_MAX_S);
-    root_warn_limited(root, "root %s: accept failed: %s; %s%.2f s",
-                      root->addr_text, strerror(err),
-                      freed > 0 ? "closed idle handshakes, listening again "
-                                  "in "
-                                : "listening again in ",
-                      root->accept_backoff_s);
+    swy_boot_root_warn_limited(root, "root %s: accept failed: %s; %s%.2f s",
+                               root->addr_text, strerror(err),
+                               freed > 0
+                                   ? "closed idle handshakes, listening again "
+                                     "in "
+                                   : "listening again in ",
+                               root->accept_backoff_s);
     evconnlistener_disable(listener);
     struct timeval wait;
     wait.tv_sec = (time_t)root->accept_backoff_s;

@@ -1,49 +1,35 @@
 /* The root's connections on its libevent loop: frames read and checked,
  * each handed to its handler by the connection's state, REJECT and the
  * closing of a connection. */
-
-#include <arpa/inet.h>
-#include <errno.h>
-#include <inttypes.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
-#include <sys/resource.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <event2/event.h>
-#include <event2/listener.h>
-
-#include "boot/boot.h"
-#include "boot/wire.h"
-#include "util/alloc.h"
-#include "util/clock.h"
-#include "util/config.h"
-#include "util/list.h"
-#include "util/log.h"
-#include "util/status.h"
 
 #include "boot/root.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/list.h"
+#include "util/log.h"
 
-void root_send(root_conn_t *conn, uint32_t type, const void *payload,
-               size_t len)
+/* A closing connection waits this long for the peer's EOF so that a
+ * REJECT it was sent is not destroyed by a reset. */
+#define ROOT_LINGER_S 2.0
+/* Warnings a peer can repeat: this many lines per ROOT_WARN_PERIOD_S. */
+#define ROOT_WARN_BURST 10
+
+void swy_boot_root_send(root_conn_t *conn, uint32_t type, const void *payload,
+                        size_t len)
 {
     if (swy_boot_frame_write(conn->bev, type, payload, len) != 0)
         swy_warn("boot", "root %s: cannot queue %s for %s: out of memory",
                  conn->root->addr_text, swy_boot_msg_name(type), conn->peer);
 }
 
-void root_send_status(root_conn_t *conn, uint32_t type,
-                      swy_status_t status, const char *msg)
+void swy_boot_root_send_status(root_conn_t *conn, uint32_t type,
+                               swy_status_t status, const char *msg)
 {
     uint8_t head[4];
     swy_boot_put_u32(head, (uint32_t)(int32_t)status);
@@ -55,7 +41,7 @@ void root_send_status(root_conn_t *conn, uint32_t type,
 
 /* A warning that a peer without the secret can repeat at will: rate
  * limited, with the count of the ones held back. */
-void root_warn_limited(swy_boot_root_t *root, const char *fmt, ...)
+void swy_boot_root_warn_limited(swy_boot_root_t *root, const char *fmt, ...)
 {
     unsigned suppressed = 0;
     if (!swy_log_enabled(SWY_LOG_WARN, "boot") ||
@@ -76,8 +62,8 @@ void root_warn_limited(swy_boot_root_t *root, const char *fmt, ...)
 
 /* Log, tell the peer why (REJECT) and close. A joined rank that is
  * dropped this way counts as a failed rank. */
-void conn_reject(root_conn_t *conn, swy_status_t status,
-                 const char *fmt, ...)
+void swy_boot_root_conn_reject(root_conn_t *conn, swy_status_t status,
+                               const char *fmt, ...)
 {
     swy_boot_root_t *root = conn->root;
     char reason[1024];
@@ -91,13 +77,14 @@ void conn_reject(root_conn_t *conn, swy_status_t status,
                  root->addr_text, conn->rank, conn->peer, reason);
         char died[1200];
         snprintf(died, sizeof(died), "dropped by the root: %s", reason);
-        root_rank_died(root, conn->rank, died);
+        swy_boot_root_rank_died(root, conn->rank, died);
     } else {
-        root_warn_limited(root, "root %s: rejected connection from %s: %s",
-                          root->addr_text, conn->peer, reason);
+        swy_boot_root_warn_limited(root,
+                                   "root %s: rejected connection from %s: %s",
+                                   root->addr_text, conn->peer, reason);
     }
-    root_send_status(conn, SWY_BOOT_MSG_REJECT, status, reason);
-    conn_begin_close(conn);
+    swy_boot_root_send_status(conn, SWY_BOOT_MSG_REJECT, status, reason);
+    swy_boot_root_conn_close(conn);
 }
 
 /* Returns 0 when the connection was freed (the caller must stop). Takes
@@ -109,51 +96,53 @@ static int conn_handle(root_conn_t *conn, uint32_t type, uint8_t *payload,
     switch (conn->state) {
     case CONN_CHALLENGED:
         if (type != SWY_BOOT_MSG_PROOF)
-            conn_reject(conn, SWY_ERR_INVALID_ARG,
-                        "expected PROOF of the job secret, got %s (type %u)",
-                        swy_boot_msg_name(type), type);
+            swy_boot_root_conn_reject(
+                conn, SWY_ERR_INVALID_ARG,
+                "expected PROOF of the job secret, got %s (type %u)",
+                swy_boot_msg_name(type), type);
         else
-            handle_proof(conn, payload, len);
+            swy_boot_root_handle_proof(conn, payload, len);
         break;
     case CONN_PROVED:
         if (type != SWY_BOOT_MSG_HELLO)
-            conn_reject(conn, SWY_ERR_INVALID_ARG,
-                        "expected HELLO, got %s (type %u)",
-                        swy_boot_msg_name(type), type);
+            swy_boot_root_conn_reject(conn, SWY_ERR_INVALID_ARG,
+                                      "expected HELLO, got %s (type %u)",
+                                      swy_boot_msg_name(type), type);
         else
-            handle_hello(conn, payload, len);
+            swy_boot_root_handle_hello(conn, payload, len);
         break;
     case CONN_JOINED:
         switch (type) {
         case SWY_BOOT_MSG_HEARTBEAT:
             break;
         case SWY_BOOT_MSG_COLL:
-            handle_coll(conn, payload, len);
+            swy_boot_root_handle_coll(conn, payload, len);
             return 1;
         case SWY_BOOT_MSG_FAILED:
-            handle_failed(conn, payload, len);
+            swy_boot_root_handle_failed(conn, payload, len);
             break;
         case SWY_BOOT_MSG_MISSING_REQ:
-            handle_missing_req(conn, payload, len);
+            swy_boot_root_handle_missing_req(conn, payload, len);
             break;
         case SWY_BOOT_MSG_COMM_FAILED:
-            handle_comm_failed(conn, payload, len);
+            swy_boot_root_handle_comm_failed(conn, payload, len);
             break;
         case SWY_BOOT_MSG_QUIESCED:
             if (len != 0) {
-                conn_reject(conn, SWY_ERR_INVALID_ARG,
-                            "malformed QUIESCED of %zu bytes", len);
+                swy_boot_root_conn_reject(conn, SWY_ERR_INVALID_ARG,
+                                          "malformed QUIESCED of %zu bytes",
+                                          len);
                 break;
             }
             swy_debug("boot", "root %s: rank %d is quiesced",
                       root->addr_text, conn->rank);
-            root_broadcast_quiesced(root, conn->rank, 0);
+            swy_boot_root_broadcast_quiesced(root, conn->rank, 0);
             break;
         case SWY_BOOT_MSG_GOODBYE: {
             root_slot_t *slot = &root->slots[conn->rank];
             swy_info("boot", "root %s: rank %d said goodbye",
                      root->addr_text, conn->rank);
-            slot_drop_contribution(slot);
+            swy_boot_root_slot_drop(slot);
             slot->conn = NULL;
             /* Also before the job formed (its join timed out): the rank
              * stays "joined" for the others' missing-rank reports, and
@@ -161,17 +150,18 @@ static int conn_handle(root_conn_t *conn, uint32_t type, uint8_t *payload,
             slot->state = SLOT_LEFT;
             root->nlive--;
             if (root->ready)
-                root_broadcast_quiesced(root, conn->rank, 1);
+                swy_boot_root_broadcast_quiesced(root, conn->rank, 1);
             swy_free(payload);
-            conn_free(conn);
-            root_maybe_reset(root);
-            root_check_exit(root);
+            swy_boot_root_conn_free(conn);
+            swy_boot_root_maybe_reset(root);
+            swy_boot_root_check_exit(root);
             return 0;
         }
         default:
-            conn_reject(conn, SWY_ERR_INVALID_ARG,
-                        "unexpected %s (type %u) from a joined rank",
-                        swy_boot_msg_name(type), type);
+            swy_boot_root_conn_reject(
+                conn, SWY_ERR_INVALID_ARG,
+                "unexpected %s (type %u) from a joined rank",
+                swy_boot_msg_name(type), type);
             break;
         }
         break;
@@ -182,7 +172,7 @@ static int conn_handle(root_conn_t *conn, uint32_t type, uint8_t *payload,
     return 1;
 }
 
-void conn_read_cb(struct bufferevent *bev, void *arg)
+void swy_boot_root_conn_read_cb(struct bufferevent *bev, void *arg)
 {
     root_conn_t *conn = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
@@ -192,21 +182,21 @@ void conn_read_cb(struct bufferevent *bev, void *arg)
         if (!swy_boot_frame_peek(in, &type, &len))
             return;
         if (type == 0 || type > SWY_BOOT_MSG_LAST) {
-            conn_reject(conn, SWY_ERR_INVALID_ARG,
-                        "unknown message type %u (length field %u)", type,
-                        len);
+            swy_boot_root_conn_reject(
+                conn, SWY_ERR_INVALID_ARG,
+                "unknown message type %u (length field %u)", type, len);
             break;
         }
         size_t limit = conn->state == CONN_JOINED
                            ? SWY_BOOT_MAX_MSG
                            : SWY_BOOT_MAX_HANDSHAKE_MSG;
         if (len > limit) {
-            conn_reject(conn, SWY_ERR_INVALID_ARG,
-                        "%s frame of %u bytes exceeds the %zu-byte limit%s",
-                        swy_boot_msg_name(type), len, limit,
-                        conn->state == CONN_JOINED
-                            ? ""
-                            : " before the handshake completes");
+            swy_boot_root_conn_reject(
+                conn, SWY_ERR_INVALID_ARG,
+                "%s frame of %u bytes exceeds the %zu-byte limit%s",
+                swy_boot_msg_name(type), len, limit,
+                conn->state == CONN_JOINED ? ""
+                                           : " before the handshake completes");
             break;
         }
         if (!swy_boot_frame_ready(bev, len))
@@ -215,9 +205,9 @@ void conn_read_cb(struct bufferevent *bev, void *arg)
         if (len > 0) {
             payload = swy_malloc(len);
             if (payload == NULL) {
-                conn_reject(conn, SWY_ERR_NO_MEMORY,
-                            "root out of memory for a %u-byte %s", len,
-                            swy_boot_msg_name(type));
+                swy_boot_root_conn_reject(conn, SWY_ERR_NO_MEMORY,
+                                          "root out of memory for a %u-byte %s",
+                                          len, swy_boot_msg_name(type));
                 break;
             }
             evbuffer_remove(in, payload, len);
@@ -229,7 +219,7 @@ void conn_read_cb(struct bufferevent *bev, void *arg)
     evbuffer_drain(in, evbuffer_get_length(in));
 }
 
-void conn_event_cb(struct bufferevent *bev, short what, void *arg)
+void swy_boot_root_conn_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     root_conn_t *conn = arg;
     swy_boot_root_t *root = conn->root;
@@ -248,10 +238,11 @@ void conn_event_cb(struct bufferevent *bev, short what, void *arg)
     switch (conn->state) {
     case CONN_CHALLENGED:
     case CONN_PROVED:
-        root_warn_limited(root,
-                          "root %s: rejected connection from %s: closed "
-                          "before completing the handshake%s",
-                          root->addr_text, conn->peer, detail);
+        swy_boot_root_warn_limited(
+            root,
+            "root %s: rejected connection from %s: closed "
+            "before completing the handshake%s",
+            root->addr_text, conn->peer, detail);
         break;
     case CONN_JOINED: {
         char reason[256];
@@ -260,15 +251,15 @@ void conn_event_cb(struct bufferevent *bev, short what, void *arg)
         if (detail[0] != '\0')
             swy_warn("boot", "root %s: rank %d at %s: connection lost%s",
                      root->addr_text, conn->rank, conn->peer, detail);
-        root_rank_died(root, conn->rank, reason);
+        swy_boot_root_rank_died(root, conn->rank, reason);
         break;
     }
     case CONN_CLOSING:
         break;
     }
-    conn_free(conn);
-    root_maybe_reset(root);
-    root_check_exit(root);
+    swy_boot_root_conn_free(conn);
+    swy_boot_root_maybe_reset(root);
+    swy_boot_root_check_exit(root);
 }
 
 static void conn_closing_write_cb(struct bufferevent *bev, void *arg)
@@ -279,17 +270,17 @@ static void conn_closing_write_cb(struct bufferevent *bev, void *arg)
     shutdown(bufferevent_getfd(bev), SHUT_WR);
 }
 
-void conn_linger_cb(evutil_socket_t fd, short what, void *arg)
+void swy_boot_root_conn_linger_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     root_conn_t *conn = arg;
     swy_boot_root_t *root = conn->root;
-    conn_free(conn);
-    root_check_exit(root);
+    swy_boot_root_conn_free(conn);
+    swy_boot_root_check_exit(root);
 }
 
-void conn_begin_close(root_conn_t *conn)
+void swy_boot_root_conn_close(root_conn_t *conn)
 {
     if (conn->state == CONN_JOINED) {
         root_slot_t *slot = &conn->root->slots[conn->rank];
@@ -298,15 +289,15 @@ void conn_begin_close(root_conn_t *conn)
     }
     conn->state = CONN_CLOSING;
     bufferevent_setwatermark(conn->bev, EV_READ, 0, 0);
-    bufferevent_setcb(conn->bev, conn_read_cb, conn_closing_write_cb,
-                      conn_event_cb, conn);
+    bufferevent_setcb(conn->bev, swy_boot_root_conn_read_cb,
+                      conn_closing_write_cb, swy_boot_root_conn_event_cb, conn);
     if (evbuffer_get_length(bufferevent_get_output(conn->bev)) == 0)
         shutdown(bufferevent_getfd(conn->bev), SHUT_WR);
     struct timeval linger = {(time_t)ROOT_LINGER_S, 0};
     evtimer_add(conn->linger_ev, &linger);
 }
 
-void conn_free(root_conn_t *conn)
+void swy_boot_root_conn_free(root_conn_t *conn)
 {
     if (conn == NULL)
         return;
