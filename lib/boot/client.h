@@ -77,43 +77,53 @@ struct swy_boot {
     atomic_uint_least64_t comm_failures_seen;
 };
 
+/* client_handshake.c: connect, prove the secret, check the root's proof
+ * (blocking sockets, until deadline_s); the connected fd in *fd_p. */
 swy_status_t swy_boot_client_handshake(const swy_boot_addr_t *addr, int rank,
                                        int nranks, const char *root_text,
                                        double timeout_s, double deadline_s,
                                        int *fd_p);
 
+/* client_loop.c: the loop thread and the frames. */
+/* Under boot->lock: wait on boot->cond until deadline_s at the latest. */
 void swy_boot_client_wait(swy_boot_t *boot, double deadline_s);
-
+/* Queue a frame from any thread; -1 when the connection is gone or
+ * closing. */
 int swy_boot_client_send(swy_boot_t *boot, uint32_t type, const void *part1,
                          size_t len1, const void *part2, size_t len2);
-
+/* Decode a status and its message (REJECT, FAILED); -1 if malformed. */
 int swy_boot_client_status_msg(const uint8_t *payload, size_t len,
                                swy_status_t *status_p, char *msg,
                                size_t msg_len);
-
+/* Start the loop thread on the handshaken fd (owned from here on). */
+swy_status_t swy_boot_client_loop_start(swy_boot_t *boot, int fd);
+/* Stop the loop (after GOODBYE when say_goodbye) and free everything. */
 void swy_boot_client_destroy(swy_boot_t *boot, int say_goodbye);
 
-swy_status_t swy_boot_client_loop_start(swy_boot_t *boot, int fd);
-
+/* client_coll.c: collectives. */
+/* "0-3,7" from a wire list of ranks. */
 void swy_boot_client_format_ranks(const uint8_t *ranks_be, uint32_t count,
                                   char *text, size_t text_len);
-
+/* A COLL_RESULT of len bytes in the input buffer, taken for its waiter;
+ * NULL or what is wrong with it. */
 const char *swy_boot_client_take_result(swy_boot_t *boot, struct evbuffer *in,
                                         size_t len);
-
+/* Ask the root who is missing from collective seq (0: the join). */
 void swy_boot_client_ask_missing(swy_boot_t *boot, uint64_t seq, char *text,
                                  size_t text_len);
 
+/* client_failure.c: failures. */
+/* The job's first failure (later ones are ignored). */
 void swy_boot_client_record_failure(swy_boot_t *boot, swy_status_t status,
                                     const char *msg);
-
+/* A communicator's failure, the first per key. */
 void swy_boot_client_record_comm_failure(swy_boot_t *boot, uint64_t key,
                                          swy_status_t status, const char *msg);
-
+/* The connection to the root closed or carried nonsense. */
 void swy_boot_client_lost(swy_boot_t *boot, const char *detail);
-
+/* The loop's heartbeat: sends one, or finds the root silent too long. */
 void swy_boot_client_heartbeat_cb(evutil_socket_t fd, short what, void *arg);
-
+/* The recorded failure as this call's error. */
 swy_status_t swy_boot_client_failure_error(swy_boot_t *boot);
 
 #endif

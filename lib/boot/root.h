@@ -102,71 +102,68 @@ struct swy_boot_root {
     int ncontrib;
 };
 
-void swy_boot_root_conn_close(root_conn_t *conn);
-void swy_boot_root_conn_free(root_conn_t *conn);
-
-void swy_boot_root_warn_limited(swy_boot_root_t *root, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-void swy_boot_root_conn_reject(root_conn_t *conn, swy_status_t status,
-                               const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
+/* root.c: the service's life. */
+/* The loop stops once the root was released and no rank is live. */
 void swy_boot_root_check_exit(swy_boot_root_t *root);
-
+/* A job that never formed and whose ranks all left starts afresh. */
 void swy_boot_root_maybe_reset(swy_boot_root_t *root);
 
-void swy_boot_root_handle_proof(root_conn_t *conn, const uint8_t *payload,
-                                size_t len);
-
-void swy_boot_root_handle_hello(root_conn_t *conn, const uint8_t *payload,
-                                size_t len);
-
+/* root_handshake.c: admission. */
 void swy_boot_root_accept_cb(struct evconnlistener *listener,
                              evutil_socket_t fd, struct sockaddr *sa,
                              int sa_len, void *arg);
-
-void swy_boot_root_accept_resume_cb(evutil_socket_t fd, short what, void *arg);
-
 void swy_boot_root_accept_error_cb(struct evconnlistener *listener, void *arg);
+void swy_boot_root_accept_resume_cb(evutil_socket_t fd, short what, void *arg);
+void swy_boot_root_handle_proof(root_conn_t *conn, const uint8_t *payload,
+                                size_t len);
+void swy_boot_root_handle_hello(root_conn_t *conn, const uint8_t *payload,
+                                size_t len);
 
+/* root_loop.c: the connections. */
 void swy_boot_root_send(root_conn_t *conn, uint32_t type, const void *payload,
                         size_t len);
-
+/* A status and its message (REJECT, FAILED). */
 void swy_boot_root_send_status(root_conn_t *conn, uint32_t type,
                                swy_status_t status, const char *msg);
-
+/* A warning a peer can repeat at will: rate limited. */
+void swy_boot_root_warn_limited(swy_boot_root_t *root, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Log, tell the peer why (REJECT) and close; a joined rank dropped so
+ * counts as failed. */
+void swy_boot_root_conn_reject(root_conn_t *conn, swy_status_t status,
+                               const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Close after what was queued is out (the peer can read a REJECT). */
+void swy_boot_root_conn_close(root_conn_t *conn);
+void swy_boot_root_conn_free(root_conn_t *conn);
 void swy_boot_root_conn_read_cb(struct bufferevent *bev, void *arg);
-
 void swy_boot_root_conn_event_cb(struct bufferevent *bev, short what,
                                  void *arg);
-
 void swy_boot_root_conn_linger_cb(evutil_socket_t fd, short what, void *arg);
 
-void swy_boot_root_slot_drop(root_slot_t *slot);
-
-void swy_boot_root_free_slots(swy_boot_root_t *root);
-
+/* root_coll.c: collectives. */
 void swy_boot_root_handle_coll(root_conn_t *conn, uint8_t *payload, size_t len);
-
 void swy_boot_root_handle_missing_req(root_conn_t *conn, const uint8_t *payload,
                                       size_t len);
+/* A rank's contribution to the collective under way, dropped. */
+void swy_boot_root_slot_drop(root_slot_t *slot);
+void swy_boot_root_free_slots(swy_boot_root_t *root);
 
+/* root_failure.c: failures. */
+/* FAILED to every joined rank but except (-1: all). */
 void swy_boot_root_broadcast_failure(swy_boot_root_t *root, int except,
                                      swy_status_t status, const char *msg);
-
+/* Rank reads no other rank's memory any more (gone: it left or died). */
 void swy_boot_root_broadcast_quiesced(swy_boot_root_t *root, int rank,
                                       int gone);
-
+/* A joined rank gone without GOODBYE: tell everyone else. */
 void swy_boot_root_rank_died(swy_boot_root_t *root, int rank,
                              const char *reason);
-
 void swy_boot_root_handle_failed(root_conn_t *conn, const uint8_t *payload,
                                  size_t len);
-
 void swy_boot_root_handle_comm_failed(root_conn_t *conn, const uint8_t *payload,
                                       size_t len);
-
+/* Handshake timeouts, outages, and the heartbeats the ranks get. */
 void swy_boot_root_heartbeat_cb(evutil_socket_t fd, short what, void *arg);
 
 #endif
