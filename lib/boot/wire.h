@@ -1,5 +1,5 @@
 /* lib/boot internal: the control-plane wire format and helpers shared by
- * the root (root.c) and the client (client.c).
+ * the root (root*.c) and the client (client*.c).
  *
  * A frame is an 8-byte header, type then payload length (both u32, network
  * byte order), followed by the payload. Multi-byte payload fields are big

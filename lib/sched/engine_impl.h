@@ -4,6 +4,9 @@
  *              settings, counters
  *   op.c       ops and micro-ops: post, completion, failure of one op,
  *              the caller's test/wait/release
+ *   stream.c   ops on the caller's stream: the device's callback when the
+ *              stream reaches them, the gate that holds the stream's later
+ *              work, and their start
  *   link.c     one ready queue per peer process, ordered and admitted by
  *              the policy (policy.c), and issue to the transports
  *   header.c   the wire tag and the op header protocol (agreement between
@@ -24,6 +27,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "sched/policy.h"
 #include "sched/sched.h"
@@ -433,6 +437,11 @@ static inline const char *op_label(const struct swy_request *op)
     return op->name[0] ? op->name : swy_coll_kind_name(op->args.kind);
 }
 
+static inline int op_alive(const struct swy_request *op)
+{
+    return !op->completed && !op->failing;
+}
+
 /* ---- shared between the engine's files (all under s->lock) ---------- */
 
 /* header.c: the wire tag of a transfer of op; the header protocol. */
@@ -442,10 +451,6 @@ uint64_t swy_sched_wire_tag(const struct swy_request *op,
 uint64_t swy_sched_p2p_header_tag(const swy_sched_comm_t *c, uint32_t seq);
 /* op's header from peer (bytes long) is in op->hdr_in[peer]. */
 void swy_sched_handle_header(struct swy_request *op, int peer, size_t bytes);
-/* Under s->lock: start the ops whose stream got to them (start = 0: only
- * note that their callbacks came, as the engine goes away); returns how
- * many. */
-int swy_sched_stream_ops_poll(swy_sched_t *s, int start);
 
 /* Fill the series fields of the header to peer of a series' head,
  * chunks[0], from its n chunks. */
@@ -468,6 +473,27 @@ swy_uop_t *swy_sched_uop_new(struct swy_request *op,
 swy_status_t swy_sched_uop_post_recv(swy_uop_t *uop);
 /* A lone op's header exchange, then its algorithm's start. */
 void swy_sched_op_begin(struct swy_request *op);
+/* Free an op with its arrays (not in any list). */
+void swy_sched_op_free(struct swy_request *op);
+#define op_free swy_sched_op_free
+/* The op's header exchange with its header peers; for a chunk of a series
+ * (chunks[0..n-1]) other than its head, the head's view of it. */
+void swy_sched_op_headers(struct swy_request *op,
+                          struct swy_request *const *chunks, int n);
+#define op_headers swy_sched_op_headers
+/* The algorithm starts the op: its first micro-ops go out. */
+void swy_sched_op_run(struct swy_request *op);
+#define op_run swy_sched_op_run
+
+/* stream.c: ops on the caller's stream. */
+/* One op's share of its batch's gate gone (it completed, or the set-up is
+ * done): the last one opens the gate. */
+void swy_sched_gate_share_drop(swy_stream_gate_t *g);
+#define gate_share_drop swy_sched_gate_share_drop
+/* Under s->lock: start the ops whose stream got to them (start = 0: only
+ * note that their callbacks came, as the engine goes away); returns how
+ * many. */
+int swy_sched_stream_ops_poll(swy_sched_t *s, int start);
 
 /* p2p.c: sends and receives: the pair's sequence, receives from any
  * source. */

@@ -229,7 +229,7 @@ static void tag_resolve(struct swy_request *op, int peer, uint32_t seq)
     op->p2p_early = peer != c->rank; /* no header from this rank */
     if (any && peer != c->rank && any_setup(op) != SWY_OK)
         return;
-    if (!op->held) /* else its stream starts it (op.c) */
+    if (!op->held) /* else its stream starts it (stream.c) */
         swy_sched_op_begin(op);
 }
 
@@ -369,7 +369,7 @@ static void unblock(swy_sched_comm_t *c)
             continue;
         }
         op->seq = take_recv_seq(c, op->args.root);
-        if (!op->held) /* else its stream starts it (op.c) */
+        if (!op->held) /* else its stream starts it (stream.c) */
             swy_sched_op_begin(op);
     }
 }

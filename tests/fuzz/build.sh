@@ -46,7 +46,7 @@ fi
 for h in "$src"/tests/fuzz/fuzz_*.c; do
     name=$(basename "$h" .c)
     exe="$out/$name"
-    # The boot harnesses include client.c / root.c themselves.
+    # The boot client harness includes client_loop.c itself.
     if [ ! -x "$exe" ] || [ "$h" -nt "$exe" ] || [ "$lib" -nt "$exe" ]; then
         $cc $cflags -fsanitize=fuzzer "$h" "$lib" $libs -o "$exe" \
             -Wl,--allow-multiple-definition >&2

@@ -1,13 +1,13 @@
 /* libFuzzer harness: everything a rank reads from its root after the
  * handshake (COLL_RESULT, MISSING, QUIESCED, FAILED, REJECT, ...),
- * through the rank's own read callback. The harness includes client.c to
- * reach it: the input goes into the input buffer of a rank's bufferevent
+ * through the rank's own read callback. The harness includes client_loop.c
+ * to reach it: the input goes into the input buffer of a rank's bufferevent
  * (over a socketpair nobody writes to) as if the root had sent it.
  * Input: a byte choosing nranks (1-4), then the bytes from the root. */
 #include <stdlib.h>
 #include <sys/socket.h>
 
-#include "boot/client.c"
+#include "boot/client_loop.c"
 
 static struct event_base *fuzz_base;
 

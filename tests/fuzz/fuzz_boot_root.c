@@ -1,6 +1,6 @@
 /* libFuzzer harness: everything the root reads from a connection, through
- * its own accept and read callbacks. The harness includes root.c to reach
- * them; a connection is accepted over a socketpair and the input goes
+ * its own accept and read callbacks, which the root's files share in
+ * boot/root.h; a connection is accepted over a socketpair and the input goes
  * into its bufferevent's input buffer as if the peer had sent it. The
  * first byte chooses the connection's state:
  *   0  just accepted (CHALLENGE sent): the bytes are the peer's;
@@ -13,10 +13,15 @@
  *      rank, and a world of 65,535 ranks runs the same code as one of 4
  *      at a hundredth of the speed; sizes out of range are kept, so the
  *      range check is still fuzzed. */
+#include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
-#include "boot/root.c"
+#include "boot/root.h"
+#include "util/alloc.h"
 
 #define FUZZ_MAX_NRANKS 4
 
@@ -62,7 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct sockaddr_in sin;
     memset(&sin, 0, sizeof(sin));
     sin.sin_family = AF_INET;
-    root_accept_cb(NULL, fds[0], (struct sockaddr *)&sin, sizeof(sin), root);
+    swy_boot_root_accept_cb(NULL, fds[0], (struct sockaddr *)&sin, sizeof(sin),
+                            root);
     if (swy_list_empty(&root->conns))
         abort();
     root_conn_t *conn =
@@ -114,17 +120,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (evbuffer_add(in, rest, rest_len) != 0)
         abort();
     evbuffer_freeze(in, 0);
-    conn_read_cb(conn->bev, conn);
+    swy_boot_root_conn_read_cb(conn->bev, conn);
 
     /* Back to an empty root for the next input. */
     swy_list_t *pos, *tmp;
     swy_list_for_each_safe(pos, tmp, &root->conns)
-        conn_free(swy_container_of(pos, root_conn_t, link));
-    root_free_slots(root);
+        swy_boot_root_conn_free(swy_container_of(pos, root_conn_t, link));
+    swy_boot_root_free_slots(root);
     root->nlive = 0;
     root->ready = 0;
     root->coll_seq = 0;
-    /* conn_free closed the socket; the loop runs the deferred frees. */
+    /* swy_boot_root_conn_free closed the socket; the loop runs the
+     * deferred frees. */
     event_base_loop(root->base, EVLOOP_NONBLOCK);
     close(fds[1]);
     return 0;

@@ -3,7 +3,8 @@
  * --json line. The model is in model.c, one MoE block in
  * moe_block.c, the gradient buckets in ddp.c, the task in task.c and the
  * timers in timing.c; with --device cuda, the model is model_cuda.c and
- * its blocks moe_block_cuda.c (built when the CUDA kernels are).
+ * its blocks moe_block_cuda.c (built when the CUDA kernels are). The
+ * model is called through the table of its device (trainer.h).
  *
  * Exit status: 0 on success, 2 on bad input (every rank parses the same
  * flags, so every rank exits 2; also no launcher variables, and --device
@@ -32,6 +33,7 @@
 #include "switchyard/switchyard.h"
 #include "task.h"
 #include "timing.h"
+#include "trainer.h"
 
 typedef struct {
     swt_model_config_t model;
@@ -40,6 +42,7 @@ typedef struct {
     const char *policy;      /* NULL: whatever SWY_POLICY gives */
     const char *partition;   /* NULL: whatever SWY_PARTITION_BYTES gives */
     const char *device;
+    const swt_trainer_ops_t *ops; /* the model's, chosen by --device */
     char device_desc[160];   /* "cpu" or "cuda (<GPU name>)" */
     int json;
     const char *trace_loads; /* CSV path, rank 0 writes */
@@ -191,108 +194,6 @@ static void print_load_spread(swy_load_tracker_t tracker, int L, int E)
 out:
     free(props);
     free(mean);
-}
-
-/* The model on either device; main() picks one. */
-typedef struct {
-    swt_model_t *cpu;
-#ifdef SWT_HAVE_CUDA
-    swt_model_cuda_t *gpu;
-#endif
-} trainer_t;
-
-#ifdef SWT_HAVE_CUDA
-#define ON_DEVICE(tr, cpu_call, gpu_call)                                   \
-    ((tr)->gpu != NULL ? (gpu_call) : (cpu_call))
-#else
-#define ON_DEVICE(tr, cpu_call, gpu_call) (cpu_call)
-#endif
-
-static swy_status_t trainer_create(trainer_t *tr, int cuda, swy_comm_t world,
-                                   swy_comm_t comm, swy_comm_t expert_dp,
-                                   const swt_model_config_t *m)
-{
-    memset(tr, 0, sizeof(*tr));
-#ifdef SWT_HAVE_CUDA
-    if (cuda)
-        return swt_model_cuda_create(comm, m, &tr->gpu);
-#else
-    (void)cuda;
-#endif
-    return swt_model_create_groups(world, comm, expert_dp, m, &tr->cpu);
-}
-
-static void trainer_destroy(trainer_t *tr)
-{
-#ifdef SWT_HAVE_CUDA
-    swt_model_cuda_destroy(tr->gpu);
-    tr->gpu = NULL;
-#endif
-    swt_model_destroy(tr->cpu);
-    tr->cpu = NULL;
-}
-
-static int trainer_num_buckets(const trainer_t *tr)
-{
-    return ON_DEVICE(tr, swt_model_num_buckets(tr->cpu),
-                     swt_model_cuda_num_buckets(tr->gpu));
-}
-
-static int trainer_num_experts(const trainer_t *tr)
-{
-    return ON_DEVICE(tr, swt_model_num_experts(tr->cpu),
-                     swt_model_cuda_num_experts(tr->gpu));
-}
-
-static int trainer_num_local_experts(const trainer_t *tr)
-{
-    return ON_DEVICE(tr, swt_model_num_local_experts(tr->cpu),
-                     swt_model_cuda_num_local_experts(tr->gpu));
-}
-
-static size_t trainer_dense_params(const trainer_t *tr)
-{
-    return ON_DEVICE(tr, swt_model_dense_params(tr->cpu),
-                     swt_model_cuda_dense_params(tr->gpu));
-}
-
-static size_t trainer_expert_params(const trainer_t *tr)
-{
-    return ON_DEVICE(tr, swt_model_expert_params(tr->cpu),
-                     swt_model_cuda_expert_params(tr->gpu));
-}
-
-static swy_status_t trainer_step(trainer_t *tr, const int *ids,
-                                 const int *labels, long step,
-                                 swt_timing_t *tm, swt_step_result_t *res)
-{
-    return ON_DEVICE(tr, swt_model_step(tr->cpu, ids, labels, step, tm, res),
-                     swt_model_cuda_step(tr->gpu, ids, labels, step, tm,
-                                         res));
-}
-
-static const int64_t *trainer_layer_sent(const trainer_t *tr, int layer)
-{
-    return ON_DEVICE(tr, swt_model_layer_sent(tr->cpu, layer),
-                     swt_model_cuda_layer_sent(tr->gpu, layer));
-}
-
-/* Rows each expert computed (the GPU model has no shadows: its rows
- * sent). */
-static const int64_t *trainer_layer_chosen(const trainer_t *tr, int layer)
-{
-    return ON_DEVICE(tr, swt_model_layer_chosen(tr->cpu, layer),
-                     swt_model_cuda_layer_sent(tr->gpu, layer));
-}
-
-static swy_status_t trainer_dense_hash(trainer_t *tr, uint64_t *hash_p)
-{
-#ifdef SWT_HAVE_CUDA
-    if (tr->gpu != NULL)
-        return swt_model_cuda_dense_hash(tr->gpu, hash_p);
-#endif
-    *hash_p = swt_model_dense_hash(tr->cpu);
-    return SWY_OK;
 }
 
 static int bad(const char *flag, const char *value, const char *why)
@@ -620,7 +521,7 @@ static void blas_core_warn(void)
 }
 
 static void print_header(const options_t *o, int argc, char **argv,
-                         int W, const char *policy, const trainer_t *md,
+                         int W, const char *policy, const swt_trainer_t *md,
                          double floor_nats)
 {
     const swt_model_config_t *m = &o->model;
@@ -640,7 +541,7 @@ static void print_header(const options_t *o, int argc, char **argv,
            "blas: %s, %d threads  gate: %s (capacity per expert: %s)  "
            "overlap: %s\n", W, policy,
            m->pipeline,
-           m->packing, m->bucket_bytes, trainer_num_buckets(md),
+           m->packing, m->bucket_bytes, md->ops->num_buckets(md->model),
            m->phase_hints ? "on" : "off", o->device_desc, swy_k_blas_core(),
            o->threads,
            m->gate == SWT_GATE_TA     ? "ta"
@@ -650,12 +551,12 @@ static void print_header(const options_t *o, int argc, char **argv,
     printf("# model: layers %d  hidden %d  ffn %d (dense %d)  experts %d "
            "(%d per rank)  top-k %d  capacity %.3g per group of %d tokens  "
            "aux %g  vocab %d\n", m->layers, m->hidden, m->ffn, m->dense_ffn,
-           trainer_num_experts(md), trainer_num_local_experts(md),
+           md->ops->num_experts(md->model), md->ops->num_local_experts(md->model),
            m->top_k, m->capacity_factor, m->gate_group, m->aux_coef,
            m->vocab);
     printf("# params: %zu dense (replicated), %zu expert on this rank  "
            "tokens: %d per rank, %d per step  lr %g  seed %llu\n",
-           trainer_dense_params(md), trainer_expert_params(md),
+           md->ops->dense_params(md->model), md->ops->expert_params(md->model),
            m->tokens, m->tokens * W, m->lr, (unsigned long long)m->seed);
     printf("# task: label = perm[token] with prob. %.3g, else uniform; "
            "loss floor %.4f nats; token ids %s (skew %g)\n", 1.0 - o->noise,
@@ -787,9 +688,8 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
         return 1;
     }
     double floor_nats = swt_task_floor(&task);
-    trainer_t model, *md = &model;
-    if (trainer_create(md, strcmp(o->device, "cuda") == 0, comm, ep,
-                       expert_dp, m) != SWY_OK) {
+    swt_trainer_t model, *md = &model;
+    if (swt_trainer_create(md, o->ops, comm, ep, expert_dp, m) != SWY_OK) {
         swt_task_fini(&task);
         return 1;
     }
@@ -928,7 +828,8 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
         if (placement != NULL)
             for (int l = 0; l < L; l++)
                 shadowed_sum += swt_model_num_shadowed(md->cpu, l);
-        swy_status_t st = trainer_step(md, ids, labels, step, &tm, &res);
+        swy_status_t st = md->ops->step(md->model, ids, labels, step, &tm,
+                                         &res);
         tm.acc[SWT_T_STEP] = swt_now() - t0;
         if (st != SWY_OK) {
             fprintf(stderr, "swy-train: rank %d: step %d failed: %s\n",
@@ -940,7 +841,7 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
         rec[R_DROPPED] = res.dropped;
         rec[R_ROWS] = rec[R_CROSS] = 0.0;
         for (int l = 0; l < L; l++) {
-            const int64_t *sent = trainer_layer_sent(md, l);
+            const int64_t *sent = md->ops->layer_sent(md->model, l);
             const int *slot = placement != NULL
                                   ? swt_model_slot_of(md->cpu, l) : NULL;
             for (int e = 0; e < E; e++) {
@@ -954,7 +855,7 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
             rec[R_TIMERS + t] = tm.acc[t];
         if (counts)
             for (int l = 0; l < L; l++) {
-                const int64_t *rows = trainer_layer_chosen(md, l);
+                const int64_t *rows = md->ops->layer_chosen(md->model, l);
                 for (int e = 0; e < E; e++)
                     rec[R_LEN + (size_t)l * E + e] = (double)rows[e];
             }
@@ -1026,7 +927,7 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
     }
     /* Data parallelism must have kept the dense replicas identical. */
     uint64_t hash = 0;
-    if (trainer_dense_hash(md, &hash) != SWY_OK)
+    if (md->ops->dense_hash(md->model, &hash) != SWY_OK)
         goto out;
     double hv[2] = {(double)(hash >> 12), -(double)(hash >> 12)};
     if (swy_allreduce(hv, hv, 2, SWY_FLOAT64, SWY_MAX, comm, NULL, NULL) !=
@@ -1122,24 +1023,8 @@ static int run(const options_t *o, int argc, char **argv, swy_comm_t comm,
         printf("%-22s %d\n", "ranks", W);
         printf("%-22s %s\n", "device", o->device_desc);
         printf("%-22s %s\n", "dtype", m->bf16 ? "bf16" : "fp32");
-#ifdef SWT_HAVE_CUDA
-        if (md->gpu != NULL) {
-            /* Rank 0's GEMMs: whether bias and GELU ran inside them. */
-            int on;
-            unsigned long fused, fell_back;
-            const char *why;
-            swt_model_cuda_epilogues(md->gpu, &on, &fused, &fell_back, &why);
-            printf("%-22s %s, %lu GEMMs fused, %lu in separate passes%s%s%s\n",
-                   "GEMM epilogues", on ? "on" : "off (SWY_KC_EPILOGUES=0)",
-                   fused, fell_back, why[0] ? " (last: " : "", why,
-                   why[0] ? ")" : "");
-            swt_model_cuda_grouped(md->gpu, &on, &fused, &fell_back, &why);
-            printf("%-22s %s, %lu grouped calls, %lu GEMMs per expert%s%s%s\n",
-                   "grouped expert GEMMs", on ? "on" : "off (SWY_KC_GROUPED)",
-                   fused, fell_back, why[0] ? " (last: " : "", why,
-                   why[0] ? ")" : "");
-        }
-#endif
+        if (md->ops->print_summary != NULL)
+            md->ops->print_summary(md->model);
         printf("%-22s %s\n", "policy", policy);
         printf("%-22s %s\n", "partition bytes", partition);
         printf("%-22s %d\n", "steps", steps);
@@ -1271,7 +1156,7 @@ out:
     free(labels);
     free(node_of);
     free(ids);
-    trainer_destroy(md);
+    swt_trainer_destroy(md);
     swt_task_fini(&task);
     return rc;
 }
@@ -1397,6 +1282,9 @@ int main(int argc, char **argv)
         if (rc != 0)
             return rc;
     }
+    /* Every model operation goes through this table (select_gpu refused a
+     * device that this build has none for). */
+    o.ops = swt_trainer_ops_find(o.device);
     swy_k_blas_set_threads(o.threads);
 
     swy_comm_t comm = NULL;
