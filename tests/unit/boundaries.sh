@@ -194,7 +194,9 @@ FNR == 1 && !started {
         fail(where " includes " shown ": lib/" own " may not include " \
              "lib/" top " (the layer diagram of " doc ")")
     } else if (file ~ /^include\//) {
-        if (name ~ /^switchyard\// && ("include/" name) in exists)
+        # switchyard/version.h is generated from include/switchyard/version.h.in.
+        if (name ~ /^switchyard\// && (("include/" name) in exists ||
+                                       ("include/" name ".in") in exists))
             next
         if (name !~ /\// && (("include/switchyard/" name) in exists ||
                              (delim == "<" && name in std)))
@@ -204,7 +206,7 @@ FNR == 1 && !started {
     } else {
         # tools/, plugins/, kernels/
         if (name ~ /^switchyard\//) {
-            if (("include/" name) in exists)
+            if (("include/" name) in exists || ("include/" name ".in") in exists)
                 next
         } else if (name ~ /\//) {
             if (!(top in folder))
