@@ -24,7 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "swy_transport_v1.h" /* swy_log_level_t */
+#include "switchyard.h"
+#include "swy_common.h"
 
 #ifdef __cplusplus
 extern "C" {

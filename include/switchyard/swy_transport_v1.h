@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "switchyard.h"
+#include "swy_common.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,31 +32,6 @@ extern "C" {
 #define SWY_TRANSPORT_PLUGIN_SYMBOL_V1 "swy_transport_plugin_v1"
 #define SWY_TRANSPORT_TAG_BITS 48
 #define SWY_TRANSPORT_TAG_MASK ((UINT64_C(1) << SWY_TRANSPORT_TAG_BITS) - 1)
-
-/** Memory types (bit numbers for swy_transport_caps_v1_t.mem_types). */
-typedef enum {
-    SWY_MEM_HOST = 0,
-    SWY_MEM_CUDA = 1,
-    SWY_MEM_NTYPES
-} swy_mem_type_t;
-
-/** Link classes between two ranks (see lib/topo). */
-typedef enum {
-    SWY_LINK_SELF = 0,
-    SWY_LINK_SAME_NUMA = 1,
-    SWY_LINK_SAME_NODE = 2,
-    SWY_LINK_CROSS_NODE = 3,
-    SWY_LINK_NCLASSES
-} swy_link_class_t;
-
-/** Log levels for the host's log function. */
-typedef enum {
-    SWY_LOG_ERROR = 1,
-    SWY_LOG_WARN = 2,
-    SWY_LOG_INFO = 3,
-    SWY_LOG_DEBUG = 4,
-    SWY_LOG_TRACE = 5
-} swy_log_level_t;
 
 /** What the host offers a plugin. Valid until finalize(). */
 typedef struct {
