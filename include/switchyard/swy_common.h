@@ -20,7 +20,9 @@
  * smaller struct works with a newer library, and a newer, larger one
  * works with an older library (its extra fields are ignored). A
  * struct_size below the size of the struct's first release (0.1.0) is
- * refused: such a struct was not filled in.
+ * refused: such a struct was not filled in. A field is appended only
+ * past the previous release's sizeof (never into its tail padding, which
+ * an older writer's struct_size covers but leaves unset).
  */
 #ifndef SWY_COMMON_H
 #define SWY_COMMON_H
@@ -57,6 +59,36 @@ typedef enum {
     SWY_LOG_DEBUG = 4,
     SWY_LOG_TRACE = 5
 } swy_log_level_t;
+
+/** Types of a configuration variable (swy_config_var_v1_t.type). */
+typedef enum {
+    SWY_CONFIG_UNTYPED = 0, /**< an entry that forgot its type (refused) */
+    SWY_CONFIG_TEXT,        /**< names, lists, host:port: its reader checks */
+    SWY_CONFIG_PATH,        /**< a file or directory name */
+    SWY_CONFIG_BOOL,        /**< 1/0, yes/no, true/false, on/off */
+    SWY_CONFIG_INT,         /**< a decimal integer within [min, max] */
+    SWY_CONFIG_DOUBLE,      /**< a finite number within [min, max] */
+    SWY_CONFIG_SIZE,        /**< bytes (K/M/G suffixes) within [min, max] */
+    SWY_CONFIG_LIST,        /**< comma-separated items, each a TEXT value */
+} swy_config_type_t;
+
+/** One SWY_* configuration variable: an entry of the library's table, or
+ *  of a plugin's (swy_transport_v1_t.config), which the host adds to its
+ *  own when it loads the plugin. A plugin's names start with
+ *  SWY_<PLUGIN>_ (its name in capitals). An array of these is read
+ *  element by element under the struct_size rule, with the element size
+ *  the plugin gives (swy_transport_v1_t.config_var_size). */
+typedef struct {
+    const char *name;          /**< "SWY_..." */
+    const char *default_value; /**< NULL: unset by default */
+    const char *help;          /**< one paragraph, for swy-info -c */
+    swy_config_type_t type;
+    double min, max; /**< INT, DOUBLE, SIZE: accepted range, both included */
+    /** TEXT, LIST: the values accepted, comma-separated (any case), or
+     *  NULL for free text that its reader checks. An item "<plugin>"
+     *  admits any plugin name; a LIST may start with '^'. */
+    const char *values;
+} swy_config_var_v1_t;
 
 /** Bytes of type up to and including field: the struct_size that covers
  *  field (e.g. the size of a struct's first release, when field was its

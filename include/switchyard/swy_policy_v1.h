@@ -1,7 +1,13 @@
 /**
  * @file swy_policy_v1.h
- * @brief Scheduling policy plugin ABI, version 1. Frozen: a change is a new
- *        file (swy_policy_v2.h), never an edit.
+ * @brief Scheduling policy plugin ABI, version 1.
+ *
+ * Frozen from 0.1.0 on: no field of a struct here is removed, reordered,
+ * retyped or given a new meaning; a struct only grows at its end, by
+ * fields whose zero (or NULL) means what the struct meant before they
+ * existed, and every reader follows the struct_size rule of
+ * swy_common.h. A change that cannot be made that way is a new file
+ * (swy_policy_v2.h) with a new symbol.
  *
  * A policy decides, per peer link, in which order ready send micro-ops
  * leave (compare) and whether the next one may leave now (admit). Built-in

@@ -1,7 +1,13 @@
 /**
  * @file swy_transport_v1.h
- * @brief Transport plugin ABI, version 1. Frozen: a change is a new file
- *        (swy_transport_v2.h), never an edit.
+ * @brief Transport plugin ABI, version 1.
+ *
+ * Frozen from 0.1.0 on: no field of a struct here is removed, reordered,
+ * retyped or given a new meaning; a struct only grows at its end, by
+ * fields whose zero (or NULL) means what the struct meant before they
+ * existed, and every reader follows the struct_size rule of
+ * swy_common.h. A change that cannot be made that way is a new file
+ * (swy_transport_v2.h) with a new symbol.
  *
  * A plugin is a shared object named `swy-transport-<name>.so` that exports
  * `const swy_transport_v1_t swy_transport_plugin_v1`. It does not link
@@ -47,6 +53,9 @@ typedef struct {
     void (*free)(void *ptr);
     int rank;   /**< this rank in the communicator */
     int nranks; /**< communicator size */
+    /** The library's parser of sizes ("512K", "63KiB", "1M": powers of
+     *  1024): 0 with *value_p set, or -1 when text is not a size. */
+    int (*size_parse)(const char *text, size_t *value_p);
 } swy_transport_host_v1_t;
 
 /** What a transport can do. */
@@ -66,6 +75,14 @@ typedef struct swy_transport_v1 {
     uint32_t abi_version; /**< SWY_TRANSPORT_ABI_V1 */
     uint32_t struct_size; /**< sizeof(swy_transport_v1_t) */
     const char *name;     /**< e.g. "ucx" */
+    /** The plugin's own SWY_<NAME>_* variables, config_count entries of
+     *  config_var_size bytes (sizeof(swy_config_var_v1_t)), or NULL. The
+     *  host adds them to its table when it loads the plugin, before
+     *  init(): config_get() then knows them, swy-info -c lists them, and
+     *  an unknown SWY_<NAME>_* variable warns. */
+    const swy_config_var_v1_t *config;
+    uint32_t config_count;
+    uint32_t config_var_size;
 
     /** Create a context for one communicator. */
     swy_status_t (*init)(const swy_transport_host_v1_t *host, void **ctx_p);

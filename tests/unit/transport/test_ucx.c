@@ -310,8 +310,9 @@ int main(int argc, char **argv)
     }
     void *dl = NULL;
     char why[1024];
-    if (swy_transport_plugin_open(argv[1], &ops, &dl, why, sizeof(why)) !=
-        SWY_OK) {
+    static swy_transport_v1_t table;
+    if (swy_transport_plugin_open(argv[1], &table, &ops, &dl, why,
+                                  sizeof(why)) != SWY_OK) {
         fprintf(stderr, "%s\n", why);
         return 1;
     }
@@ -378,8 +379,9 @@ int main(int argc, char **argv)
     test_cancel();
     test_cancel_completed();
     test_source_matching();
+    swy_send_hints_v1_t hints_table;
     const swy_send_hints_v1_t *hints = NULL;
-    CHECK(swy_send_hints_plugin_symbol(dl, argv[1], &hints, why,
+    CHECK(swy_send_hints_plugin_symbol(dl, argv[1], &hints_table, &hints, why,
                                        sizeof(why)) == SWY_OK &&
           hints != NULL);
     if (hints != NULL)
