@@ -96,6 +96,8 @@ swy_status_t swy_describe(const char *what, char *buf, size_t len)
                                          : "len is 0");
     buf[0] = '\0';
     if (strcmp(what, "config") == 0) {
+        /* The plugins' variables too: they are known once loaded. */
+        swy_transport_plugins_config();
         text_t t = {buf, len, 0};
         t.at = (size_t)snprintf(buf, len, "%s\n\n", SWY_CONFIG_RULE);
         swy_config_foreach(config_line, &t);

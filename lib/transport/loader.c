@@ -12,6 +12,7 @@
 #include "util/alloc.h"
 #include "util/config.h"
 #include "util/log.h"
+#include "util/status.h"
 
 /* ABI versions this host understands, newest first. A v2 plugin that also
  * exports v1 keeps working with an older host. */
@@ -122,6 +123,13 @@ swy_status_t swy_transport_plugin_open(const char *path,
                  known_versions[v - 1].symbol);
         goto err_close;
     }
+    /* Its variables are known before its init() reads them. */
+    if (table->config_count > 0 &&
+        swy_config_register(table->name, table->config, table->config_count,
+                            table->config_var_size) != SWY_OK) {
+        snprintf(why, why_len, "plugin %s: %s", path, swy_err_last());
+        goto err_close;
+    }
     *ops_p = table;
     *dl_handle_p = handle;
     return SWY_OK;
@@ -203,6 +211,27 @@ swy_status_t swy_plugin_find(const char *kind, const char *name, char *path,
     snprintf(why, why_len, "plugin swy-%s-%s.so not found in: %s", kind,
              name, tried_len > 0 ? tried : "(no directories)");
     return SWY_ERR_UNSUPPORTED;
+}
+
+void swy_transport_plugins_config(void)
+{
+    const char *list = swy_config_get_text("SWY_TRANSPORT_PLUGINS");
+    char names[1024];
+    snprintf(names, sizeof(names), "%s", list != NULL ? list : "");
+    for (char *save = NULL, *name = strtok_r(names, ", ^", &save);
+         name != NULL; name = strtok_r(NULL, ", ^", &save)) {
+        char path[4096], why[2048];
+        swy_transport_v1_t table;
+        const swy_transport_v1_t *ops;
+        void *handle;
+        if (strcmp(name, "self") == 0 ||
+            swy_transport_plugin_find(name, path, sizeof(path), why,
+                                      sizeof(why)) != SWY_OK ||
+            swy_transport_plugin_open(path, &table, &ops, &handle, why,
+                                      sizeof(why)) != SWY_OK)
+            continue;
+        dlclose(handle);
+    }
 }
 
 swy_status_t swy_transport_plugin_find(const char *name, char *path,

@@ -94,6 +94,10 @@ swy_status_t swy_send_hints_plugin_symbol(void *dl_handle, const char *path,
 swy_status_t swy_plugin_find(const char *kind, const char *name, char *path,
                              size_t path_len, char *why, size_t why_len);
 
+/* Open every plugin of SWY_TRANSPORT_PLUGINS that loads, for its
+ * variables alone (swy-info -c), and close it again: no init(). */
+void swy_transport_plugins_config(void);
+
 /* Find swy-transport-<name>.so along the search path; SWY_ERR_UNSUPPORTED
  * with the directories tried in *why when absent. */
 swy_status_t swy_transport_plugin_find(const char *name, char *path,

@@ -93,7 +93,19 @@ const char *swy_config_type_name(swy_config_type_t type);
  * RANK, OMPI_COMM_WORLD_RANK); NULL when unset. */
 const char *swy_config_getenv_foreign(const char *name);
 
-/* Walk the table (for swy-info -c). */
+/* Add a plugin's own variables (swy_transport_v1_t.config: count
+ * entries of var_size bytes, read by the struct_size rule) to the table.
+ * Their names must start with SWY_<OWNER>_ (owner: the plugin's name).
+ * Registering them again (the plugin loaded by another communicator) is
+ * a no-op. Unknown SWY_<OWNER>_* variables of the environment and of
+ * SWY_CONFIG, held back until now, warn here: typos under a configured
+ * plugin's prefix warn once the plugin registered, others at load. */
+swy_status_t swy_config_register(const char *owner,
+                                 const swy_config_var_v1_t *vars,
+                                 size_t count, size_t var_size);
+
+/* Walk the table (for swy-info -c), plugins' variables registered so far
+ * included. */
 void swy_config_foreach(void (*cb)(const swy_config_entry_t *entry,
                                    const char *value, void *arg),
                         void *arg);

@@ -333,6 +333,7 @@ int main(int argc, char **argv)
             .free = swy_free,
             .rank = r,
             .nranks = 2,
+            .size_parse = swy_config_parse_size,
         };
         if (ops->init(&host[r], &ctx[r]) != SWY_OK) {
             fprintf(stderr, "init of rank %d failed\n", r);
