@@ -63,8 +63,11 @@ typedef enum {
     SWY_DEVCOLL_RECV = 5       /**< recvbuf, count, dtype from rank root */
 } swy_devcoll_kind_t;
 
-/** One call. Buffers are device memory; count is in elements. For SEND
- *  and RECV, root is the peer (it may be the calling rank itself: the
+/** One call, an element of the array launch() takes: its layout is
+ *  fixed within v1 (it is the array's stride), so it carries no
+ *  struct_size; a call of another layout comes with a new launch entry
+ *  appended to swy_devcoll_v1_t. Buffers are device memory; count is in
+ *  elements. For SEND and RECV, root is the peer (it may be the calling rank itself: the
  *  pair of calls then copies on the device). Within a launch, the SENDs
  *  and RECVs of one ordered pair match in the order of the calls. */
 typedef struct {

@@ -203,8 +203,13 @@ static int p_compare(void *ctx, const swy_policy_uop_v1_t *a,
 static int p_admit(void *ctx, const swy_policy_link_v1_t *link,
                    const swy_policy_uop_v1_t *uop)
 {
-    (void)ctx, (void)link, (void)uop;
-    setenv("ABI_TEST_POLICY_ADMIT", "1", 1);
+    (void)ctx;
+    /* Per-call structs carry the host's struct_size: at least the first
+     * release's. */
+    if (SWY_STRUCT_HAS(swy_policy_link_v1_t, link->struct_size,
+                       uplink_inflight_le_bytes) &&
+        SWY_STRUCT_HAS(swy_policy_uop_v1_t, uop->struct_size, fair_key))
+        setenv("ABI_TEST_POLICY_ADMIT", "1", 1);
     return SWY_POLICY_ISSUE;
 }
 

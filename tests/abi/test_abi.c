@@ -306,7 +306,8 @@ static void test_plugins(const char *name)
     CHECK(p != NULL && strcmp(p, want) == 0,
           "policy plugin saw: %s (want %s)", p ? p : "(not loaded)", want);
     CHECK(getenv("ABI_TEST_POLICY_ADMIT") != NULL,
-          "the policy plugin's admit was never called");
+          "the policy plugin's admit was never called, or with a "
+          "struct_size short of the first release");
 }
 
 int main(int argc, char **argv)
