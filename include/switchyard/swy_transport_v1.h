@@ -58,8 +58,10 @@ typedef struct {
     int (*size_parse)(const char *text, size_t *value_p);
 } swy_transport_host_v1_t;
 
-/** What a transport can do. */
+/** What a transport can do: the host sets struct_size (and zeroes the
+ *  rest), query() writes what that covers (swy_struct_export()). */
 typedef struct {
+    uint32_t struct_size;               /**< the host's sizeof */
     uint32_t mem_types;                 /**< bit mask of 1u << swy_mem_type_t */
     int score[SWY_LINK_NCLASSES];       /**< preference per link class; <= 0:
                                              cannot reach that class */

@@ -45,6 +45,7 @@ static swy_status_t set_add(swy_transport_set_t *set,
                    ops->name, path, swy_status_string(status));
         return status;
     }
+    tp->caps = (swy_transport_caps_v1_t){.struct_size = sizeof(tp->caps)};
     status = ops->query(tp->ctx, &tp->caps);
     if (status != SWY_OK) {
         swy_warn(TP_SUBSYS, "transport %s (%s): query failed (%s); not used",

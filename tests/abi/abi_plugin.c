@@ -11,6 +11,7 @@
  * (ABI_TEST_TRANSPORT, ABI_TEST_POLICY) for test_abi to check. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "layouts_v1.h"
 
@@ -39,6 +40,10 @@ typedef struct {
     swy_config_var_v1_t base;
     const char *future_text;
 } config_var_t;
+typedef struct {
+    swy_transport_caps_v1_t base;
+    uint64_t future_cap; /* past the host's caps: never written there */
+} caps_t;
 #define BASE(x) (x).base
 #define TABLE_INIT(...)                                                       \
     {.base = {__VA_ARGS__}, .future_entry = future_entry}
@@ -53,6 +58,7 @@ typedef abi_v1_policy_v1_t policy_table_t;
 typedef abi_v1_transport_host_v1_t transport_host_t;
 typedef abi_v1_policy_host_v1_t policy_host_t;
 typedef swy_config_var_v1_t config_var_t;
+typedef swy_transport_caps_v1_t caps_t;
 #define BASE(x) (x)
 #define TABLE_INIT(...) {__VA_ARGS__}
 #define VAR_INIT(...) {__VA_ARGS__}
@@ -98,10 +104,17 @@ static swy_status_t t_init(const swy_transport_host_v1_t *given, void **ctx_p)
 static swy_status_t t_query(void *ctx, swy_transport_caps_v1_t *caps)
 {
     (void)ctx;
-    caps->mem_types = 1u << SWY_MEM_HOST;
+    caps_t mine;
+    memset(&mine, 0xff, sizeof(mine)); /* what the host must not get */
+    BASE(mine).struct_size = caps->struct_size;
+    BASE(mine).mem_types = 1u << SWY_MEM_HOST;
     for (int c = 0; c < SWY_LINK_NCLASSES; c++)
-        caps->score[c] = 0; /* reaches no one: never chosen */
-    caps->max_address_len = 1;
+        BASE(mine).score[c] = 0; /* reaches no one: never chosen */
+    BASE(mine).max_address_len = 1;
+    if (swy_struct_export(caps, caps->struct_size, &mine, sizeof(mine),
+                          SWY_STRUCT_END(swy_transport_caps_v1_t,
+                                         max_address_len)) != 0)
+        return SWY_ERR_INVALID_ARG;
     return SWY_OK;
 }
 

@@ -420,7 +420,10 @@ err:
 static swy_status_t ucx_query(void *vctx, swy_transport_caps_v1_t *caps)
 {
     ucx_ctx_t *ctx = vctx;
-    memset(caps, 0, sizeof(*caps));
+    /* Written by the struct_size rule: no further than the host's. */
+    swy_transport_caps_v1_t mine = {.struct_size = caps->struct_size};
+    swy_transport_caps_v1_t *given = caps;
+    caps = &mine;
     caps->mem_types = 1u << SWY_MEM_HOST;
     /* Reaches every class; below self's memcpy for a rank's own messages. */
     caps->score[SWY_LINK_SELF] = 10;
@@ -429,6 +432,10 @@ static swy_status_t ucx_query(void *vctx, swy_transport_caps_v1_t *caps)
     caps->score[SWY_LINK_CROSS_NODE] = 50;
     /* The worker address, the host key, the key's length. */
     caps->max_address_len = ctx->address_len + sizeof(ctx->host_key) + 1;
+    if (swy_struct_export(given, given->struct_size, &mine, sizeof(mine),
+                          SWY_STRUCT_END(swy_transport_caps_v1_t,
+                                         max_address_len)) != 0)
+        return SWY_ERR_INVALID_ARG; /* not a host of any release */
     return SWY_OK;
 }
 

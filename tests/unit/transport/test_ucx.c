@@ -339,7 +339,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "init of rank %d failed\n", r);
             return 1;
         }
-        swy_transport_caps_v1_t caps;
+        swy_transport_caps_v1_t caps = {.struct_size = sizeof(caps)};
         CHECK(ops->query(ctx[r], &caps) == SWY_OK);
         CHECK(caps.mem_types == 1u << SWY_MEM_HOST);
         CHECK(caps.score[SWY_LINK_SELF] == 10 &&
