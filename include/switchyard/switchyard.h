@@ -16,6 +16,13 @@
  * completes (count arrays are copied at post time, so they may be reused at
  * once). Requests are owned by the caller and released with
  * swy_request_free().
+ *
+ * Structs (here, in moe.h and in load.h): from 0.1.0 on, no field is
+ * removed, reordered, retyped or given a new meaning; a struct only
+ * grows at its end, by fields whose zero means what the struct meant
+ * before, and each carries struct_size, which the library reads and
+ * writes by the rule of swy_common.h (older and newer callers work).
+ * Start each from its _INIT macro, or set struct_size to its sizeof.
  */
 #ifndef SWITCHYARD_H
 #define SWITCHYARD_H
