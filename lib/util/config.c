@@ -717,19 +717,22 @@ static swy_status_t config_add(const char *owner, const void *given,
                                  "config variable %s is the library's",
                                  owner, var.name)
                    : SWY_OK; /* loaded before (another communicator) */
+    /* New arrays, the old ones left as they are (and leaked, as the
+     * slots at reload): swy_config_get() reads them without the lock. */
     swy_config_entry_t *entry = swy_calloc(1, sizeof(*entry));
     swy_config_entry_t **extra =
-        realloc(config_extra, (config_extra_count + 1) * sizeof(*extra));
+        calloc(config_extra_count + 1, sizeof(*extra));
     swy_config_slot_t *slots =
         calloc(config_count + config_extra_count + 1, sizeof(*slots));
     if (entry == NULL || extra == NULL || slots == NULL) {
         swy_free(entry);
+        free(extra);
         free(slots);
-        if (extra != NULL)
-            config_extra = extra;
         return swy_err_set(SWY_ERR_NO_MEMORY, "util", "plugin %s: out of "
                            "memory", owner);
     }
+    if (config_extra_count > 0)
+        memcpy(extra, config_extra, config_extra_count * sizeof(*extra));
     *entry = var;
     entry->name = swy_strdup(var.name);
     entry->help = swy_strdup(var.help);
@@ -737,8 +740,7 @@ static swy_status_t config_add(const char *owner, const void *given,
                                ? swy_strdup(var.default_value)
                                : NULL;
     entry->values = var.values != NULL ? swy_strdup(var.values) : NULL;
-    config_extra = extra;
-    /* The slots grow by one; the old array leaks, as at reload. */
+    /* The slots grow by one. */
     memcpy(slots, config_slots,
            (config_count + config_extra_count) * sizeof(*slots));
     swy_config_slot_t *slot = &slots[config_count + config_extra_count];
@@ -751,7 +753,8 @@ static swy_status_t config_add(const char *owner, const void *given,
             config_pending[i] = config_pending[--config_pending_count];
             break;
         }
-    config_extra[config_extra_count] = entry;
+    extra[config_extra_count] = entry;
+    config_extra = extra;
     config_slots = slots;
     config_extra_count++;
     return SWY_OK;
