@@ -123,9 +123,9 @@ swy_status_t swy_transport_plugin_open(const char *path,
                  known_versions[v - 1].symbol);
         goto err_close;
     }
-    /* Its variables are known before its init() reads them. */
-    if (table->config_count > 0 &&
-        swy_config_register(table->name, table->config, table->config_count,
+    /* Its variables are known before its init() reads them (and typos
+     * under its prefix warn, whether it has variables or not). */
+    if (swy_config_register(table->name, table->config, table->config_count,
                             table->config_var_size) != SWY_OK) {
         snprintf(why, why_len, "plugin %s: %s", path, swy_err_last());
         goto err_close;
@@ -224,10 +224,15 @@ void swy_transport_plugins_config(void)
         swy_transport_v1_t table;
         const swy_transport_v1_t *ops;
         void *handle;
-        if (strcmp(name, "self") == 0 ||
-            swy_transport_plugin_find(name, path, sizeof(path), why,
-                                      sizeof(why)) != SWY_OK ||
-            swy_transport_plugin_open(path, &table, &ops, &handle, why,
+        if (strcmp(name, "self") == 0)
+            continue;
+        if (swy_transport_plugin_find(name, path, sizeof(path), why,
+                                      sizeof(why)) != SWY_OK) {
+            /* Its SWY_<NAME>_* names are no one's: they warn. */
+            swy_config_register(name, NULL, 0, 0);
+            continue;
+        }
+        if (swy_transport_plugin_open(path, &table, &ops, &handle, why,
                                       sizeof(why)) != SWY_OK)
             continue;
         dlclose(handle);

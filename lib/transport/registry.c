@@ -94,6 +94,9 @@ static void set_load_plugin(swy_transport_set_t *set, const char *name)
     }
     swy_status_t status = swy_transport_plugin_find(name, path, sizeof(path),
                                                     why, sizeof(why));
+    if (status != SWY_OK)
+        /* No plugin to know its SWY_<NAME>_* names: they are typos. */
+        swy_config_register(name, NULL, 0, 0);
     if (status != SWY_OK) {
         if (status == SWY_ERR_UNSUPPORTED)
             swy_info(TP_SUBSYS, "%s", why);

@@ -779,8 +779,8 @@ swy_status_t swy_config_register(const char *owner,
     for (size_t i = 0; i < config_pending_count;) {
         if (config_prefix_in(config_pending[i].name, list)) {
             swy_warn("util", "unknown configuration variable %s ignored "
-                     "(plugin %s has no such variable; swy-info -c lists "
-                     "them)", config_pending[i].name, owner);
+                     "(no variable of plugin %s; swy-info -c lists them)",
+                     config_pending[i].name, owner);
             config_pending[i] = config_pending[--config_pending_count];
         } else {
             i++;

@@ -42,6 +42,12 @@ check "not listed when not loaded" \
     sh -c "! grep -q '^SWY_ABIOLD_DEPTH' '$dir/out'"
 check "and unknown then" \
     grep -q 'unknown configuration variable SWY_ABIOLD_DEPTH' "$dir/err"
+# A configured plugin that is not there: its names are typos too.
+SWY_TRANSPORT_PLUGINS=abiold,nosuch SWY_NOSUCH_DEPTH=1 "$info" -c \
+    >"$dir/out" 2>"$dir/err"
+check "a missing plugin's names warn" \
+    grep -q 'unknown configuration variable SWY_NOSUCH_DEPTH' "$dir/err"
+
 if [ $fail -ne 0 ]; then
     echo "--- stderr:"; cat "$dir/err"
 fi
