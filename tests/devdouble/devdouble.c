@@ -1061,15 +1061,11 @@ DD_EXPORT const swy_transport_v1_t swy_transport_plugin_v1 = {
     .finalize = dd_finalize,
 };
 
-/* DD_FIRST_RELEASE: the table as first released, without the stream
- * functions (an older plugin), to test the library's fallback. */
+/* DD_FIRST_RELEASE: a plugin with the least a device table has, without
+ * the optional stream functions (NULL), to test the library's fallback. */
 DD_EXPORT const swy_device_v1_t swy_device_plugin_v1 = {
     .abi_version = SWY_DEVICE_ABI_V1,
-#ifdef DD_FIRST_RELEASE
-    .struct_size = offsetof(swy_device_v1_t, stream_notify),
-#else
     .struct_size = sizeof(swy_device_v1_t),
-#endif
     .name = DD_NAME,
     .device_count = dd_device_count,
     .mem_type = dd_mem_type,

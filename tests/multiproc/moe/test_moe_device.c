@@ -597,7 +597,7 @@ static int rank_errors(swy_comm_t comm, int rank, int W, void *arg)
     return 0;
 }
 
-/* A double without swy_devmoe_plugin_v1 (its first release): device
+/* A double without swy_devmoe_plugin_v1 (the least it may have): device
  * plans are refused on every rank, host plans still work. */
 static int rank_unsupported(swy_comm_t comm, int rank, int W, void *arg)
 {
