@@ -356,15 +356,12 @@ typedef struct {
     const int *current_rank; /**< [E] the rank each expert lives on now
                                   (each rank holding experts_per_rank),
                                   or NULL (default): e / experts_per_rank */
-    /* Appended: a struct_size that ends before horizon_steps (a caller
-     * built before it) means horizon_steps 0 and move_bytes 0. */
     int horizon_steps;       /**< steps the plan stands for (the planning
                                   horizon), >= 0: relocations are made only
                                   when the modeled gain over this many
                                   steps exceeds what the moves cost on the
                                   link (see swy_load_placement_plan);
-                                  0: moves are free (as before the
-                                  field existed) */
+                                  0: moves are free */
     double move_bytes;       /**< bytes one relocation moves, >= 0; 0
                                   (default): the expert's parameters and
                                   Adam's two moments, 3 x (2 H F + H + F)
@@ -403,7 +400,6 @@ typedef struct {
     double latency_shadow_s; /**< out: with the chosen shadows, experts on
                                   their current ranks */
     double latency_after_s;  /**< out: with the shadows and home[] */
-    /* Appended: written only when struct_size covers them. */
     double move_cost_s;      /**< out: link time of the relocations the
                                   packing proposed (n_moved x move_bytes /
                                   link_bandwidth), kept or not */

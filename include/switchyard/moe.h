@@ -134,8 +134,6 @@ typedef struct {
                                  ranks */
     int pipeline_degree;    /**< d >= 1 chunks per exchange */
     int packing_factor;     /**< p >= 1: experts per rank = E_loc * p */
-    /* ---- appended (2026-11); a config whose struct_size ends before
-     *      them is a host plan ---- */
     int rows_mem;           /**< where every row, topk_w and grad_topk_w
                                  lie: SWY_MOE_ROWS_HOST (default) or
                                  SWY_MOE_ROWS_DEVICE (see "Device rows"
@@ -200,7 +198,8 @@ typedef struct {
  * @param comm   The communicator; borrowed for the plan's lifetime.
  * @param cfg    The configuration; copied.
  * @param plan_p Output, set only on success.
- * @return SWY_OK; SWY_ERR_INVALID_ARG (NULL argument, struct_size wrong,
+ * @return SWY_OK; SWY_ERR_INVALID_ARG (NULL argument, struct_size below
+ *         the first release's (swy_common.h's rule),
  *         a field out of range — on any rank, reported on every rank with
  *         the rank, field and value); SWY_ERR_UNSUPPORTED (dtype other
  *         than SWY_FLOAT32, SWY_FLOAT16, SWY_BFLOAT16, SWY_FLOAT64); SWY_ERR_MISMATCH (ranks disagree: the message
@@ -241,7 +240,8 @@ SWY_EXPORT void swy_moe_route_destroy(swy_moe_route_t route);
 
 /**
  * @brief Describe the route's layout (see swy_moe_layout_t). Local.
- * @param layout struct_size must be sizeof(swy_moe_layout_t).
+ * @param layout struct_size set to sizeof(swy_moe_layout_t); the fields
+ *               it covers are written (swy_common.h's rule).
  * @return SWY_OK, SWY_ERR_INVALID_ARG.
  */
 SWY_EXPORT swy_status_t swy_moe_route_layout(swy_moe_route_t route,

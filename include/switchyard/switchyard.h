@@ -16,6 +16,13 @@
  * completes (count arrays are copied at post time, so they may be reused at
  * once). Requests are owned by the caller and released with
  * swy_request_free().
+ *
+ * Structs (here, in moe.h and in load.h): from 0.1.0 on, no field is
+ * removed, reordered, retyped or given a new meaning; a struct only
+ * grows at its end, by fields whose zero means what the struct meant
+ * before, and each carries struct_size, which the library reads and
+ * writes by the rule of swy_common.h (older and newer callers work).
+ * Start each from its _INIT macro, or set struct_size to its sizeof.
  */
 #ifndef SWITCHYARD_H
 #define SWITCHYARD_H
@@ -77,8 +84,20 @@ typedef enum { SWY_SUM, SWY_PROD, SWY_MAX, SWY_MIN, SWY_AVG } swy_redop_t;
 
 enum { SWY_PRIO_LOW = 0, SWY_PRIO_DEFAULT = 50, SWY_PRIO_HIGH = 100 };
 
-/** Per-operation attributes; pass NULL for the defaults. */
+/** Per-operation attributes; pass NULL for the defaults. Start from
+ *  SWY_OP_ATTR_INIT (it sets struct_size and every default) and change
+ *  the fields wanted:
+ *  @code
+ *  swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+ *  attr.priority = SWY_PRIO_HIGH;
+ *  @endcode
+ *  An attr whose struct_size is 0 or below this struct's first release
+ *  (one not made from SWY_OP_ATTR_INIT) is SWY_ERR_INVALID_ARG. Like
+ *  every struct of this API it follows the struct_size rule of
+ *  swy_common.h: one built against an older, smaller or a newer, larger
+ *  swy_op_attr_t works. */
 typedef struct {
+    size_t struct_size; /**< sizeof(swy_op_attr_t), by SWY_OP_ATTR_INIT */
     int priority;  /**< higher first; default by op kind (a2a high,
                         allreduce low). Range 0..1000. Ranks may
                         differ, except for a device op the nccl
@@ -123,8 +142,8 @@ typedef struct {
     const char *name; /**< label for traces and error messages; copied */
 } swy_op_attr_t;
 
-/** Initializer giving every field its default. */
-#define SWY_OP_ATTR_INIT {-1, 0, NULL, NULL}
+/** Initializer giving struct_size and every field its default. */
+#define SWY_OP_ATTR_INIT {sizeof(swy_op_attr_t), -1, 0, NULL, NULL}
 
 /**
  * @brief Human-readable name of a status code.
@@ -695,7 +714,9 @@ typedef struct {
 /**
  * @brief Read the counters of the communicator's engine (all the
  *        process's communicators on it together).
- * @param stats struct_size must be set to sizeof(swy_comm_stats_t).
+ * @param stats struct_size set to sizeof(swy_comm_stats_t); the library
+ *              writes the fields that struct_size covers (the
+ *              struct_size rule of swy_common.h).
  */
 SWY_EXPORT swy_status_t swy_comm_stats(swy_comm_t comm,
                                        swy_comm_stats_t *stats);
@@ -750,7 +771,8 @@ typedef struct {
  *        the link class and model, and the transport chosen for it.
  *        Local; any thread.
  * @return SWY_OK, SWY_ERR_INVALID_ARG (NULL comm or info, peer out of
- *         range, struct_size not sizeof(swy_peer_info_t)).
+ *         range, struct_size below swy_peer_info_t's first release);
+ *         the fields struct_size covers are written (swy_common.h).
  */
 SWY_EXPORT swy_status_t swy_comm_peer_info(swy_comm_t comm, int peer,
                                            swy_peer_info_t *info);

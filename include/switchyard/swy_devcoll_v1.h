@@ -1,9 +1,14 @@
 /**
  * @file swy_devcoll_v1.h
  * @brief Collectives on device memory that a transport plugin may run on
- *        a partition, version 1. Frozen once released: a change is a new
- *        file (swy_devcoll_v2.h), or fields appended at the end under the
- *        versioning rule of docs/architecture.md.
+ *        a partition, version 1.
+ *
+ * Frozen from 0.1.0 on: no field of a struct here is removed, reordered,
+ * retyped or given a new meaning; a struct only grows at its end, by
+ * fields whose zero (or NULL) means what the struct meant before they
+ * existed, and every reader follows the struct_size rule of
+ * swy_common.h. A change that cannot be made that way is a new file
+ * (swy_devcoll_v2.h) with a new symbol.
  *
  * A plugin whose library runs collectives on device memory (NCCL) exports
  * `const swy_devcoll_v1_t swy_devcoll_plugin_v1` next to
@@ -58,8 +63,11 @@ typedef enum {
     SWY_DEVCOLL_RECV = 5       /**< recvbuf, count, dtype from rank root */
 } swy_devcoll_kind_t;
 
-/** One call. Buffers are device memory; count is in elements. For SEND
- *  and RECV, root is the peer (it may be the calling rank itself: the
+/** One call, an element of the array launch() takes: its layout is
+ *  fixed within v1 (it is the array's stride), so it carries no
+ *  struct_size; a call of another layout comes with a new launch entry
+ *  appended to swy_devcoll_v1_t. Buffers are device memory; count is in
+ *  elements. For SEND and RECV, root is the peer (it may be the calling rank itself: the
  *  pair of calls then copies on the device). Within a launch, the SENDs
  *  and RECVs of one ordered pair match in the order of the calls. */
 typedef struct {

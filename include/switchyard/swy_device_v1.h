@@ -1,7 +1,13 @@
 /**
  * @file swy_device_v1.h
  * @brief Device-memory services a transport plugin may export, version 1.
- *        Frozen once released: a change is a new file (swy_device_v2.h).
+ *
+ * Frozen from 0.1.0 on: no field of a struct here is removed, reordered,
+ * retyped or given a new meaning; a struct only grows at its end, by
+ * fields whose zero (or NULL) means what the struct meant before they
+ * existed, and every reader follows the struct_size rule of
+ * swy_common.h. A change that cannot be made that way is a new file
+ * (swy_device_v2.h) with a new symbol.
  *
  * libswitchyard includes no CUDA header.  A plugin that moves device
  * memory (plugins/transport/nccl) also exports
@@ -15,15 +21,14 @@
  *    where the host must compute on them (allreduce's reduction),
  *  - post sends with a priority, so the plugin can put them on its
  *    high- or low-priority stream and communicator (isend_prio);
- *  - (appended, optional) order an op on the caller's stream without
+ *  - (optional) order an op on the caller's stream without
  *    blocking the host: learn when the work queued before the post has
  *    finished (stream_notify), hold the work queued after it until the
  *    op completes (stream_gate, gate_open), and refuse a stream being
  *    captured into a CUDA graph (stream_capturing).
  *
- * The struct only grows at its end (docs/architecture.md, "versioning
- * rule"): the host uses an appended field only where struct_size covers
- * it and it is not NULL, and otherwise falls back (stream_sync).
+ * The stream functions may be NULL: the host then falls back to
+ * stream_sync, blocking the caller.
  *
  * Process-wide functions (mem_type, stream_sync, copy, host_alloc,
  * host_free, device_count, error_string and the stream functions) may be
@@ -88,7 +93,7 @@ typedef struct swy_device_v1 {
                                swy_transport_complete_cb_v1_t cb,
                                void *cb_arg, void **handle_p);
 
-    /* ---- appended (2026-11); present where struct_size covers them ---- */
+    /* Optional (all four or none): ordering on the caller's stream. */
 
     /** Call done(arg) once, on a thread of the plugin's, when all work
      *  queued on stream before this call has finished (as

@@ -1,9 +1,14 @@
 /**
  * @file swy_devmoe_v1.h
  * @brief Row kernels of the MoE exchange on device memory that a transport
- *        plugin may export, version 1. Frozen once released: a change is a
- *        new file (swy_devmoe_v2.h), or fields appended at the end under
- *        the versioning rule of docs/architecture.md.
+ *        plugin may export, version 1.
+ *
+ * Frozen from 0.1.0 on: no field of a struct here is removed, reordered,
+ * retyped or given a new meaning; a struct only grows at its end, by
+ * fields whose zero (or NULL) means what the struct meant before they
+ * existed, and every reader follows the struct_size rule of
+ * swy_common.h. A change that cannot be made that way is a new file
+ * (swy_devmoe_v2.h) with a new symbol.
  *
  * lib/moe (moe.h) moves rows between a framework's token-side and
  * expert-side buffers and the all-to-all buffers: it copies each token

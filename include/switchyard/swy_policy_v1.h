@@ -1,7 +1,13 @@
 /**
  * @file swy_policy_v1.h
- * @brief Scheduling policy plugin ABI, version 1. Frozen: a change is a new
- *        file (swy_policy_v2.h), never an edit.
+ * @brief Scheduling policy plugin ABI, version 1.
+ *
+ * Frozen from 0.1.0 on: no field of a struct here is removed, reordered,
+ * retyped or given a new meaning; a struct only grows at its end, by
+ * fields whose zero (or NULL) means what the struct meant before they
+ * existed, and every reader follows the struct_size rule of
+ * swy_common.h. A change that cannot be made that way is a new file
+ * (swy_policy_v2.h) with a new symbol.
  *
  * A policy decides, per peer link, in which order ready send micro-ops
  * leave (compare) and whether the next one may leave now (admit). Built-in
@@ -24,7 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "swy_transport_v1.h" /* swy_log_level_t */
+#include "switchyard.h"
+#include "swy_common.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,8 +40,10 @@ extern "C" {
 #define SWY_POLICY_ABI_V1 1u
 #define SWY_POLICY_PLUGIN_SYMBOL_V1 "swy_policy_plugin_v1"
 
-/** A ready send micro-op. */
+/** A ready send micro-op, written by the host for one call. */
 typedef struct {
+    uint32_t struct_size;     /**< the host's sizeof: a plugin reads a
+                                   field past it as absent (zero) */
     int priority;             /**< of its op; higher first */
     int64_t order;            /**< tie-break within a priority, lower first */
     uint32_t op_seq;          /**< op sequence number (submission order) */
@@ -48,8 +57,10 @@ typedef struct {
                                    by it to give each op an equal share */
 } swy_policy_uop_v1_t;
 
-/** The link of a candidate micro-op, seen from that candidate. */
+/** The link of a candidate micro-op, seen from that candidate, written
+ *  by the host for one call. */
 typedef struct {
+    uint32_t struct_size;        /**< the host's sizeof, as above */
     int peer;
     size_t inflight_bytes;       /**< all priorities */
     size_t inflight_le_bytes;    /**< priority <= the candidate's */
@@ -67,8 +78,7 @@ typedef struct {
     /** The links that share this one's way out of the rank: for a peer on
      *  another host, every link of this rank to another host (they leave
      *  through one network uplink, where a micro-op waits behind all the
-     *  others queued there); for a peer on this host, this link alone.
-     *  (Added at the end of v1: older plugins do not read them.) */
+     *  others queued there); for a peer on this host, this link alone. */
     size_t uplink_inflight_bytes;    /**< all priorities */
     size_t uplink_inflight_le_bytes; /**< priority <= the candidate's */
     /** About 4 ms of this link's own bandwidth (not its share of an

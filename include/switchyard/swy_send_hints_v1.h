@@ -1,8 +1,14 @@
 /**
  * @file swy_send_hints_v1.h
  * @brief Sends with hints from the scheduler, an optional table a
- *        transport plugin may export, version 1. Frozen once released: a
- *        change is a new file (swy_send_hints_v2.h).
+ *        transport plugin may export, version 1.
+ *
+ * Frozen from 0.1.0 on: no field of a struct here is removed, reordered,
+ * retyped or given a new meaning; a struct only grows at its end, by
+ * fields whose zero (or NULL) means what the struct meant before they
+ * existed, and every reader follows the struct_size rule of
+ * swy_common.h. A change that cannot be made that way is a new file
+ * (swy_send_hints_v2.h) with a new symbol.
  *
  * A plugin that can do better with a hint about a send exports
  * `const swy_send_hints_v1_t swy_send_hints_plugin_v1` next to

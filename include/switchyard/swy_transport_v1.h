@@ -1,7 +1,13 @@
 /**
  * @file swy_transport_v1.h
- * @brief Transport plugin ABI, version 1. Frozen: a change is a new file
- *        (swy_transport_v2.h), never an edit.
+ * @brief Transport plugin ABI, version 1.
+ *
+ * Frozen from 0.1.0 on: no field of a struct here is removed, reordered,
+ * retyped or given a new meaning; a struct only grows at its end, by
+ * fields whose zero (or NULL) means what the struct meant before they
+ * existed, and every reader follows the struct_size rule of
+ * swy_common.h. A change that cannot be made that way is a new file
+ * (swy_transport_v2.h) with a new symbol.
  *
  * A plugin is a shared object named `swy-transport-<name>.so` that exports
  * `const swy_transport_v1_t swy_transport_plugin_v1`. It does not link
@@ -22,6 +28,7 @@
 #include <stdint.h>
 
 #include "switchyard.h"
+#include "swy_common.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,31 +38,6 @@ extern "C" {
 #define SWY_TRANSPORT_PLUGIN_SYMBOL_V1 "swy_transport_plugin_v1"
 #define SWY_TRANSPORT_TAG_BITS 48
 #define SWY_TRANSPORT_TAG_MASK ((UINT64_C(1) << SWY_TRANSPORT_TAG_BITS) - 1)
-
-/** Memory types (bit numbers for swy_transport_caps_v1_t.mem_types). */
-typedef enum {
-    SWY_MEM_HOST = 0,
-    SWY_MEM_CUDA = 1,
-    SWY_MEM_NTYPES
-} swy_mem_type_t;
-
-/** Link classes between two ranks (see lib/topo). */
-typedef enum {
-    SWY_LINK_SELF = 0,
-    SWY_LINK_SAME_NUMA = 1,
-    SWY_LINK_SAME_NODE = 2,
-    SWY_LINK_CROSS_NODE = 3,
-    SWY_LINK_NCLASSES
-} swy_link_class_t;
-
-/** Log levels for the host's log function. */
-typedef enum {
-    SWY_LOG_ERROR = 1,
-    SWY_LOG_WARN = 2,
-    SWY_LOG_INFO = 3,
-    SWY_LOG_DEBUG = 4,
-    SWY_LOG_TRACE = 5
-} swy_log_level_t;
 
 /** What the host offers a plugin. Valid until finalize(). */
 typedef struct {
@@ -71,10 +53,15 @@ typedef struct {
     void (*free)(void *ptr);
     int rank;   /**< this rank in the communicator */
     int nranks; /**< communicator size */
+    /** The library's parser of sizes ("512K", "63KiB", "1M": powers of
+     *  1024): 0 with *value_p set, or -1 when text is not a size. */
+    int (*size_parse)(const char *text, size_t *value_p);
 } swy_transport_host_v1_t;
 
-/** What a transport can do. */
+/** What a transport can do: the host sets struct_size (and zeroes the
+ *  rest), query() writes what that covers (swy_struct_export()). */
 typedef struct {
+    uint32_t struct_size;               /**< the host's sizeof */
     uint32_t mem_types;                 /**< bit mask of 1u << swy_mem_type_t */
     int score[SWY_LINK_NCLASSES];       /**< preference per link class; <= 0:
                                              cannot reach that class */
@@ -90,6 +77,14 @@ typedef struct swy_transport_v1 {
     uint32_t abi_version; /**< SWY_TRANSPORT_ABI_V1 */
     uint32_t struct_size; /**< sizeof(swy_transport_v1_t) */
     const char *name;     /**< e.g. "ucx" */
+    /** The plugin's own SWY_<NAME>_* variables, config_count entries of
+     *  config_var_size bytes (sizeof(swy_config_var_v1_t)), or NULL. The
+     *  host adds them to its table when it loads the plugin, before
+     *  init(): config_get() then knows them, swy-info -c lists them, and
+     *  an unknown SWY_<NAME>_* variable warns. */
+    const swy_config_var_v1_t *config;
+    uint32_t config_count;
+    uint32_t config_var_size;
 
     /** Create a context for one communicator. */
     swy_status_t (*init)(const swy_transport_host_v1_t *host, void **ctx_p);

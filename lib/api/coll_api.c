@@ -10,6 +10,7 @@
 #include "api/comm_impl.h"
 #include "coll/coll.h"
 #include "transport/device.h"
+#include "util/abi.h"
 #include "util/alloc.h"
 
 #define SWY_PRIO_MAX 1000
@@ -19,15 +20,30 @@ static const char *attr_name(const swy_op_attr_t *attr)
     return attr != NULL && attr->name != NULL ? attr->name : "";
 }
 
-/* Common checks; fills the priority and order. */
+/* Common checks; fills the priority and order. A caller's attr is read
+ * once, by the struct_size rule, into *copy, and *attr_p then points
+ * there: everything after reads this library's layout. */
 static swy_status_t check_common(const char *fn, swy_comm_t comm,
                                  swy_coll_kind_t kind, int dtype,
-                                 const swy_op_attr_t *attr, int *prio_p,
+                                 const swy_op_attr_t **attr_p,
+                                 swy_op_attr_t *copy, int *prio_p,
                                  int64_t *order_p)
 {
     swy_err_clear();
     if (comm == NULL)
         return swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: comm is NULL", fn);
+    const swy_op_attr_t *attr = *attr_p;
+    if (attr != NULL) {
+        if (swy_struct_import(copy, sizeof(*copy), attr, attr->struct_size,
+                              SWY_OP_ATTR_SIZE_V1) != 0)
+            return swy_err_set(SWY_ERR_INVALID_ARG, "api",
+                               "%s: attr->struct_size %zu is below the %zu "
+                               "bytes of swy_op_attr_t's first release "
+                               "(initialize it with SWY_OP_ATTR_INIT)", fn,
+                               attr->struct_size,
+                               (size_t)SWY_OP_ATTR_SIZE_V1);
+        attr = *attr_p = copy;
+    }
     if (!swy_dtype_valid(dtype))
         return swy_err_set(SWY_ERR_INVALID_ARG, "api",
                            "%s: dtype %d is not a swy_dtype_t", fn, dtype);
@@ -566,8 +582,10 @@ swy_status_t swy_alltoallv(const void *sendbuf, const size_t *sendcounts,
     static const char fn[] = "swy_alltoallv";
     int prio = 0;
     int64_t order = 0;
+    swy_op_attr_t attr_copy;
+
     swy_status_t status = check_common(fn, comm, SWY_COLL_ALLTOALLV, dtype,
-                                       attr, &prio, &order);
+                                       &attr, &attr_copy, &prio, &order);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
     const char *null = a2a_null_array(sendcounts, sdispls, recvcounts,
@@ -629,8 +647,10 @@ swy_status_t swy_alltoallv_chunks(const void *sendbuf,
     static const char fn[] = "swy_alltoallv_chunks";
     int prio = 0;
     int64_t order = 0;
+    swy_op_attr_t attr_copy;
+
     swy_status_t status = check_common(fn, comm, SWY_COLL_ALLTOALLV, dtype,
-                                       attr, &prio, &order);
+                                       &attr, &attr_copy, &prio, &order);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
     const char *null = a2a_null_array(sendcounts, sdispls, recvcounts,
@@ -724,8 +744,10 @@ swy_status_t swy_allreduce(const void *sendbuf, void *recvbuf, size_t count,
     static const char fn[] = "swy_allreduce";
     int prio = 0;
     int64_t order = 0;
+    swy_op_attr_t attr_copy;
+
     swy_status_t status = check_common(fn, comm, SWY_COLL_ALLREDUCE, dtype,
-                                       attr, &prio, &order);
+                                       &attr, &attr_copy, &prio, &order);
     if (status == SWY_OK)
         status = check_redop(fn, op);
     if (status == SWY_OK)
@@ -750,8 +772,10 @@ swy_status_t swy_allgather(const void *sendbuf, void *recvbuf, size_t count,
     static const char fn[] = "swy_allgather";
     int prio = 0;
     int64_t order = 0;
+    swy_op_attr_t attr_copy;
+
     swy_status_t status = check_common(fn, comm, SWY_COLL_ALLGATHER, dtype,
-                                       attr, &prio, &order);
+                                       &attr, &attr_copy, &prio, &order);
     if (status == SWY_OK)
         status = check_blocks(fn, "count", count, comm->nranks,
                               swy_dtype_size(dtype));
@@ -775,8 +799,10 @@ swy_status_t swy_broadcast(void *buf, size_t count, swy_dtype_t dtype,
     static const char fn[] = "swy_broadcast";
     int prio = 0;
     int64_t order = 0;
+    swy_op_attr_t attr_copy;
+
     swy_status_t status = check_common(fn, comm, SWY_COLL_BROADCAST, dtype,
-                                       attr, &prio, &order);
+                                       &attr, &attr_copy, &prio, &order);
     if (status == SWY_OK)
         status = check_root(fn, comm, root);
     if (status == SWY_OK)
@@ -800,7 +826,10 @@ static swy_status_t p2p(const char *fn, swy_coll_kind_t kind, void *buf,
 {
     int prio = 0;
     int64_t order = 0;
-    swy_status_t status = check_common(fn, comm, kind, dtype, attr, &prio,
+    swy_op_attr_t attr_copy;
+
+    swy_status_t status = check_common(fn, comm, kind, dtype, &attr,
+                                       &attr_copy, &prio,
                                        &order);
     int any = kind == SWY_COLL_RECV && peer == SWY_ANY_SOURCE;
     if (status == SWY_OK && !any && (peer < 0 || peer >= comm->nranks))
@@ -864,8 +893,10 @@ swy_status_t swy_barrier(swy_comm_t comm)
 {
     int prio = 0;
     int64_t order = 0;
+    const swy_op_attr_t *no_attr = NULL;
     swy_status_t status = check_common("swy_barrier", comm, SWY_COLL_BARRIER,
-                                       SWY_UINT8, NULL, &prio, &order);
+                                       SWY_UINT8, &no_attr, NULL, &prio,
+                                       &order);
     if (status != SWY_OK)
         return swy_api_fail(comm, status);
     swy_coll_args_t args = {.kind = SWY_COLL_BARRIER, .dtype = SWY_UINT8,
@@ -882,8 +913,11 @@ swy_status_t swy_reduce_scatter(const void *sendbuf, void *recvbuf,
     static const char fn[] = "swy_reduce_scatter";
     int prio = 0;
     int64_t order = 0;
+    swy_op_attr_t attr_copy;
+
     swy_status_t status = check_common(fn, comm, SWY_COLL_REDUCE_SCATTER,
-                                       dtype, attr, &prio, &order);
+                                       dtype, &attr, &attr_copy, &prio,
+                                       &order);
     if (status == SWY_OK)
         status = check_redop(fn, op);
     if (status == SWY_OK)
@@ -913,8 +947,10 @@ swy_status_t swy_allgatherv(const void *sendbuf, size_t sendcount,
     int prio = 0;
     int64_t order = 0;
     size_t recv_total = 0;
+    swy_op_attr_t attr_copy;
+
     swy_status_t status = check_common(fn, comm, SWY_COLL_ALLGATHERV, dtype,
-                                       attr, &prio, &order);
+                                       &attr, &attr_copy, &prio, &order);
     if (status == SWY_OK && (recvcounts == NULL || rdispls == NULL))
         status = swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: %s is NULL",
                              fn, recvcounts == NULL ? "recvcounts"
@@ -954,8 +990,10 @@ swy_status_t swy_reduce(const void *sendbuf, void *recvbuf, size_t count,
     static const char fn[] = "swy_reduce";
     int prio = 0;
     int64_t order = 0;
+    swy_op_attr_t attr_copy;
+
     swy_status_t status = check_common(fn, comm, SWY_COLL_REDUCE, dtype,
-                                       attr, &prio, &order);
+                                       &attr, &attr_copy, &prio, &order);
     if (status == SWY_OK)
         status = check_redop(fn, op);
     if (status == SWY_OK)
@@ -988,7 +1026,10 @@ static swy_status_t gather_scatter(const char *fn, swy_coll_kind_t kind,
     int prio = 0;
     int64_t order = 0;
     int gather = kind == SWY_COLL_GATHER;
-    swy_status_t status = check_common(fn, comm, kind, dtype, attr, &prio,
+    swy_op_attr_t attr_copy;
+
+    swy_status_t status = check_common(fn, comm, kind, dtype, &attr,
+                                       &attr_copy, &prio,
                                        &order);
     if (status == SWY_OK)
         status = check_root(fn, comm, root);

@@ -116,9 +116,7 @@ swy_status_t swy_api_devcoll_split(swy_comm_t parent, int color, int key,
     void *pd[2], *cd[2] = {NULL, NULL};
     if (dc == NULL)
         return SWY_OK;
-    if (dc->struct_size < offsetof(swy_devcoll_v1_t, comm_split) +
-                              sizeof(dc->comm_split) ||
-        dc->comm_split == NULL) {
+    if (dc->comm_split == NULL) { /* optional */
         /* The child makes its own, over its ranks (all here). */
         if (child != NULL)
             swy_api_devcoll_eager(child);

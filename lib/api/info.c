@@ -5,28 +5,33 @@
 #include <string.h>
 
 #include "api/comm_impl.h"
+#include "util/abi.h"
 #include "util/config.h"
 
 swy_status_t swy_comm_peer_info(swy_comm_t comm, int peer,
-                                swy_peer_info_t *info)
+                                swy_peer_info_t *given)
 {
     static const char fn[] = "swy_comm_peer_info";
     swy_err_clear();
-    if (comm == NULL || info == NULL)
+    if (comm == NULL || given == NULL)
         return swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: %s is NULL", fn,
                            comm == NULL ? "comm" : "info");
-    if (info->struct_size != sizeof(*info))
+    if (given->struct_size < SWY_PEER_INFO_SIZE_V1)
         return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
-                            "%s: struct_size %zu, expected %zu (set it to "
-                            "sizeof(swy_peer_info_t))", fn, info->struct_size,
-                            sizeof(*info)));
+                            "%s: struct_size %zu is below the %zu bytes of "
+                            "swy_peer_info_t's first release (set it to "
+                            "sizeof(swy_peer_info_t))", fn,
+                            given->struct_size,
+                            (size_t)SWY_PEER_INFO_SIZE_V1));
+    /* Filled in whole here; the caller gets what its struct_size covers. */
+    swy_peer_info_t all, *info = &all;
     if (peer < 0 || peer >= comm->nranks)
         return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
                             "%s: peer %d out of range 0..%d", fn, peer,
                             comm->nranks - 1));
     const swy_topo_local_t *them = swy_topo_rank_info(comm->topo, peer);
     memset(info, 0, sizeof(*info));
-    info->struct_size = sizeof(*info);
+    info->struct_size = given->struct_size;
     snprintf(info->hostname, sizeof(info->hostname), "%s", them->hostname);
     info->node = swy_topo_node_of(comm->topo, peer);
     info->numa = them->numa;
@@ -46,6 +51,8 @@ swy_status_t swy_comm_peer_info(swy_comm_t comm, int peer,
             tp->ops->describe_peer(tp->ctx, lpeer, info->path,
                                    sizeof(info->path));
     }
+    swy_struct_export(given, given->struct_size, info, sizeof(*info),
+                      SWY_PEER_INFO_SIZE_V1);
     return SWY_OK;
 }
 
@@ -125,6 +132,8 @@ swy_status_t swy_describe(const char *what, char *buf, size_t len)
                                          : "len is 0");
     buf[0] = '\0';
     if (strcmp(what, "config") == 0) {
+        /* The plugins' variables too: they are known once loaded. */
+        swy_transport_plugins_config();
         text_t t = {buf, len, 0};
         t.at = (size_t)snprintf(buf, len, "%s\n\n", SWY_CONFIG_RULE);
         swy_config_foreach(config_line, &t);

@@ -138,7 +138,8 @@ swy_status_t swy_comm_split(swy_comm_t comm, int color, int key,
     if (all == NULL)
         return swy_api_fail(comm, swy_err_set(SWY_ERR_NO_MEMORY, "api",
                                               "out of memory"));
-    swy_op_attr_t attr = {.priority = -1, .name = "swy_comm_split"};
+    swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+    attr.name = "swy_comm_split";
     swy_status_t status = swy_allgather(&mine, all, sizeof(mine), SWY_UINT8,
                                         comm, &attr, NULL);
     swy_comm_t child = NULL;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "switchyard/load.h"
+#include "util/abi.h"
 #include "util/alloc.h"
 #include "util/status.h"
 
@@ -18,16 +19,10 @@ static const char subsys[] = "load";
 #define BAD(...) swy_err_set(SWY_ERR_INVALID_ARG, subsys,                   \
                              "swy_load_placement_plan: " __VA_ARGS__)
 
-/* struct_size of the config and the plan before the move-cost fields
- * were appended: such callers get horizon_steps 0 (moves free). */
-#define CONFIG_SIZE_V1 offsetof(swy_load_placement_config_t, horizon_steps)
-#define PLAN_SIZE_V1 offsetof(swy_load_placement_t, move_cost_s)
-
+/* c is this library's copy of the caller's config (the struct_size rule
+ * already applied). */
 static swy_status_t check_config(const swy_load_placement_config_t *c)
 {
-    if (c->struct_size != sizeof(*c) && c->struct_size != CONFIG_SIZE_V1)
-        return BAD("cfg->struct_size %zu, expected %zu (or %zu)",
-                   c->struct_size, sizeof(*c), (size_t)CONFIG_SIZE_V1);
     if (c->n_ranks < 1 || c->experts_per_rank < 1)
         return BAD("n_ranks %d and experts_per_rank %d must be >= 1",
                    c->n_ranks, c->experts_per_rank);
@@ -51,8 +46,6 @@ static swy_status_t check_config(const swy_load_placement_config_t *c)
         return BAD("pack_slack %g must be >= 0", c->pack_slack);
     if (c->fixed_slots != 0 && c->fixed_slots != 1)
         return BAD("fixed_slots %d must be 0 or 1", c->fixed_slots);
-    if (c->struct_size == CONFIG_SIZE_V1)
-        return SWY_OK;
     if (c->horizon_steps < 0)
         return BAD("horizon_steps %d must be >= 0", c->horizon_steps);
     if (!(c->move_bytes >= 0) || !isfinite(c->move_bytes))
@@ -252,10 +245,24 @@ swy_status_t swy_load_placement_plan(const swy_load_placement_config_t *cfg,
         return BAD("%s is NULL", cfg == NULL    ? "cfg"
                                  : load == NULL ? "load"
                                                 : "out");
+    /* Both structs are read once into this library's layout; the plan
+     * goes back to the caller covering its struct_size only. */
+    swy_load_placement_config_t cfg_copy;
+    if (swy_struct_import(&cfg_copy, sizeof(cfg_copy), cfg, cfg->struct_size,
+                          SWY_LOAD_PLACEMENT_CONFIG_SIZE_V1) != 0)
+        return BAD("cfg->struct_size %zu is below the %zu bytes of the "
+                   "config's first release (start from "
+                   "SWY_LOAD_PLACEMENT_CONFIG_INIT)", cfg->struct_size,
+                   (size_t)SWY_LOAD_PLACEMENT_CONFIG_SIZE_V1);
+    cfg = &cfg_copy;
     SWY_CHECK(check_config(cfg));
-    if (out->struct_size != sizeof(*out) && out->struct_size != PLAN_SIZE_V1)
-        return BAD("out->struct_size %zu, expected %zu (or %zu)",
-                   out->struct_size, sizeof(*out), (size_t)PLAN_SIZE_V1);
+    swy_load_placement_t plan, *given = out;
+    if (swy_struct_import(&plan, sizeof(plan), given, given->struct_size,
+                          SWY_LOAD_PLACEMENT_SIZE_V1) != 0)
+        return BAD("out->struct_size %zu is below the %zu bytes of the "
+                   "plan's first release (set it to sizeof)",
+                   given->struct_size, (size_t)SWY_LOAD_PLACEMENT_SIZE_V1);
+    out = &plan;
     int W = cfg->n_ranks, E = W * cfg->experts_per_rank;
     double total = 0.0;
     for (int e = 0; e < E; e++) {
@@ -328,8 +335,7 @@ swy_status_t swy_load_placement_plan(const swy_load_placement_config_t *cfg,
      * plan stands: moves whose gain over the horizon does not exceed their
      * bytes would send experts back and forth on predicted loads' noise.
      * The shadows are chosen either way (their cost is in the latency). */
-    int horizon = cfg->struct_size == CONFIG_SIZE_V1 ? 0
-                                                     : cfg->horizon_steps;
+    int horizon = cfg->horizon_steps;
     double move_cost = n_moved * move_bytes(cfg) / cfg->link_bandwidth;
     double move_gain = horizon * (lat_shadow - lat_after);
     int kept_back = 0;
@@ -355,11 +361,11 @@ swy_status_t swy_load_placement_plan(const swy_load_placement_config_t *cfg,
     out->latency_before_s = lat_before;
     out->latency_shadow_s = lat_shadow;
     out->latency_after_s = lat_after;
-    if (out->struct_size != PLAN_SIZE_V1) {
-        out->move_cost_s = move_cost;
-        out->move_gain_s = move_gain;
-        out->moves_kept_back = kept_back;
-    }
+    out->move_cost_s = move_cost;
+    out->move_gain_s = move_gain;
+    out->moves_kept_back = kept_back;
+    swy_struct_export(given, given->struct_size, out, sizeof(*out),
+                      SWY_LOAD_PLACEMENT_SIZE_V1);
 out:
     swy_free(scratch);
     swy_free(slots);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "load/load_impl.h"
+#include "util/abi.h"
 #include "util/alloc.h"
 #include "util/status.h"
 
@@ -23,9 +24,6 @@ static swy_status_t check_config(const swy_load_predictor_config_t *c,
 {
 #define BAD(...) swy_err_set(SWY_ERR_INVALID_ARG, subsys,                   \
                              "swy_load_predictor_create: " __VA_ARGS__)
-    if (c->struct_size != sizeof(*c))
-        return BAD("struct_size %zu, expected %zu", c->struct_size,
-                   sizeof(*c));
     if (n_experts < 1)
         return BAD("n_experts %d < 1", n_experts);
     if (c->normalize != 0 && c->normalize != 1)
@@ -74,6 +72,15 @@ swy_status_t swy_load_predictor_create(const swy_load_predictor_config_t *cfg,
         return swy_err_set(SWY_ERR_INVALID_ARG, subsys,
                            "swy_load_predictor_create: %s is NULL",
                            cfg == NULL ? "cfg" : "pred_p");
+    swy_load_predictor_config_t cfg_copy;
+    if (swy_struct_import(&cfg_copy, sizeof(cfg_copy), cfg, cfg->struct_size,
+                          SWY_LOAD_PREDICTOR_CONFIG_SIZE_V1) != 0)
+        return swy_err_set(SWY_ERR_INVALID_ARG, subsys,
+                           "swy_load_predictor_create: struct_size %zu is "
+                           "below the %zu bytes of the config's first "
+                           "release", cfg->struct_size,
+                           (size_t)SWY_LOAD_PREDICTOR_CONFIG_SIZE_V1);
+    cfg = &cfg_copy;
     SWY_CHECK(check_config(cfg, n_experts));
     struct swy_load_predictor *p = swy_calloc(1, sizeof(*p));
     if (p == NULL)

@@ -8,21 +8,27 @@
 #include <stdlib.h>
 
 #include "switchyard/load.h"
+#include "util/abi.h"
 #include "util/alloc.h"
 #include "util/status.h"
 
 static const char subsys[] = "load";
 
-/* The checks both entry points make; fn names the caller. */
+/* The checks both entry points make; fn names the caller. The caller's
+ * config is read into *cfg by the struct_size rule. */
 static swy_status_t check_input(const char *fn,
-                                const swy_load_state_config_t *cfg,
+                                const swy_load_state_config_t *given,
+                                swy_load_state_config_t *cfg,
                                 const double *series, int n_steps,
                                 int n_experts)
 {
-    if (cfg->struct_size != sizeof(*cfg))
+    if (swy_struct_import(cfg, sizeof(*cfg), given, given->struct_size,
+                          SWY_LOAD_STATE_CONFIG_SIZE_V1) != 0)
         return swy_err_set(SWY_ERR_INVALID_ARG, subsys,
-                           "%s: struct_size %zu, expected %zu", fn,
-                           cfg->struct_size, sizeof(*cfg));
+                           "%s: struct_size %zu is below the %zu bytes of "
+                           "the config's first release", fn,
+                           given->struct_size,
+                           (size_t)SWY_LOAD_STATE_CONFIG_SIZE_V1);
     if (n_steps < 1 || n_experts < 1)
         return swy_err_set(SWY_ERR_INVALID_ARG, subsys,
                            "%s: n_steps %d, n_experts %d: each must be >= 1",
@@ -93,7 +99,9 @@ swy_status_t swy_load_state(const swy_load_state_config_t *cfg,
         return swy_err_set(SWY_ERR_INVALID_ARG, subsys, "%s: %s is NULL", fn,
                            cfg == NULL ? "cfg" : series == NULL ? "series"
                                                                 : "state_p");
-    SWY_CHECK(check_input(fn, cfg, series, n_steps, n_experts));
+    swy_load_state_config_t cfg_copy;
+    SWY_CHECK(check_input(fn, cfg, &cfg_copy, series, n_steps, n_experts));
+    cfg = &cfg_copy;
     size_t total = (size_t)n_steps * n_experts;
     double *sm = swy_calloc(total, sizeof(double));
     unsigned char *calm = swy_calloc((size_t)n_steps, 1);
@@ -133,15 +141,16 @@ static int by_value(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
-swy_status_t swy_load_state_calibrate(swy_load_state_config_t *cfg,
+swy_status_t swy_load_state_calibrate(swy_load_state_config_t *given,
                                       const double *series, int n_steps,
                                       int n_experts, double quantile)
 {
     static const char fn[] = "swy_load_state_calibrate";
-    if (cfg == NULL || series == NULL)
+    if (given == NULL || series == NULL)
         return swy_err_set(SWY_ERR_INVALID_ARG, subsys, "%s: %s is NULL", fn,
-                           cfg == NULL ? "cfg" : "series");
-    SWY_CHECK(check_input(fn, cfg, series, n_steps, n_experts));
+                           given == NULL ? "cfg" : "series");
+    swy_load_state_config_t cfg_copy, *cfg = &cfg_copy;
+    SWY_CHECK(check_input(fn, given, cfg, series, n_steps, n_experts));
     if (!(quantile > 0.0 && quantile <= 1.0))
         return swy_err_set(SWY_ERR_INVALID_ARG, subsys, "%s: quantile %g "
                            "must be in (0, 1]", fn, quantile);
@@ -173,7 +182,7 @@ swy_status_t swy_load_state_calibrate(swy_load_state_config_t *cfg,
     }
     qsort(ranges, (size_t)n, sizeof(double), by_value);
     int at = (int)ceil(quantile * n) - 1;
-    cfg->max_range = ranges[at < 0 ? 0 : at];
+    given->max_range = ranges[at < 0 ? 0 : at]; /* in every release */
     swy_free(ranges);
     swy_free(sm);
     return SWY_OK;

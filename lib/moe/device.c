@@ -7,6 +7,7 @@
 
 #include "moe/moe_impl.h"
 #include "transport/device.h"
+#include "util/abi.h"
 #include "util/alloc.h"
 #include "util/status.h"
 
@@ -32,14 +33,23 @@ swy_status_t swy_moe_check_mem(const struct swy_moe_plan *plan,
 swy_status_t swy_moe_check_attr(const struct swy_moe_plan *plan,
                                 const swy_op_attr_t *attr, const char *fn)
 {
+    if (attr == NULL)
+        return SWY_OK;
+    swy_op_attr_t a;
+    if (swy_struct_import(&a, sizeof(a), attr, attr->struct_size,
+                          SWY_OP_ATTR_SIZE_V1) != 0)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: attr->struct_size "
+                           "%zu is below the %zu bytes of swy_op_attr_t's "
+                           "first release (initialize it with "
+                           "SWY_OP_ATTR_INIT)", fn, attr->struct_size,
+                           (size_t)SWY_OP_ATTR_SIZE_V1);
     /* With host rows a stream orders nothing, as with host buffers in
      * the collectives: it is ignored. */
-    if (attr == NULL || attr->stream == NULL ||
-        attr->stream == plan->stream || plan->dev == NULL)
+    if (a.stream == NULL || a.stream == plan->stream || plan->dev == NULL)
         return SWY_OK;
     return swy_err_set(SWY_ERR_INVALID_ARG, "moe", "%s: attr->stream %p is "
                        "not the plan's stream %p (a plan's device work is "
-                       "ordered on one stream: pass NULL)", fn, attr->stream,
+                       "ordered on one stream: pass NULL)", fn, a.stream,
                        plan->stream);
 }
 

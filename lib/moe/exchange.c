@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "moe/moe_impl.h"
+#include "util/abi.h"
 #include "util/alloc.h"
 #include "util/copy.h"
 #include "util/status.h"
@@ -69,15 +70,18 @@ static swy_op_attr_t xchg_attr(const swy_moe_route_t route,
                                size_t name_len)
 {
     swy_op_attr_t a = SWY_OP_ATTR_INIT;
+    /* swy_moe_check_attr() refused a struct_size below the first
+     * release's; a larger one's extra fields are not this library's. */
     if (attr != NULL)
-        a = *attr;
+        swy_struct_import(&a, sizeof(a), attr, attr->struct_size,
+                          SWY_OP_ATTR_SIZE_V1);
+    a.struct_size = sizeof(a);
     a.stream = route->plan->stream; /* NULL for host rows */
     if (a.priority < 0)
         a.priority = SWY_PRIO_HIGH;
-    snprintf(name, name_len, "%s%smoe.%s",
-             attr != NULL && attr->name != NULL ? attr->name : "",
-             attr != NULL && attr->name != NULL ? ":" : "",
-             swy_moe_xchg_name(kind));
+    const char *given = a.name;
+    snprintf(name, name_len, "%s%smoe.%s", given != NULL ? given : "",
+             given != NULL ? ":" : "", swy_moe_xchg_name(kind));
     a.name = name;
     return a;
 }

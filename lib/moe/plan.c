@@ -9,6 +9,7 @@
 
 #include "moe/moe_impl.h"
 #include "transport/device.h"
+#include "util/abi.h"
 #include "util/alloc.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -33,10 +34,6 @@ static const char *const field_names[] = {
 enum { F_DTYPE = 2, F_TOP_K = 3, F_ROWS_MEM = 6 };
 enum { F_STRUCT_SIZE = 7, F_CFG, F_PLAN_P, F_CAPACITY, F_TOTAL, F_STREAM };
 
-/* struct_size of a swy_moe_config_t from before rows_mem and stream: a
- * host plan. */
-#define CONFIG_V1_SIZE offsetof(swy_moe_config_t, rows_mem)
-
 static const char fn[] = "swy_moe_plan_create";
 
 /* Local validation; fills the record's fault fields on failure. */
@@ -55,15 +52,13 @@ static swy_status_t check_local(const swy_moe_config_t *given,
         FAULT(SWY_ERR_INVALID_ARG, F_CFG, 0, "%s: cfg is NULL", fn);
     if (plan_p == NULL)
         FAULT(SWY_ERR_INVALID_ARG, F_PLAN_P, 0, "%s: plan_p is NULL", fn);
-    if (given->struct_size != sizeof(swy_moe_config_t) &&
-        given->struct_size != CONFIG_V1_SIZE)
+    if (swy_struct_import(cfg, sizeof(*cfg), given, given->struct_size,
+                          SWY_MOE_CONFIG_SIZE_V1) != 0)
         FAULT(SWY_ERR_INVALID_ARG, F_STRUCT_SIZE, given->struct_size,
-              "%s: cfg->struct_size %zu, this library's swy_moe_config_t "
-              "has %zu (built against another moe.h?)", fn,
-              given->struct_size, sizeof(swy_moe_config_t));
-    /* An older caller's config ends before rows_mem: host rows. */
-    memset(cfg, 0, sizeof(*cfg));
-    memcpy(cfg, given, given->struct_size);
+              "%s: cfg->struct_size %zu is below the %zu bytes of "
+              "swy_moe_config_t's first release (start from "
+              "SWY_MOE_CONFIG_INIT)", fn, given->struct_size,
+              (size_t)SWY_MOE_CONFIG_SIZE_V1);
     cfg->struct_size = sizeof(*cfg);
     const int values[7] = {cfg->experts_per_rank, cfg->hidden,
                            (int)cfg->dtype, cfg->top_k, cfg->pipeline_degree,

@@ -11,6 +11,7 @@
 
 #include "moe/moe_impl.h"
 #include "transport/device.h"
+#include "util/abi.h"
 #include "util/alloc.h"
 #include "util/status.h"
 
@@ -351,14 +352,9 @@ swy_status_t swy_moe_route_layout(swy_moe_route_t route,
         return swy_err_set(SWY_ERR_INVALID_ARG, "moe",
                            "swy_moe_route_layout: %s is NULL",
                            route == NULL ? "route" : "layout");
-    if (layout->struct_size != sizeof(swy_moe_layout_t))
-        return swy_err_set(SWY_ERR_INVALID_ARG, "moe",
-                           "swy_moe_route_layout: layout->struct_size %zu, "
-                           "this library's swy_moe_layout_t has %zu",
-                           layout->struct_size, sizeof(swy_moe_layout_t));
     const struct swy_moe_plan *plan = route->plan;
-    *layout = (swy_moe_layout_t){
-        .struct_size = sizeof(swy_moe_layout_t),
+    const swy_moe_layout_t out = {
+        .struct_size = layout->struct_size,
         .nranks = route->W,
         .num_local_experts = route->nl,
         .num_experts = plan->n_experts,
@@ -374,6 +370,13 @@ swy_status_t swy_moe_route_layout(swy_moe_route_t route,
         .block_offset = route->exp_off,
         .slot_row = route->slot_row,
     };
+    if (swy_struct_export(layout, layout->struct_size, &out, sizeof(out),
+                          SWY_MOE_LAYOUT_SIZE_V1) != 0)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "moe",
+                           "swy_moe_route_layout: layout->struct_size %zu is "
+                           "below the %zu bytes of swy_moe_layout_t's first "
+                           "release (set it to sizeof)", layout->struct_size,
+                           (size_t)SWY_MOE_LAYOUT_SIZE_V1);
     return SWY_OK;
 }
 

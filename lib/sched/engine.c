@@ -373,6 +373,8 @@ swy_status_t swy_sched_configure(swy_sched_t *s, const char *name,
         if (status == SWY_OK) {
             swy_policy_unload(&s->policy);
             s->policy = fresh;
+            if (s->policy.ops == &fresh.table) /* a plugin's: its copy */
+                s->policy.ops = &s->policy.table;
         }
     } else if (strcmp(name, "SWY_PARTITION_BYTES") == 0) {
         status = parse_size_setting(name, value, s->auto_partition_bytes,

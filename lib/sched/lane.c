@@ -187,12 +187,12 @@ static int lane_admit(swy_sched_t *s, const swy_launch_t *l, size_t bytes)
     const struct swy_request *op = l->op;
     uint32_t oldest = swy_sched_oldest_op(op->comm);
     swy_policy_uop_v1_t view = {
-        .priority = p, .order = op->order, .op_seq = op->eseq,
+        .struct_size = sizeof(view), .priority = p, .order = op->order, .op_seq = op->eseq,
         .ready_index = l->ready_index, .ready_ns = l->ready_ns,
         .bytes = bytes, .peer = -1,
         .op_inflight_bytes = op->lane_inflight};
     swy_policy_link_v1_t lv = {
-        .peer = -1, .inflight_bytes = higher + le,
+        .struct_size = sizeof(lv), .peer = -1, .inflight_bytes = higher + le,
         .inflight_le_bytes = le, .inflight_ge_bytes = higher + same,
         .higher_pending = tally_sum(&s->pending_ops, p, 0) > 0,
         .phase = s->phase, .max_priority_seen = s->max_prio_seen,

@@ -10,7 +10,7 @@ static void policy_view(const swy_uop_t *uop, swy_policy_uop_v1_t *view)
 {
     const struct swy_request *op = uop->op;
     *view = (swy_policy_uop_v1_t){
-        .priority = uop->prio, .order = op->order, .op_seq = op->eseq,
+        .struct_size = sizeof(*view), .priority = uop->prio, .order = op->order, .op_seq = op->eseq,
         .ready_index = uop->emit_index, .ready_ns = uop->ready_ns,
         .bytes = uop->x.bytes, .peer = uop->lpeer,
         .op_inflight_bytes = op->inflight_by_peer[uop->x.peer],
@@ -125,7 +125,7 @@ static int issue_link(swy_sched_t *s, int peer)
         swy_policy_uop_v1_t view;
         policy_view(uop, &view);
         swy_policy_link_v1_t lv = {
-            .peer = peer, .inflight_bytes = link->inflight_bytes,
+            .struct_size = sizeof(lv), .peer = peer, .inflight_bytes = link->inflight_bytes,
             .inflight_le_bytes = tally_sum(&link->inflight_by_prio,
                                            uop->prio, 1),
             .inflight_ge_bytes = tally_sum(&link->inflight_by_prio,

@@ -30,6 +30,7 @@
 
 #include "sched/policy.h"
 #include "transport/transport.h"
+#include "util/abi.h"
 #include "util/alloc.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -187,7 +188,7 @@ BUILTIN(policy_credit, "credit", "priority queue bounded by a credit per "
 const swy_policy_v1_t *const swy_policy_builtins[] = {
     &policy_fifo, &policy_fair, &policy_lina, &policy_credit, NULL};
 
-swy_status_t swy_policy_plugin_open(const char *path,
+swy_status_t swy_policy_plugin_open(const char *path, swy_policy_v1_t *table,
                                     const swy_policy_v1_t **ops_p,
                                     void **dl_handle_p, char *why,
                                     size_t why_len)
@@ -198,22 +199,19 @@ swy_status_t swy_policy_plugin_open(const char *path,
         return SWY_ERR_INVALID_ARG;
     }
     /* Newest ABI first; version 1 is the only one so far. */
-    const swy_policy_v1_t *ops = dlsym(handle, SWY_POLICY_PLUGIN_SYMBOL_V1);
-    if (ops == NULL) {
+    int found = swy_plugin_table(handle, path, SWY_POLICY_PLUGIN_SYMBOL_V1,
+                                 SWY_POLICY_ABI_V1, table, sizeof(*table),
+                                 SWY_POLICY_V1_SIZE_V1, why, why_len);
+    if (found == 0) {
         snprintf(why, why_len, "%s has no symbol %s", path,
                  SWY_POLICY_PLUGIN_SYMBOL_V1);
-    } else if (ops->abi_version != SWY_POLICY_ABI_V1) {
-        snprintf(why, why_len, "%s: wrong policy ABI version %u (expected "
-                 "%u)", path, ops->abi_version, SWY_POLICY_ABI_V1);
-    } else if (ops->struct_size != sizeof(swy_policy_v1_t)) {
-        snprintf(why, why_len, "%s: struct_size %u (expected %zu)", path,
-                 ops->struct_size, sizeof(swy_policy_v1_t));
-    } else if (ops->init == NULL || ops->compare == NULL ||
-               ops->admit == NULL || ops->finalize == NULL ||
-               ops->name == NULL) {
+    } else if (found > 0 &&
+               (table->init == NULL || table->compare == NULL ||
+                table->admit == NULL || table->finalize == NULL ||
+                table->name == NULL)) {
         snprintf(why, why_len, "%s: a required entry point is NULL", path);
-    } else {
-        *ops_p = ops;
+    } else if (found > 0) {
+        *ops_p = table;
         *dl_handle_p = handle;
         return SWY_OK;
     }
@@ -241,7 +239,8 @@ swy_status_t swy_policy_load(const char *name, int rank, int nranks,
         swy_status_t status = swy_plugin_find("policy", name, path,
                                               sizeof(path), why, sizeof(why));
         if (status == SWY_OK)
-            status = swy_policy_plugin_open(path, &policy->ops,
+            status = swy_policy_plugin_open(path, &policy->table,
+                                            &policy->ops,
                                             &policy->dl_handle, why,
                                             sizeof(why));
         if (status != SWY_OK)

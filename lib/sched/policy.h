@@ -5,7 +5,8 @@
 #include "switchyard/swy_policy_v1.h"
 
 typedef struct {
-    const swy_policy_v1_t *ops;
+    const swy_policy_v1_t *ops; /* a built-in, or &table */
+    swy_policy_v1_t table; /* a plugin's table, read by the struct_size rule */
     void *ctx;
     void *dl_handle; /* NULL for a built-in */
     /* It orders by priority (all but fifo and fair): a send below the
@@ -20,8 +21,9 @@ swy_status_t swy_policy_load(const char *name, int rank, int nranks,
                              swy_policy_t *policy);
 void swy_policy_unload(swy_policy_t *policy);
 
-/* Open a policy plugin file and validate its ABI (tests). */
-swy_status_t swy_policy_plugin_open(const char *path,
+/* Open a policy plugin file and validate its ABI (tests); its table is
+ * read into *table, and *ops_p = table on success. */
+swy_status_t swy_policy_plugin_open(const char *path, swy_policy_v1_t *table,
                                     const swy_policy_v1_t **ops_p,
                                     void **dl_handle_p, char *why,
                                     size_t why_len);

@@ -7,7 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "switchyard/swy_transport_v1.h" /* swy_link_class_t */
+#include "switchyard/switchyard.h"
+#include "switchyard/swy_common.h"
 
 #define SWY_TOPO_MAX_GPUS 16
 #define SWY_TOPO_MAX_NICS 16

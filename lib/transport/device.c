@@ -9,6 +9,7 @@
 
 #include "transport/device.h"
 #include "transport/transport.h"
+#include "util/abi.h"
 #include "util/alloc.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -39,63 +40,46 @@ static const char *device_missing_function(const swy_device_v1_t *dev)
 
 int swy_device_has_streams(const swy_device_v1_t *dev)
 {
-    return dev != NULL &&
-           dev->struct_size >= offsetof(swy_device_v1_t, stream_capturing) +
-                                   sizeof(dev->stream_capturing) &&
-           dev->stream_notify != NULL && dev->stream_gate != NULL &&
-           dev->gate_open != NULL && dev->stream_capturing != NULL;
+    return dev != NULL && dev->stream_notify != NULL &&
+           dev->stream_gate != NULL && dev->gate_open != NULL &&
+           dev->stream_capturing != NULL;
 }
 
 swy_status_t swy_device_plugin_symbol(void *dl_handle, const char *path,
+                                      swy_device_v1_t *table,
                                       const swy_device_v1_t **dev_p,
                                       char *why, size_t why_len)
 {
-    dlerror();
-    const swy_device_v1_t *dev = dlsym(dl_handle, SWY_DEVICE_PLUGIN_SYMBOL_V1);
-    if (dev == NULL) {
-        *dev_p = NULL;
-        return SWY_OK;
-    }
-    if (dev->abi_version != SWY_DEVICE_ABI_V1) {
-        snprintf(why, why_len, "plugin %s: wrong ABI version %u of %s "
-                 "(expected %u)", path, dev->abi_version,
-                 SWY_DEVICE_PLUGIN_SYMBOL_V1, SWY_DEVICE_ABI_V1);
-        return SWY_ERR_INVALID_ARG;
-    }
-    /* The table grows at its end: a plugin from before the stream
-     * functions is as valid as one built against this header. */
-    if (dev->struct_size < DEVICE_V1_BASE_SIZE) {
-        snprintf(why, why_len, "plugin %s: struct size %u of %s is below "
-                 "the %zu bytes of its first release", path, dev->struct_size,
-                 SWY_DEVICE_PLUGIN_SYMBOL_V1, (size_t)DEVICE_V1_BASE_SIZE);
-        return SWY_ERR_INVALID_ARG;
-    }
-    const char *missing = device_missing_function(dev);
+    *dev_p = NULL;
+    int found = swy_plugin_table(dl_handle, path, SWY_DEVICE_PLUGIN_SYMBOL_V1,
+                                 SWY_DEVICE_ABI_V1, table, sizeof(*table),
+                                 SWY_DEVICE_V1_SIZE_V1, why, why_len);
+    if (found <= 0)
+        return found == 0 ? SWY_OK : SWY_ERR_INVALID_ARG;
+    const char *missing = device_missing_function(table);
     if (missing != NULL) {
         snprintf(why, why_len, "plugin %s: %s is NULL in %s", path, missing,
                  SWY_DEVICE_PLUGIN_SYMBOL_V1);
         return SWY_ERR_INVALID_ARG;
     }
-    *dev_p = dev;
+    *dev_p = table;
     return SWY_OK;
 }
 
 swy_status_t swy_devcoll_plugin_symbol(void *dl_handle, const char *path,
+                                       swy_devcoll_v1_t *dc,
                                        const swy_devcoll_v1_t **dc_p,
                                        char *why, size_t why_len)
 {
-    dlerror();
-    const swy_devcoll_v1_t *dc = dlsym(dl_handle,
-                                       SWY_DEVCOLL_PLUGIN_SYMBOL_V1);
     *dc_p = NULL;
-    if (dc == NULL)
-        return SWY_OK;
+    int found = swy_plugin_table(dl_handle, path,
+                                 SWY_DEVCOLL_PLUGIN_SYMBOL_V1,
+                                 SWY_DEVCOLL_ABI_V1, dc, sizeof(*dc),
+                                 SWY_DEVCOLL_V1_SIZE_V1, why, why_len);
+    if (found <= 0)
+        return found == 0 ? SWY_OK : SWY_ERR_INVALID_ARG;
     const char *bad = NULL;
-    if (dc->abi_version != SWY_DEVCOLL_ABI_V1)
-        bad = "wrong ABI version";
-    else if (dc->struct_size < sizeof(swy_devcoll_v1_t))
-        bad = "struct size below that of version 1";
-    else if (dc->id_bytes == 0 || dc->id_bytes > SWY_DEVCOLL_ID_MAX)
+    if (dc->id_bytes == 0 || dc->id_bytes > SWY_DEVCOLL_ID_MAX)
         bad = "id_bytes out of 1..SWY_DEVCOLL_ID_MAX";
     else if (dc->name == NULL || dc->unique_id == NULL ||
              dc->comm_init == NULL || dc->comm_destroy == NULL ||
@@ -115,29 +99,24 @@ swy_status_t swy_devcoll_plugin_symbol(void *dl_handle, const char *path,
 /* swy_devmoe_plugin_v1 of an opened plugin, validated as the others:
  * SWY_OK with *dm_p NULL when it is absent. */
 static swy_status_t devmoe_plugin_symbol(void *dl_handle, const char *path,
+                                         swy_devmoe_v1_t *dm,
                                          const swy_devmoe_v1_t **dm_p,
                                          char *why, size_t why_len)
 {
-    dlerror();
-    const swy_devmoe_v1_t *dm = dlsym(dl_handle, SWY_DEVMOE_PLUGIN_SYMBOL_V1);
     *dm_p = NULL;
-    if (dm == NULL)
-        return SWY_OK;
-    const char *bad = NULL;
-    if (dm->abi_version != SWY_DEVMOE_ABI_V1)
-        bad = "wrong ABI version";
-    else if (dm->struct_size < sizeof(swy_devmoe_v1_t))
-        bad = "struct size below that of version 1";
-    else if (dm->name == NULL || dm->alloc == NULL || dm->free_mem == NULL ||
-             dm->upload == NULL || dm->download == NULL ||
-             dm->pack == NULL || dm->pack_bwd == NULL ||
-             dm->gather_rows == NULL || dm->combine_fwd == NULL ||
-             dm->combine_bwd == NULL || dm->error_string == NULL)
-        bad = "a function is NULL";
-    if (bad != NULL) {
-        snprintf(why, why_len, "plugin %s: %s: %s (ABI %u, %u bytes)", path,
-                 SWY_DEVMOE_PLUGIN_SYMBOL_V1, bad, dm->abi_version,
-                 dm->struct_size);
+    int found = swy_plugin_table(dl_handle, path, SWY_DEVMOE_PLUGIN_SYMBOL_V1,
+                                 SWY_DEVMOE_ABI_V1, dm, sizeof(*dm),
+                                 SWY_DEVMOE_V1_SIZE_V1, why, why_len);
+    if (found <= 0)
+        return found == 0 ? SWY_OK : SWY_ERR_INVALID_ARG;
+    if (dm->name == NULL || dm->alloc == NULL || dm->free_mem == NULL ||
+        dm->upload == NULL || dm->download == NULL || dm->pack == NULL ||
+        dm->pack_bwd == NULL || dm->gather_rows == NULL ||
+        dm->combine_fwd == NULL || dm->combine_bwd == NULL ||
+        dm->error_string == NULL) {
+        snprintf(why, why_len, "plugin %s: %s: a function is NULL (ABI %u, "
+                 "%u bytes)", path, SWY_DEVMOE_PLUGIN_SYMBOL_V1,
+                 dm->abi_version, dm->struct_size);
         return SWY_ERR_INVALID_ARG;
     }
     *dm_p = dm;
@@ -148,6 +127,11 @@ static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 static const swy_device_v1_t *device_ops;
 static const swy_devcoll_v1_t *devcoll_ops;
 static const swy_devmoe_v1_t *devmoe_ops;
+/* The host's copies of the plugin's tables, which the pointers above
+ * point at once they are valid. */
+static swy_device_v1_t device_table;
+static swy_devcoll_v1_t devcoll_table;
+static swy_devmoe_v1_t devmoe_table;
 
 /* Runs once. Everything that is normal on a machine without a GPU (no
  * plugin, a plugin that cannot load for lack of CUDA libraries, no
@@ -175,7 +159,8 @@ static void device_open(void)
         return;
     }
     const swy_device_v1_t *dev = NULL;
-    status = swy_device_plugin_symbol(handle, path, &dev, why, sizeof(why));
+    status = swy_device_plugin_symbol(handle, path, &device_table, &dev, why,
+                                      sizeof(why));
     if (status != SWY_OK) {
         swy_warn(DEV_SUBSYS, "%s; device buffers are not supported", why);
         dlclose(handle);
@@ -197,13 +182,14 @@ static void device_open(void)
               dev->name, path, count);
     device_ops = dev;
     const swy_devcoll_v1_t *dc = NULL;
-    if (swy_devcoll_plugin_symbol(handle, path, &dc, why, sizeof(why)) !=
-        SWY_OK)
+    if (swy_devcoll_plugin_symbol(handle, path, &devcoll_table, &dc, why,
+                                  sizeof(why)) != SWY_OK)
         swy_warn(DEV_SUBSYS, "%s; device collectives stage through host "
                  "memory", why);
     devcoll_ops = dc;
     const swy_devmoe_v1_t *dm = NULL;
-    if (devmoe_plugin_symbol(handle, path, &dm, why, sizeof(why)) != SWY_OK)
+    if (devmoe_plugin_symbol(handle, path, &devmoe_table, &dm, why,
+                             sizeof(why)) != SWY_OK)
         swy_warn(DEV_SUBSYS, "%s; MoE plans take host rows only", why);
     devmoe_ops = dm;
 }

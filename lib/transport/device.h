@@ -45,25 +45,24 @@ const swy_devmoe_v1_t *swy_devmoe_ops(void);
 /* Look for swy_devcoll_plugin_v1 in an opened plugin and validate it, as
  * swy_device_plugin_symbol does. */
 swy_status_t swy_devcoll_plugin_symbol(void *dl_handle, const char *path,
+                                       swy_devcoll_v1_t *table,
                                        const swy_devcoll_v1_t **dc_p,
                                        char *why, size_t why_len);
 
 /* Look for swy_device_plugin_v1 in an opened plugin and validate it.
  * SWY_OK with *dev_p NULL when the plugin does not export it; SWY_OK with
- * *dev_p set when it is valid; SWY_ERR_INVALID_ARG with *why set when it
+ * *dev_p = table (the plugin's table read into it by the struct_size
+ * rule) when it is valid; SWY_ERR_INVALID_ARG with *why set when it
  * is there but of the wrong ABI version or struct size, or lacks a
  * function. */
 swy_status_t swy_device_plugin_symbol(void *dl_handle, const char *path,
+                                      swy_device_v1_t *table,
                                       const swy_device_v1_t **dev_p,
                                       char *why, size_t why_len);
 
-/* The size of swy_device_v1_t as first released (up to isend_prio). */
-#define DEVICE_V1_BASE_SIZE                                                    \
-    (offsetof(swy_device_v1_t, isend_prio) + sizeof(void (*)(void)))
-
-/* Does dev have the stream functions appended to swy_device_v1_t
- * (struct_size covers them, none NULL)? Without them an op on device
- * memory waits for its stream with stream_sync, blocking the caller. */
+/* Does dev have the optional stream functions (none NULL)? Without them
+ * an op on device memory waits for its stream with stream_sync, blocking
+ * the caller. */
 int swy_device_has_streams(const swy_device_v1_t *dev);
 
 /* Memory type of a user buffer: the plugin's verdict when there are

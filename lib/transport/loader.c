@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include "transport/transport.h"
+#include "util/abi.h"
 #include "util/alloc.h"
 #include "util/config.h"
 #include "util/log.h"
+#include "util/status.h"
 
 /* ABI versions this host understands, newest first. A v2 plugin that also
  * exports v1 keeps working with an older host. */
@@ -20,6 +22,34 @@ static const struct {
 } known_versions[] = {
     {SWY_TRANSPORT_ABI_V1, SWY_TRANSPORT_PLUGIN_SYMBOL_V1},
 };
+
+int swy_plugin_table(void *dl_handle, const char *path, const char *symbol,
+                     uint32_t abi_version, void *table, size_t table_size,
+                     size_t first_size, char *why, size_t why_len)
+{
+    /* Every plugin table starts with these two. */
+    const struct {
+        uint32_t abi_version, struct_size;
+    } *head;
+    dlerror();
+    head = dlsym(dl_handle, symbol);
+    if (head == NULL)
+        return 0;
+    if (head->abi_version != abi_version) {
+        snprintf(why, why_len, "plugin %s: wrong ABI version %u of %s "
+                 "(expected %u)", path, head->abi_version, symbol,
+                 abi_version);
+        return -1;
+    }
+    if (swy_struct_import(table, table_size, head, head->struct_size,
+                          first_size) != 0) {
+        snprintf(why, why_len, "plugin %s: struct size %u of %s is below "
+                 "the %zu bytes of its first release", path,
+                 head->struct_size, symbol, first_size);
+        return -1;
+    }
+    return 1;
+}
 
 /* Optional entries: without event_fd/arm the host polls; without
  * describe_peer it prints the transport's name. */
@@ -49,6 +79,7 @@ static const char *loader_missing_function(const swy_transport_v1_t *ops)
 }
 
 swy_status_t swy_transport_plugin_open(const char *path,
+                                       swy_transport_v1_t *table,
                                        const swy_transport_v1_t **ops_p,
                                        void **dl_handle_p, char *why,
                                        size_t why_len)
@@ -67,14 +98,16 @@ swy_status_t swy_transport_plugin_open(const char *path,
         return SWY_ERR_INVALID_ARG;
     }
 
-    const swy_transport_v1_t *ops = NULL;
     size_t v;
-    for (v = 0; v < SWY_ARRAY_SIZE(known_versions); v++) {
-        ops = dlsym(handle, known_versions[v].symbol);
-        if (ops != NULL)
-            break;
-    }
-    if (ops == NULL) {
+    int found = 0;
+    for (v = 0; v < SWY_ARRAY_SIZE(known_versions) && found == 0; v++)
+        found = swy_plugin_table(handle, path, known_versions[v].symbol,
+                                 known_versions[v].abi_version, table,
+                                 sizeof(*table), SWY_TRANSPORT_V1_SIZE_V1,
+                                 why, why_len);
+    if (found < 0)
+        goto err_close;
+    if (found == 0) {
         /* Name every symbol looked for, newest first. */
         size_t out = (size_t)snprintf(why, why_len, "plugin %s: no symbol",
                                       path);
@@ -84,25 +117,20 @@ swy_status_t swy_transport_plugin_open(const char *path,
                                     known_versions[v].symbol);
         goto err_close;
     }
-    if (ops->abi_version != known_versions[v].abi_version) {
-        snprintf(why, why_len, "plugin %s: wrong ABI version %u (expected %u)",
-                 path, ops->abi_version, known_versions[v].abi_version);
-        goto err_close;
-    }
-    if (ops->struct_size != sizeof(swy_transport_v1_t)) {
-        snprintf(why, why_len,
-                 "plugin %s: wrong struct size %u of %s (expected %zu)", path,
-                 ops->struct_size, known_versions[v].symbol,
-                 sizeof(swy_transport_v1_t));
-        goto err_close;
-    }
-    const char *missing = loader_missing_function(ops);
+    const char *missing = loader_missing_function(table);
     if (missing != NULL) {
         snprintf(why, why_len, "plugin %s: %s is NULL in %s", path, missing,
-                 known_versions[v].symbol);
+                 known_versions[v - 1].symbol);
         goto err_close;
     }
-    *ops_p = ops;
+    /* Its variables are known before its init() reads them (and typos
+     * under its prefix warn, whether it has variables or not). */
+    if (swy_config_register(table->name, table->config, table->config_count,
+                            table->config_var_size) != SWY_OK) {
+        snprintf(why, why_len, "plugin %s: %s", path, swy_err_last());
+        goto err_close;
+    }
+    *ops_p = table;
     *dl_handle_p = handle;
     return SWY_OK;
 
@@ -185,6 +213,32 @@ swy_status_t swy_plugin_find(const char *kind, const char *name, char *path,
     return SWY_ERR_UNSUPPORTED;
 }
 
+void swy_transport_plugins_config(void)
+{
+    const char *list = swy_config_get_text("SWY_TRANSPORT_PLUGINS");
+    char names[1024];
+    snprintf(names, sizeof(names), "%s", list != NULL ? list : "");
+    for (char *save = NULL, *name = strtok_r(names, ", ^", &save);
+         name != NULL; name = strtok_r(NULL, ", ^", &save)) {
+        char path[4096], why[2048];
+        swy_transport_v1_t table;
+        const swy_transport_v1_t *ops;
+        void *handle;
+        if (strcmp(name, "self") == 0)
+            continue;
+        if (swy_transport_plugin_find(name, path, sizeof(path), why,
+                                      sizeof(why)) != SWY_OK) {
+            /* Its SWY_<NAME>_* names are no one's: they warn. */
+            swy_config_register(name, NULL, 0, 0);
+            continue;
+        }
+        if (swy_transport_plugin_open(path, &table, &ops, &handle, why,
+                                      sizeof(why)) != SWY_OK)
+            continue;
+        dlclose(handle);
+    }
+}
+
 swy_status_t swy_transport_plugin_find(const char *name, char *path,
                                        size_t path_len, char *why,
                                        size_t why_len)
@@ -193,32 +247,22 @@ swy_status_t swy_transport_plugin_find(const char *name, char *path,
 }
 
 swy_status_t swy_send_hints_plugin_symbol(void *dl_handle, const char *path,
+                                          swy_send_hints_v1_t *table,
                                           const swy_send_hints_v1_t **hints_p,
                                           char *why, size_t why_len)
 {
     *hints_p = NULL;
-    dlerror();
-    const swy_send_hints_v1_t *hints =
-        dlsym(dl_handle, SWY_SEND_HINTS_PLUGIN_SYMBOL_V1);
-    if (hints == NULL)
-        return SWY_OK;
-    if (hints->abi_version != SWY_SEND_HINTS_ABI_V1) {
-        snprintf(why, why_len, "plugin %s: wrong ABI version %u of %s "
-                 "(expected %u)", path, hints->abi_version,
-                 SWY_SEND_HINTS_PLUGIN_SYMBOL_V1, SWY_SEND_HINTS_ABI_V1);
-        return SWY_ERR_INVALID_ARG;
-    }
-    if (hints->struct_size != sizeof(swy_send_hints_v1_t)) {
-        snprintf(why, why_len, "plugin %s: wrong struct size %u of %s "
-                 "(expected %zu)", path, hints->struct_size,
-                 SWY_SEND_HINTS_PLUGIN_SYMBOL_V1, sizeof(swy_send_hints_v1_t));
-        return SWY_ERR_INVALID_ARG;
-    }
-    if (hints->isend_hinted == NULL) {
+    int found = swy_plugin_table(dl_handle, path,
+                                 SWY_SEND_HINTS_PLUGIN_SYMBOL_V1,
+                                 SWY_SEND_HINTS_ABI_V1, table, sizeof(*table),
+                                 SWY_SEND_HINTS_V1_SIZE_V1, why, why_len);
+    if (found <= 0)
+        return found == 0 ? SWY_OK : SWY_ERR_INVALID_ARG;
+    if (table->isend_hinted == NULL) {
         snprintf(why, why_len, "plugin %s: isend_hinted is NULL in %s", path,
                  SWY_SEND_HINTS_PLUGIN_SYMBOL_V1);
         return SWY_ERR_INVALID_ARG;
     }
-    *hints_p = hints;
+    *hints_p = table;
     return SWY_OK;
 }

@@ -23,6 +23,18 @@ static swy_status_t set_add(swy_transport_set_t *set,
 {
     swy_transport_t *tp = &set->tps[set->count];
     memset(tp, 0, sizeof(*tp));
+    /* The set keeps its own copies: the caller's tables are on its
+     * stack. */
+    tp->ops_table = *ops;
+    ops = &tp->ops_table;
+    if (dev != NULL) {
+        tp->dev_table = *dev;
+        dev = &tp->dev_table;
+    }
+    if (hints != NULL) {
+        tp->hints_table = *hints;
+        hints = &tp->hints_table;
+    }
     swy_status_t status = ops->init(&set->host, &tp->ctx);
     if (status != SWY_OK) {
         /* UNSUPPORTED: nothing for it to do here (the nccl plugin on a
@@ -33,6 +45,7 @@ static swy_status_t set_add(swy_transport_set_t *set,
                    ops->name, path, swy_status_string(status));
         return status;
     }
+    tp->caps = (swy_transport_caps_v1_t){.struct_size = sizeof(tp->caps)};
     status = ops->query(tp->ctx, &tp->caps);
     if (status != SWY_OK) {
         swy_warn(TP_SUBSYS, "transport %s (%s): query failed (%s); not used",
@@ -81,6 +94,9 @@ static void set_load_plugin(swy_transport_set_t *set, const char *name)
     }
     swy_status_t status = swy_transport_plugin_find(name, path, sizeof(path),
                                                     why, sizeof(why));
+    if (status != SWY_OK)
+        /* No plugin to know its SWY_<NAME>_* names: they are typos. */
+        swy_config_register(name, NULL, 0, 0);
     if (status != SWY_OK) {
         if (status == SWY_ERR_UNSUPPORTED)
             swy_info(TP_SUBSYS, "%s", why);
@@ -88,10 +104,11 @@ static void set_load_plugin(swy_transport_set_t *set, const char *name)
             swy_warn(TP_SUBSYS, "%s", why);
         return;
     }
+    swy_transport_v1_t ops_table;
     const swy_transport_v1_t *ops;
     void *dl_handle;
-    status = swy_transport_plugin_open(path, &ops, &dl_handle, why,
-                                       sizeof(why));
+    status = swy_transport_plugin_open(path, &ops_table, &ops, &dl_handle,
+                                       why, sizeof(why));
     if (status != SWY_OK) {
         if (status == SWY_ERR_UNSUPPORTED)
             swy_info(TP_SUBSYS, "%s", why);
@@ -101,16 +118,18 @@ static void set_load_plugin(swy_transport_set_t *set, const char *name)
     }
     /* A transport that moves device memory also offers device services;
      * a broken table costs only those (sends without priority). */
+    swy_device_v1_t dev_table;
     const swy_device_v1_t *dev = NULL;
-    if (swy_device_plugin_symbol(dl_handle, path, &dev, why, sizeof(why)) !=
-        SWY_OK) {
+    if (swy_device_plugin_symbol(dl_handle, path, &dev_table, &dev, why,
+                                 sizeof(why)) != SWY_OK) {
         swy_warn(TP_SUBSYS, "%s; its device services are not used", why);
         dev = NULL;
     }
     /* Likewise hinted sends: without them every send goes plain. */
+    swy_send_hints_v1_t hints_table;
     const swy_send_hints_v1_t *hints = NULL;
-    if (swy_send_hints_plugin_symbol(dl_handle, path, &hints, why,
-                                     sizeof(why)) != SWY_OK) {
+    if (swy_send_hints_plugin_symbol(dl_handle, path, &hints_table, &hints,
+                                     why, sizeof(why)) != SWY_OK) {
         swy_warn(TP_SUBSYS, "%s; its send hints are not used", why);
         hints = NULL;
     }
@@ -155,6 +174,7 @@ swy_status_t swy_transport_set_create(int rank, int nranks,
         .free = swy_free,
         .rank = rank,
         .nranks = nranks,
+        .size_parse = swy_config_parse_size,
     };
     for (int m = 0; m < SWY_MEM_NTYPES; m++) {
         set->peer_tp[m] = swy_malloc(sizeof(int) * (size_t)nranks);

@@ -117,10 +117,17 @@ static swy_status_t self_init(const swy_transport_host_v1_t *host,
 
 static swy_status_t self_query(void *ctx, swy_transport_caps_v1_t *caps)
 {
-    memset(caps, 0, sizeof(*caps));
+    /* Written by the struct_size rule: no further than the host's. */
+    swy_transport_caps_v1_t mine = {.struct_size = caps->struct_size};
+    swy_transport_caps_v1_t *given = caps;
+    caps = &mine;
     caps->mem_types = 1u << SWY_MEM_HOST;
     caps->score[SWY_LINK_SELF] = 100;
     caps->max_address_len = 0;
+    if (swy_struct_export(given, given->struct_size, &mine, sizeof(mine),
+                          SWY_STRUCT_END(swy_transport_caps_v1_t,
+                                         max_address_len)) != 0)
+        return SWY_ERR_INVALID_ARG; /* not a host of any release */
     return SWY_OK;
 }
 

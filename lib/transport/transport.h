@@ -30,13 +30,18 @@
 #define SWY_TRANSPORT_MAX 8
 
 typedef struct {
-    const swy_transport_v1_t *ops;
+    const swy_transport_v1_t *ops; /* &ops_table, or the built-in's */
     void *ctx;
     void *dl_handle;        /* NULL for a built-in */
     char path[256];         /* file it came from, "built-in" otherwise */
     swy_transport_caps_v1_t caps;
     const swy_device_v1_t *dev; /* the same file's device services, or NULL */
     const swy_send_hints_v1_t *hints; /* its hinted sends, or NULL */
+    /* This host's copies of a plugin's tables (ops, dev and hints point
+     * here): read once by the struct_size rule. */
+    swy_transport_v1_t ops_table;
+    swy_device_v1_t dev_table;
+    swy_send_hints_v1_t hints_table;
 } swy_transport_t;
 
 typedef struct swy_transport_set {
@@ -54,11 +59,24 @@ const swy_transport_v1_t *swy_transport_self_ops(void);
 /* Open one plugin file and validate its ABI. On failure *why is set to a
  * message (not found / not a shared object / no symbol / wrong ABI
  * version or struct size) and the status is SWY_ERR_UNSUPPORTED for
- * "missing" or SWY_ERR_INVALID_ARG for "broken". */
+ * "missing" or SWY_ERR_INVALID_ARG for "broken". The plugin's table is
+ * read into *table (swy_plugin_table), and *ops_p = table on success. */
 swy_status_t swy_transport_plugin_open(const char *path,
+                                       swy_transport_v1_t *table,
                                        const swy_transport_v1_t **ops_p,
                                        void **dl_handle_p, char *why,
                                        size_t why_len);
+
+/* The table a plugin exports as symbol, read into *table (this host's
+ * layout, table_size bytes) by the struct_size rule (swy_common.h): 1
+ * when read; 0 when the plugin does not export symbol; -1 with *why set
+ * when its abi_version is not abi_version or its struct_size is below
+ * first_size (the table's first release). Every plugin table starts with
+ * uint32_t abi_version, struct_size. The host keeps and calls its copy,
+ * never the plugin's symbol. */
+int swy_plugin_table(void *dl_handle, const char *path, const char *symbol,
+                     uint32_t abi_version, void *table, size_t table_size,
+                     size_t first_size, char *why, size_t why_len);
 
 /* Look for swy_send_hints_plugin_v1 in an opened plugin and validate it.
  * SWY_OK with *hints_p NULL when the plugin does not export it; SWY_OK
@@ -66,6 +84,7 @@ swy_status_t swy_transport_plugin_open(const char *path,
  * when it is of the wrong ABI version or struct size, or lacks
  * isend_hinted. */
 swy_status_t swy_send_hints_plugin_symbol(void *dl_handle, const char *path,
+                                          swy_send_hints_v1_t *table,
                                           const swy_send_hints_v1_t **hints_p,
                                           char *why, size_t why_len);
 
@@ -74,6 +93,10 @@ swy_status_t swy_send_hints_plugin_symbol(void *dl_handle, const char *path,
  * *why when absent. */
 swy_status_t swy_plugin_find(const char *kind, const char *name, char *path,
                              size_t path_len, char *why, size_t why_len);
+
+/* Open every plugin of SWY_TRANSPORT_PLUGINS that loads, for its
+ * variables alone (swy-info -c), and close it again: no init(). */
+void swy_transport_plugins_config(void);
 
 /* Find swy-transport-<name>.so along the search path; SWY_ERR_UNSUPPORTED
  * with the directories tried in *why when absent. */

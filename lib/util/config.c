@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/abi.h"
 #include "util/alloc.h"
 #include "util/config_table.h"
 #include "util/file.h"
@@ -31,16 +32,105 @@ typedef struct {
 /* Recursive: loading warns through the log, which reads the config. */
 static pthread_mutex_t config_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static swy_config_slot_t *config_slots;
-static size_t config_count;
+static size_t config_count; /* entries of swy_config_table */
 static int config_loaded;
 /* Old values are kept (never freed) so returned pointers stay valid. */
 
+/* Plugins' variables (swy_config_register), after the table's: slot
+ * config_count + i is config_extra[i]'s. Never freed: a plugin may be
+ * closed, its variables stay known. */
+static swy_config_entry_t **config_extra;
+static size_t config_extra_count;
+
+/* SWY_* names of the environment and of SWY_CONFIG that are not known
+ * yet but may be a configured plugin's (SWY_<PLUGIN>_*): they warn when
+ * that plugin registers its variables without them. */
+typedef struct {
+    char *name;
+    char *file_value; /* the SWY_CONFIG file's value, or NULL */
+} swy_config_pending_t;
+static swy_config_pending_t *config_pending;
+static size_t config_pending_count;
+
+static const swy_config_entry_t *config_at(size_t i)
+{
+    return i < config_count ? &swy_config_table[i]
+                            : config_extra[i - config_count];
+}
+
 static ssize_t config_index(const char *name)
 {
-    for (size_t i = 0; i < config_count; i++)
-        if (strcmp(swy_config_table[i].name, name) == 0)
+    for (size_t i = 0; i < config_count + config_extra_count; i++)
+        if (strcmp(config_at(i)->name, name) == 0)
             return (ssize_t)i;
     return -1;
+}
+
+/* Is name SWY_<P>_... for an item P of the comma list? */
+static int config_prefix_in(const char *name, const char *list)
+{
+    if (list == NULL || strncmp(name, "SWY_", 4) != 0)
+        return 0;
+    const char *p = list;
+    while (*p != '\0') {
+        while (*p == ',' || *p == '^' || isspace((unsigned char)*p))
+            p++;
+        size_t n = 0;
+        while (p[n] != '\0' && p[n] != ',' && !isspace((unsigned char)p[n]))
+            n++;
+        if (n > 0 && strlen(name) > 4 + n + 1 && name[4 + n] == '_') {
+            size_t k = 0;
+            while (k < n && toupper((unsigned char)p[k]) == name[4 + k])
+                k++;
+            if (k == n)
+                return 1;
+        }
+        p += n;
+    }
+    return 0;
+}
+
+/* May an unknown name belong to a plugin that has not registered yet:
+ * one of SWY_TRANSPORT_PLUGINS (environment or default) or SWY_POLICY? */
+static int config_maybe_plugins(const char *name)
+{
+    static const char *const lists[] = {"SWY_TRANSPORT_PLUGINS",
+                                        "SWY_POLICY"};
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+        ssize_t idx = config_index(lists[i]);
+        if (idx < 0 || (size_t)idx >= config_count)
+            continue;
+        const char *list = config_slots[idx].env_value != NULL
+                               ? config_slots[idx].env_value
+                               : swy_config_table[idx].default_value;
+        if (config_prefix_in(name, list))
+            return 1;
+    }
+    return 0;
+}
+
+/* Remember an unknown name for its plugin; 0 when it is no plugin's. */
+static int config_defer(const char *name, const char *file_value)
+{
+    if (!config_maybe_plugins(name))
+        return 0;
+    for (size_t i = 0; i < config_pending_count; i++)
+        if (strcmp(config_pending[i].name, name) == 0) {
+            if (file_value != NULL)
+                config_pending[i].file_value = swy_strdup(file_value);
+            return 1;
+        }
+    swy_config_pending_t *grown =
+        realloc(config_pending,
+                (config_pending_count + 1) * sizeof(*config_pending));
+    if (grown == NULL)
+        return 0;
+    config_pending = grown;
+    config_pending[config_pending_count].name = swy_strdup(name);
+    config_pending[config_pending_count].file_value =
+        file_value != NULL ? swy_strdup(file_value) : NULL;
+    config_pending_count++;
+    return 1;
 }
 
 static char *trim(char *text)
@@ -83,8 +173,9 @@ static void config_load_file(const char *path)
         char *name = trim(text_line), *value = trim(eq + 1);
         ssize_t idx = config_index(name);
         if (idx < 0) {
-            swy_warn("util", "%s:%d: unknown variable %s ignored", path,
-                     lineno, name);
+            if (!config_defer(name, value))
+                swy_warn("util", "%s:%d: unknown variable %s ignored", path,
+                         lineno, name);
             continue;
         }
         if (strcmp(name, "SWY_CONFIG") == 0)
@@ -99,15 +190,17 @@ static void config_load_locked(void)
     if (config_count == 0)
         while (swy_config_table[config_count].name != NULL)
             config_count++;
-    swy_config_slot_t *slots = calloc(config_count, sizeof(*slots));
+    size_t total = config_count + config_extra_count;
+    swy_config_slot_t *slots = calloc(total, sizeof(*slots));
     if (slots == NULL)
         return;
     config_slots = slots; /* previous array leaks on purpose (see above) */
-    for (size_t i = 0; i < config_count; i++) {
-        const char *value = getenv(swy_config_table[i].name);
+    for (size_t i = 0; i < total; i++) {
+        const char *value = getenv(config_at(i)->name);
         if (value != NULL)
             slots[i].env_value = swy_strdup(value);
     }
+    config_pending_count = 0; /* their names leak, as old values do */
     config_loaded = 1; /* before any warning: the log reads the table */
     /* Unknown SWY_* names warn: a typo must not silently do nothing. */
     for (char **env = environ; env != NULL && *env != NULL; env++) {
@@ -120,7 +213,7 @@ static void config_load_locked(void)
             len = sizeof(name) - 1;
         memcpy(name, *env, len);
         name[len] = '\0';
-        if (config_index(name) < 0)
+        if (config_index(name) < 0 && !config_defer(name, NULL))
             swy_warn("util", "unknown configuration variable %s ignored "
                      "(swy-info -c lists them)", name);
     }
@@ -157,7 +250,7 @@ const char *swy_config_get(const char *name)
         return config_slots[idx].env_value;
     if (config_slots[idx].file_value != NULL)
         return config_slots[idx].file_value;
-    return swy_config_table[idx].default_value;
+    return config_at((size_t)idx)->default_value;
 }
 
 const char *swy_config_getenv_foreign(const char *name)
@@ -244,8 +337,10 @@ const swy_config_entry_t *swy_config_entry(const char *name)
     if (name == NULL)
         return NULL;
     config_ensure();
+    pthread_mutex_lock(&config_lock);
     ssize_t idx = config_index(name);
-    return idx < 0 ? NULL : &swy_config_table[idx];
+    pthread_mutex_unlock(&config_lock);
+    return idx < 0 ? NULL : config_at((size_t)idx);
 }
 
 const char *swy_config_type_name(swy_config_type_t type)
@@ -584,7 +679,113 @@ void swy_config_foreach(void (*cb)(const swy_config_entry_t *entry,
                         void *arg)
 {
     config_ensure();
-    for (size_t i = 0; i < config_count; i++)
-        cb(&swy_config_table[i], swy_config_get(swy_config_table[i].name),
-           arg);
+    pthread_mutex_lock(&config_lock);
+    size_t total = config_count + config_extra_count;
+    pthread_mutex_unlock(&config_lock);
+    for (size_t i = 0; i < total; i++)
+        cb(config_at(i), swy_config_get(config_at(i)->name), arg);
+}
+
+/* One variable of a plugin's table, read by the struct_size rule; the
+ * strings are copied (the plugin may be closed). */
+static swy_status_t config_add(const char *owner, const void *given,
+                               size_t var_size)
+{
+    swy_config_entry_t var;
+    if (swy_struct_import(&var, sizeof(var), given, var_size,
+                          SWY_STRUCT_END(swy_config_var_v1_t, values)) != 0)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "util", "plugin %s: config "
+                           "variable size %zu is below the %zu bytes of "
+                           "swy_config_var_v1_t's first release", owner,
+                           var_size,
+                           SWY_STRUCT_END(swy_config_var_v1_t, values));
+    char prefix[64];
+    int n = snprintf(prefix, sizeof(prefix), "SWY_%s_", owner);
+    for (int i = 4; i < n; i++)
+        prefix[i] = (char)toupper((unsigned char)prefix[i]);
+    if (var.name == NULL || strncmp(var.name, prefix, (size_t)n) != 0 ||
+        var.help == NULL || var.type == SWY_CONFIG_UNTYPED ||
+        var.type > SWY_CONFIG_LIST)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "util", "plugin %s: config "
+                           "variable %s: a name %s*, help and a type are "
+                           "required", owner,
+                           var.name != NULL ? var.name : "(NULL)", prefix);
+    ssize_t idx = config_index(var.name);
+    if (idx >= 0)
+        return (size_t)idx < config_count
+                   ? swy_err_set(SWY_ERR_INVALID_ARG, "util", "plugin %s: "
+                                 "config variable %s is the library's",
+                                 owner, var.name)
+                   : SWY_OK; /* loaded before (another communicator) */
+    /* New arrays, the old ones left as they are (and leaked, as the
+     * slots at reload): swy_config_get() reads them without the lock. */
+    swy_config_entry_t *entry = swy_calloc(1, sizeof(*entry));
+    swy_config_entry_t **extra =
+        calloc(config_extra_count + 1, sizeof(*extra));
+    swy_config_slot_t *slots =
+        calloc(config_count + config_extra_count + 1, sizeof(*slots));
+    if (entry == NULL || extra == NULL || slots == NULL) {
+        swy_free(entry);
+        free(extra);
+        free(slots);
+        return swy_err_set(SWY_ERR_NO_MEMORY, "util", "plugin %s: out of "
+                           "memory", owner);
+    }
+    if (config_extra_count > 0)
+        memcpy(extra, config_extra, config_extra_count * sizeof(*extra));
+    *entry = var;
+    entry->name = swy_strdup(var.name);
+    entry->help = swy_strdup(var.help);
+    entry->default_value = var.default_value != NULL
+                               ? swy_strdup(var.default_value)
+                               : NULL;
+    entry->values = var.values != NULL ? swy_strdup(var.values) : NULL;
+    /* The slots grow by one. */
+    memcpy(slots, config_slots,
+           (config_count + config_extra_count) * sizeof(*slots));
+    swy_config_slot_t *slot = &slots[config_count + config_extra_count];
+    const char *env = getenv(entry->name);
+    if (env != NULL)
+        slot->env_value = swy_strdup(env);
+    for (size_t i = 0; i < config_pending_count; i++)
+        if (strcmp(config_pending[i].name, entry->name) == 0) {
+            slot->file_value = config_pending[i].file_value;
+            config_pending[i] = config_pending[--config_pending_count];
+            break;
+        }
+    extra[config_extra_count] = entry;
+    config_extra = extra;
+    config_slots = slots;
+    config_extra_count++;
+    return SWY_OK;
+}
+
+swy_status_t swy_config_register(const char *owner,
+                                 const swy_config_var_v1_t *vars,
+                                 size_t count, size_t var_size)
+{
+    if (owner == NULL || (count > 0 && vars == NULL))
+        return swy_err_set(SWY_ERR_INVALID_ARG, "util", "config register: "
+                           "%s is NULL", owner == NULL ? "owner" : "vars");
+    config_ensure();
+    swy_status_t status = SWY_OK;
+    pthread_mutex_lock(&config_lock);
+    for (size_t i = 0; i < count && status == SWY_OK; i++)
+        status = config_add(owner, (const char *)vars + i * var_size,
+                            var_size);
+    /* What is still pending under this plugin's prefix is a typo. */
+    char list[64];
+    snprintf(list, sizeof(list), "%s", owner);
+    for (size_t i = 0; i < config_pending_count;) {
+        if (config_prefix_in(config_pending[i].name, list)) {
+            swy_warn("util", "unknown configuration variable %s ignored "
+                     "(no variable of plugin %s; swy-info -c lists them)",
+                     config_pending[i].name, owner);
+            config_pending[i] = config_pending[--config_pending_count];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&config_lock);
+    return status;
 }

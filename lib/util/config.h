@@ -23,17 +23,9 @@
 #include <stdint.h>
 
 #include "switchyard/switchyard.h"
+#include "switchyard/swy_common.h"
 
-typedef enum {
-    SWY_CONFIG_UNTYPED = 0, /* an entry that forgot its type (test_config) */
-    SWY_CONFIG_TEXT,        /* names, lists, host:port: its reader checks */
-    SWY_CONFIG_PATH,        /* a file or directory name */
-    SWY_CONFIG_BOOL,        /* 1/0, yes/no, true/false, on/off */
-    SWY_CONFIG_INT,         /* a decimal integer within [min, max] */
-    SWY_CONFIG_DOUBLE,      /* a finite number within [min, max] */
-    SWY_CONFIG_SIZE,        /* bytes (K/M/G suffixes) within [min, max] */
-    SWY_CONFIG_LIST,        /* comma-separated items, each a TEXT value */
-} swy_config_type_t;
+/* The types (swy_config_type_t) and the entry are the plugins' too. */
 
 #define SWY_CONFIG_RULE                                                      \
     "Numbers outside their range (inf included) are clamped to the nearer " \
@@ -44,18 +36,7 @@ typedef enum {
     "gives the default, with the same warning. \"auto\" (or unset) "     \
     "means the default."
 
-typedef struct {
-    const char *name;
-    const char *default_value; /* NULL: unset by default */
-    const char *help;
-    swy_config_type_t type;
-    double min, max; /* INT, DOUBLE, SIZE: accepted range, both included */
-    /* TEXT, LIST: the values accepted, comma-separated (any case), or
-     * NULL for free text (a path, host:port) that its reader checks. An
-     * item "<plugin>" admits any plugin name (letters, digits, '_', '-'),
-     * which the plugin loader checks; a LIST may start with '^'. */
-    const char *values;
-} swy_config_entry_t;
+typedef swy_config_var_v1_t swy_config_entry_t;
 
 /* Value of a table variable, or NULL when unknown or unset. The pointer
  * stays valid for the life of the process. */
@@ -112,7 +93,19 @@ const char *swy_config_type_name(swy_config_type_t type);
  * RANK, OMPI_COMM_WORLD_RANK); NULL when unset. */
 const char *swy_config_getenv_foreign(const char *name);
 
-/* Walk the table (for swy-info -c). */
+/* Add a plugin's own variables (swy_transport_v1_t.config: count
+ * entries of var_size bytes, read by the struct_size rule) to the table.
+ * Their names must start with SWY_<OWNER>_ (owner: the plugin's name).
+ * Registering them again (the plugin loaded by another communicator) is
+ * a no-op. Unknown SWY_<OWNER>_* variables of the environment and of
+ * SWY_CONFIG, held back until now, warn here: typos under a configured
+ * plugin's prefix warn once the plugin registered, others at load. */
+swy_status_t swy_config_register(const char *owner,
+                                 const swy_config_var_v1_t *vars,
+                                 size_t count, size_t var_size);
+
+/* Walk the table (for swy-info -c), plugins' variables registered so far
+ * included. */
 void swy_config_foreach(void (*cb)(const swy_config_entry_t *entry,
                                    const char *value, void *arg),
                         void *arg);

@@ -182,32 +182,8 @@ const swy_config_entry_t swy_config_table[] = {
     {"SWY_TRACE", NULL,
      "Write a Chrome trace JSON per rank to this path (%r: rank).",
      SWY_CONFIG_PATH, 0, 0, NULL},
-    /* ucx plugin */
-    {"SWY_UCX_TLS", NULL,
-     "UCX transports for the ucx plugin (as UCX_TLS); unset: UCX's choice.",
-     SWY_CONFIG_TEXT, 0, 0, NULL},
-    {"SWY_UCX_LOCAL_EAGER", "512K",
-     "ucx plugin: messages below this size to ranks on the same host (same "
-     "boot and IPC and PID namespaces) go eagerly through UCX's "
-     "shared-memory FIFO instead of by a CMA rendezvous (UCX's "
-     "RNDV_SEND_NBR_THRESH with fast local completion; "
-     "UCX_RNDV_SEND_NBR_THRESH, when set, wins); alltoallv's chunks, "
-     "which nothing waits on alone, go by rendezvous from 256 KiB, and, "
-     "under lina or credit, so does every send below the highest "
-     "priority seen, from UCX's own rendezvous size (8 KiB) on. 0: "
-     "UCX's default (rendezvous from 8 KiB) to every peer.",
-     SWY_CONFIG_SIZE, 0, 67108864, NULL},
-    {"SWY_UCX_SHM_SEG", "auto",
-     "ucx plugin: payload of one segment of UCX's shared-memory FIFO "
-     "(UCX's MM_SEG_SIZE less its 64-byte headroom), 1K to 63K; an eager "
-     "message to a rank on this host crosses it in pieces of this size. "
-     "auto: 32K, unless the ranks on this host (SWY_LOCAL_WORLD_SIZE; "
-     "times SWY_NNODES under swy-run --nodes, whose emulated nodes share "
-     "the machine) outnumber the CPUs they share, where UCX's default is "
-     "kept. "
-     "UCX_SYSV_SEG_SIZE, UCX_POSIX_SEG_SIZE or UCX_MM_SEG_SIZE, when set, "
-     "win. 0: UCX's default (8K).",
-     SWY_CONFIG_SIZE, 0, 64512, NULL},
+    /* The ucx plugin's variables are in its own table (plugins/transport/
+     * ucx/ucx.c), added to this one when it loads. */
     /* tools (read by the tools, not the library) */
     {"SWY_BENCH_MPI", NULL,
      "swy-bench coll: the Open MPI peer program that rank 0 runs after "

@@ -6,7 +6,8 @@
 
 #include <stdarg.h>
 
-#include "switchyard/swy_transport_v1.h" /* swy_log_level_t */
+#include "switchyard/switchyard.h"
+#include "switchyard/swy_common.h"
 
 /* Is a message at this level for this subsystem wanted? Cheap. */
 int swy_log_enabled(swy_log_level_t level, const char *subsys);

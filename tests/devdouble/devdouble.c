@@ -429,13 +429,20 @@ static swy_status_t dd_init(const swy_transport_host_v1_t *host, void **ctx_p)
 static swy_status_t dd_query(void *vctx, swy_transport_caps_v1_t *caps)
 {
     dd_ctx_t *ctx = vctx;
-    memset(caps, 0, sizeof(*caps));
+    /* Written by the struct_size rule: no further than the host's. */
+    swy_transport_caps_v1_t mine = {.struct_size = caps->struct_size};
+    swy_transport_caps_v1_t *given = caps;
+    caps = &mine;
     caps->mem_types = 1u << SWY_MEM_CUDA;
     caps->score[SWY_LINK_SELF] = 100;
     caps->score[SWY_LINK_SAME_NUMA] = 100;
     caps->score[SWY_LINK_SAME_NODE] = 100;
     caps->score[SWY_LINK_CROSS_NODE] = 0; /* one host only */
     caps->max_address_len = ctx->addr_len;
+    if (swy_struct_export(given, given->struct_size, &mine, sizeof(mine),
+                          SWY_STRUCT_END(swy_transport_caps_v1_t,
+                                         max_address_len)) != 0)
+        return SWY_ERR_INVALID_ARG; /* not a host of any release */
     return SWY_OK;
 }
 
@@ -1054,15 +1061,11 @@ DD_EXPORT const swy_transport_v1_t swy_transport_plugin_v1 = {
     .finalize = dd_finalize,
 };
 
-/* DD_FIRST_RELEASE: the table as first released, without the stream
- * functions (an older plugin), to test the library's fallback. */
+/* DD_FIRST_RELEASE: a plugin with the least a device table has, without
+ * the optional stream functions (NULL), to test the library's fallback. */
 DD_EXPORT const swy_device_v1_t swy_device_plugin_v1 = {
     .abi_version = SWY_DEVICE_ABI_V1,
-#ifdef DD_FIRST_RELEASE
-    .struct_size = offsetof(swy_device_v1_t, stream_notify),
-#else
     .struct_size = sizeof(swy_device_v1_t),
-#endif
     .name = DD_NAME,
     .device_count = dd_device_count,
     .mem_type = dd_mem_type,

@@ -12,7 +12,7 @@
 static const char *const names[] = {
     "SWY_TIMEOUT_S",       "SWY_HEARTBEAT_S",     "SWY_OUTAGE_S",
     "SWY_PARTITION_BYTES", "SWY_WINDOW_BYTES",    "SWY_SPIN_US",
-    "SWY_COPY_THREADS",    "SWY_UCX_SHM_SEG",     "SWY_TOPO_PROBE",
+    "SWY_COPY_THREADS",    "SWY_CREDIT_BYTES",    "SWY_TOPO_PROBE",
 };
 #define NNAMES (sizeof(names) / sizeof(names[0]))
 

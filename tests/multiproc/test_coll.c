@@ -595,8 +595,8 @@ static int rank_main(swy_comm_t comm, int rank, int w, void *arg)
             return 1;
     if (test_in_flight(comm, rank, w))
         return 1;
-    /* A double with the device table as first released: the post waits
-     * for the stream (test_stream_order), no stream functions. */
+    /* A double without the optional stream functions: the post waits
+     * for the stream (test_stream_order). */
     int first_release = getenv("TEST_DEVDOUBLE_FIRST_RELEASE") != NULL;
     const char *gate = getenv("SWYTEST_DEVDOUBLE_GATE");
     int no_gate = gate != NULL && strcmp(gate, "refuse") == 0;

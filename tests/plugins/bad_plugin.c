@@ -1,8 +1,10 @@
 /* Deliberately broken transport plugins for the loader's tests; one
- * source, one defect per build (BAD_ABI, BAD_SIZE, NULL_FN, NO_SYMBOL;
- * HINTS_BAD_ABI, HINTS_BAD_SIZE, HINTS_NULL_FN: a broken send-hints
- * table). Nothing here is ever called: the loader must reject each
- * before. */
+ * source, one defect per build (BAD_ABI, BAD_SIZE: smaller than the
+ * table's first release, NULL_FN, NO_SYMBOL; HINTS_BAD_ABI,
+ * HINTS_NULL_FN: a broken send-hints table). HINTS_NEWER is no defect: a
+ * send-hints table of a later release, larger than this host's, which
+ * the loader accepts. Nothing here is ever called: the loader must
+ * reject each broken table before. */
 #include <stddef.h>
 
 #include "switchyard/swy_send_hints_v1.h"
@@ -45,7 +47,7 @@ __attribute__((visibility("default"))) const swy_transport_v1_t
 #endif
 };
 
-#if defined(HINTS_BAD_ABI) || defined(HINTS_BAD_SIZE) || defined(HINTS_NULL_FN)
+#if defined(HINTS_BAD_ABI) || defined(HINTS_NEWER) || defined(HINTS_NULL_FN)
 __attribute__((unused)) static swy_status_t bad_isend_hinted(
     void *ctx, int peer, uint64_t tag, const void *buf, size_t len,
     swy_mem_type_t mem, uint32_t hints, swy_transport_complete_cb_v1_t cb,
@@ -61,7 +63,7 @@ __attribute__((visibility("default"))) const swy_send_hints_v1_t
 #else
         .abi_version = SWY_SEND_HINTS_ABI_V1,
 #endif
-#ifdef HINTS_BAD_SIZE
+#ifdef HINTS_NEWER
         .struct_size = (uint32_t)(sizeof(swy_send_hints_v1_t) + 8),
 #else
         .struct_size = (uint32_t)sizeof(swy_send_hints_v1_t),

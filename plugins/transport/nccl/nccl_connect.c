@@ -107,12 +107,19 @@ err:
 swy_status_t nccl_query(void *vctx, swy_transport_caps_v1_t *caps)
 {
     nccl_ctx_t *ctx = vctx;
-    memset(caps, 0, sizeof(*caps));
+    /* Written by the struct_size rule: no further than the host's. */
+    swy_transport_caps_v1_t mine = {.struct_size = caps->struct_size};
+    swy_transport_caps_v1_t *given = caps;
+    caps = &mine;
     caps->mem_types = 1u << SWY_MEM_CUDA;
     /* The only transport for device memory, on every link class. */
     for (int c = 0; c < SWY_LINK_NCLASSES; c++)
         caps->score[c] = 100;
     caps->max_address_len = ctx->address_len;
+    if (swy_struct_export(given, given->struct_size, &mine, sizeof(mine),
+                          SWY_STRUCT_END(swy_transport_caps_v1_t,
+                                         max_address_len)) != 0)
+        return SWY_ERR_INVALID_ARG; /* not a host of any release */
     return SWY_OK;
 }
 

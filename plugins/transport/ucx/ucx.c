@@ -66,7 +66,10 @@ typedef struct {
 } ucx_op_t;
 
 struct ucx_ctx {
-    const swy_transport_host_v1_t *host;
+    const swy_transport_host_v1_t *host; /* &host_table */
+    /* The host's table, read by the struct_size rule (swy_common.h): a
+     * service newer than the host reads as NULL. */
+    swy_transport_host_v1_t host_table;
     ucp_context_h context;
     ucp_worker_h worker;
     ucp_address_t *address;
@@ -152,24 +155,6 @@ static swy_status_t ucx_fail(ucx_ctx_t *ctx, const char *what,
 
 static void ucx_destroy(ucx_ctx_t *ctx);
 
-/* Digits with an optional K, M or G (binary), as SWY_* sizes; -1 if not. */
-static int parse_size(const char *value, size_t *bytes)
-{
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(value, &end, 10);
-    unsigned shift = *end == 'K' || *end == 'k' ? 10
-                     : *end == 'M' || *end == 'm' ? 20
-                     : *end == 'G' || *end == 'g' ? 30 : 0;
-    if (shift != 0)
-        end++;
-    if (end == value || *end != '\0' || errno != 0 || value[0] == '-' ||
-        n > (SIZE_MAX >> shift))
-        return -1;
-    *bytes = (size_t)n << shift;
-    return 0;
-}
-
 /* UCX sends a tagged message of 8 KiB or more by rendezvous: on one host
  * the receiver reads it with process_vm_readv (CMA), which walks the
  * sender's page tables page by page. For the chunks of the pipelined
@@ -194,7 +179,7 @@ static swy_status_t ucx_local_eager_setup(ucx_ctx_t *ctx, ucp_config_t *config)
     }
     if (value == NULL)
         return SWY_OK;
-    if (parse_size(value, &ctx->local_eager) != 0) {
+    if (ctx->host->size_parse(value, &ctx->local_eager) != 0) {
         ucx_log(ctx, SWY_LOG_WARN, "%s=%s is not a size (bytes, K/M/G "
                 "suffix)%s", name, value,
                 ucx_own ? ": no eager path to local ranks" : "");
@@ -284,7 +269,7 @@ static swy_status_t ucx_shm_seg_setup(ucx_ctx_t *ctx, ucp_config_t *config)
         ucx_log(ctx, SWY_LOG_DEBUG, "SWY_UCX_SHM_SEG=auto: %ld ranks on "
                 "this machine, %s: %zu", local, payload != 0 ? "a CPU each" :
                 "more than its CPUs", payload);
-    } else if (parse_size(value, &payload) != 0 ||
+    } else if (ctx->host->size_parse(value, &payload) != 0 ||
                (payload != 0 &&
                 (payload < 1024 || payload > UCX_SHM_SEG_MAX))) {
         ucx_log(ctx, SWY_LOG_WARN, "SWY_UCX_SHM_SEG=%s is not auto, 0 or a "
@@ -329,9 +314,16 @@ static void ucx_host_key(ucx_ctx_t *ctx)
         ctx->host_key_len = (uint8_t)n;
 }
 
-static swy_status_t ucx_init(const swy_transport_host_v1_t *host,
+static swy_status_t ucx_init(const swy_transport_host_v1_t *given,
                              void **ctx_p)
 {
+    swy_transport_host_v1_t host_table;
+    if (swy_struct_import(&host_table, sizeof(host_table), given,
+                          given->struct_size,
+                          SWY_STRUCT_END(swy_transport_host_v1_t,
+                                         size_parse)) != 0)
+        return SWY_ERR_INVALID_ARG; /* not a host of any release */
+    const swy_transport_host_v1_t *host = &host_table;
     if (host->nranks > UCX_MAX_RANKS) {
         host->log(SWY_LOG_WARN, UCX_SUBSYS,
                   "%d ranks: the ucx plugin carries the source rank in %d "
@@ -343,7 +335,8 @@ static swy_status_t ucx_init(const swy_transport_host_v1_t *host,
     if (ctx == NULL)
         return SWY_ERR_NO_MEMORY;
     memset(ctx, 0, sizeof(*ctx));
-    ctx->host = host;
+    ctx->host_table = host_table;
+    ctx->host = host = &ctx->host_table;
     swy_list_init(&ctx->outstanding);
     swy_list_init(&ctx->completions);
     swy_list_init(&ctx->pool);
@@ -427,7 +420,10 @@ err:
 static swy_status_t ucx_query(void *vctx, swy_transport_caps_v1_t *caps)
 {
     ucx_ctx_t *ctx = vctx;
-    memset(caps, 0, sizeof(*caps));
+    /* Written by the struct_size rule: no further than the host's. */
+    swy_transport_caps_v1_t mine = {.struct_size = caps->struct_size};
+    swy_transport_caps_v1_t *given = caps;
+    caps = &mine;
     caps->mem_types = 1u << SWY_MEM_HOST;
     /* Reaches every class; below self's memcpy for a rank's own messages. */
     caps->score[SWY_LINK_SELF] = 10;
@@ -436,6 +432,10 @@ static swy_status_t ucx_query(void *vctx, swy_transport_caps_v1_t *caps)
     caps->score[SWY_LINK_CROSS_NODE] = 50;
     /* The worker address, the host key, the key's length. */
     caps->max_address_len = ctx->address_len + sizeof(ctx->host_key) + 1;
+    if (swy_struct_export(given, given->struct_size, &mine, sizeof(mine),
+                          SWY_STRUCT_END(swy_transport_caps_v1_t,
+                                         max_address_len)) != 0)
+        return SWY_ERR_INVALID_ARG; /* not a host of any release */
     return SWY_OK;
 }
 
@@ -905,11 +905,44 @@ static void ucx_finalize(void *vctx)
         ucx_destroy(vctx);
 }
 
+/* This plugin's variables: the host adds them to its table when it loads
+ * the plugin (config_get, swy-info -c, the unknown-variable warning). */
+static const swy_config_var_v1_t ucx_config[] = {
+    {"SWY_UCX_TLS", NULL,
+     "UCX transports for the ucx plugin (as UCX_TLS); unset: UCX's choice.",
+     SWY_CONFIG_TEXT, 0, 0, NULL},
+    {"SWY_UCX_LOCAL_EAGER", "512K",
+     "ucx plugin: messages below this size to ranks on the same host (same "
+     "boot and IPC and PID namespaces) go eagerly through UCX's "
+     "shared-memory FIFO instead of by a CMA rendezvous (UCX's "
+     "RNDV_SEND_NBR_THRESH with fast local completion; "
+     "UCX_RNDV_SEND_NBR_THRESH, when set, wins); alltoallv's chunks, "
+     "which nothing waits on alone, go by rendezvous from 256 KiB, and, "
+     "under lina or credit, so does every send below the highest "
+     "priority seen, from UCX's own rendezvous size (8 KiB) on. 0: "
+     "UCX's default (rendezvous from 8 KiB) to every peer.",
+     SWY_CONFIG_SIZE, 0, 67108864, NULL},
+    {"SWY_UCX_SHM_SEG", "auto",
+     "ucx plugin: payload of one segment of UCX's shared-memory FIFO "
+     "(UCX's MM_SEG_SIZE less its 64-byte headroom), 1K to 63K; an eager "
+     "message to a rank on this host crosses it in pieces of this size. "
+     "auto: 32K, unless the ranks on this host (SWY_LOCAL_WORLD_SIZE; "
+     "times SWY_NNODES under swy-run --nodes, whose emulated nodes share "
+     "the machine) outnumber the CPUs they share, where UCX's default is "
+     "kept. "
+     "UCX_SYSV_SEG_SIZE, UCX_POSIX_SEG_SIZE or UCX_MM_SEG_SIZE, when set, "
+     "win. 0: UCX's default (8K).",
+     SWY_CONFIG_SIZE, 0, 64512, NULL},
+};
+
 __attribute__((visibility("default"))) const swy_transport_v1_t
     swy_transport_plugin_v1 = {
         .abi_version = SWY_TRANSPORT_ABI_V1,
         .struct_size = sizeof(swy_transport_v1_t),
         .name = "ucx",
+        .config = ucx_config,
+        .config_count = sizeof(ucx_config) / sizeof(ucx_config[0]),
+        .config_var_size = sizeof(swy_config_var_v1_t),
         .init = ucx_init,
         .query = ucx_query,
         .get_address = ucx_get_address,

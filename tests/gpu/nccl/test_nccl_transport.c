@@ -644,7 +644,7 @@ static int run_gpu(void)
         fprintf(stderr, "init: %s\n", status_name(st));
         return 1;
     }
-    swy_transport_caps_v1_t caps;
+    swy_transport_caps_v1_t caps = {.struct_size = sizeof(caps)};
     st = tp->query(ctx, &caps);
     CHECK(st == SWY_OK, "query: %s", status_name(st));
     CHECK(caps.mem_types == (1u << SWY_MEM_CUDA), "mem_types 0x%x",

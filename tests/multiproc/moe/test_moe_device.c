@@ -503,22 +503,27 @@ static int rank_errors(swy_comm_t comm, int rank, int W, void *arg)
     if (expect_plan(comm, &cfg, SWY_ERR_INVALID_ARG, "rows_mem"))
         return 1;
 
-    /* A config from before rows_mem and stream (an older moe.h): a plan
-     * with host rows, whatever lies past its end. */
+    /* A config that ends before rows_mem and stream is short of the
+     * first release: refused on every rank (the struct_size rule). */
     cfg = config(&P, SWY_FLOAT32, 1, stream);
     cfg.struct_size = offsetof(swy_moe_config_t, rows_mem);
-    swy_moe_plan_t old_plan;
-    CHECK_RET(swy_moe_plan_create(comm, &cfg, &old_plan) == SWY_OK,
-              "plan of an older config: %s", swy_last_error(NULL));
+    if (expect_plan(comm, &cfg, SWY_ERR_INVALID_ARG, "first release"))
+        return 1;
+
+    /* A plan with host rows refuses a device topk_idx. */
+    cfg = config(&P, SWY_FLOAT32, 0, NULL);
+    swy_moe_plan_t host_plan;
+    CHECK_RET(swy_moe_plan_create(comm, &cfg, &host_plan) == SWY_OK,
+              "plan with host rows: %s", swy_last_error(NULL));
     int *d_one = swy_test_dev_alloc(2 * sizeof(int));
     memset(d_one, 0, 2 * sizeof(int));
-    swy_moe_route_t old_route = NULL;
-    swy_status_t st = swy_moe_route(old_plan, d_one, 1, &old_route);
-    CHECK_RET(st == SWY_ERR_INVALID_ARG && old_route == NULL &&
+    swy_moe_route_t host_route = NULL;
+    swy_status_t st = swy_moe_route(host_plan, d_one, 1, &host_route);
+    CHECK_RET(st == SWY_ERR_INVALID_ARG && host_route == NULL &&
                   strstr(swy_last_error(NULL), "host memory") != NULL,
-              "a device topk_idx on an older config's plan gave %s: %s",
+              "a device topk_idx on a host rows plan gave %s: %s",
               swy_status_string(st), swy_last_error(NULL));
-    swy_moe_plan_destroy(old_plan);
+    swy_moe_plan_destroy(host_plan);
     swy_test_dev_free(d_one);
 
     /* Buffers of the wrong kind: a local error, before anything is posted
@@ -597,7 +602,7 @@ static int rank_errors(swy_comm_t comm, int rank, int W, void *arg)
     return 0;
 }
 
-/* A double without swy_devmoe_plugin_v1 (its first release): device
+/* A double without swy_devmoe_plugin_v1 (the least it may have): device
  * plans are refused on every rank, host plans still work. */
 static int rank_unsupported(swy_comm_t comm, int rank, int W, void *arg)
 {

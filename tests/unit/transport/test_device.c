@@ -30,8 +30,9 @@ static void test_symbol(const char *path, swy_status_t want,
     }
     const swy_device_v1_t *dev = (const swy_device_v1_t *)(uintptr_t)1;
     char why[1024] = "";
-    swy_status_t status = swy_device_plugin_symbol(handle, path, &dev, why,
-                                                   sizeof(why));
+    swy_device_v1_t table;
+    swy_status_t status = swy_device_plugin_symbol(handle, path, &table, &dev,
+                                                   why, sizeof(why));
     CHECK(status == want);
     if (want == SWY_OK) {
         CHECK(dev == NULL); /* a transport without device services */

@@ -219,7 +219,7 @@ int main(void)
     ops = swy_transport_self_ops();
     CHECK(strcmp(ops->name, "self") == 0);
     CHECK(ops->init(&host, &ctx) == SWY_OK);
-    swy_transport_caps_v1_t caps;
+    swy_transport_caps_v1_t caps = {.struct_size = sizeof(caps)};
     CHECK(ops->query(ctx, &caps) == SWY_OK);
     CHECK(caps.score[SWY_LINK_SELF] == 100 &&
           caps.score[SWY_LINK_SAME_NUMA] == 0 &&

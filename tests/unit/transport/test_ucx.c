@@ -310,8 +310,9 @@ int main(int argc, char **argv)
     }
     void *dl = NULL;
     char why[1024];
-    if (swy_transport_plugin_open(argv[1], &ops, &dl, why, sizeof(why)) !=
-        SWY_OK) {
+    static swy_transport_v1_t table;
+    if (swy_transport_plugin_open(argv[1], &table, &ops, &dl, why,
+                                  sizeof(why)) != SWY_OK) {
         fprintf(stderr, "%s\n", why);
         return 1;
     }
@@ -332,12 +333,13 @@ int main(int argc, char **argv)
             .free = swy_free,
             .rank = r,
             .nranks = 2,
+            .size_parse = swy_config_parse_size,
         };
         if (ops->init(&host[r], &ctx[r]) != SWY_OK) {
             fprintf(stderr, "init of rank %d failed\n", r);
             return 1;
         }
-        swy_transport_caps_v1_t caps;
+        swy_transport_caps_v1_t caps = {.struct_size = sizeof(caps)};
         CHECK(ops->query(ctx[r], &caps) == SWY_OK);
         CHECK(caps.mem_types == 1u << SWY_MEM_HOST);
         CHECK(caps.score[SWY_LINK_SELF] == 10 &&
@@ -378,8 +380,9 @@ int main(int argc, char **argv)
     test_cancel();
     test_cancel_completed();
     test_source_matching();
+    swy_send_hints_v1_t hints_table;
     const swy_send_hints_v1_t *hints = NULL;
-    CHECK(swy_send_hints_plugin_symbol(dl, argv[1], &hints, why,
+    CHECK(swy_send_hints_plugin_symbol(dl, argv[1], &hints_table, &hints, why,
                                        sizeof(why)) == SWY_OK &&
           hints != NULL);
     if (hints != NULL)
