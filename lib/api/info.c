@@ -140,6 +140,7 @@ swy_status_t swy_describe(const char *what, char *buf, size_t len)
         return SWY_OK;
     }
     if (strcmp(what, "config-markdown") == 0) {
+        swy_transport_plugins_config();
         text_t t = {buf, len, 0};
         t.at = (size_t)snprintf(
             buf, len,
