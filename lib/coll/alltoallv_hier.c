@@ -1,0 +1,471 @@
+/* Alltoallv across hosts in two stages (Tutel's 2DH and NCCL's PXN
+ * shape): the blocks that the ranks of host A send to a rank d of
+ * another host B meet first at one rank of A, the forwarder, which sends
+ * them to d as one message. The forwarder of d on A is A's local rank
+ * (local index of d on B) mod |A|: with M ranks on every host, local
+ * rank l of A serves local rank l of every other host (a rail), every
+ * rank forwards, and M messages cross between two hosts instead of M^2,
+ * each M times larger. d receives one message per remote host; its
+ * blocks are laid out by source rank in rank order, so d receives it in
+ * place when those blocks lie in that order in its recvbuf (the usual
+ * layout), else into scratch and scatters each chunk as it lands.
+ *
+ * Counts: the forwarder needs its host's counts to every rank it
+ * serves. The ranks of a host first exchange their sendcounts rows (one
+ * small message to each local peer); each then knows its host's rows,
+ * and d knows the sizes from its own recvcounts. With the rows, every
+ * rank of A decides alike, per remote rank d, whether A aggregates: when
+ * A has more than one rank and A's blocks to d total at most
+ * SWY_COLL_HIER_AGG_MAX_BYTES; d decides the same from its recvcounts.
+ * Larger blocks go straight to d as in pairwise (no hop, no copy): one
+ * message per block is then no cost worth saving. Blocks inside a host
+ * go straight too.
+ *
+ * Every transfer is a chunk of at most the partition size, so the
+ * policy orders both stages on their links like any other op: a
+ * high-priority dispatch's aggregated messages go ahead of a backlog on
+ * the uplink. Tags, per ordered pair: inside a host, 0 for the counts
+ * row, then the direct block's chunks from 1, then the blocks that the
+ * receiver forwards, in the order of their final ranks; across hosts,
+ * chunks from 0 of the direct block or of the aggregated message (a pair
+ * carries one or the other). */
+#include <string.h>
+
+#include "coll/coll.h"
+#include "util/alloc.h"
+#include "util/log.h"
+#include "util/status.h"
+
+enum {
+    PH_ROW = 0,  /* a local peer's counts row landed (step: its index) */
+    PH_FWD = 1,  /* a block to forward landed (step: the served index) */
+    PH_AGG = 2,  /* a chunk of an aggregated message (step: its host) */
+    PH_DIRECT = 3 /* a direct block's chunk: nothing to do */
+};
+
+struct swy_coll_state {
+    swy_coll_args_t args;
+    int rank, nranks;
+    size_t dsize, chunk_bytes;
+    int nhosts, host, nlocal, local; /* this rank's host, its size, index */
+    int *host_first; /* [nhosts + 1]: host h's ranks are members[first..] */
+    int *members;    /* [nranks]: ranks by host, in rank order */
+    int *local_of;   /* [nranks]: each rank's index on its host */
+    uint64_t *rows;  /* [nlocal][nranks]: this host's sendcounts */
+    int rows_pending;
+    /* Forwarding: the remote ranks this rank aggregates for, the place of
+     * each one's message in agg, and the chunks still to land for it. */
+    int nserved;
+    int *served;
+    size_t *served_off, *served_bytes;
+    int *served_pending;
+    char *agg;
+    size_t agg_bytes;
+    /* Receiving: per host, the scratch of an aggregated message that
+     * does not land in place (NULL: in place or none). */
+    char **rx;
+    char *rx_scratch;
+    size_t rx_bytes;
+    /* Per rank: the next tag from/to a local peer. */
+    uint32_t *tag_to, *tag_from;
+};
+
+static int fwd_of(const swy_coll_state_t *st, int host, int dest)
+{
+    int size = st->host_first[host + 1] - st->host_first[host];
+    return st->members[st->host_first[host] + st->local_of[dest] % size];
+}
+
+static size_t host_size(const swy_coll_state_t *st, int host)
+{
+    return (size_t)(st->host_first[host + 1] - st->host_first[host]);
+}
+
+static void hier_destroy(swy_coll_state_t *st)
+{
+    if (st == NULL)
+        return;
+    swy_coll_scratch_put(st->agg, st->agg_bytes);
+    swy_coll_scratch_put(st->rx_scratch, st->rx_bytes);
+    swy_free(st->host_first);
+    swy_free(st->members);
+    swy_free(st->local_of);
+    swy_free(st->rows);
+    swy_free(st->served);
+    swy_free(st->served_off);
+    swy_free(st->served_bytes);
+    swy_free(st->served_pending);
+    swy_free(st->rx);
+    swy_free(st->tag_to);
+    swy_free(st->tag_from);
+    swy_free(st);
+}
+
+static swy_status_t hier_create(const swy_coll_args_t *args, int rank,
+                                int nranks, size_t partition_bytes,
+                                swy_coll_state_t **state_p)
+{
+    swy_coll_state_t *st;
+    if (args->host_of == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "coll", "alltoallv/hier: "
+                           "the ranks' hosts are not known");
+    SWY_COLL_CREATE_BEGIN(st, "alltoallv/hier", args, rank, nranks,
+                          SWY_COLL_HOST_ONLY, 0);
+    size_t w = (size_t)nranks;
+    for (int r = 0; r < nranks; r++)
+        st->nhosts = SWY_MAX(st->nhosts, args->host_of[r] + 1);
+    st->host_first = swy_calloc((size_t)st->nhosts + 1, sizeof(int));
+    st->members = swy_malloc(w * sizeof(int));
+    st->local_of = swy_malloc(w * sizeof(int));
+    st->rx = swy_calloc((size_t)st->nhosts, sizeof(char *));
+    st->tag_to = swy_calloc(w, sizeof(uint32_t));
+    st->tag_from = swy_calloc(w, sizeof(uint32_t));
+    if (st->host_first == NULL || st->members == NULL ||
+        st->local_of == NULL || st->rx == NULL || st->tag_to == NULL ||
+        st->tag_from == NULL)
+        goto err_nomem;
+    for (int r = 0; r < nranks; r++)
+        st->host_first[args->host_of[r] + 1]++;
+    for (int h = 0; h < st->nhosts; h++)
+        st->host_first[h + 1] += st->host_first[h];
+    int *fill = swy_calloc((size_t)st->nhosts, sizeof(int));
+    if (fill == NULL)
+        goto err_nomem;
+    for (int r = 0; r < nranks; r++) {
+        int h = args->host_of[r];
+        st->local_of[r] = fill[h]++;
+        st->members[st->host_first[h] + st->local_of[r]] = r;
+    }
+    swy_free(fill);
+    st->host = args->host_of[rank];
+    st->nlocal = (int)host_size(st, st->host);
+    st->local = st->local_of[rank];
+    st->rows = swy_calloc((size_t)st->nlocal * w, sizeof(uint64_t));
+    if (st->rows == NULL)
+        goto err_nomem;
+    for (int d = 0; d < nranks; d++)
+        st->rows[(size_t)st->local * w + (size_t)d] = args->sendcounts[d];
+    st->rows_pending = st->nlocal - 1;
+    /* Cut by the partition alone, alike on every rank whatever its
+     * counts; a message of more chunks than tags fails when posted. */
+    st->chunk_bytes =
+        swy_coll_chunk_elems(partition_bytes, st->dsize, 0, 1) * st->dsize;
+    *state_p = st;
+    return SWY_OK;
+
+err_nomem:
+    hier_destroy(st);
+    return swy_err_set(SWY_ERR_NO_MEMORY, "coll", "alltoallv/hier: out of "
+                       "memory");
+}
+
+static size_t chunks_of(const swy_coll_state_t *st, size_t bytes)
+{
+    return (bytes + st->chunk_bytes - 1) / st->chunk_bytes;
+}
+
+/* Emit the chunks of bytes at buf to or from peer, tags from *tag on. */
+static swy_status_t emit_chunks(swy_coll_state_t *st,
+                                const swy_coll_emit_t *emit, int peer,
+                                int is_send, char *buf, size_t bytes,
+                                uint32_t *tag, int phase, int step)
+{
+    size_t n = chunks_of(st, bytes);
+    if ((size_t)*tag + n > (size_t)SWY_COLL_TAG_MAX)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "coll", "alltoallv/hier: "
+                           "%zu bytes between ranks %d and %d need more "
+                           "than %u chunks of %zu bytes", bytes, st->rank,
+                           peer, (unsigned)SWY_COLL_TAG_MAX, st->chunk_bytes);
+    for (size_t c = 0; c < n; c++) {
+        size_t off = c * st->chunk_bytes;
+        swy_coll_xfer_t x = {
+            .peer = peer, .is_send = (uint8_t)is_send, .mem = SWY_MEM_HOST,
+            .tag = (*tag)++, .buf = buf + off,
+            .bytes = SWY_MIN(st->chunk_bytes, bytes - off),
+            .cookie = swy_coll_cookie(phase, step, c), .bulk = 1};
+        emit->post(emit->ctx, &x);
+    }
+    return SWY_OK;
+}
+
+static char *send_block(const swy_coll_state_t *st, int dest)
+{
+    return (char *)st->args.sendbuf + st->args.sdispls[dest] * st->dsize;
+}
+
+static char *recv_block(const swy_coll_state_t *st, int src)
+{
+    return (char *)st->args.recvbuf + st->args.rdispls[src] * st->dsize;
+}
+
+/* Does host h aggregate what its ranks send to the remote rank dest,
+ * whose blocks from h total bytes? The same answer on h's ranks and on
+ * dest. */
+static int aggregates(const swy_coll_state_t *st, int h, size_t bytes)
+{
+    return host_size(st, h) > 1 && bytes > 0 &&
+           bytes <= SWY_COLL_HIER_AGG_MAX_BYTES;
+}
+
+/* What this rank receives from host h (another one): one aggregated
+ * message, in place or into scratch (its size added to *scratch), or
+ * each rank's block. */
+static swy_status_t post_remote_recvs(swy_coll_state_t *st,
+                                      const swy_coll_emit_t *emit, int h)
+{
+    const swy_coll_args_t *a = &st->args;
+    size_t total = 0;
+    int first = -1, in_place = 1;
+    size_t next = 0;
+    for (int i = st->host_first[h]; i < st->host_first[h + 1]; i++) {
+        int s = st->members[i];
+        if (a->recvcounts[s] == 0)
+            continue;
+        if (first >= 0 && a->rdispls[s] != next)
+            in_place = 0;
+        if (first < 0)
+            first = s;
+        next = a->rdispls[s] + a->recvcounts[s];
+        total += a->recvcounts[s] * st->dsize;
+    }
+    if (!aggregates(st, h, total)) {
+        for (int i = st->host_first[h]; i < st->host_first[h + 1]; i++) {
+            int s = st->members[i];
+            uint32_t tag = 0;
+            SWY_CHECK(emit_chunks(st, emit, s, 0, recv_block(st, s),
+                                  a->recvcounts[s] * st->dsize, &tag,
+                                  PH_DIRECT, 0));
+        }
+        return SWY_OK;
+    }
+    char *buf = in_place ? recv_block(st, first) : st->rx[h];
+    uint32_t tag = 0;
+    return emit_chunks(st, emit, fwd_of(st, h, st->rank), 0, buf, total,
+                       &tag, PH_AGG, h);
+}
+
+/* Bytes that this rank receives aggregated from host h into scratch. */
+static size_t rx_scratch_bytes(const swy_coll_state_t *st, int h)
+{
+    const swy_coll_args_t *a = &st->args;
+    size_t total = 0, next = 0;
+    int first = -1, in_place = 1;
+    for (int i = st->host_first[h]; i < st->host_first[h + 1]; i++) {
+        int s = st->members[i];
+        if (a->recvcounts[s] == 0)
+            continue;
+        if (first >= 0 && a->rdispls[s] != next)
+            in_place = 0;
+        first = s;
+        next = a->rdispls[s] + a->recvcounts[s];
+        total += a->recvcounts[s] * st->dsize;
+    }
+    return aggregates(st, h, total) && !in_place ? total : 0;
+}
+
+static swy_status_t hier_start(swy_coll_state_t *st,
+                               const swy_coll_emit_t *emit)
+{
+    const swy_coll_args_t *a = &st->args;
+    size_t w = (size_t)st->nranks;
+    int A = st->host;
+    /* Scratch for aggregated messages that cannot land in place. */
+    for (int h = 0; h < st->nhosts; h++)
+        if (h != A)
+            st->rx_bytes += rx_scratch_bytes(st, h);
+    if (st->rx_bytes > 0) {
+        st->rx_scratch = swy_coll_scratch_get(st->rx_bytes);
+        if (st->rx_scratch == NULL)
+            return swy_err_set(SWY_ERR_NO_MEMORY, "coll", "alltoallv/hier: "
+                               "no %zu bytes of scratch", st->rx_bytes);
+        size_t off = 0;
+        for (int h = 0; h < st->nhosts; h++) {
+            size_t bytes = h != A ? rx_scratch_bytes(st, h) : 0;
+            if (bytes > 0)
+                st->rx[h] = st->rx_scratch + off;
+            off += bytes;
+        }
+    }
+    /* Receives: the local peers' rows and direct blocks, then each
+     * remote host's. */
+    for (int i = st->host_first[A]; i < st->host_first[A + 1]; i++) {
+        int s = st->members[i];
+        if (s != st->rank) {
+            swy_coll_xfer_t x = {
+                .peer = s, .is_send = 0, .mem = SWY_MEM_HOST, .tag = 0,
+                .buf = st->rows + (size_t)st->local_of[s] * w,
+                .bytes = w * sizeof(uint64_t),
+                .cookie = swy_coll_cookie(PH_ROW, st->local_of[s], 0)};
+            emit->post(emit->ctx, &x);
+        }
+        st->tag_from[s] = 1;
+        SWY_CHECK(emit_chunks(st, emit, s, 0, recv_block(st, s),
+                              a->recvcounts[s] * st->dsize, &st->tag_from[s],
+                              PH_DIRECT, 0));
+    }
+    for (int h = 0; h < st->nhosts; h++)
+        if (h != A)
+            SWY_CHECK(post_remote_recvs(st, emit, h));
+    /* Sends: this rank's row and direct blocks inside the host. */
+    for (int i = st->host_first[A]; i < st->host_first[A + 1]; i++) {
+        int d = st->members[i];
+        if (d != st->rank) {
+            swy_coll_xfer_t x = {
+                .peer = d, .is_send = 1, .mem = SWY_MEM_HOST, .tag = 0,
+                .buf = st->rows + (size_t)st->local * w,
+                .bytes = w * sizeof(uint64_t),
+                .cookie = swy_coll_cookie(PH_ROW, st->local, 0)};
+            emit->post(emit->ctx, &x);
+        }
+        st->tag_to[d] = 1;
+        SWY_CHECK(emit_chunks(st, emit, d, 1, send_block(st, d),
+                              a->sendcounts[d] * st->dsize, &st->tag_to[d],
+                              PH_DIRECT, 0));
+    }
+    /* Alone on its host, the rank sends everything straight. */
+    if (st->nlocal == 1)
+        for (int d = 0; d < st->nranks; d++)
+            if (a->host_of[d] != A) {
+                uint32_t tag = 0;
+                SWY_CHECK(emit_chunks(st, emit, d, 1, send_block(st, d),
+                                      a->sendcounts[d] * st->dsize, &tag,
+                                      PH_DIRECT, 0));
+            }
+    return SWY_OK;
+}
+
+/* Bytes that this host's ranks send dest, from the rows. */
+static size_t host_bytes_to(const swy_coll_state_t *st, int dest)
+{
+    size_t total = 0;
+    for (int k = 0; k < st->nlocal; k++)
+        total += st->rows[(size_t)k * (size_t)st->nranks + (size_t)dest];
+    return total * st->dsize;
+}
+
+static swy_status_t send_aggregate(swy_coll_state_t *st,
+                                   const swy_coll_emit_t *emit, int j)
+{
+    uint32_t tag = 0;
+    return emit_chunks(st, emit, st->served[j], 1,
+                       st->agg + st->served_off[j], st->served_bytes[j],
+                       &tag, PH_AGG, j);
+}
+
+/* Every row is in: send what goes straight, post what this rank
+ * forwards, send the blocks others forward. */
+static swy_status_t plan_remote(swy_coll_state_t *st,
+                                const swy_coll_emit_t *emit)
+{
+    const swy_coll_args_t *a = &st->args;
+    size_t w = (size_t)st->nranks;
+    int A = st->host;
+    int nserved = 0;
+    for (int d = 0; d < st->nranks; d++)
+        nserved += a->host_of[d] != A && fwd_of(st, A, d) == st->rank &&
+                   aggregates(st, A, host_bytes_to(st, d));
+    st->served = swy_malloc(((size_t)nserved + 1) * sizeof(int));
+    st->served_off = swy_malloc(((size_t)nserved + 1) * sizeof(size_t));
+    st->served_bytes = swy_malloc(((size_t)nserved + 1) * sizeof(size_t));
+    st->served_pending = swy_calloc((size_t)nserved + 1, sizeof(int));
+    if (st->served == NULL || st->served_off == NULL ||
+        st->served_bytes == NULL || st->served_pending == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "coll", "alltoallv/hier: out "
+                           "of memory");
+    for (int d = 0; d < st->nranks; d++) {
+        if (a->host_of[d] == A)
+            continue;
+        size_t bytes = host_bytes_to(st, d);
+        int fwd = fwd_of(st, A, d);
+        if (!aggregates(st, A, bytes)) {
+            uint32_t tag = 0;
+            SWY_CHECK(emit_chunks(st, emit, d, 1, send_block(st, d),
+                                  a->sendcounts[d] * st->dsize, &tag,
+                                  PH_DIRECT, 0));
+        } else if (fwd != st->rank) {
+            SWY_CHECK(emit_chunks(st, emit, fwd, 1, send_block(st, d),
+                                  a->sendcounts[d] * st->dsize,
+                                  &st->tag_to[fwd], PH_DIRECT, 0));
+        } else {
+            st->served[st->nserved] = d;
+            st->served_off[st->nserved] = st->agg_bytes;
+            st->served_bytes[st->nserved] = bytes;
+            st->agg_bytes += bytes;
+            st->nserved++;
+        }
+    }
+    if (st->agg_bytes > 0) {
+        st->agg = swy_coll_scratch_get(st->agg_bytes);
+        if (st->agg == NULL)
+            return swy_err_set(SWY_ERR_NO_MEMORY, "coll", "alltoallv/hier: "
+                               "no %zu bytes of scratch", st->agg_bytes);
+    }
+    /* Each served rank's message: the host's blocks in rank order. */
+    for (int j = 0; j < st->nserved; j++) {
+        int d = st->served[j];
+        char *at = st->agg + st->served_off[j];
+        for (int k = 0; k < st->nlocal; k++) {
+            int s = st->members[st->host_first[A] + k];
+            size_t bytes = st->rows[(size_t)k * w + (size_t)d] * st->dsize;
+            if (s == st->rank)
+                memcpy(at, send_block(st, d), bytes);
+            else {
+                st->served_pending[j] += (int)chunks_of(st, bytes);
+                SWY_CHECK(emit_chunks(st, emit, s, 0, at, bytes,
+                                      &st->tag_from[s], PH_FWD, j));
+            }
+            at += bytes;
+        }
+    }
+    for (int j = 0; j < st->nserved; j++)
+        if (st->served_pending[j] == 0)
+            SWY_CHECK(send_aggregate(st, emit, j));
+    return SWY_OK;
+}
+
+/* A chunk of host h's aggregated message landed in scratch: copy its
+ * pieces to their sources' places. */
+static void scatter_chunk(swy_coll_state_t *st, int h, size_t chunk,
+                          size_t bytes)
+{
+    const swy_coll_args_t *a = &st->args;
+    size_t lo = chunk * st->chunk_bytes, hi = lo + bytes, at = 0;
+    for (int i = st->host_first[h]; i < st->host_first[h + 1] && at < hi;
+         i++) {
+        int s = st->members[i];
+        size_t len = a->recvcounts[s] * st->dsize;
+        size_t from = SWY_MAX(lo, at), to = SWY_MIN(hi, at + len);
+        if (from < to)
+            memcpy(recv_block(st, s) + (from - at), st->rx[h] + from,
+                   to - from);
+        at += len;
+    }
+}
+
+static swy_status_t hier_recv_done(swy_coll_state_t *st,
+                                   const swy_coll_xfer_t *xfer,
+                                   const swy_coll_emit_t *emit)
+{
+    int step = swy_coll_cookie_step(xfer->cookie);
+    switch (swy_coll_cookie_phase(xfer->cookie)) {
+    case PH_ROW:
+        if (--st->rows_pending == 0)
+            return plan_remote(st, emit);
+        return SWY_OK;
+    case PH_FWD:
+        if (--st->served_pending[step] == 0)
+            return send_aggregate(st, emit, step);
+        return SWY_OK;
+    case PH_AGG:
+        if (st->rx[step] != NULL)
+            scatter_chunk(st, step, swy_coll_cookie_chunk(xfer->cookie),
+                          xfer->bytes);
+        return SWY_OK;
+    default:
+        return SWY_OK;
+    }
+}
+
+const swy_coll_algo_t swy_coll_alltoallv_hier = {
+    .name = "alltoallv/hier", .create = hier_create, .start = hier_start,
+    .recv_done = hier_recv_done, .destroy = hier_destroy};
