@@ -159,7 +159,7 @@ swy_coll_a2a_algo_t swy_coll_alltoallv_setting(void)
  * core per rank the pairwise exchange is ahead of Open MPI's alltoallv,
  * and the channel's two copies have not been measured against it
  * (docs/performance.md, "coll"). Across hosts, hier: it aggregates only
- * what is small enough to gain from it (SWY_COLL_HIER_AGG_MAX_BYTES)
+ * blocks small enough to gain from it (SWY_COLL_HIER_BLOCK_MAX_BYTES)
  * and sends the rest as pairwise does, and with one rank per host it is
  * pairwise (docs/performance.md, "hier"). */
 swy_coll_a2a_algo_t swy_coll_alltoallv_choose(const swy_coll_args_t *args,

@@ -10,16 +10,18 @@
  * place when those blocks lie in that order in its recvbuf (the usual
  * layout), else into scratch and scatters each chunk as it lands.
  *
- * Counts: the forwarder needs its host's counts to every rank it
- * serves. The ranks of a host first exchange their sendcounts rows (one
- * small message to each local peer); each then knows its host's rows,
- * and d knows the sizes from its own recvcounts. With the rows, every
- * rank of A decides alike, per remote rank d, whether A aggregates: when
- * A has more than one rank and A's blocks to d total at most
- * SWY_COLL_HIER_AGG_MAX_BYTES; d decides the same from its recvcounts.
- * Larger blocks go straight to d as in pairwise (no hop, no copy): one
- * message per block is then no cost worth saving. Blocks inside a host
- * go straight too.
+ * Which blocks: a block to a rank of another host goes through the
+ * forwarder when its host has more than one rank and the block holds at
+ * most SWY_COLL_HIER_BLOCK_MAX_BYTES; larger blocks go straight to d as
+ * in pairwise (no hop, no copy: one message per block is then no cost
+ * worth saving). Blocks inside a host go straight too. The sender
+ * decides from its sendcount, the receiver from its recvcount, so that
+ * neither waits for anything before it posts.
+ *
+ * Counts: the forwarder needs the sizes of the blocks it gathers. The
+ * ranks of a host exchange their sendcounts rows first (one small
+ * message to each local peer); the forwarder posts its receives once it
+ * has them, and sends a rank's message once all its blocks are in.
  *
  * Every transfer is a chunk of at most the partition size, so the
  * policy orders both stages on their links like any other op: a
@@ -27,8 +29,8 @@
  * the uplink. Tags, per ordered pair: inside a host, 0 for the counts
  * row, then the direct block's chunks from 1, then the blocks that the
  * receiver forwards, in the order of their final ranks; across hosts,
- * chunks from 0 of the direct block or of the aggregated message (a pair
- * carries one or the other). */
+ * the direct block's chunks from 0, then the aggregated message's (a
+ * forwarder's own block may be too large to join its message). */
 #include <string.h>
 
 #include "coll/coll.h"
@@ -198,28 +200,29 @@ static char *recv_block(const swy_coll_state_t *st, int src)
     return (char *)st->args.recvbuf + st->args.rdispls[src] * st->dsize;
 }
 
-/* Does host h aggregate what its ranks send to the remote rank dest,
- * whose blocks from h total bytes? The same answer on h's ranks and on
- * dest. */
+/* Does a block of bytes from a rank of host h to a rank of another host
+ * go through the forwarder? The same answer for its sender (its
+ * sendcount), its forwarder (the sender's row) and its receiver (its
+ * recvcount): each decides alone, so that nothing waits for the rows
+ * but the forwarder. */
 static int aggregates(const swy_coll_state_t *st, int h, size_t bytes)
 {
     return host_size(st, h) > 1 && bytes > 0 &&
-           bytes <= SWY_COLL_HIER_AGG_MAX_BYTES;
+           bytes <= SWY_COLL_HIER_BLOCK_MAX_BYTES;
 }
 
-/* What this rank receives from host h (another one): one aggregated
- * message, in place or into scratch (its size added to *scratch), or
- * each rank's block. */
-static swy_status_t post_remote_recvs(swy_coll_state_t *st,
-                                      const swy_coll_emit_t *emit, int h)
+/* The message this rank gets from host h's forwarder: its bytes (0: none)
+ * and whether its blocks (h's aggregated ones, in rank order) lie in
+ * that order, back to back, in recvbuf, from *first_p's. */
+static size_t agg_message(const swy_coll_state_t *st, int h, int *in_place_p,
+                          int *first_p)
 {
     const swy_coll_args_t *a = &st->args;
-    size_t total = 0;
+    size_t total = 0, next = 0;
     int first = -1, in_place = 1;
-    size_t next = 0;
     for (int i = st->host_first[h]; i < st->host_first[h + 1]; i++) {
         int s = st->members[i];
-        if (a->recvcounts[s] == 0)
+        if (!aggregates(st, h, a->recvcounts[s] * st->dsize))
             continue;
         if (first >= 0 && a->rdispls[s] != next)
             in_place = 0;
@@ -228,39 +231,72 @@ static swy_status_t post_remote_recvs(swy_coll_state_t *st,
         next = a->rdispls[s] + a->recvcounts[s];
         total += a->recvcounts[s] * st->dsize;
     }
-    if (!aggregates(st, h, total)) {
-        for (int i = st->host_first[h]; i < st->host_first[h + 1]; i++) {
-            int s = st->members[i];
-            uint32_t tag = 0;
-            SWY_CHECK(emit_chunks(st, emit, s, 0, recv_block(st, s),
-                                  a->recvcounts[s] * st->dsize, &tag,
-                                  PH_DIRECT, 0));
-        }
-        return SWY_OK;
-    }
-    char *buf = in_place ? recv_block(st, first) : st->rx[h];
-    uint32_t tag = 0;
-    return emit_chunks(st, emit, fwd_of(st, h, st->rank), 0, buf, total,
-                       &tag, PH_AGG, h);
+    *in_place_p = in_place;
+    *first_p = first;
+    return total;
 }
 
-/* Bytes that this rank receives aggregated from host h into scratch. */
-static size_t rx_scratch_bytes(const swy_coll_state_t *st, int h)
+/* What this rank receives from host h (another one): the aggregated
+ * message, in place or into st->rx[h], and the other blocks straight. */
+static swy_status_t post_remote_recvs(swy_coll_state_t *st,
+                                      const swy_coll_emit_t *emit, int h)
 {
     const swy_coll_args_t *a = &st->args;
-    size_t total = 0, next = 0;
-    int first = -1, in_place = 1;
     for (int i = st->host_first[h]; i < st->host_first[h + 1]; i++) {
         int s = st->members[i];
-        if (a->recvcounts[s] == 0)
-            continue;
-        if (first >= 0 && a->rdispls[s] != next)
-            in_place = 0;
-        first = s;
-        next = a->rdispls[s] + a->recvcounts[s];
-        total += a->recvcounts[s] * st->dsize;
+        size_t bytes = a->recvcounts[s] * st->dsize;
+        uint32_t tag = 0;
+        if (!aggregates(st, h, bytes))
+            SWY_CHECK(emit_chunks(st, emit, s, 0, recv_block(st, s), bytes,
+                                  &tag, PH_DIRECT, 0));
     }
-    return aggregates(st, h, total) && !in_place ? total : 0;
+    int in_place, first;
+    size_t total = agg_message(st, h, &in_place, &first);
+    if (total == 0)
+        return SWY_OK;
+    char *buf = in_place ? recv_block(st, first) : st->rx[h];
+    int fwd = fwd_of(st, h, st->rank);
+    size_t fwd_own = a->recvcounts[fwd] * st->dsize;
+    uint32_t tag =
+        aggregates(st, h, fwd_own) ? 0 : (uint32_t)chunks_of(st, fwd_own);
+    return emit_chunks(st, emit, fwd, 0, buf, total, &tag, PH_AGG, h);
+}
+
+/* Bytes of host h's aggregated message that land in scratch. */
+static size_t rx_scratch_bytes(const swy_coll_state_t *st, int h)
+{
+    int in_place, first;
+    size_t total = agg_message(st, h, &in_place, &first);
+    return in_place ? 0 : total;
+}
+
+/* This rank's blocks to other hosts: those to forward, to their
+ * forwarders in the order of their final ranks (as the forwarders number
+ * them), its own share kept for plan_forwarding; then the others
+ * straight, to rank + 1, rank + 2, ... as pairwise does (ranks that all
+ * began with the same destination would pile onto its link at once). */
+static swy_status_t send_remote(swy_coll_state_t *st,
+                                const swy_coll_emit_t *emit)
+{
+    const swy_coll_args_t *a = &st->args;
+    int A = st->host;
+    for (int d = 0; d < st->nranks; d++) {
+        int fwd = fwd_of(st, A, d);
+        if (a->host_of[d] != A && fwd != st->rank &&
+            aggregates(st, A, a->sendcounts[d] * st->dsize))
+            SWY_CHECK(emit_chunks(st, emit, fwd, 1, send_block(st, d),
+                                  a->sendcounts[d] * st->dsize,
+                                  &st->tag_to[fwd], PH_DIRECT, 0));
+    }
+    for (int s = 1; s < st->nranks; s++) {
+        int d = (st->rank + s) % st->nranks;
+        size_t bytes = a->sendcounts[d] * st->dsize;
+        uint32_t tag = 0;
+        if (a->host_of[d] != A && !aggregates(st, A, bytes))
+            SWY_CHECK(emit_chunks(st, emit, d, 1, send_block(st, d), bytes,
+                                  &tag, PH_DIRECT, 0));
+    }
+    return SWY_OK;
 }
 
 static swy_status_t hier_start(swy_coll_state_t *st,
@@ -306,9 +342,10 @@ static swy_status_t hier_start(swy_coll_state_t *st,
     for (int h = 0; h < st->nhosts; h++)
         if (h != A)
             SWY_CHECK(post_remote_recvs(st, emit, h));
-    /* Sends: this rank's row and direct blocks inside the host. */
-    for (int i = st->host_first[A]; i < st->host_first[A + 1]; i++) {
-        int d = st->members[i];
+    /* Sends: this rank's row and direct blocks inside the host, to the
+     * next local rank first (as send_remote), then the rest. */
+    for (int i = 0; i < st->nlocal; i++) {
+        int d = st->members[st->host_first[A] + (st->local + i) % st->nlocal];
         if (d != st->rank) {
             swy_coll_xfer_t x = {
                 .peer = d, .is_send = 1, .mem = SWY_MEM_HOST, .tag = 0,
@@ -322,77 +359,61 @@ static swy_status_t hier_start(swy_coll_state_t *st,
                               a->sendcounts[d] * st->dsize, &st->tag_to[d],
                               PH_DIRECT, 0));
     }
-    /* Alone on its host, the rank sends everything straight. */
-    if (st->nlocal == 1)
-        for (int d = 0; d < st->nranks; d++)
-            if (a->host_of[d] != A) {
-                uint32_t tag = 0;
-                SWY_CHECK(emit_chunks(st, emit, d, 1, send_block(st, d),
-                                      a->sendcounts[d] * st->dsize, &tag,
-                                      PH_DIRECT, 0));
-            }
-    return SWY_OK;
-}
-
-/* Bytes that this host's ranks send dest, from the rows. */
-static size_t host_bytes_to(const swy_coll_state_t *st, int dest)
-{
-    size_t total = 0;
-    for (int k = 0; k < st->nlocal; k++)
-        total += st->rows[(size_t)k * (size_t)st->nranks + (size_t)dest];
-    return total * st->dsize;
+    return send_remote(st, emit);
 }
 
 static swy_status_t send_aggregate(swy_coll_state_t *st,
                                    const swy_coll_emit_t *emit, int j)
 {
-    uint32_t tag = 0;
+    /* After this rank's own block to the same rank, if that went
+     * straight. */
+    size_t own = st->args.sendcounts[st->served[j]] * st->dsize;
+    uint32_t tag =
+        aggregates(st, st->host, own) ? 0 : (uint32_t)chunks_of(st, own);
     return emit_chunks(st, emit, st->served[j], 1,
                        st->agg + st->served_off[j], st->served_bytes[j],
                        &tag, PH_AGG, j);
 }
 
-/* Every row is in: send what goes straight, post what this rank
- * forwards, send the blocks others forward. */
-static swy_status_t plan_remote(swy_coll_state_t *st,
-                                const swy_coll_emit_t *emit)
+/* Bytes of local rank k's block to dest, from the rows, if it goes
+ * through the forwarder; else 0. */
+static size_t fwd_block(const swy_coll_state_t *st, int k, int dest)
+{
+    size_t bytes =
+        st->rows[(size_t)k * (size_t)st->nranks + (size_t)dest] * st->dsize;
+    return aggregates(st, st->host, bytes) ? bytes : 0;
+}
+
+/* Every row is in: for each remote rank this rank forwards to, receive
+ * its host's blocks into one message (its own copied), in rank order;
+ * send the message once they are all in. */
+static swy_status_t plan_forwarding(swy_coll_state_t *st,
+                                    const swy_coll_emit_t *emit)
 {
     const swy_coll_args_t *a = &st->args;
-    size_t w = (size_t)st->nranks;
     int A = st->host;
-    int nserved = 0;
-    for (int d = 0; d < st->nranks; d++)
-        nserved += a->host_of[d] != A && fwd_of(st, A, d) == st->rank &&
-                   aggregates(st, A, host_bytes_to(st, d));
-    st->served = swy_malloc(((size_t)nserved + 1) * sizeof(int));
-    st->served_off = swy_malloc(((size_t)nserved + 1) * sizeof(size_t));
-    st->served_bytes = swy_malloc(((size_t)nserved + 1) * sizeof(size_t));
-    st->served_pending = swy_calloc((size_t)nserved + 1, sizeof(int));
+    size_t w = (size_t)st->nranks;
+    st->served = swy_malloc((w + 1) * sizeof(int));
+    st->served_off = swy_malloc((w + 1) * sizeof(size_t));
+    st->served_bytes = swy_malloc((w + 1) * sizeof(size_t));
+    st->served_pending = swy_calloc(w + 1, sizeof(int));
     if (st->served == NULL || st->served_off == NULL ||
         st->served_bytes == NULL || st->served_pending == NULL)
         return swy_err_set(SWY_ERR_NO_MEMORY, "coll", "alltoallv/hier: out "
                            "of memory");
     for (int d = 0; d < st->nranks; d++) {
-        if (a->host_of[d] == A)
+        if (a->host_of[d] == A || fwd_of(st, A, d) != st->rank)
             continue;
-        size_t bytes = host_bytes_to(st, d);
-        int fwd = fwd_of(st, A, d);
-        if (!aggregates(st, A, bytes)) {
-            uint32_t tag = 0;
-            SWY_CHECK(emit_chunks(st, emit, d, 1, send_block(st, d),
-                                  a->sendcounts[d] * st->dsize, &tag,
-                                  PH_DIRECT, 0));
-        } else if (fwd != st->rank) {
-            SWY_CHECK(emit_chunks(st, emit, fwd, 1, send_block(st, d),
-                                  a->sendcounts[d] * st->dsize,
-                                  &st->tag_to[fwd], PH_DIRECT, 0));
-        } else {
-            st->served[st->nserved] = d;
-            st->served_off[st->nserved] = st->agg_bytes;
-            st->served_bytes[st->nserved] = bytes;
-            st->agg_bytes += bytes;
-            st->nserved++;
-        }
+        size_t bytes = 0;
+        for (int k = 0; k < st->nlocal; k++)
+            bytes += fwd_block(st, k, d);
+        if (bytes == 0)
+            continue;
+        st->served[st->nserved] = d;
+        st->served_off[st->nserved] = st->agg_bytes;
+        st->served_bytes[st->nserved] = bytes;
+        st->agg_bytes += bytes;
+        st->nserved++;
     }
     if (st->agg_bytes > 0) {
         st->agg = swy_coll_scratch_get(st->agg_bytes);
@@ -400,13 +421,12 @@ static swy_status_t plan_remote(swy_coll_state_t *st,
             return swy_err_set(SWY_ERR_NO_MEMORY, "coll", "alltoallv/hier: "
                                "no %zu bytes of scratch", st->agg_bytes);
     }
-    /* Each served rank's message: the host's blocks in rank order. */
     for (int j = 0; j < st->nserved; j++) {
         int d = st->served[j];
         char *at = st->agg + st->served_off[j];
         for (int k = 0; k < st->nlocal; k++) {
             int s = st->members[st->host_first[A] + k];
-            size_t bytes = st->rows[(size_t)k * w + (size_t)d] * st->dsize;
+            size_t bytes = fwd_block(st, k, d);
             if (s == st->rank)
                 memcpy(at, send_block(st, d), bytes);
             else {
@@ -434,6 +454,8 @@ static void scatter_chunk(swy_coll_state_t *st, int h, size_t chunk,
          i++) {
         int s = st->members[i];
         size_t len = a->recvcounts[s] * st->dsize;
+        if (!aggregates(st, h, len))
+            continue;
         size_t from = SWY_MAX(lo, at), to = SWY_MIN(hi, at + len);
         if (from < to)
             memcpy(recv_block(st, s) + (from - at), st->rx[h] + from,
@@ -450,7 +472,7 @@ static swy_status_t hier_recv_done(swy_coll_state_t *st,
     switch (swy_coll_cookie_phase(xfer->cookie)) {
     case PH_ROW:
         if (--st->rows_pending == 0)
-            return plan_remote(st, emit);
+            return plan_forwarding(st, emit);
         return SWY_OK;
     case PH_FWD:
         if (--st->served_pending[step] == 0)

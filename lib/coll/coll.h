@@ -209,13 +209,14 @@ typedef enum {
     SWY_COLL_A2A_NALGOS
 } swy_coll_a2a_algo_t;
 
-/* alltoallv/hier aggregates the blocks that a host sends one remote rank
- * into one message when they total at most this many bytes (smaller
- * blocks pay a message each across the fabric; larger ones go straight,
- * as in pairwise, sparing the hop and copy inside the host). The rule
- * and the runs behind it: docs/performance.md, "hier". */
-#ifndef SWY_COLL_HIER_AGG_MAX_BYTES /* -D for experiments only */
-#define SWY_COLL_HIER_AGG_MAX_BYTES ((size_t)256 << 10)
+/* alltoallv/hier sends a block to a rank of another host through the
+ * forwarder, in one message with the other such blocks of its host to
+ * that rank, when it holds at most this many bytes (small blocks pay a
+ * message each across the fabric; larger ones go straight, as in
+ * pairwise, sparing the hop and copy inside the host). The rule and the
+ * runs behind it: docs/performance.md, "hier". */
+#ifndef SWY_COLL_HIER_BLOCK_MAX_BYTES /* -D for experiments only */
+#define SWY_COLL_HIER_BLOCK_MAX_BYTES ((size_t)8 << 10)
 #endif
 
 /* The alltoallv algorithm an op runs when `wanted` is asked for (shm
