@@ -18,8 +18,10 @@
 #
 # Needs root (network namespaces); exits 77 without it. Builds nothing.
 # Environment: BUILD_DIR (default build), REPEAT (default 5), LINK,
-# NODES, RPN, ALLREDUCE, UPLINK_MBPS, OUT_DIR (keep the raw outputs there;
-# default a temporary folder, removed). SWY_* and UCX_* reach every rank.
+# NODES, RPN, ALLREDUCE, UPLINK_MBPS, MIN_PEER_KIB and MAX_PEER_KIB (the
+# all-to-all's range per peer, default 1 and 1024), FACTOR (its step,
+# default 4), OUT_DIR (keep the raw outputs there; default a temporary
+# folder, removed). SWY_* and UCX_* reach every rank.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -118,7 +120,8 @@ for ((run = 1; run <= repeat; run++)); do
         continue
     fi
     w=$((nodes * rpn))
-    args=(--op alltoallv --min-size $((w))K --max-size $((w))M --factor 4)
+    args=(--op alltoallv --min-size $((w * ${MIN_PEER_KIB:-1}))K
+          --max-size $((w * ${MAX_PEER_KIB:-1024}))K --factor "${FACTOR:-4}")
     for algo in pairwise hier; do
         say "run $run/$repeat switchyard $algo: SWY_ALLTOALLV_ALGO=$algo" \
             "swy-run --nodes $nodes --ranks-per-node $rpn --link $link" \
