@@ -22,7 +22,7 @@
  *             ranks wait in the first stage (its counts row and blocks),
  *             the others for its aggregated message: SWY_ERR_REMOTE on
  *             every other rank.
- *   kill2     the last rank dies 300 ms into 32 ops whose aggregated
+ *   kill2     the last rank dies 300 ms into 64 ops whose aggregated
  *             messages take about 1.7 s on a 10 mbit link (the second
  *             stage): SWY_ERR_REMOTE on every other rank, from an op, or
  *             from the next op (a barrier) on one whose blocks had all
@@ -333,14 +333,18 @@ static int case_mismatch(swy_comm_t comm)
 }
 
 /* kill1: the last rank dies before posting. kill2: every rank posts
- * NOPS ops of 8 KiB blocks (aggregated: 32 KiB leave a host per op and
+ * NOPS ops of 4 KiB blocks (aggregated: 16 KiB leave a host per op and
  * remote rank, about 2 MiB in all, some 1.7 s on a 10 mbit link), and
- * the last rank dies 300 ms in, with ops in their second stage. */
-#define NOPS 32
+ * the last rank dies 300 ms in, with ops in their second stage. With
+ * 8 KiB blocks (16 KiB messages), sends in flight to the dying peer made
+ * UCX 1.13 abort a sender on an assertion in its TCP error path
+ * (uct_iface.h: comp->count > 0) in 2 of 11 runs, with 4 KiB blocks in
+ * none of 10: a fault below the library, not what these cases check. */
+#define NOPS 64
 static int case_kill(swy_comm_t comm, int stage)
 {
     int r = swy_comm_rank(comm), n = swy_comm_size(comm);
-    size_t block = 8 * 1024;
+    size_t block = 4 * 1024;
     size_t *c = calloc((size_t)n, sizeof(size_t));
     size_t *d = calloc((size_t)n, sizeof(size_t));
     for (int q = 0; q < n; q++) {
@@ -431,11 +435,9 @@ int main(int argc, char **argv)
         return 2;
     }
     if (!strncmp(which, "kill", 4) || !strcmp(which, "mismatch")) {
-        /* Let every rank see its failure before any leaves: a rank that
-         * exits while another's zero-copy sends to it are in flight has
-         * made UCX 1.13 abort there on an assertion in its TCP error
-         * path (uct_iface.h, comp->count > 0), which is not what these
-         * cases check. */
+        /* Let every rank see its failure before any leaves (see
+         * case_kill: a peer's exit fails the sends still in flight to
+         * it). */
         sleep(1);
         swy_comm_destroy(comm);
         return bad;
