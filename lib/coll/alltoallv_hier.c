@@ -26,9 +26,11 @@
  * Every transfer is a chunk of at most the partition size, so the
  * policy orders both stages on their links like any other op: a
  * high-priority dispatch's aggregated messages go ahead of a backlog on
- * the uplink. Tags, per ordered pair: inside a host, 0 for the counts
- * row, then the direct block's chunks from 1, then the blocks that the
- * receiver forwards, in the order of their final ranks; across hosts,
+ * the uplink. Tags, per ordered pair: inside a host, the counts row
+ * with the direct block behind it when that is small (row_carries), else
+ * 0 for the row and the direct block's chunks from 1; then the blocks
+ * that the receiver forwards, in the order of their final ranks; across
+ * hosts,
  * the direct block's chunks from 0, then the aggregated message's (a
  * forwarder's own block may be too large to join its message). */
 #include <string.h>
@@ -55,6 +57,14 @@ struct swy_coll_state {
     int *local_of;   /* [nranks]: each rank's index on its host */
     uint64_t *rows;  /* [nlocal][nranks]: this host's sendcounts */
     int rows_pending;
+    /* A small direct block inside the host travels behind its sender's
+     * row, in one message (packed in ride_out, landing in ride_in): per
+     * local rank, its place there (SIZE_MAX: apart) and the chunks of
+     * the message still to land. */
+    char *ride_out, *ride_in;
+    size_t ride_out_bytes, ride_in_bytes;
+    size_t *ride_out_at, *ride_in_at;
+    int *row_chunks;
     /* Forwarding: the remote ranks this rank aggregates for, the place of
      * each one's message in agg, and the chunks still to land for it. */
     int nserved;
@@ -89,6 +99,11 @@ static void hier_destroy(swy_coll_state_t *st)
         return;
     swy_coll_scratch_put(st->agg, st->agg_bytes);
     swy_coll_scratch_put(st->rx_scratch, st->rx_bytes);
+    swy_coll_scratch_put(st->ride_out, st->ride_out_bytes);
+    swy_coll_scratch_put(st->ride_in, st->ride_in_bytes);
+    swy_free(st->ride_out_at);
+    swy_free(st->ride_in_at);
+    swy_free(st->row_chunks);
     swy_free(st->host_first);
     swy_free(st->members);
     swy_free(st->local_of);
@@ -122,9 +137,13 @@ static swy_status_t hier_create(const swy_coll_args_t *args, int rank,
     st->rx = swy_calloc((size_t)st->nhosts, sizeof(char *));
     st->tag_to = swy_calloc(w, sizeof(uint32_t));
     st->tag_from = swy_calloc(w, sizeof(uint32_t));
+    st->ride_out_at = swy_malloc(w * sizeof(size_t));
+    st->ride_in_at = swy_malloc(w * sizeof(size_t));
+    st->row_chunks = swy_calloc(w, sizeof(int));
     if (st->host_first == NULL || st->members == NULL ||
         st->local_of == NULL || st->rx == NULL || st->tag_to == NULL ||
-        st->tag_from == NULL)
+        st->tag_from == NULL || st->ride_out_at == NULL ||
+        st->ride_in_at == NULL || st->row_chunks == NULL)
         goto err_nomem;
     for (int r = 0; r < nranks; r++)
         st->host_first[args->host_of[r] + 1]++;
@@ -299,6 +318,47 @@ static swy_status_t send_remote(swy_coll_state_t *st,
     return SWY_OK;
 }
 
+/* Does the direct block between two ranks of this host (bytes) travel
+ * behind the sender's row? Small ones do: a message less, for a copy
+ * each side; both sides decide alike from their counts. */
+static int row_carries(const swy_coll_state_t *st, size_t bytes)
+{
+    return bytes <= SWY_COLL_HIER_BLOCK_MAX_BYTES;
+}
+
+/* Lay out and get the scratch of the rows that carry blocks. */
+static swy_status_t ride_scratch(swy_coll_state_t *st)
+{
+    const swy_coll_args_t *a = &st->args;
+    size_t row = (size_t)st->nranks * sizeof(uint64_t);
+    for (int i = st->host_first[st->host]; i < st->host_first[st->host + 1];
+         i++) {
+        int p = st->members[i];
+        size_t out = a->sendcounts[p] * st->dsize;
+        size_t in = a->recvcounts[p] * st->dsize;
+        st->ride_out_at[p] = st->ride_in_at[p] = SIZE_MAX;
+        if (p == st->rank)
+            continue;
+        if (row_carries(st, out)) {
+            st->ride_out_at[p] = st->ride_out_bytes;
+            st->ride_out_bytes += row + out;
+        }
+        if (row_carries(st, in)) {
+            st->ride_in_at[p] = st->ride_in_bytes;
+            st->ride_in_bytes += row + in;
+        }
+    }
+    if (st->ride_out_bytes > 0 &&
+        (st->ride_out = swy_coll_scratch_get(st->ride_out_bytes)) == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "coll", "alltoallv/hier: no "
+                           "%zu bytes of scratch", st->ride_out_bytes);
+    if (st->ride_in_bytes > 0 &&
+        (st->ride_in = swy_coll_scratch_get(st->ride_in_bytes)) == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "coll", "alltoallv/hier: no "
+                           "%zu bytes of scratch", st->ride_in_bytes);
+    return SWY_OK;
+}
+
 static swy_status_t hier_start(swy_coll_state_t *st,
                                const swy_coll_emit_t *emit)
 {
@@ -322,22 +382,34 @@ static swy_status_t hier_start(swy_coll_state_t *st,
             off += bytes;
         }
     }
+    SWY_CHECK(ride_scratch(st));
     /* Receives: the local peers' rows and direct blocks, then each
      * remote host's. */
     for (int i = st->host_first[A]; i < st->host_first[A + 1]; i++) {
         int s = st->members[i];
+        size_t bytes = a->recvcounts[s] * st->dsize;
+        st->tag_from[s] = 0;
+        if (s != st->rank && st->ride_in_at[s] != SIZE_MAX) {
+            /* the row, then the block */
+            size_t len = w * sizeof(uint64_t) + bytes;
+            st->row_chunks[s] = (int)chunks_of(st, len);
+            SWY_CHECK(emit_chunks(st, emit, s, 0,
+                                  st->ride_in + st->ride_in_at[s], len,
+                                  &st->tag_from[s], PH_ROW,
+                                  st->local_of[s]));
+            continue;
+        }
         if (s != st->rank) {
-            swy_coll_xfer_t x = {
-                .peer = s, .is_send = 0, .mem = SWY_MEM_HOST, .tag = 0,
-                .buf = st->rows + (size_t)st->local_of[s] * w,
-                .bytes = w * sizeof(uint64_t),
-                .cookie = swy_coll_cookie(PH_ROW, st->local_of[s], 0)};
-            emit->post(emit->ctx, &x);
+            st->row_chunks[s] = (int)chunks_of(st, w * sizeof(uint64_t));
+            SWY_CHECK(emit_chunks(st, emit, s, 0,
+                                  (char *)(st->rows +
+                                           (size_t)st->local_of[s] * w),
+                                  w * sizeof(uint64_t), &st->tag_from[s],
+                                  PH_ROW, st->local_of[s]));
         }
         st->tag_from[s] = 1;
-        SWY_CHECK(emit_chunks(st, emit, s, 0, recv_block(st, s),
-                              a->recvcounts[s] * st->dsize, &st->tag_from[s],
-                              PH_DIRECT, 0));
+        SWY_CHECK(emit_chunks(st, emit, s, 0, recv_block(st, s), bytes,
+                              &st->tag_from[s], PH_DIRECT, 0));
     }
     for (int h = 0; h < st->nhosts; h++)
         if (h != A)
@@ -346,18 +418,24 @@ static swy_status_t hier_start(swy_coll_state_t *st,
      * next local rank first (as send_remote), then the rest. */
     for (int i = 0; i < st->nlocal; i++) {
         int d = st->members[st->host_first[A] + (st->local + i) % st->nlocal];
-        if (d != st->rank) {
-            swy_coll_xfer_t x = {
-                .peer = d, .is_send = 1, .mem = SWY_MEM_HOST, .tag = 0,
-                .buf = st->rows + (size_t)st->local * w,
-                .bytes = w * sizeof(uint64_t),
-                .cookie = swy_coll_cookie(PH_ROW, st->local, 0)};
-            emit->post(emit->ctx, &x);
+        size_t bytes = a->sendcounts[d] * st->dsize;
+        size_t row = w * sizeof(uint64_t);
+        st->tag_to[d] = 0;
+        if (d != st->rank && st->ride_out_at[d] != SIZE_MAX) {
+            char *msg = st->ride_out + st->ride_out_at[d];
+            memcpy(msg, st->rows + (size_t)st->local * w, row);
+            memcpy(msg + row, send_block(st, d), bytes);
+            SWY_CHECK(emit_chunks(st, emit, d, 1, msg, row + bytes,
+                                  &st->tag_to[d], PH_ROW, st->local));
+            continue;
         }
+        if (d != st->rank)
+            SWY_CHECK(emit_chunks(st, emit, d, 1,
+                                  (char *)(st->rows + (size_t)st->local * w),
+                                  row, &st->tag_to[d], PH_ROW, st->local));
         st->tag_to[d] = 1;
-        SWY_CHECK(emit_chunks(st, emit, d, 1, send_block(st, d),
-                              a->sendcounts[d] * st->dsize, &st->tag_to[d],
-                              PH_DIRECT, 0));
+        SWY_CHECK(emit_chunks(st, emit, d, 1, send_block(st, d), bytes,
+                              &st->tag_to[d], PH_DIRECT, 0));
     }
     return send_remote(st, emit);
 }
@@ -470,10 +548,21 @@ static swy_status_t hier_recv_done(swy_coll_state_t *st,
 {
     int step = swy_coll_cookie_step(xfer->cookie);
     switch (swy_coll_cookie_phase(xfer->cookie)) {
-    case PH_ROW:
+    case PH_ROW: {
+        int s = st->members[st->host_first[st->host] + step];
+        if (--st->row_chunks[s] > 0)
+            return SWY_OK;
+        if (st->ride_in_at[s] != SIZE_MAX) {
+            size_t row = (size_t)st->nranks * sizeof(uint64_t);
+            const char *msg = st->ride_in + st->ride_in_at[s];
+            memcpy(st->rows + (size_t)step * (size_t)st->nranks, msg, row);
+            memcpy(recv_block(st, s), msg + row,
+                   st->args.recvcounts[s] * st->dsize);
+        }
         if (--st->rows_pending == 0)
             return plan_forwarding(st, emit);
         return SWY_OK;
+    }
     case PH_FWD:
         if (--st->served_pending[step] == 0)
             return send_aggregate(st, emit, step);

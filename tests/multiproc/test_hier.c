@@ -241,16 +241,17 @@ static uint64_t micro_ops_sent(swy_comm_t comm)
 }
 
 /* What hier sends on the world for pattern 0 (1 KiB to everyone, every
- * pair aggregated) with H hosts of M ranks: M - 1 counts rows, M blocks
- * inside the host (its own too), one block to each of the other M - 1
- * forwarders for each other host, and one message to each rank of
- * another host that it forwards for. */
+ * pair aggregated) with H hosts of M ranks: one message to each other
+ * rank of its host (its counts row with the block behind it), its block
+ * to itself, one block to each of the other M - 1 forwarders for each
+ * other host, and one message to each rank of another host that it
+ * forwards for. */
 static uint64_t hier_micro_ops(int nodes, int per_node)
 {
     uint64_t m = (uint64_t)per_node, h = (uint64_t)nodes;
     if (m == 1)
         return h; /* pairwise */
-    return (m - 1) + m + (m - 1) * (h - 1) + (h - 1);
+    return m + (m - 1) * (h - 1) + (h - 1);
 }
 
 static int case_conform(swy_comm_t world, int per_node, int nodes)
