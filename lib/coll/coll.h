@@ -216,7 +216,7 @@ typedef enum {
  * pairwise, sparing the hop and copy inside the host). The rule and the
  * runs behind it: docs/performance.md, "hier". */
 #ifndef SWY_COLL_HIER_BLOCK_MAX_BYTES /* -D for experiments only */
-#define SWY_COLL_HIER_BLOCK_MAX_BYTES ((size_t)8 << 10)
+#define SWY_COLL_HIER_BLOCK_MAX_BYTES ((size_t)4 << 10)
 #endif
 
 /* The alltoallv algorithm an op runs when `wanted` is asked for (shm

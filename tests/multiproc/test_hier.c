@@ -60,7 +60,7 @@ static size_t pattern_count(int p, int src, int dst, size_t dsize)
     default:                                      /* sparse, mixed */
         if ((src + dst) % 3 == 1)
             return 0;
-        return (src + dst) % 3 == 0 ? 200 * kib + 1 : 5 * kib + 7;
+        return (src + dst) % 3 == 0 ? 200 * kib + 1 : 3 * kib + 7;
     }
 }
 
