@@ -19,9 +19,10 @@
  * neither waits for anything before it posts.
  *
  * Counts: the forwarder needs the sizes of the blocks it gathers. The
- * ranks of a host exchange their sendcounts rows first (one small
- * message to each local peer); the forwarder posts its receives once it
- * has them, and sends a rank's message once all its blocks are in.
+ * ranks of a host exchange their sendcounts rows first (one message to
+ * each local peer, which also carries the direct block to that peer when
+ * the block is small); the forwarder posts its receives once it has
+ * them, and sends a rank's message once all its blocks are in.
  *
  * Every transfer is a chunk of at most the partition size, so the
  * policy orders both stages on their links like any other op: a
@@ -37,7 +38,6 @@
 
 #include "coll/coll.h"
 #include "util/alloc.h"
-#include "util/log.h"
 #include "util/status.h"
 
 enum {
