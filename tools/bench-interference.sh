@@ -90,128 +90,16 @@ if [[ -n ${UCX_TCP_SNDBUF:-} ]]; then
     mpi_mca+=(--mca btl_tcp_sndbuf "$UCX_TCP_SNDBUF")
 fi
 
-# The exec relay (see the top of this file).
-cat >"$out/relay.py" <<'EOF'
-import json, os, socket, sys, threading
-
-MARK = b"\0SWY-RELAY-EXIT "
-
-def serve(d):
-    node = os.environ["SWY_NODE"]
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(os.path.join(d, f"node{node}.sock"))
-    srv.listen(64)
-    open(os.path.join(d, f"node{node}.ready"), "w").close()
-    while True:
-        conn, _ = srv.accept()
-        if os.fork() == 0:
-            srv.close()
-            line = b""
-            while not line.endswith(b"\n"):  # byte by byte: stdin follows
-                b = conn.recv(1)
-                if not b:
-                    os._exit(1)
-                line += b
-            req = json.loads(line)
-            pid = os.fork()
-            if pid == 0:
-                os.setsid()
-                for fd in (0, 1, 2):
-                    os.dup2(conn.fileno(), fd)
-                conn.close()
-                os.chdir(req["cwd"])
-                os.execv("/bin/sh", ["/bin/sh", "-c", req["cmd"]])
-            _, status = os.waitpid(pid, 0)
-            try:
-                conn.sendall(MARK + str(os.waitstatus_to_exitcode(status))
-                             .encode() + b"\n")
-            except OSError:
-                pass
-            os._exit(0)
-        conn.close()
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
-        except ChildProcessError:
-            pass
-
-def run(d, node, cmd):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(os.path.join(d, f"node{node}.sock"))
-    s.sendall(json.dumps({"cmd": cmd, "cwd": os.getcwd()}).encode() + b"\n")
-    def pump_stdin():
-        try:
-            while True:
-                data = os.read(0, 65536)
-                if not data:
-                    break
-                s.sendall(data)
-        except OSError:
-            pass
-        try:
-            s.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-    threading.Thread(target=pump_stdin, daemon=True).start()
-    out, tail, keep = sys.stdout.buffer, b"", len(MARK) + 8
-    while True:
-        data = s.recv(65536)
-        if not data:
-            break
-        tail += data
-        if tail.find(MARK) < 0 and len(tail) > keep:
-            out.write(tail[:-keep])
-            out.flush()
-            tail = tail[-keep:]
-    cut = tail.find(MARK)
-    out.write(tail if cut < 0 else tail[:cut])
-    out.flush()
-    return 255 if cut < 0 else int(tail[cut + len(MARK):].split()[0])
-
-mode, d = sys.argv[1], sys.argv[2]
-if mode == "serve":
-    serve(d)
-elif mode == "run":
-    sys.exit(run(d, sys.argv[3], sys.argv[4]))
-else:  # agent [ssh-style options] HOST CMD...
-    args = [a for a in sys.argv[3:]]
-    while args and args[0].startswith("-"):
-        args.pop(0)
-    host = args[0]
-    node = (int(host.rsplit(".", 1)[1]) - 1 if host.startswith("198.18.0.")
-            else int(host.removeprefix("node")))
-    sys.exit(run(d, node, " ".join(args[1:])))
-EOF
-cat >"$out/agent.sh" <<EOF
-#!/bin/sh
-exec $python $out/relay.py agent $out "\$@"
-EOF
-chmod +x "$out/agent.sh"
-
-# Open MPI in the emulated cluster: start the relays (once), then mpirun in
-# node0. Returns non-zero when this route does not work here.
-relays_start() {
-    rm -f "$out"/node*.sock "$out"/node*.ready
-    "$swy_run" --nodes 2 --ranks-per-node 1 --link "$link" \
-        "$python" "$out/relay.py" serve "$out" >"$out/relay.log" 2>&1 &
-    relay_pid=$!
-    for _ in $(seq 100); do
-        [[ -e $out/node0.ready && -e $out/node1.ready ]] && return 0
-        sleep 0.1
-    done
-    echo "bench-interference: relays did not start:" >&2
-    cat "$out/relay.log" >&2
-    return 1
-}
+# The exec relay (see the top of this file; tools/mpi-cluster.sh).
+. "$here/tools/mpi-cluster.sh"
+mpi_relay_files "$out"
 mpi_cluster_run() {
-    local cmd
-    cmd="mpirun --allow-run-as-root --oversubscribe -np 4"
-    cmd+=" --host 198.18.0.1:2,198.18.0.2:2"
-    cmd+=" --mca plm_rsh_agent $out/agent.sh"
-    cmd+=" --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0"
-    cmd+=" ${mpi_mca[*]} $swy_bench_mpi interference --nodes 2 --json"
-    cmd+=" ${mpi_extra[*]}"
-    timeout 600 "$python" "$out/relay.py" run "$out" 0 "$cmd" </dev/null
+    mpi_relay_run "$out" -np 4 --host 198.18.0.1:2,198.18.0.2:2 \
+        "${mpi_mca[@]}" "$swy_bench_mpi" interference --nodes 2 --json \
+        "${mpi_extra[@]}"
+}
+relays_start() {
+    mpi_relays_start "$out" "$swy_run" "$link" && relay_pid=$mpi_relay_pid
 }
 mpi_local_run() {
     # Both on 4 local ranks over TCP (loopback, unshaped): the fallback.

@@ -12,7 +12,8 @@
 #                                   tree (build-gpu) against DIR's
 #                                   libraries, run the gpu suite,
 #                                   swy-kbench and swy-train in fp32,
-#                                   bf16 and bf16 with grouped GEMMs;
+#                                   bf16 and bf16 with grouped GEMMs,
+#                                   bench-hier.sh on its cores (root);
 #                                   logs and JSON lines into $OUT
 #                                   (default gpu-out), a summary last
 #
@@ -20,7 +21,8 @@
 # one still runs; the exit status is that of the gpu suite. Environment:
 # OUT, NCCL_DIR (default: the nvidia.nccl package of python3), GPU_ARCH
 # (default 90), PEAKS (swy-kbench's peak flags; default the H200's), STEPS
-# (training steps, default 200), SUITE_TIMEOUT_S (default 300).
+# (training steps, default 200), SUITE_TIMEOUT_S (default 300),
+# HIER_REPEAT (bench-hier.sh's REPEAT, default 3).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cmd=${1:-}
@@ -146,6 +148,14 @@ run_checks() {
     SWY_KC_GROUPED=1 step train-bf16-grouped 240 \
         "$build/tools/swy-run/swy-run" -n 1 \
         "$build/tools/swy-train/swy-train" "${model[@]}" --dtype bf16
+    # The hier benchmark (docs/performance.md, "hier") on this machine's
+    # cores, a core per rank: the 2 x 4 emulated cluster needs root, ip
+    # and tc (else the step reports 77). Host buffers: alltoallv/hier
+    # takes no device buffers yet, and one GPU runs one rank.
+    REPEAT=${HIER_REPEAT:-3} BUILD_DIR=$build step hier 300 \
+        "$here/tools/bench-hier.sh"
+    grep -A8 '== summary' "$out/hier.log" 2>/dev/null |
+        tee -a "$out/summary.txt"
     python3 - "$out" <<'EOF' | tee -a "$out/summary.txt"
 import json, sys
 out, runs = sys.argv[1], {}
@@ -178,7 +188,7 @@ case $cmd in
 deps) fetch_deps ;;
 run) run_checks ;;
 *)
-    sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     [[ $cmd == -h || $cmd == --help ]]
     ;;
 esac

@@ -239,20 +239,24 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
         goto err_transports;
     }
     size_t *burst = swy_calloc((size_t)nranks, sizeof(size_t));
-    if (burst == NULL) {
+    int *host = swy_calloc((size_t)nranks, sizeof(int));
+    if (burst == NULL || host == NULL) {
+        swy_free(host);
+        swy_free(burst);
         swy_free(remote);
         status = swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
         goto err_transports;
     }
     for (int r = 0; r < nranks; r++) {
-        remote[r] = swy_topo_node_of(comm->topo, r) !=
-                    swy_topo_node_of(comm->topo, rank);
+        host[r] = swy_topo_node_of(comm->topo, r);
+        remote[r] = host[r] != swy_topo_node_of(comm->topo, rank);
         /* 4 ms of the link (bytes/s * 0.004), at least 64 KiB */
         double b = swy_topo_bandwidth(comm->topo, rank, r) * 0.004;
         burst[r] = b < 65536.0 ? 65536 : b > 1e15 ? (size_t)1e15 : (size_t)b;
     }
     swy_sched_params_t params = {
         .peer_remote = remote,
+        .peer_host = host,
         .peer_burst_bytes = burst,
         .auto_partition_bytes = auto_partition,
         .rank = rank,
@@ -284,6 +288,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
     status = swy_sched_create(&params, &comm->sched);
     swy_free(remote);
     swy_free(burst);
+    swy_free(host);
     if (status != SWY_OK)
         goto err_transports;
     comm->view = swy_sched_world(comm->sched);

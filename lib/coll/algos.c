@@ -14,6 +14,7 @@ extern const swy_coll_algo_t swy_coll_allreduce_rhd;
 extern const swy_coll_algo_t swy_coll_allreduce_direct;
 extern const swy_coll_algo_t swy_coll_allreduce_shm;
 extern const swy_coll_algo_t swy_coll_alltoallv_shm;
+extern const swy_coll_algo_t swy_coll_alltoallv_hier;
 extern const swy_coll_algo_t swy_coll_allgather_ring;
 extern const swy_coll_algo_t swy_coll_broadcast_chain;
 extern const swy_coll_algo_t swy_coll_barrier_dissemination;
@@ -49,7 +50,7 @@ static const char *const ar_algo_names[SWY_COLL_AR_NALGOS] = {
     "auto", "ring", "rhd", "direct", "shm"};
 
 static const char *const a2a_algo_names[SWY_COLL_A2A_NALGOS] = {
-    "auto", "pairwise", "shm"};
+    "auto", "pairwise", "shm", "hier"};
 
 const char *swy_coll_allreduce_algo_name(swy_coll_ar_algo_t algo)
 {
@@ -157,16 +158,25 @@ swy_coll_a2a_algo_t swy_coll_alltoallv_setting(void)
  * There the CMA rendezvous's kernel copy was the slower path; with a
  * core per rank the pairwise exchange is ahead of Open MPI's alltoallv,
  * and the channel's two copies have not been measured against it
- * (docs/performance.md, "coll"). */
+ * (docs/performance.md, "coll"). Across hosts pairwise too: hier has
+ * not won where it was measured (the emulated 2 x 4 cluster on 2 cores,
+ * where pairwise runs at the shaped uplink's rate from 4 KiB per peer
+ * and every op still checks its counts with every peer), so it runs
+ * only when asked for (docs/performance.md, "hier"). */
 swy_coll_a2a_algo_t swy_coll_alltoallv_choose(const swy_coll_args_t *args,
                                               swy_coll_a2a_algo_t wanted)
 {
-    if (args->kind != SWY_COLL_ALLTOALLV || args->mem != SWY_MEM_HOST ||
-        args->shm_a2a == NULL)
+    if (args->kind != SWY_COLL_ALLTOALLV || args->mem != SWY_MEM_HOST)
         return SWY_COLL_A2A_PAIRWISE;
+    int hier_ok = args->multi_host && args->host_of != NULL;
+    if (wanted == SWY_COLL_A2A_HIER && !hier_ok)
+        wanted = SWY_COLL_A2A_AUTO;
     if (wanted == SWY_COLL_A2A_AUTO || wanted >= SWY_COLL_A2A_NALGOS)
-        return args->shm_a2a->ranks_share_cpus ? SWY_COLL_A2A_SHM
-                                               : SWY_COLL_A2A_PAIRWISE;
+        return args->shm_a2a != NULL && args->shm_a2a->ranks_share_cpus
+                   ? SWY_COLL_A2A_SHM
+                   : SWY_COLL_A2A_PAIRWISE;
+    if (wanted == SWY_COLL_A2A_SHM && args->shm_a2a == NULL)
+        return SWY_COLL_A2A_PAIRWISE;
     return wanted;
 }
 
@@ -193,12 +203,14 @@ const swy_coll_algo_t *swy_coll_algo_for(const swy_coll_args_t *args,
 {
     if (args->offload)
         return &swy_coll_offload;
-    if (args->kind == SWY_COLL_ALLTOALLV)
-        return swy_coll_alltoallv_choose(
-                   args, (swy_coll_a2a_algo_t)args->alltoallv_algo) ==
-                       SWY_COLL_A2A_SHM
-                   ? &swy_coll_alltoallv_shm
-                   : &swy_coll_alltoallv_pairwise;
+    if (args->kind == SWY_COLL_ALLTOALLV) {
+        switch (swy_coll_alltoallv_choose(
+            args, (swy_coll_a2a_algo_t)args->alltoallv_algo)) {
+        case SWY_COLL_A2A_SHM: return &swy_coll_alltoallv_shm;
+        case SWY_COLL_A2A_HIER: return &swy_coll_alltoallv_hier;
+        default: return &swy_coll_alltoallv_pairwise;
+        }
+    }
     if (args->mem != SWY_MEM_HOST &&
         (args->kind == SWY_COLL_REDUCE_SCATTER ||
          args->kind == SWY_COLL_ALLGATHERV || args->kind == SWY_COLL_REDUCE ||

@@ -69,6 +69,11 @@ typedef struct {
     /* The comm's ranks are on more than one host (the scheduler sets it;
      * the same on every rank, from the shared topology). */
     uint8_t multi_host;
+    /* [nranks]: each rank's host, numbered 0.. in order of first
+     * appearance, the same on every rank (the scheduler sets it from the
+     * shared topology; borrowed for the op's life), or NULL when not
+     * known: alltoallv/hier needs it. */
+    const int *host_of;
     /* The comm's shared-memory channel (shm.c), or NULL: the scheduler
      * sets it; every rank of the comm has one or none alike. */
     struct swy_coll_shm *shm;
@@ -200,12 +205,24 @@ typedef enum {
                               pairwise */
     SWY_COLL_A2A_PAIRWISE, /* alltoallv.c, through the transports */
     SWY_COLL_A2A_SHM,      /* alltoallv_shm.c; needs the channel */
+    SWY_COLL_A2A_HIER,     /* alltoallv_hier.c; ranks on several hosts */
     SWY_COLL_A2A_NALGOS
 } swy_coll_a2a_algo_t;
 
+/* alltoallv/hier sends a block to a rank of another host through the
+ * forwarder, in one message with the other such blocks of its host to
+ * that rank, when it holds at most this many bytes (small blocks pay a
+ * message each across the fabric; larger ones go straight, as in
+ * pairwise, sparing the hop and copy inside the host). The rule and the
+ * runs behind it: docs/performance.md, "hier". */
+#ifndef SWY_COLL_HIER_BLOCK_MAX_BYTES /* -D for experiments only */
+#define SWY_COLL_HIER_BLOCK_MAX_BYTES ((size_t)4 << 10)
+#endif
+
 /* The alltoallv algorithm an op runs when `wanted` is asked for (shm
- * gives way to pairwise without a channel or for device buffers); a
- * function of what every rank shares (not of the counts). */
+ * gives way to pairwise without a channel or for device buffers, hier
+ * to the automatic rule on one host or without a host map); a function
+ * of what every rank shares (not of the counts). */
 swy_coll_a2a_algo_t swy_coll_alltoallv_choose(const swy_coll_args_t *args,
                                               swy_coll_a2a_algo_t wanted);
 swy_coll_a2a_algo_t swy_coll_alltoallv_setting(void);

@@ -23,6 +23,32 @@ static void close_fds(swy_sched_t *s)
         }
 }
 
+/* The view's host map (c->host_of): engine hosts renumbered in the order
+ * they first appear among the view's ranks, so that every member, whose
+ * engine numbers hosts alike, gets the same map. NULL when some host is
+ * unknown. */
+static swy_status_t comm_number_hosts(swy_sched_t *s, swy_sched_comm_t *c)
+{
+    size_t n = (size_t)c->nranks;
+    for (size_t r = 0; r < n; r++)
+        if (s->links[c->peers[r]].host < 0)
+            return SWY_OK;
+    c->host_of = swy_malloc(n * sizeof(int));
+    if (c->host_of == NULL)
+        return SWY_ERR_NO_MEMORY;
+    int nhosts = 0;
+    for (size_t r = 0; r < n; r++) {
+        int host = s->links[c->peers[r]].host;
+        c->host_of[r] = -1;
+        for (size_t q = 0; q < r && c->host_of[r] < 0; q++)
+            if (s->links[c->peers[q]].host == host)
+                c->host_of[r] = c->host_of[q];
+        if (c->host_of[r] < 0)
+            c->host_of[r] = nhosts++;
+    }
+    return SWY_OK;
+}
+
 /* A view, under s->lock (or before the engine runs). */
 static swy_status_t comm_new(swy_sched_t *s,
                              const swy_sched_comm_params_t *params,
@@ -54,6 +80,12 @@ static swy_status_t comm_new(swy_sched_t *s,
     s->own_boot_views += c->boot != NULL;
     for (size_t r = 0; r < n; r++)
         c->multi_host |= s->links[c->peers[r]].remote;
+    if (comm_number_hosts(s, c) != SWY_OK) {
+        swy_free(c->peers);
+        swy_free(c->p2p_send_seq);
+        swy_free(c);
+        return swy_err_set(SWY_ERR_NO_MEMORY, "sched", "out of memory");
+    }
     swy_list_init(&c->ops);
     swy_list_init(&c->p2p_blocked);
     swy_list_init(&c->early_headers);
@@ -78,6 +110,7 @@ static void comm_free(swy_sched_comm_t *c)
         c->sched->n_failed_views--;
     c->sched->own_boot_views -= c->boot != NULL;
     swy_free(c->peers);
+    swy_free(c->host_of);
     swy_free(c->p2p_send_seq);
     swy_free(c);
 }
@@ -102,6 +135,8 @@ swy_status_t swy_sched_create(const swy_sched_params_t *params,
         s->links[i].remote = params->peer_remote != NULL &&
                              params->peer_remote[i] != 0;
         s->multi_host |= s->links[i].remote;
+        s->links[i].host =
+            params->peer_host != NULL ? params->peer_host[i] : -1;
         s->links[i].burst_bytes = params->peer_burst_bytes != NULL
                                       ? params->peer_burst_bytes[i]
                                       : params->window_bytes;

@@ -297,6 +297,10 @@ struct swy_sched_comm {
     struct swy_coll_shm *shm, *shm_a2a;
     swy_boot_t *boot; /* its own control plane, or NULL (the engine's) */
     int multi_host; /* some member is on another host than this rank */
+    /* [nranks]: each rank's host, numbered 0.. in the order the hosts
+     * first appear among the ranks (the same on every member), or NULL
+     * when the engine was not told the hosts (coll.h, args.host_of). */
+    int *host_of;
     uint32_t next_seq;
     uint32_t next_series; /* id of the next swy_alltoallv_chunks */
     uint32_t *p2p_send_seq, *p2p_recv_seq; /* [nranks]: per ordered pair */
@@ -321,6 +325,7 @@ typedef struct {
     int last_prio; /* of the last data micro-op issued, -1 before any */
     uint64_t fair_clock; /* start tag of the last micro-op issued */
     int remote;    /* the peer is on another host: shares the uplink */
+    int host;      /* its host's index, alike on every rank; -1: unknown */
     size_t burst_bytes; /* swy_sched_params_t.peer_burst_bytes */
 } swy_link_t;
 

@@ -545,6 +545,7 @@ static swy_status_t op_prepare(swy_sched_comm_t *c,
         args->offload ? (uint8_t)swy_sched_lane_class(priority) : 0;
     /* What the algorithm's choice depends on (lib/coll chooses). */
     op->args.multi_host = (uint8_t)c->multi_host;
+    op->args.host_of = c->host_of;
     op->args.shm = args->mem == SWY_MEM_HOST ? c->shm : NULL;
     op->args.shm_a2a = args->mem == SWY_MEM_HOST ? c->shm_a2a : NULL;
     op->algo = swy_coll_algo_choose(&op->args, w);

@@ -59,6 +59,10 @@ typedef struct {
      * bytes in flight on all of them together (swy_policy_link_v1_t's
      * uplink_* fields). NULL: no peer is remote. Borrowed for create. */
     const uint8_t *peer_remote;
+    /* [nranks]: the index of each peer's host, the same on every rank
+     * (lib/topo's node index), for the node-aware algorithms; NULL: not
+     * known (they then give way to the flat ones). Borrowed for create. */
+    const int *peer_host;
     /* [nranks]: about 4 ms of the link to each peer at its own bandwidth
      * (swy_policy_link_v1_t.burst_bytes). NULL: the window. Borrowed. */
     const size_t *peer_burst_bytes;

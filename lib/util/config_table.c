@@ -105,9 +105,9 @@ const swy_config_entry_t swy_config_table[] = {
      "divided by the ranks of the communicator, less one, at most 3 (0 "
      "where ranks outnumber CPUs).",
      SWY_CONFIG_INT, 0, 7, NULL},
-    {"SWY_ALLTOALLV_ALGO", "auto", "Alltoallv algorithm for host buffers: pairwise (through the transports; on one host large blocks go by one CMA copy), shm (through the shared-memory channel: two copies in user space; where there is none, pairwise) or auto (shm where the CPUs all ranks may run on, together, are fewer than the ranks, else pairwise); must be the same on every rank.",
+    {"SWY_ALLTOALLV_ALGO", "auto", "Alltoallv algorithm for host buffers: pairwise (through the transports; on one host large blocks go by one CMA copy), shm (through the shared-memory channel: two copies in user space; where there is none, pairwise), hier (ranks on several hosts: the blocks of up to 4 KiB that a host's ranks send one remote rank meet at one of its ranks and cross as one message; on one host, auto) or auto (shm where the CPUs all ranks may run on, together, are fewer than the ranks, else pairwise); must be the same on every rank.",
      SWY_CONFIG_TEXT, 0, 0,
-     "auto,pairwise,shm"},
+     "auto,pairwise,shm,hier"},
     {"SWY_DEVICE_COLL", "auto",
      "Collectives on device buffers (all but the barrier) and sends and "
      "receives to other ranks: auto (where the nccl plugin runs "

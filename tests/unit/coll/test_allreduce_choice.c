@@ -200,6 +200,30 @@ static void test_alltoallv(void)
     CHECK(strstr(msg, "rank 0 chose the shm algorithm, rank 1 the pairwise "
                       "algorithm") != NULL);
     CHECK(strstr(msg, "SWY_ALLTOALLV_ALGO") != NULL);
+
+    /* Across hosts with a host map: hier when asked for (auto stays
+     * pairwise: docs/performance.md, "hier"); without the map, or on one
+     * host, hier gives way to the automatic rule; device buffers stay
+     * pairwise. */
+    int hosts[4] = {0, 0, 1, 1};
+    a.shm_a2a = NULL;
+    CHECK(swy_coll_alltoallv_choose(&a, SWY_COLL_A2A_HIER) ==
+          SWY_COLL_A2A_PAIRWISE); /* one host */
+    a.multi_host = 1;
+    CHECK(swy_coll_alltoallv_choose(&a, SWY_COLL_A2A_HIER) ==
+          SWY_COLL_A2A_PAIRWISE); /* no host map */
+    a.host_of = hosts;
+    CHECK(swy_coll_alltoallv_choose(&a, SWY_COLL_A2A_AUTO) ==
+          SWY_COLL_A2A_PAIRWISE);
+    CHECK(swy_coll_alltoallv_choose(&a, SWY_COLL_A2A_HIER) ==
+          SWY_COLL_A2A_HIER);
+    CHECK(swy_coll_alltoallv_choose(&a, SWY_COLL_A2A_PAIRWISE) ==
+          SWY_COLL_A2A_PAIRWISE);
+    a.alltoallv_algo = SWY_COLL_A2A_HIER;
+    CHECK(strcmp(swy_coll_algo_for(&a, 4)->name, "alltoallv/hier") == 0);
+    a.mem = SWY_MEM_CUDA;
+    CHECK(swy_coll_alltoallv_choose(&a, SWY_COLL_A2A_HIER) ==
+          SWY_COLL_A2A_PAIRWISE);
 }
 
 static void test_header(void)

@@ -266,8 +266,8 @@ static void test_bad_text(void)
     set_value("SWY_ALLTOALLV_ALGO", "rong");
     CHECK(strcmp(swy_config_get_text("SWY_ALLTOALLV_ALGO"), "auto") == 0);
     CHECK(swy_coll_alltoallv_setting() == SWY_COLL_A2A_AUTO);
-    CHECK(log_count("SWY_ALLTOALLV_ALGO='rong' is not auto, pairwise or "
-                     "shm", "using auto") == 1);
+    CHECK(log_count("SWY_ALLTOALLV_ALGO='rong' is not auto, pairwise, shm or "
+                     "hier", "using auto") == 1);
     set_value("SWY_ALLTOALLV_ALGO", "shm");
     CHECK(swy_coll_alltoallv_setting() == SWY_COLL_A2A_SHM);
     unsetenv("SWY_ALLTOALLV_ALGO");
