@@ -13,8 +13,8 @@
 
 namespace switchyard_torch {
 
-inline void checkCpuTensor(const at::Tensor& t, const char* op,
-                           const char* arg) {
+inline void checkTensor(const at::Tensor& t, const char* op,
+                        const char* arg) {
   TORCH_CHECK(t.defined(), "switchyard: ", op, ": ", arg, " is undefined");
   TORCH_CHECK(t.device().is_cpu(), "switchyard: ", op, ": ", arg, " is on ",
               t.device(), "; this backend takes CPU tensors only");
@@ -23,10 +23,10 @@ inline void checkCpuTensor(const at::Tensor& t, const char* op,
 }
 
 inline void checkOneTensor(const std::vector<at::Tensor>& ts, const char* op,
-                           const char* arg) {
+                        const char* arg) {
   TORCH_CHECK(ts.size() == 1, "switchyard: ", op, ": ", arg,
               " must hold exactly one tensor per process, got ", ts.size());
-  checkCpuTensor(ts[0], op, arg);
+  checkTensor(ts[0], op, arg);
 }
 
 inline size_t tensorBytes(const at::Tensor& t) {
