@@ -18,7 +18,8 @@
 # (default 1gbit), STEPS (default 30), CONFIGS (default gloo,lina,fair),
 # NODES and RANKS_PER_NODE (default 2 and 2; RANKS_PER_NODE=1 gives every
 # rank a core of the 2), OUT_DIR (keep the raw outputs there; default a
-# temporary folder).
+# temporary folder), SWY_VENV (the python the backend was built for, the
+# project venv by default: tools/venv.sh).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,6 +36,11 @@ if [[ $(id -u) -ne 0 ]]; then
     exit 77
 fi
 swy_run=$build/tools/swy-run/swy-run
+python=${SWY_VENV:-$HOME/.cache/switchyard/venv}/bin/python
+if [[ ! -x $python ]]; then
+    echo "bench-torch: no $python (tools/venv.sh makes it)" >&2
+    exit 2
+fi
 if [[ ! -x $swy_run || ! -d $build/plugins/torch/switchyard ]]; then
     echo "bench-torch: no swy-run or torch plugin in $build; build first" >&2
     exit 2
@@ -53,7 +59,7 @@ for ((i = 1; i <= repeat; i++)); do
         [[ $c == gloo ]] && backend=gloo policy=
         echo "run $i $c: load $(cut -d' ' -f1 /proc/loadavg), $(date -u +%T)"
         SWY_POLICY=$policy "$swy_run" --nodes "$nodes" --ranks-per-node "$rpn" \
-            --link "$link" --timeout 900 /usr/bin/python3 -m switchyard.train \
+            --link "$link" --timeout 900 "$python" -m switchyard.train \
             --backend "$backend" --steps "$steps" --phases --json "$@" \
             >"$out/$c.$i.log" 2>&1 || { cat "$out/$c.$i.log"; exit 1; }
     done
