@@ -42,6 +42,9 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--timeout", type=float, default=240,
                    help="seconds for the whole run")
+    p.add_argument("--megatron-dispatcher", default="alltoall",
+                   choices=("alltoall", "allgather"),
+                   help="megatron-core's token dispatcher (both need CUDA)")
     p.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.world_size % args.ep_size != 0:
@@ -144,7 +147,8 @@ def build_megatron(args):
         ffn_hidden_size=2 * args.hidden, moe_ffn_hidden_size=2 * args.hidden,
         num_moe_experts=args.ep_size * args.local_experts,
         moe_router_topk=2, expert_model_parallel_size=args.ep_size,
-        moe_token_dispatcher_type=os.environ.get("SWY_MEGATRON_DISPATCHER", "alltoall"), use_cpu_initialization=True,
+        moe_token_dispatcher_type=args.megatron_dispatcher,
+        use_cpu_initialization=True,
         params_dtype=torch.float32, add_bias_linear=False)
     spec = get_gpt_layer_local_spec(num_experts=config.num_moe_experts,
                                     moe_grouped_gemm=False)
