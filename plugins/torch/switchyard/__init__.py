@@ -34,6 +34,9 @@ def _library():
     torch, the wheel's copy beside the package, then the linker's search."""
     error = None
     try:
+        # torch first: it maps its own libraries (and the CUDA ones they
+        # need) by path, which the extension's libtorch links then find.
+        import torch  # noqa: F401
         from . import _C  # noqa: F401  (maps libswitchyard)
     except ImportError as exc:
         error = exc
