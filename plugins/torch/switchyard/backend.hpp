@@ -199,6 +199,18 @@ class SwitchyardBackend : public c10d::Backend {
     }
   }
 
+  // A setting in effect on the group's engine (swy_comm_query).
+  std::string query(const std::string& name) {
+    std::lock_guard<std::mutex> lock(comm_mutex_);
+    TORCH_CHECK(comm_ != nullptr, "switchyard: query: the group was aborted");
+    char value[256] = "";
+    swy_status_t status = swy_comm_query(comm_, name.c_str(), value,
+                                         sizeof value);
+    TORCH_CHECK(status == SWY_OK, "switchyard: query(", name, ") failed: ",
+                swy_status_string(status), ": ", swy_last_error(comm_));
+    return value;
+  }
+
   // The communicator, for the MoE exchanges (moe.hpp); NULL once the
   // group was aborted.
   swy_comm_t liveComm() {
@@ -1109,7 +1121,11 @@ class SwitchyardBackend : public c10d::Backend {
 
   // `late` outlived its timeout: every outstanding op of this group fails
   // with the reason, and the communicator is aborted (the peers' ops fail
-  // with SWY_ERR_REMOTE). Members of a coalesced Work go first.
+  // with SWY_ERR_REMOTE). The Works are delivered before the abort, which
+  // can take long (a rendezvous root waits for its peers to hear of it);
+  // their buffers stay alive until the abort ended, since the library may
+  // write into them until then, and are released on the delivery thread.
+  // Members of a coalesced Work go first.
   void timeOut(std::vector<WorkPtr>& active, const SwitchyardWork& late) {
     const std::string why =
         std::string(late.opname_) + " did not complete within its timeout of " +
@@ -1120,23 +1136,26 @@ class SwitchyardBackend : public c10d::Backend {
       if (first_error_.empty()) {
         first_error_ = why;
       }
-    }
-    failed_ = true;
-    {
       // Ops posted since this loop last looked: on the same communicator.
-      std::lock_guard<std::mutex> lock(queue_mutex_);
       while (!posted_.empty()) {
         active.push_back(std::move(posted_.front()));
         posted_.pop_front();
       }
     }
+    failed_ = true;
+    auto held = c10::make_intrusive<SwitchyardWork>(
+        rank_, c10d::OpType::UNKNOWN, "timed-out buffers",
+        std::vector<at::Tensor>{});
     for (auto& work : active) {
       if (work->request != nullptr) {
         swy_request_free(work->request);  // released when the abort ends it
         work->request = nullptr;
       }
+      for (auto& t : work->buffers) {
+        held->buffers.push_back(std::move(t));
+      }
+      work->buffers.clear();
     }
-    abortNow();
     std::stable_partition(active.begin(), active.end(), [](const WorkPtr& w) {
       return w->coalesced_into != nullptr;
     });
@@ -1144,6 +1163,8 @@ class SwitchyardBackend : public c10d::Backend {
       deliver(std::move(work), SWY_ERR_TIMEOUT, why);
     }
     active.clear();
+    abortNow();
+    Delivery::instance().push(std::move(held), SWY_OK, "");
   }
 
   void shutdownNoGil() {

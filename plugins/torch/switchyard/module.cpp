@@ -35,7 +35,8 @@ PYBIND11_MODULE(_C, m) {
            [](SwitchyardBackend& self, const py::object& /*device*/) {
              self.performNocolorSplit();
            },
-           py::arg("device"), py::call_guard<py::gil_scoped_release>());
+           py::arg("device"), py::call_guard<py::gil_scoped_release>())
+      .def("query", &SwitchyardBackend::query, py::arg("name"));
   m.def("_set_priority", &switchyard_torch::setPriority, py::arg("set"),
         py::arg("priority"), py::arg("order"), py::arg("name"));
   m.def("library_version", &swy_version);
