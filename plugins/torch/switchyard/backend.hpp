@@ -105,7 +105,10 @@ class SwitchyardBackend : public c10d::Backend {
     } else {
       comm = rendezvous(store, rank, size);
     }
-    return c10::make_intrusive<SwitchyardBackend>(comm, rank, size, options);
+    auto backend =
+        c10::make_intrusive<SwitchyardBackend>(comm, rank, size, options);
+    backend->split_ = from != nullptr;
+    return backend;
   }
 
   SwitchyardBackend(swy_comm_t comm, int rank, int size,
@@ -169,8 +172,10 @@ class SwitchyardBackend : public c10d::Backend {
         options->config = ours->config;
       }
     }
-    return c10::make_intrusive<SwitchyardBackend>(
+    auto backend = c10::make_intrusive<SwitchyardBackend>(
         comm, key, static_cast<int>(ranks.size()), options);
+    backend->split_ = true;
+    return backend;
   }
 
   // The split of a rank that joins no new group (torch calls it on the
@@ -197,6 +202,12 @@ class SwitchyardBackend : public c10d::Backend {
     } else {
       shutdownNoGil();
     }
+  }
+
+  // Whether the communicator was split off a parent's (else it made its
+  // own rendezvous).
+  bool madeBySplit() const {
+    return split_;
   }
 
   // A setting in effect on the group's engine (swy_comm_query).
@@ -1276,6 +1287,7 @@ class SwitchyardBackend : public c10d::Backend {
   std::string first_error_;  // what failed the group, for later posts
   std::thread completion_thread_;
   std::mutex shutdown_mutex_;
+  bool split_ = false;
 };
 
 }  // namespace switchyard_torch

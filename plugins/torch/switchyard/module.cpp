@@ -36,7 +36,9 @@ PYBIND11_MODULE(_C, m) {
              self.performNocolorSplit();
            },
            py::arg("device"), py::call_guard<py::gil_scoped_release>())
-      .def("query", &SwitchyardBackend::query, py::arg("name"));
+      .def("query", &SwitchyardBackend::query, py::arg("name"))
+      .def_property_readonly("made_by_split",
+                             &SwitchyardBackend::madeBySplit);
   m.def("_set_priority", &switchyard_torch::setPriority, py::arg("set"),
         py::arg("priority"), py::arg("order"), py::arg("name"));
   m.def("library_version", &swy_version);

@@ -467,6 +467,7 @@ def new_groups_by_their_own_rendezvous(rank, world, gloo):
     whole = dist.new_group()
     if rank in members:
         assert isinstance(swy.backend_of(sub), swy.SwitchyardBackend)
+        assert not swy.backend_of(sub).made_by_split
         check_group_sum(sub, members, rank)
     else:
         assert sub == c10d.GroupMember.NON_GROUP_MEMBER
@@ -486,6 +487,21 @@ def new_groups_by_their_own_rendezvous(rank, world, gloo):
 
 
 @case
+def new_groups_split_when_bound(rank, world, gloo):
+    # Under a default group bound to a device (init_process_group's
+    # device_id) torch offers the default group's backend to split
+    # (split_from) and has the non-members call perform_nocolor_split.
+    bound = dist.distributed_c10d._get_default_group().bound_device_id
+    members = [r for r in range(world) if r != 1]
+    sub = dist.new_group(members)
+    if rank in members:
+        assert swy.backend_of(sub).made_by_split == (bound is not None)
+        check_group_sum(sub, members, rank)
+        dist.destroy_process_group(sub)
+    check_group_sum(dist.group.WORLD, list(range(world)), rank)
+
+
+@case
 def split_group_splits_the_communicator(rank, world, gloo):
     # torch's split hook (split_group -> Backend::split): swy_comm_split,
     # no rendezvous; ranks in no split get no group.
@@ -498,6 +514,7 @@ def split_group_splits_the_communicator(rank, world, gloo):
         assert g == dist.GroupMember.NON_GROUP_MEMBER, g
     else:
         assert isinstance(swy.backend_of(g), swy.SwitchyardBackend)
+        assert swy.backend_of(g).made_by_split
         check_group_sum(g, mine[0], rank)
         dist.destroy_process_group(g)
 
@@ -834,10 +851,12 @@ def mismatched_calls_raise_everywhere(rank, world, gloo):
 
 # ---------------------------------------------------------------------------
 
-def run_rank(rank, world, store, only, kill):
+def run_rank(rank, world, store, only, kill, bound=False):
     os.environ.setdefault("UCX_WARN_UNUSED_ENV_VARS", "n")
     dist.init_process_group("switchyard", init_method=f"file://{store}",
-                            rank=rank, world_size=world)
+                            rank=rank, world_size=world,
+                            device_id=torch.device("cpu", 0) if bound
+                            else None)
     if kill:
         return killed_rank(rank, world)
     gloo = dist.new_group(backend="gloo")
@@ -880,12 +899,13 @@ def killed_rank(rank, world):
     return 0
 
 
-def launch(world, only, kill):
+def launch(world, only, kill, bound=False):
     ctx = multiprocessing.get_context("fork")
     with tempfile.TemporaryDirectory(prefix="swy-torch-") as tmp:
         store = os.path.join(tmp, "store")
         procs = [ctx.Process(target=lambda r=r: sys.exit(
-            run_rank(r, world, store, only, kill))) for r in range(world)]
+            run_rank(r, world, store, only, kill, bound)))
+            for r in range(world)]
         for p in procs:
             p.start()
         deadline = time.monotonic() + RANK_TIMEOUT_S
@@ -919,6 +939,10 @@ def main():
         print(f"unknown cases {set(args.only) - known}; known: {sorted(known)}")
         return 2
     ok = launch(args.world_size, args.only, kill=False)
+    if not args.only:
+        # A default group bound to a device: new groups split off it.
+        ok = launch(args.world_size, ["new_groups_split_when_bound"],
+                    kill=False, bound=True) and ok
     if not args.no_kill and not args.only:
         ok = launch(args.world_size, None, kill=True) and ok
     return 0 if ok else 1
