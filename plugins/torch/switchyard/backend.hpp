@@ -204,6 +204,14 @@ class SwitchyardBackend : public c10d::Backend {
     }
   }
 
+  // The number of ops posted on this group: the same on every rank while
+  // the ranks agree (torch compares them to find a desynchronized rank).
+  uint64_t getSequenceNumberForGroup() override {
+    return seq_.load();
+  }
+
+  void setSequenceNumberForGroup() override {}  // counts from 0 anyway
+
   // Whether the communicator was split off a parent's (else it made its
   // own rendezvous).
   bool madeBySplit() const {
@@ -949,6 +957,7 @@ class SwitchyardBackend : public c10d::Backend {
     work->buffers = std::move(buffers);
     work->timeout = resolveTimeout(timeout);
     work->deadline = std::chrono::steady_clock::now() + work->timeout;
+    ++seq_;
     return work;
   }
 
@@ -1288,6 +1297,7 @@ class SwitchyardBackend : public c10d::Backend {
   std::thread completion_thread_;
   std::mutex shutdown_mutex_;
   bool split_ = false;
+  std::atomic<uint64_t> seq_{0};
 };
 
 }  // namespace switchyard_torch
