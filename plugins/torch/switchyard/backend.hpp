@@ -33,10 +33,16 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#ifdef SWY_TORCH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include "priority.hpp"
 #include "tensors.hpp"
@@ -275,6 +281,19 @@ class SwitchyardBackend : public c10d::Backend {
     whole->timeout = resolveTimeout(c10d::kUnsetTimeout);
     whole->deadline = std::chrono::steady_clock::now() + whole->timeout;
     whole->members_pending = static_cast<int>(members.size());
+#ifdef SWY_TORCH_CUDA
+    // Members on a CUDA device were posted on one stream: the last one's
+    // event covers them all.
+    for (const auto& m : members) {
+      if (m->cuda_done) {
+        whole->cuda_done = m->cuda_done;
+      }
+    }
+    if (whole->cuda_done) {
+      whole->useDevice(
+          c10::Device(c10::kCUDA, whole->cuda_done->device_index()));
+    }
+#endif
     for (auto& m : members) {
       m->coalesced_into = whole.get();
     }
@@ -967,6 +986,22 @@ class SwitchyardBackend : public c10d::Backend {
           start) {
     swy_op_attr_t attr_storage;
     const swy_op_attr_t* attr = scopeAttr(&attr_storage);
+#ifdef SWY_TORCH_CUDA
+    // CUDA tensors: the op goes to the library's device path on torch's
+    // current stream of their device.
+    std::optional<c10::cuda::CUDAStream> stream;
+    std::optional<c10::cuda::CUDAGuard> device_guard;
+    const std::optional<c10::Device> device = opDevice(*work);
+    if (device) {
+      device_guard.emplace(*device);
+      stream = c10::cuda::getCurrentCUDAStream(device->index());
+      if (attr == nullptr) {
+        attr_storage = SWY_OP_ATTR_INIT;
+      }
+      attr_storage.stream = stream->stream();
+      attr = &attr_storage;
+    }
+#endif
     swy_request_t request = nullptr;
     swy_status_t status = SWY_ERR_ABORTED;
     std::string detail;
@@ -991,6 +1026,19 @@ class SwitchyardBackend : public c10d::Backend {
                   swy_status_string(status), ": ", detail);
     }
     work->request = request;
+#ifdef SWY_TORCH_CUDA
+    if (stream) {
+      // The copy-back is queued on the stream behind the op (not run at
+      // completion on the delivery thread); the event marks both.
+      if (work->on_success) {
+        work->on_success();
+        work->on_success = nullptr;
+      }
+      work->useDevice(stream->device());
+      work->cuda_done = std::make_shared<at::cuda::CUDAEvent>();
+      work->cuda_done->record(*stream);
+    }
+#endif
     if (coalescing_) {
       // Tested once endCoalescing posted the group (swy_group_end).
       coalesced_.push_back(work);
@@ -1003,6 +1051,34 @@ class SwitchyardBackend : public c10d::Backend {
     queue_cv_.notify_one();
     return work;
   }
+
+#ifdef SWY_TORCH_CUDA
+  // The CUDA device of an op's tensors, or none for CPU tensors; an op
+  // must not mix them (its temporaries follow its inputs' device, except
+  // those of the list forms that pack bytes on the CPU: those ops take CPU
+  // tensors only).
+  static std::optional<c10::Device> opDevice(const SwitchyardWork& work) {
+    std::optional<c10::Device> device;
+    bool cpu = false;
+    for (const auto& t : work.buffers) {
+      if (!t.defined()) {
+        continue;
+      }
+      if (t.device().is_cuda()) {
+        TORCH_CHECK(!device || *device == t.device(), "switchyard: ",
+                    work.opname_, ": tensors on ", *device, " and ",
+                    t.device());
+        device = t.device();
+      } else {
+        cpu = true;
+      }
+    }
+    TORCH_CHECK(!(device && cpu), "switchyard: ", work.opname_,
+                ": mixes CPU and CUDA tensors (", work.opname_,
+                " takes CUDA tensors only where all of its tensors are)");
+    return device;
+  }
+#endif
 
   // Aborts the communicator once this rank's outstanding ops have ended
   // (their requests must not outlive it); the completion thread does it.

@@ -42,6 +42,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_priority", &switchyard_torch::setPriority, py::arg("set"),
         py::arg("priority"), py::arg("order"), py::arg("name"));
   m.def("library_version", &swy_version);
+#ifdef SWY_TORCH_CUDA
+  m.attr("HAS_CUDA") = true;
+#else
+  m.attr("HAS_CUDA") = false;
+#endif
   m.attr("PRIO_LOW") = static_cast<int>(SWY_PRIO_LOW);
   m.attr("PRIO_DEFAULT") = static_cast<int>(SWY_PRIO_DEFAULT);
   m.attr("PRIO_HIGH") = static_cast<int>(SWY_PRIO_HIGH);
