@@ -18,8 +18,7 @@
 # (default 1gbit), STEPS (default 30), CONFIGS (default gloo,lina,fair),
 # NODES and RANKS_PER_NODE (default 2 and 2; RANKS_PER_NODE=1 gives every
 # rank a core of the 2), OUT_DIR (keep the raw outputs there; default a
-# temporary folder), SWY_VENV (the python the backend was built for, the
-# project venv by default: tools/venv.sh).
+# temporary folder).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,11 +35,6 @@ if [[ $(id -u) -ne 0 ]]; then
     exit 77
 fi
 swy_run=$build/tools/swy-run/swy-run
-python=${SWY_VENV:-$HOME/.cache/switchyard/venv}/bin/python
-if [[ ! -x $python ]]; then
-    echo "bench-torch: no $python (tools/venv.sh makes it)" >&2
-    exit 2
-fi
 if [[ ! -x $swy_run || ! -d $build/plugins/torch/switchyard ]]; then
     echo "bench-torch: no swy-run or torch plugin in $build; build first" >&2
     exit 2
@@ -51,6 +45,8 @@ mkdir -p "$out"
 export PYTHONPATH=$build/plugins/torch${PYTHONPATH:+:$PYTHONPATH}
 export LD_LIBRARY_PATH=$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export SWY_PLUGIN_PATH=${SWY_PLUGIN_PATH:-$(cat "$build/plugin-path" 2>/dev/null || true)}
+# The python the backend was built for (a venv's torch 2.x).
+torch_python=$(cat "$build/plugins/torch/python" 2>/dev/null || echo python3)
 export OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=eth0
 
 for ((i = 1; i <= repeat; i++)); do
@@ -59,7 +55,7 @@ for ((i = 1; i <= repeat; i++)); do
         [[ $c == gloo ]] && backend=gloo policy=
         echo "run $i $c: load $(cut -d' ' -f1 /proc/loadavg), $(date -u +%T)"
         SWY_POLICY=$policy "$swy_run" --nodes "$nodes" --ranks-per-node "$rpn" \
-            --link "$link" --timeout 900 "$python" -m switchyard.train \
+            --link "$link" --timeout 900 "$torch_python" -m switchyard.train \
             --backend "$backend" --steps "$steps" --phases --json "$@" \
             >"$out/$c.$i.log" 2>&1 || { cat "$out/$c.$i.log"; exit 1; }
     done

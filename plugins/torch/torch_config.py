@@ -25,9 +25,20 @@ for name in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"):
     value = getattr(torch._C, f"_PYBIND11_{name}", None)
     if value is not None:
         flags.append(f'-DPYBIND11_{name}="{value}"')
+# The CUDA toolkit's headers that torch's CUDA headers include (CUDA_HOME:
+# $CUDA_HOME, nvcc's, or /usr/local/cuda), for a CUDA build of torch.
+cuda_include = ""
+if torch.version.cuda:
+    try:
+        extra = [p for p in cpp_ext.include_paths("cuda")
+                 if p not in cpp_ext.include_paths()]
+        cuda_include = "|".join(extra)
+    except Exception:  # no toolkit: the backend is built for CPU only
+        cuda_include = ""
 for key, value in (("version", torch.__version__),
                    ("include", "|".join(cpp_ext.include_paths())),
                    ("libdir", "|".join(cpp_ext.library_paths())),
                    ("flags", "|".join(flags)),
-                   ("cuda", torch.version.cuda or "")):
+                   ("cuda", torch.version.cuda or ""),
+                   ("cuda_include", cuda_include)):
     print(f"{key}\t{value}")

@@ -33,10 +33,16 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#ifdef SWY_TORCH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include "priority.hpp"
 #include "tensors.hpp"
@@ -105,7 +111,10 @@ class SwitchyardBackend : public c10d::Backend {
     } else {
       comm = rendezvous(store, rank, size);
     }
-    return c10::make_intrusive<SwitchyardBackend>(comm, rank, size, options);
+    auto backend =
+        c10::make_intrusive<SwitchyardBackend>(comm, rank, size, options);
+    backend->split_ = from != nullptr;
+    return backend;
   }
 
   SwitchyardBackend(swy_comm_t comm, int rank, int size,
@@ -169,8 +178,10 @@ class SwitchyardBackend : public c10d::Backend {
         options->config = ours->config;
       }
     }
-    return c10::make_intrusive<SwitchyardBackend>(
+    auto backend = c10::make_intrusive<SwitchyardBackend>(
         comm, key, static_cast<int>(ranks.size()), options);
+    backend->split_ = true;
+    return backend;
   }
 
   // The split of a rank that joins no new group (torch calls it on the
@@ -197,6 +208,32 @@ class SwitchyardBackend : public c10d::Backend {
     } else {
       shutdownNoGil();
     }
+  }
+
+  // The number of ops posted on this group: the same on every rank while
+  // the ranks agree (torch compares them to find a desynchronized rank).
+  uint64_t getSequenceNumberForGroup() override {
+    return seq_.load();
+  }
+
+  void setSequenceNumberForGroup() override {}  // counts from 0 anyway
+
+  // Whether the communicator was split off a parent's (else it made its
+  // own rendezvous).
+  bool madeBySplit() const {
+    return split_;
+  }
+
+  // A setting in effect on the group's engine (swy_comm_query).
+  std::string query(const std::string& name) {
+    std::lock_guard<std::mutex> lock(comm_mutex_);
+    TORCH_CHECK(comm_ != nullptr, "switchyard: query: the group was aborted");
+    char value[256] = "";
+    swy_status_t status = swy_comm_query(comm_, name.c_str(), value,
+                                         sizeof value);
+    TORCH_CHECK(status == SWY_OK, "switchyard: query(", name, ") failed: ",
+                swy_status_string(status), ": ", swy_last_error(comm_));
+    return value;
   }
 
   // The communicator, for the MoE exchanges (moe.hpp); NULL once the
@@ -244,6 +281,19 @@ class SwitchyardBackend : public c10d::Backend {
     whole->timeout = resolveTimeout(c10d::kUnsetTimeout);
     whole->deadline = std::chrono::steady_clock::now() + whole->timeout;
     whole->members_pending = static_cast<int>(members.size());
+#ifdef SWY_TORCH_CUDA
+    // Members on a CUDA device were posted on one stream: the last one's
+    // event covers them all.
+    for (const auto& m : members) {
+      if (m->cuda_done) {
+        whole->cuda_done = m->cuda_done;
+      }
+    }
+    if (whole->cuda_done) {
+      whole->useDevice(
+          c10::Device(c10::kCUDA, whole->cuda_done->device_index()));
+    }
+#endif
     for (auto& m : members) {
       m->coalesced_into = whole.get();
     }
@@ -926,6 +976,7 @@ class SwitchyardBackend : public c10d::Backend {
     work->buffers = std::move(buffers);
     work->timeout = resolveTimeout(timeout);
     work->deadline = std::chrono::steady_clock::now() + work->timeout;
+    ++seq_;
     return work;
   }
 
@@ -935,6 +986,22 @@ class SwitchyardBackend : public c10d::Backend {
           start) {
     swy_op_attr_t attr_storage;
     const swy_op_attr_t* attr = scopeAttr(&attr_storage);
+#ifdef SWY_TORCH_CUDA
+    // CUDA tensors: the op goes to the library's device path on torch's
+    // current stream of their device.
+    std::optional<c10::cuda::CUDAStream> stream;
+    std::optional<c10::cuda::CUDAGuard> device_guard;
+    const std::optional<c10::Device> device = opDevice(*work);
+    if (device) {
+      device_guard.emplace(*device);
+      stream = c10::cuda::getCurrentCUDAStream(device->index());
+      if (attr == nullptr) {
+        attr_storage = SWY_OP_ATTR_INIT;
+      }
+      attr_storage.stream = stream->stream();
+      attr = &attr_storage;
+    }
+#endif
     swy_request_t request = nullptr;
     swy_status_t status = SWY_ERR_ABORTED;
     std::string detail;
@@ -959,6 +1026,19 @@ class SwitchyardBackend : public c10d::Backend {
                   swy_status_string(status), ": ", detail);
     }
     work->request = request;
+#ifdef SWY_TORCH_CUDA
+    if (stream) {
+      // The copy-back is queued on the stream behind the op (not run at
+      // completion on the delivery thread); the event marks both.
+      if (work->on_success) {
+        work->on_success();
+        work->on_success = nullptr;
+      }
+      work->useDevice(stream->device());
+      work->cuda_done = std::make_shared<at::cuda::CUDAEvent>();
+      work->cuda_done->record(*stream);
+    }
+#endif
     if (coalescing_) {
       // Tested once endCoalescing posted the group (swy_group_end).
       coalesced_.push_back(work);
@@ -971,6 +1051,34 @@ class SwitchyardBackend : public c10d::Backend {
     queue_cv_.notify_one();
     return work;
   }
+
+#ifdef SWY_TORCH_CUDA
+  // The CUDA device of an op's tensors, or none for CPU tensors; an op
+  // must not mix them (its temporaries follow its inputs' device, except
+  // those of the list forms that pack bytes on the CPU: those ops take CPU
+  // tensors only).
+  static std::optional<c10::Device> opDevice(const SwitchyardWork& work) {
+    std::optional<c10::Device> device;
+    bool cpu = false;
+    for (const auto& t : work.buffers) {
+      if (!t.defined()) {
+        continue;
+      }
+      if (t.device().is_cuda()) {
+        TORCH_CHECK(!device || *device == t.device(), "switchyard: ",
+                    work.opname_, ": tensors on ", *device, " and ",
+                    t.device());
+        device = t.device();
+      } else {
+        cpu = true;
+      }
+    }
+    TORCH_CHECK(!(device && cpu), "switchyard: ", work.opname_,
+                ": mixes CPU and CUDA tensors (", work.opname_,
+                " takes CUDA tensors only where all of its tensors are)");
+    return device;
+  }
+#endif
 
   // Aborts the communicator once this rank's outstanding ops have ended
   // (their requests must not outlive it); the completion thread does it.
@@ -1109,7 +1217,11 @@ class SwitchyardBackend : public c10d::Backend {
 
   // `late` outlived its timeout: every outstanding op of this group fails
   // with the reason, and the communicator is aborted (the peers' ops fail
-  // with SWY_ERR_REMOTE). Members of a coalesced Work go first.
+  // with SWY_ERR_REMOTE). The Works are delivered before the abort, which
+  // can take long (a rendezvous root waits for its peers to hear of it);
+  // their buffers stay alive until the abort ended, since the library may
+  // write into them until then, and are released on the delivery thread.
+  // Members of a coalesced Work go first.
   void timeOut(std::vector<WorkPtr>& active, const SwitchyardWork& late) {
     const std::string why =
         std::string(late.opname_) + " did not complete within its timeout of " +
@@ -1120,23 +1232,26 @@ class SwitchyardBackend : public c10d::Backend {
       if (first_error_.empty()) {
         first_error_ = why;
       }
-    }
-    failed_ = true;
-    {
       // Ops posted since this loop last looked: on the same communicator.
-      std::lock_guard<std::mutex> lock(queue_mutex_);
       while (!posted_.empty()) {
         active.push_back(std::move(posted_.front()));
         posted_.pop_front();
       }
     }
+    failed_ = true;
+    auto held = c10::make_intrusive<SwitchyardWork>(
+        rank_, c10d::OpType::UNKNOWN, "timed-out buffers",
+        std::vector<at::Tensor>{});
     for (auto& work : active) {
       if (work->request != nullptr) {
         swy_request_free(work->request);  // released when the abort ends it
         work->request = nullptr;
       }
+      for (auto& t : work->buffers) {
+        held->buffers.push_back(std::move(t));
+      }
+      work->buffers.clear();
     }
-    abortNow();
     std::stable_partition(active.begin(), active.end(), [](const WorkPtr& w) {
       return w->coalesced_into != nullptr;
     });
@@ -1144,6 +1259,8 @@ class SwitchyardBackend : public c10d::Backend {
       deliver(std::move(work), SWY_ERR_TIMEOUT, why);
     }
     active.clear();
+    abortNow();
+    Delivery::instance().push(std::move(held), SWY_OK, "");
   }
 
   void shutdownNoGil() {
@@ -1255,6 +1372,8 @@ class SwitchyardBackend : public c10d::Backend {
   std::string first_error_;  // what failed the group, for later posts
   std::thread completion_thread_;
   std::mutex shutdown_mutex_;
+  bool split_ = false;
+  std::atomic<uint64_t> seq_{0};
 };
 
 }  // namespace switchyard_torch

@@ -35,10 +35,18 @@ PYBIND11_MODULE(_C, m) {
            [](SwitchyardBackend& self, const py::object& /*device*/) {
              self.performNocolorSplit();
            },
-           py::arg("device"), py::call_guard<py::gil_scoped_release>());
+           py::arg("device"), py::call_guard<py::gil_scoped_release>())
+      .def("query", &SwitchyardBackend::query, py::arg("name"))
+      .def_property_readonly("made_by_split",
+                             &SwitchyardBackend::madeBySplit);
   m.def("_set_priority", &switchyard_torch::setPriority, py::arg("set"),
         py::arg("priority"), py::arg("order"), py::arg("name"));
   m.def("library_version", &swy_version);
+#ifdef SWY_TORCH_CUDA
+  m.attr("HAS_CUDA") = true;
+#else
+  m.attr("HAS_CUDA") = false;
+#endif
   m.attr("PRIO_LOW") = static_cast<int>(SWY_PRIO_LOW);
   m.attr("PRIO_DEFAULT") = static_cast<int>(SWY_PRIO_DEFAULT);
   m.attr("PRIO_HIGH") = static_cast<int>(SWY_PRIO_HIGH);

@@ -61,9 +61,12 @@ def _create_backend(dist_opts, backend_options):
                                     split_from, backend_options)
 
 
+# CUDA where the extension has its device path and a GPU is there.
+_DEVICES = ["cpu", "cuda"] if _C.HAS_CUDA and torch.cuda.is_available() \
+    else ["cpu"]
 if BACKEND not in dist.Backend.backend_list:
     dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True,
-                                  devices=["cpu"])
+                                  devices=_DEVICES)
 
 
 def backend_of(group=None):

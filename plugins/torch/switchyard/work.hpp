@@ -18,6 +18,13 @@
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#ifdef SWY_TORCH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <memory>
+#endif
+
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -60,6 +67,45 @@ class SwitchyardWork : public c10d::Work {
                                          : ", which is not a receive");
     return source;
   }
+
+#ifdef SWY_TORCH_CUDA
+  // An op on CUDA tensors is ordered on the stream that was current when it
+  // was posted (the library holds that stream until the op completed), as
+  // ProcessGroupNCCL's: wait() makes the caller's current stream wait for
+  // it and returns without blocking the CPU, unless the op already failed.
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (!cuda_done) {
+      return c10d::Work::wait(timeout);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (exception_) {
+        std::rethrow_exception(exception_);
+      }
+    }
+    cuda_done->block(c10::cuda::getCurrentCUDAStream(cuda_done->device_index()));
+    return true;
+  }
+
+  void synchronize() override {
+    if (cuda_done) {
+      cuda_done->block(
+          c10::cuda::getCurrentCUDAStream(cuda_done->device_index()));
+    }
+  }
+
+  // The Future of an op on a CUDA device must know the device (c10's
+  // Future checks the tensors it completes with against it). Before the
+  // Work is returned: nobody holds the Future yet.
+  void useDevice(c10::Device device) {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(
+        c10::ListType::create(c10::TensorType::get()),
+        std::vector<c10::Device>{device});
+  }
+
+  // Recorded on the op's stream right after the post (and the copy-back).
+  std::shared_ptr<at::cuda::CUDAEvent> cuda_done;
+#endif
 
   // Ends the op (on the delivery thread): on success runs the copy-back
   // first; then the waiters and the Future's callbacks see the outcome.
