@@ -5,8 +5,9 @@
 #   2. swy-bench-mpi (MPI_Alltoallv / MPI_Allreduce) under mpirun, same sizes,
 #   3. PyTorch gloo (all_to_all_single / all_reduce on CPU tensors, what
 #      an ML user would pick without GPUs) under swy-run, same sizes, when
-#      Debian's python3-torch is installed (tools/swy-bench/gloo_coll.py;
-#      GLOO=0 leaves it out),
+#      the project venv (tools/venv.sh; SWY_VENV) or Debian's
+#      /usr/bin/python3 has torch (tools/swy-bench/gloo_coll.py; GLOO=0
+#      leaves it out),
 #   4. swy-bench-mpi --with-switchyard under mpirun: Open MPI and
 #      Switchyard in one job, every iteration running both (PAIRED=0
 #      leaves it out),
@@ -46,7 +47,9 @@ if [[ $# -gt 0 && $1 =~ ^[0-9]+$ ]]; then
     shift
 fi
 extra=("$@")
-python=/usr/bin/python3
+# gloo on the project venv's torch, else on Debian's python3-torch.
+python=${SWY_VENV:-$HOME/.cache/switchyard/venv}/bin/python
+[[ -x $python ]] || python=/usr/bin/python3
 
 swy_run=$build/tools/swy-run/swy-run
 swy_bench=$build/tools/swy-bench/swy-bench
@@ -153,7 +156,7 @@ for ((run = 1; run <= repeat; run++)); do
         "$swy_run" -n "$nranks" --no-prefix "$python" "$gloo_coll" --json \
             "${extra[@]}" | tee "$out/gloo-$run.txt"
     else
-        say "gloo: skipped (GLOO=0, or no python3-torch for $python)"
+        say "gloo: skipped (GLOO=0, or no torch for $python: tools/venv.sh)"
         : >"$out/gloo-$run.txt"
     fi
 

@@ -45,6 +45,8 @@ mkdir -p "$out"
 export PYTHONPATH=$build/plugins/torch${PYTHONPATH:+:$PYTHONPATH}
 export LD_LIBRARY_PATH=$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export SWY_PLUGIN_PATH=${SWY_PLUGIN_PATH:-$(cat "$build/plugin-path" 2>/dev/null || true)}
+# The python the backend was built for (a venv's torch 2.x).
+torch_python=$(cat "$build/plugins/torch/python" 2>/dev/null || echo python3)
 export OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=eth0
 
 for ((i = 1; i <= repeat; i++)); do
@@ -53,7 +55,7 @@ for ((i = 1; i <= repeat; i++)); do
         [[ $c == gloo ]] && backend=gloo policy=
         echo "run $i $c: load $(cut -d' ' -f1 /proc/loadavg), $(date -u +%T)"
         SWY_POLICY=$policy "$swy_run" --nodes "$nodes" --ranks-per-node "$rpn" \
-            --link "$link" --timeout 900 /usr/bin/python3 -m switchyard.train \
+            --link "$link" --timeout 900 "$torch_python" -m switchyard.train \
             --backend "$backend" --steps "$steps" --phases --json "$@" \
             >"$out/$c.$i.log" 2>&1 || { cat "$out/$c.$i.log"; exit 1; }
     done

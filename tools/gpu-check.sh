@@ -22,7 +22,10 @@
 # OUT, NCCL_DIR (default: the nvidia.nccl package of python3), GPU_ARCH
 # (default 90), PEAKS (swy-kbench's peak flags; default the H200's), STEPS
 # (training steps, default 200), SUITE_TIMEOUT_S (default 300),
-# HIER_REPEAT (bench-hier.sh's REPEAT, default 3).
+# HIER_REPEAT (bench-hier.sh's REPEAT, default 3),
+# TORCH_PYTHON (a python with PyPI's torch 2.x: the gpu suite then also
+# runs the torch backend on CUDA tensors, plugins/torch/tests/test_cuda.py;
+# the lent machines have no torch, so it is off by default).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cmd=${1:-}
@@ -118,9 +121,14 @@ run_checks() {
     } | tee -a "$out/summary.txt"
     local build=$here/build-gpu
     rm -rf "$build"
+    # The torch backend's CUDA test (test_cuda.py, suite gpu) where a
+    # python with a CUDA build of torch 2.x is given (TORCH_PYTHON).
+    local torch_opts=(-Dtorch=disabled)
+    [[ -n ${TORCH_PYTHON:-} ]] &&
+        torch_opts=(-Dtorch=enabled -Dtorch_python="$TORCH_PYTHON")
     step setup 300 meson setup "$build" "$here" -Dbuildtype=release \
         -Dcuda=enabled -Dgpu_arch="${GPU_ARCH:-90}" -Dnccl_dir="$nccl" \
-        -Dtorch=disabled -Dmpi=disabled || return 2
+        "${torch_opts[@]}" -Dmpi=disabled || return 2
     step build 900 ninja -C "$build" || return 2
     export SWY_PLUGIN_PATH
     SWY_PLUGIN_PATH=$(cat "$build/plugin-path" 2>/dev/null)
@@ -188,7 +196,7 @@ case $cmd in
 deps) fetch_deps ;;
 run) run_checks ;;
 *)
-    sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     [[ $cmd == -h || $cmd == --help ]]
     ;;
 esac

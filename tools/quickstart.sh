@@ -5,7 +5,10 @@
 #   tools/quickstart.sh [run [swy-train flags]]
 #                                build and train the reference MoE model
 #                                (swy-train) on 4 local ranks
-#   tools/quickstart.sh test     build and run the whole test suite
+#   tools/quickstart.sh test     build and run the whole test suite; first
+#                                makes the project venv (tools/venv.sh:
+#                                PyTorch 2.x and the MoE frameworks, some
+#                                GB once) that the torch suite runs on
 #   tools/quickstart.sh test-asan | test-tsan [meson test args]
 #                                the sanitizer lane: its own build
 #                                directory (build-asan, build-tsan) with
@@ -38,14 +41,14 @@ esac
 
 say() { printf '\n== %s\n' "$*"; }
 
-# python3-torch: the coll benchmark's PyTorch gloo peer (docs/measuring.md) and
-# its test; about 150 MB to fetch. nftables: the packet-loss fault test
-# (tests/emu, emu_fault_loss). libtorch-dev, pybind11-dev, g++ and
-# python3-dev: the torch.distributed backend (plugins/torch).
+# nftables: the packet-loss fault test (tests/emu, emu_fault_loss). g++,
+# python3-dev and python3-venv: the torch.distributed backend
+# (plugins/torch), built against PyTorch 2.x from PyPI in the project venv
+# that `test` makes (tools/venv.sh); the main job needs no torch.
 packages=(meson ninja-build pkg-config gcc libc6-dev
           libucx-dev ucx-utils libhwloc-dev hwloc libevent-dev
-          openmpi-bin libopenmpi-dev iproute2 libopenblas-dev python3-torch
-          strace nftables libtorch-dev pybind11-dev g++ python3-dev)
+          openmpi-bin libopenmpi-dev iproute2 libopenblas-dev
+          strace nftables g++ python3-dev python3-venv)
 
 install_missing() {
     [[ ${SWY_QS_NO_INSTALL:-0} == 1 ]] && return 0
@@ -80,6 +83,16 @@ configure_and_build() {
 }
 
 install_missing
+if [[ $mode == test ]]; then
+    # The torch suite's python: PyTorch 2.x and the frameworks, pinned; a
+    # second run finds the venv up to date and installs nothing.
+    say "project venv (tools/venv.sh)"
+    torch_python=$("$here/tools/venv.sh")
+    setup_args+=(-Dtorch_python="$torch_python")
+    if [[ -f $build/build.ninja ]]; then
+        meson configure "$build" -Dtorch_python="$torch_python"
+    fi
+fi
 configure_and_build
 # The library compiles in no build-tree path: name the build's plugins.
 export SWY_PLUGIN_PATH=${SWY_PLUGIN_PATH:-$(cat "$build/plugin-path" 2>/dev/null || true)}

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The coll benchmark's PyTorch gloo peer (docs/measuring.md: what an ML user
 would pick without GPUs): torch.distributed's all_to_all_single and
 all_reduce on CPU tensors, timed exactly as swy-bench coll and
@@ -8,10 +8,11 @@ every rank and the slowest rank's time counted, median/min/max over the
 iterations (about 0.2 s per size, at least 5), and the same table and
 --json lines (impl "gloo").
 
-Run it under swy-run with Debian's python3-torch (/usr/bin/python3, not
-the first python3 on PATH):
+Run it under swy-run with the project venv's python (tools/venv.sh; any
+python with torch does):
 
-    swy-run -n 4 /usr/bin/python3 tools/swy-bench/gloo_coll.py [--json] ...
+    swy-run -n 4 ~/.cache/switchyard/venv/bin/python \
+        tools/swy-bench/gloo_coll.py [--json] ...
 
 It takes rank and size from SWY_RANK/SWY_WORLD_SIZE (swy-run) or
 RANK/WORLD_SIZE, and meets the other ranks at SWY_ROOT (host:port, a free
@@ -225,8 +226,8 @@ def main():
         import torch
         import torch.distributed as dist
     except ImportError:
-        print("gloo_coll: no torch for this python (Debian: apt-get "
-              "install python3-torch, run with /usr/bin/python3)",
+        print(f"gloo_coll: no torch for {sys.executable} (tools/venv.sh "
+              "makes the project venv; run with its bin/python)",
               file=sys.stderr)
         sys.exit(SKIP)
     if not dist.is_gloo_available():

@@ -1,6 +1,6 @@
 // The exchanges of switchyard.torch.MoE: a plan and a route of moe.h on the
-// communicator of a ProcessGroupSwitchyard. They move rows and nothing
-// else; the gate, the experts and the autograd Functions are Python
+// communicator of a SwitchyardBackend (a "switchyard" group's backend).
+// They move rows and nothing else; the gate, the experts and the autograd Functions are Python
 // (moe.py). Part of the extension's one translation unit (module.cpp).
 //
 // Every call here is collective over the group (moe.h) and blocking; it
@@ -15,7 +15,7 @@
 #include <string>
 #include <tuple>
 
-#include "process_group.hpp"
+#include "backend.hpp"
 
 namespace switchyard_torch {
 
@@ -27,7 +27,7 @@ inline void checkMoeCall(swy_status_t status, const char* call) {
 inline at::Tensor checkedRows(const at::Tensor& t, at::ScalarType type,
                               int64_t rows, int64_t cols, const char* call,
                               const char* arg) {
-  checkCpuTensor(t, call, arg);
+  checkTensor(t, call, arg);
   TORCH_CHECK(t.scalar_type() == type, "switchyard: ", call, ": ", arg,
               " must be ", type, " (the MoE plan's dtype), got ",
               t.scalar_type());
@@ -42,7 +42,7 @@ class MoeRoute;
 class MoePlan : public std::enable_shared_from_this<MoePlan> {
  public:
   // dtype: "float32" or "float64", the rows' and gate weights' type.
-  MoePlan(c10::intrusive_ptr<ProcessGroupSwitchyard> group,
+  MoePlan(c10::intrusive_ptr<SwitchyardBackend> group,
           int experts_per_rank, int hidden, int top_k,
           double capacity_factor, const std::string& dtype)
       : group_(std::move(group)), hidden_(hidden), top_k_(top_k) {
@@ -75,7 +75,7 @@ class MoePlan : public std::enable_shared_from_this<MoePlan> {
 
   swy_moe_plan_t plan_ = nullptr;
   // Held so that the communicator outlives the plan.
-  c10::intrusive_ptr<ProcessGroupSwitchyard> group_;
+  c10::intrusive_ptr<SwitchyardBackend> group_;
   int hidden_;
   int top_k_;
   at::ScalarType type_;  // of rows and gate weights
@@ -192,7 +192,7 @@ class MoeRoute {
 
 inline std::shared_ptr<MoeRoute> MoePlan::route(const at::Tensor& topk_idx) {
   const char* call = "MoE route";
-  checkCpuTensor(topk_idx, call, "topk_idx");
+  checkTensor(topk_idx, call, "topk_idx");
   TORCH_CHECK(topk_idx.dim() == 2 && topk_idx.size(1) == top_k_,
               "switchyard: ", call, ": topk_idx must be [tokens, ", top_k_,
               "], got ", topk_idx.sizes());
@@ -212,7 +212,7 @@ inline std::shared_ptr<MoeRoute> MoePlan::route(const at::Tensor& topk_idx) {
 
 // TA-MoE's per-expert weights of the balance loss for this rank (moe.h).
 inline std::vector<double> taExpertWeights(
-    const c10::intrusive_ptr<ProcessGroupSwitchyard>& group,
+    const c10::intrusive_ptr<SwitchyardBackend>& group,
     int experts_per_rank) {
   swy_comm_t comm = group->liveComm();
   TORCH_CHECK(comm != nullptr, "switchyard: ta_target: the group was aborted");

@@ -20,6 +20,15 @@ import torch.nn.functional as F
 
 from . import _C
 
+
+def _backend_of(group):
+    """The group's SwitchyardBackend, or None (another backend)."""
+    try:
+        backend = group._get_backend(torch.device("cpu"))
+    except RuntimeError:
+        return None
+    return backend if isinstance(backend, _C.SwitchyardBackend) else None
+
 # Seconds this process spent in the library's exchanges, by kind ("route",
 # "dispatch", "combine", "combine_backward", "dispatch_backward"), and how
 # many: a profile for the caller (switchyard.train --phases), which may
@@ -163,7 +172,8 @@ class MoE(torch.nn.Module):
         super().__init__()
         if group is None:
             group = dist.distributed_c10d._get_default_group()
-        on_library = isinstance(group, _C.ProcessGroupSwitchyard)
+        backend = _backend_of(group)
+        on_library = backend is not None
         if gate not in ("gshard", "ta"):
             raise ValueError(f"switchyard.torch.MoE: gate {gate!r} is not "
                              "'gshard' or 'ta'")
@@ -184,12 +194,13 @@ class MoE(torch.nn.Module):
             torch.randn(experts_per_rank, ffn_hidden, hidden)
             / math.sqrt(ffn_hidden))
         if gate == "ta":
-            weights = _C.ta_expert_weights(group, experts_per_rank)
+            weights = _C.ta_expert_weights(backend, experts_per_rank)
         else:
             weights = [1.0] * self.num_experts
         self.register_buffer("balance_weight",
                              torch.tensor(weights, dtype=torch.float32))
         self._group = group
+        self._backend = backend
         self._on_library = on_library
         # One plan per row dtype (float32 made here; float64, e.g. after
         # .double(), on the first forward that needs it: creating a plan is
@@ -205,7 +216,7 @@ class MoE(torch.nn.Module):
                                 f"{dtype}: the library's exchange moves "
                                 "float32 and float64 rows")
             self._plans[dtype] = _C.MoePlan(
-                self._group, self.experts_per_rank, self.hidden, self.top_k,
+                self._backend, self.experts_per_rank, self.hidden, self.top_k,
                 self.capacity_factor, str(dtype).replace("torch.", ""))
         return self._plans[dtype]
 

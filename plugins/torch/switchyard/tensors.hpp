@@ -13,20 +13,27 @@
 
 namespace switchyard_torch {
 
-inline void checkCpuTensor(const at::Tensor& t, const char* op,
-                           const char* arg) {
+inline void checkTensor(const at::Tensor& t, const char* op,
+                        const char* arg) {
   TORCH_CHECK(t.defined(), "switchyard: ", op, ": ", arg, " is undefined");
+#ifdef SWY_TORCH_CUDA
+  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "switchyard: ", op,
+              ": ", arg, " is on ", t.device(),
+              "; this backend takes CPU and CUDA tensors");
+#else
   TORCH_CHECK(t.device().is_cpu(), "switchyard: ", op, ": ", arg, " is on ",
-              t.device(), "; this backend takes CPU tensors only");
+              t.device(), "; this build of the backend takes CPU tensors "
+              "only (it was built without torch's CUDA headers)");
+#endif
   TORCH_CHECK(t.layout() == at::kStrided, "switchyard: ", op, ": ", arg,
               " has layout ", t.layout(), "; only dense tensors are supported");
 }
 
 inline void checkOneTensor(const std::vector<at::Tensor>& ts, const char* op,
-                           const char* arg) {
+                        const char* arg) {
   TORCH_CHECK(ts.size() == 1, "switchyard: ", op, ": ", arg,
               " must hold exactly one tensor per process, got ", ts.size());
-  checkCpuTensor(ts[0], op, arg);
+  checkTensor(ts[0], op, arg);
 }
 
 inline size_t tensorBytes(const at::Tensor& t) {

@@ -13,11 +13,12 @@ a thread posts inside it.
 """
 import contextlib
 
+import torch
 import torch.distributed as dist
 
 from . import _C
 
-ProcessGroupSwitchyard = _C.ProcessGroupSwitchyard
+SwitchyardBackend = _C.SwitchyardBackend
 
 BACKEND = "switchyard"
 
@@ -25,45 +26,59 @@ _LEVELS = {"low": _C.PRIO_LOW, "default": _C.PRIO_DEFAULT,
            "high": _C.PRIO_HIGH}
 
 
-def _create_process_group(store, rank, size, timeout):
-    return _C.ProcessGroupSwitchyard(store, rank, size, timeout)
+def Options(timeout=None, config=None):
+    """The backend's options, for init_process_group/new_group's
+    `pg_options`: `timeout` (a timedelta; torch's `timeout` argument
+    replaces it) and `config`, library settings applied with
+    swy_comm_configure() when the group is made, e.g.
+    {"SWY_POLICY": "lina"} (they are the process engine's: every group
+    of the process shares them)."""
+    opts = _C.SwitchyardBackend.Options() if timeout is None else \
+        _C.SwitchyardBackend.Options(timeout)
+    if config:
+        opts.config = {str(k): str(v) for k, v in config.items()}
+    return opts
 
 
-if not hasattr(dist.Backend, BACKEND.upper()):
-    dist.Backend.register_backend(BACKEND, _create_process_group)
-
-_c10d = dist.distributed_c10d
-_torch_new_group = _c10d.new_group
-
-
-def _new_group(ranks=None, timeout=_c10d.default_pg_timeout, backend=None,
-               pg_options=None):
-    """torch's new_group, but a "switchyard" group under a "switchyard"
-    default group is split off the default group's communicator
-    (swy_comm_split: one engine, so priorities hold across groups) instead
-    of making a rendezvous of its own. torch calls a backend's creator on
-    the members only, while a split is collective over the parent: so the
-    split happens here, on every rank, before torch creates the group."""
-    default = _c10d._get_default_group() if dist.is_initialized() else None
-    if isinstance(default, ProcessGroupSwitchyard) and \
-            str(backend or _c10d._pg_map[default][0]).lower() == BACKEND:
-        world, me = default.size(), default.rank()
-        members = sorted(ranks) if ranks is not None else list(range(world))
-        if len(set(members)) == len(members) and \
-                all(isinstance(r, int) and 0 <= r < world for r in members):
-            default._split_for_next_group(
-                0 if me in members else _C.SPLIT_NOCOLOR,
-                members.index(me) if me in members else 0)
-            try:
-                return _torch_new_group(ranks, timeout, backend, pg_options)
-            finally:
-                ProcessGroupSwitchyard._drop_pending_split()
-    return _torch_new_group(ranks, timeout, backend, pg_options)
+def _create_backend(dist_opts, backend_options):
+    """torch's creator (extended API): called on the new group's members.
+    torch passes `split_from`, the default group's backend, when the
+    default group is bound to a device (init_process_group's device_id)
+    and thus eligible for splitting: then the group is split off it
+    (swy_comm_split; torch has the non-members call
+    perform_nocolor_split). Otherwise the group makes its own rendezvous
+    through its store."""
+    if backend_options is not None and \
+            not isinstance(backend_options, _C.SwitchyardBackend.Options):
+        raise TypeError("switchyard: pg_options must be "
+                        "switchyard.torch.Options(...), got "
+                        f"{type(backend_options).__name__}")
+    split_from = dist_opts.split_from
+    if not isinstance(split_from, SwitchyardBackend):
+        split_from = None
+    return SwitchyardBackend.create(dist_opts.store, dist_opts.group_rank,
+                                    dist_opts.group_size, dist_opts.timeout,
+                                    split_from, backend_options)
 
 
-if dist.new_group is _torch_new_group:
-    _new_group.__wrapped__ = _torch_new_group
-    dist.new_group = _c10d.new_group = _new_group
+# CUDA where the extension has its device path and a GPU is there.
+_DEVICES = ["cpu", "cuda"] if _C.HAS_CUDA and torch.cuda.is_available() \
+    else ["cpu"]
+if BACKEND not in dist.Backend.backend_list:
+    dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True,
+                                  devices=_DEVICES)
+
+
+def backend_of(group=None):
+    """The SwitchyardBackend of a process group (default: the default
+    group), or None when the group's CPU backend is another one."""
+    if group is None:
+        group = dist.distributed_c10d._get_default_group()
+    try:
+        backend = group._get_backend(torch.device("cpu"))
+    except RuntimeError:
+        return None
+    return backend if isinstance(backend, SwitchyardBackend) else None
 
 
 @contextlib.contextmanager

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install into a temporary root and import the installed `switchyard`
-# package with Debian's python3 and nothing of the build tree in the
-# environment, then run a one-rank allreduce through the backend (the
-# library must find its transport plugins beside itself).
+# package with the torch python (a venv's) and nothing of the build tree
+# in the environment, then run a one-rank allreduce through the backend
+# (the extension finds libtorch by its RPATH, the library its transport
+# plugins beside itself).
 # Usage: test_install.sh BUILD_ROOT PYTHON SITE_DIR LIBDIR
 set -euo pipefail
 build=$1 python=$2 site=$3 libdir=$4
@@ -13,11 +14,6 @@ meson install -C "$build" --no-rebuild --destdir "$tmp/root" >"$tmp/install.log"
     { cat "$tmp/install.log"; echo "FAIL: meson install"; exit 1; }
 [[ -d $tmp/root$site/switchyard ]] ||
     { echo "FAIL: no package in $site"; exit 1; }
-# Debian's python3 reads this directory when the root is / (no PYTHONPATH).
-"$python" - "$site" <<'PY' || { echo "FAIL: $site is not on $python's sys.path"; exit 1; }
-import sys
-sys.exit(sys.argv[1] not in sys.path)
-PY
 
 cd "$tmp"
 env -u SWY_PLUGIN_PATH PYTHONPATH="$tmp/root$site" \
