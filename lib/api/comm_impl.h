@@ -110,6 +110,12 @@ void swy_api_devcoll_eager(swy_comm_t comm);
 swy_status_t swy_api_devcoll_split(swy_comm_t parent, int color, int key,
                                    swy_comm_t child);
 
+/* comm.c: the engine's scheduler for comm (topology, transports, boot
+ * and channels set), in comm->sched; *params_p: what it was made with.
+ * caller_progress: no progress thread, whatever SWY_PROGRESS says. */
+swy_status_t swy_api_sched_create(swy_comm_t comm, int caller_progress,
+                                  swy_sched_params_t *params_p);
+
 /* Record the calling thread's last error on the comm; returns status. */
 swy_status_t swy_api_fail(swy_comm_t comm, swy_status_t status);
 
