@@ -1,0 +1,446 @@
+// swy-sim: run a workload file on a platform file under each policy, with
+// every rank a real Switchyard engine (swy_sim.h) progressed by this
+// driver in SimGrid's simulated time. Usage: see usage().
+#include <simgrid/s4u.hpp>
+#include <xbt/log.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sim.hh"
+#include "switchyard/swy_sim.h"
+#include "switchyard/switchyard.h"
+
+namespace sg4 = simgrid::s4u;
+using namespace swysim;
+
+namespace {
+
+void usage(FILE *to)
+{
+    std::fprintf(to,
+        "usage: swy-sim [--policy fifo,fair,lina] [--json FILE] [--quiet]\n"
+        "               PLATFORM WORKLOAD\n"
+        "Runs WORKLOAD (post/wait/compute lines, docs/sim.md) on every rank\n"
+        "of the cluster PLATFORM describes, once per policy, each rank a\n"
+        "Switchyard engine in simulated time; prints each op's time and the\n"
+        "step's, and with --json the same as a JSON array (one object per\n"
+        "policy).\n");
+}
+
+struct OpRec {
+    std::string name;
+    Kind kind;
+    size_t bytes;
+    int priority;
+    double posted = -1, done = -1;
+    int ranks_done = 0;
+};
+
+struct RankState {
+    size_t pc = 0;
+    double compute_until = -1;
+    std::vector<std::pair<size_t, swy_request_t>> pending; // op, request
+    std::vector<size_t> posted;                             // its ops
+    bool finished = false;
+};
+
+struct Run {
+    const Platform *pf;
+    const Workload *wl;
+    std::vector<swy_comm_t> comms;
+    std::vector<RankState> ranks;
+    std::vector<OpRec> ops;
+    std::vector<float> sendbuf, recvbuf;
+    std::vector<size_t> counts, displs;
+    double step = 0;
+    std::string error;
+};
+
+double now_s()
+{
+    return sg4::Engine::get_clock();
+}
+
+// The engines' clock: simulated time, one second on (swy_sim.h: a stamp
+// of 0 means "not yet" to the engine).
+uint64_t sim_clock_ns(void *)
+{
+    return (uint64_t)(sg4::Engine::get_clock() * 1e9 + 0.5) + 1000000000u;
+}
+
+[[noreturn]] void swy_fail(const char *what, int rank, swy_comm_t comm)
+{
+    throw std::runtime_error(std::string(what) + " failed on rank " +
+                             std::to_string(rank) + ": " +
+                             swy_last_error(comm));
+}
+
+// Post statement s's ops on rank r (op records made by rank 0's post).
+void post(Run &run, int r, const Stmt &s)
+{
+    int n = run.pf->nranks();
+    for (int i = 0; i < s.count; i++) {
+        std::string name = s.count > 1 ? s.name + "#" + std::to_string(i)
+                                       : s.name;
+        size_t idx = 0;
+        while (idx < run.ops.size() && run.ops[idx].name != name)
+            idx++;
+        if (idx == run.ops.size())
+            run.ops.push_back({name, s.kind, s.bytes, s.priority});
+        OpRec &op = run.ops[idx];
+        if (op.posted < 0)
+            op.posted = now_s();
+        swy_op_attr_t attr = SWY_OP_ATTR_INIT;
+        attr.priority = s.priority;
+        attr.order = (int64_t)idx;
+        attr.name = name.c_str();
+        swy_request_t req = nullptr;
+        swy_status_t st;
+        if (s.kind == Kind::Alltoallv) {
+            size_t per = s.bytes / sizeof(float);
+            for (int p = 0; p < n; p++) {
+                run.counts[p] = per;
+                run.displs[p] = (size_t)p * per;
+            }
+            st = swy_alltoallv(run.sendbuf.data(), run.counts.data(),
+                               run.displs.data(), run.recvbuf.data(),
+                               run.counts.data(), run.displs.data(),
+                               SWY_FLOAT32, run.comms[r], &attr, &req);
+        } else {
+            st = swy_allreduce(run.sendbuf.data(), run.recvbuf.data(),
+                               s.bytes / sizeof(float), SWY_FLOAT32, SWY_SUM,
+                               run.comms[r], &attr, &req);
+        }
+        if (st != SWY_OK)
+            swy_fail(name.c_str(), r, run.comms[r]);
+        run.ranks[r].pending.emplace_back(idx, req);
+        run.ranks[r].posted.push_back(idx);
+    }
+}
+
+bool op_done_here(const Run &run, int r, const std::string &name)
+{
+    for (auto &p : run.ranks[r].pending) {
+        const std::string &n = run.ops[p.first].name;
+        if (name == "all" || n == name ||
+            (n.compare(0, name.size() + 1, name + "#") == 0))
+            return false;
+    }
+    return true;
+}
+
+// Move rank r as far as it goes now; true when anything changed.
+bool rank_step(Run &run, int r)
+{
+    RankState &rs = run.ranks[r];
+    bool changed = false;
+    for (size_t i = 0; i < rs.pending.size();) {
+        int done = 0;
+        if (swy_test(rs.pending[i].second, &done) != SWY_OK)
+            swy_fail(run.ops[rs.pending[i].first].name.c_str(), r,
+                     run.comms[r]);
+        if (!done) {
+            i++;
+            continue;
+        }
+        OpRec &op = run.ops[rs.pending[i].first];
+        op.done = std::max(op.done, now_s());
+        op.ranks_done++;
+        swy_request_free(rs.pending[i].second);
+        rs.pending.erase(rs.pending.begin() + (long)i);
+        changed = true;
+    }
+    while (rs.pc < run.wl->stmts.size()) {
+        const Stmt &s = run.wl->stmts[rs.pc];
+        if (s.type == Stmt::Post) {
+            post(run, r, s);
+        } else if (s.type == Stmt::Wait) {
+            if (!op_done_here(run, r, s.name))
+                break;
+        } else {
+            if (rs.compute_until < 0)
+                rs.compute_until = now_s() + s.seconds;
+            if (now_s() < rs.compute_until)
+                break;
+            rs.compute_until = -1;
+        }
+        rs.pc++;
+        changed = true;
+    }
+    if (rs.pc == run.wl->stmts.size() && rs.pending.empty() &&
+        !rs.finished) {
+        rs.finished = true;
+        changed = true;
+    }
+    return changed;
+}
+
+void drive(Run *run)
+{
+    try {
+        int n = run->pf->nranks();
+        int idle_steps = 0;
+        for (;;) {
+            bool moved = true;
+            while (moved) {
+                moved = false;
+                for (int r = 0; r < n; r++)
+                    moved = rank_step(*run, r) || moved;
+                moved = net_take_activity() || moved;
+            }
+            bool all = true;
+            double timer = -1;
+            for (auto &rs : run->ranks) {
+                all = all && rs.finished;
+                if (rs.compute_until >= 0 &&
+                    (timer < 0 || rs.compute_until < timer))
+                    timer = rs.compute_until;
+            }
+            if (all)
+                break;
+            if (net_wait(timer)) {
+                idle_steps = 0;
+                continue;
+            }
+            // Nothing in flight and nobody computing: an engine may wait
+            // for its clock (a deadline); let simulated time pass a
+            // little, a bounded number of times.
+            if (++idle_steps > 1000) {
+                std::string who;
+                for (int r = 0; r < n; r++)
+                    for (auto &p : run->ranks[r].pending)
+                        who += " " + run->ops[p.first].name + "@" +
+                               std::to_string(r);
+                throw std::runtime_error(
+                    "the simulation stalled at " + std::to_string(now_s()) +
+                    " s: ranks wait for ops with nothing in flight (op@rank:" +
+                    who + ")");
+            }
+            sg4::this_actor::sleep_for(1e-3);
+        }
+        run->step = now_s();
+        for (int r = 0; r < n; r++)
+            if (swy_comm_destroy(run->comms[r]) != SWY_OK)
+                swy_fail("swy_comm_destroy", r, run->comms[r]);
+    } catch (const std::exception &e) {
+        run->error = e.what();
+    }
+}
+
+std::string json_escape(const std::string &s)
+{
+    std::string o;
+    for (char c : s) {
+        if (c == '"' || c == '\\')
+            o += '\\';
+        o += c;
+    }
+    return o;
+}
+
+std::string run_json(const Run &run, const char *policy)
+{
+    char buf[512];
+    std::string j = "{\"policy\": \"" + std::string(policy) +
+                    "\", \"platform\": \"" + json_escape(run.pf->path) +
+                    "\", \"workload\": \"" + json_escape(run.wl->path) +
+                    "\", ";
+    std::snprintf(buf, sizeof(buf),
+                  "\"nodes\": %d, \"ranks_per_node\": %d, "
+                  "\"step_s\": %.9f, \"messages\": %llu, \"ops\": [",
+                  run.pf->nodes, run.pf->ranks_per_node, run.step,
+                  (unsigned long long)net_messages());
+    j += buf;
+    for (size_t i = 0; i < run.ops.size(); i++) {
+        const OpRec &op = run.ops[i];
+        std::snprintf(buf, sizeof(buf),
+                      "%s{\"name\": \"%s\", \"kind\": \"%s\", \"bytes\": %zu, "
+                      "\"priority\": %d, \"posted_s\": %.9f, "
+                      "\"done_s\": %.9f, \"time_s\": %.9f}",
+                      i ? ", " : "", json_escape(op.name).c_str(),
+                      op.kind == Kind::Alltoallv ? "alltoallv" : "allreduce",
+                      op.bytes, op.priority, op.posted, op.done,
+                      op.done - op.posted);
+        j += buf;
+    }
+    return j + "]}";
+}
+
+// One policy's simulation, in a child process (SimGrid's engine is one
+// per process); its JSON object goes to fd.
+int simulate(const Platform &pf, const Workload &wl, const char *policy,
+             bool quiet, int fd)
+{
+    setenv("SWY_POLICY", policy, 1);
+    int argc = 1;
+    char arg0[] = "swy-sim";
+    char *argv[] = {arg0, nullptr};
+    xbt_log_control_set("root.thres:critical");
+    sg4::Engine engine(&argc, argv);
+    sg4::Engine::set_config("network/model:CM02");
+    sg4::Engine::set_config("network/crosstraffic:0");
+    net_build(pf);
+    swy_sim_clock_set(sim_clock_ns, nullptr);
+
+    Run run;
+    run.pf = &pf;
+    run.wl = &wl;
+    int n = pf.nranks();
+    size_t floats = 1;
+    for (auto &s : wl.stmts) {
+        size_t need = s.kind == Kind::Alltoallv ? s.bytes * (size_t)n
+                                                : s.bytes;
+        if (s.type == Stmt::Post && need / sizeof(float) > floats)
+            floats = need / sizeof(float);
+    }
+    // Every rank reads and writes the same zeroed buffers: the bytes'
+    // values do not change the schedule, and n ranks' own buffers would
+    // not fit at scale.
+    run.sendbuf.assign(floats, 0.0f);
+    run.recvbuf.assign(floats, 0.0f);
+    run.counts.resize(n);
+    run.displs.resize(n);
+    run.ranks.resize(n);
+    run.comms.resize(n);
+    std::vector<int> node_of(n);
+    std::vector<double> bw((size_t)n * n), lat((size_t)n * n);
+    for (int a = 0; a < n; a++) {
+        node_of[a] = a / pf.ranks_per_node;
+        for (int b = 0; b < n; b++) {
+            bool same = a / pf.ranks_per_node == b / pf.ranks_per_node;
+            double core = pf.core_bw > 0 ? pf.core_bw : 1e300;
+            double up = pf.uplink_bw < core ? pf.uplink_bw : core;
+            bw[(size_t)a * n + b] = same || pf.intra_bw < up ? pf.intra_bw
+                                                             : up;
+            lat[(size_t)a * n + b] =
+                pf.intra_lat + (same ? 0 : pf.uplink_lat + pf.core_lat);
+        }
+    }
+    swy_sim_params_t params = {sizeof(params), n, node_of.data(), bw.data(),
+                               lat.data(), net_transport()};
+    if (swy_sim_comms_create(&params, run.comms.data()) != SWY_OK) {
+        std::fprintf(stderr, "swy-sim: %s\n", swy_last_error(nullptr));
+        return 1;
+    }
+    auto wall0 = std::chrono::steady_clock::now();
+    sg4::Actor::create("driver", sg4::Host::by_name("r0"), drive, &run);
+    engine.run();
+    double wall = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - wall0)
+                      .count();
+    if (!run.error.empty()) {
+        std::fprintf(stderr, "swy-sim: %s (policy %s)\n", run.error.c_str(),
+                     policy);
+        return 1;
+    }
+    if (!quiet) {
+        std::printf("policy %s: %d nodes x %d ranks, %s on %s\n", policy,
+                    pf.nodes, pf.ranks_per_node, wl.path.c_str(),
+                    pf.path.c_str());
+        for (auto &op : run.ops)
+            std::printf("  op %-16s %-9s %12zu B  prio %4d  posted %10.6f s  "
+                        "done %10.6f s  time %10.3f ms\n",
+                        op.name.c_str(),
+                        op.kind == Kind::Alltoallv ? "alltoallv"
+                                                   : "allreduce",
+                        op.bytes, op.priority, op.posted, op.done,
+                        (op.done - op.posted) * 1e3);
+        std::printf("  step %.6f s simulated; %llu messages; %.2f s wall\n",
+                    run.step, (unsigned long long)net_messages(), wall);
+        std::fflush(stdout);
+    }
+    std::string j = run_json(run, policy) + "\n";
+    if (write(fd, j.data(), j.size()) != (ssize_t)j.size())
+        return 1;
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    std::string policies = "fifo,fair,lina", json;
+    bool quiet = false;
+    std::vector<std::string> files;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        if ((a == "--policy" || a == "--json") && i + 1 < argc)
+            (a == "--policy" ? policies : json) = argv[++i];
+        else if (a == "--quiet")
+            quiet = true;
+        else if (a == "-h" || a == "--help") {
+            usage(stdout);
+            return 0;
+        } else if (a.size() > 1 && a[0] == '-') {
+            std::fprintf(stderr, "swy-sim: unknown option %s\n", a.c_str());
+            usage(stderr);
+            return 2;
+        } else
+            files.push_back(a);
+    }
+    if (files.size() != 2) {
+        usage(stderr);
+        return 2;
+    }
+    Platform pf;
+    Workload wl;
+    try {
+        pf = platform_load(files[0]);
+        wl = workload_load(files[1]);
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "swy-sim: %s\n", e.what());
+        return 1;
+    }
+    std::string all = "[";
+    size_t start = 0;
+    while (start <= policies.size()) {
+        size_t comma = policies.find(',', start);
+        std::string policy = policies.substr(
+            start, comma == std::string::npos ? std::string::npos
+                                              : comma - start);
+        start = comma == std::string::npos ? policies.size() + 1 : comma + 1;
+        int fds[2];
+        if (policy.empty() || pipe(fds) != 0)
+            continue;
+        std::fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(fds[0]);
+            _exit(simulate(pf, wl, policy.c_str(), quiet, fds[1]));
+        }
+        close(fds[1]);
+        std::string out;
+        char buf[4096];
+        for (ssize_t got; (got = read(fds[0], buf, sizeof(buf))) > 0;)
+            out.append(buf, (size_t)got);
+        close(fds[0]);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            return 1;
+        while (!out.empty() && out.back() == '\n')
+            out.pop_back();
+        all += (all.size() > 1 ? ",\n " : "") + out;
+    }
+    all += "]\n";
+    if (!json.empty()) {
+        FILE *f = json == "-" ? stdout : std::fopen(json.c_str(), "w");
+        if (f == nullptr) {
+            std::fprintf(stderr, "swy-sim: cannot write %s\n", json.c_str());
+            return 1;
+        }
+        std::fputs(all.c_str(), f);
+        if (f != stdout)
+            std::fclose(f);
+    }
+    return 0;
+}
