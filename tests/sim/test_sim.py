@@ -79,7 +79,7 @@ def main():
                "allreduce")
     elif check == "priority":
         runs = run(sim, emu, interference, "fair,lina")
-        fair, lina = (op_time(runs, p, "a2a") for p in ("fair", "lina"))
+        fair, lina = (op_time(runs, p, "loaded") for p in ("fair", "lina"))
         print(f"all-to-all under the backlog: fair {fair * 1e3:.3f} ms, "
               f"lina {lina * 1e3:.3f} ms")
         if not lina < 0.8 * fair:
