@@ -50,6 +50,9 @@ Workload workload_load(const std::string &path);
 // The simulated network and the transport over it (transport.cc).
 void net_build(const Platform &pf);
 const swy_transport_v1_t *net_transport();
+// Messages above this size are timed but move no bytes (the receiver's
+// buffer keeps what it had); the engines' own headers are far below it.
+void net_copy_limit(size_t bytes);
 // Progress made since the last call (messages delivered or posted).
 bool net_take_activity();
 // Wait in simulated time for the next transfer to end, at most until

@@ -42,7 +42,8 @@ struct Recv {
 struct Unexpected {
     int src;
     uint64_t tag;
-    std::vector<unsigned char> data;
+    std::vector<unsigned char> data; // empty past the copy limit
+    size_t len;
 };
 
 struct Done {
@@ -59,13 +60,20 @@ struct RankCtx {
     std::vector<Done> done;
 };
 
+// Each message is carried by an actor of its own that waits for its
+// transfer and queues it for the driver: the driver then waits on one
+// condition rather than on every transfer in flight (SimGrid's wait_any
+// costs in proportion to the transfers it waits on, each time).
 struct Net {
-    std::vector<sg4::Host *> hosts;      // [rank]
-    std::vector<RankCtx *> ranks;        // [rank], once init() ran
-    std::vector<sg4::CommPtr> in_flight; // in start order
-    std::vector<Msg *> msgs;             // [same index]
+    std::vector<sg4::Host *> hosts; // [rank]
+    std::vector<RankCtx *> ranks;   // [rank], once init() ran
+    sg4::MutexPtr lock;
+    sg4::ConditionVariablePtr arrived_cv;
+    std::deque<Msg *> arrived; // transfers ended, in the order they did
+    size_t in_flight = 0;
     bool activity = false;
     uint64_t messages = 0;
+    size_t copy_limit = SIZE_MAX; // larger messages move no bytes
 };
 Net net;
 
@@ -79,7 +87,7 @@ void deliver(Msg *m)
         if (r->peer != src || r->tag != m->tag)
             continue;
         size_t n = m->len <= r->len ? m->len : r->len;
-        if (n > 0)
+        if (n > 0 && m->len <= net.copy_limit)
             std::memcpy(r->buf, m->buf, n);
         to->done.push_back({r->cb, r->arg,
                             m->len <= r->len ? SWY_OK : SWY_ERR_MISMATCH,
@@ -89,7 +97,10 @@ void deliver(Msg *m)
         return;
     }
     const unsigned char *p = static_cast<const unsigned char *>(m->buf);
-    to->unexpected.push_back({src, m->tag, {p, p + m->len}});
+    if (m->len <= net.copy_limit)
+        to->unexpected.push_back({src, m->tag, {p, p + m->len}, m->len});
+    else
+        to->unexpected.push_back({src, m->tag, {}, m->len});
 }
 
 swy_status_t t_init(const swy_transport_host_v1_t *host, void **ctx_p)
@@ -137,9 +148,13 @@ swy_status_t t_isend(void *ctx, int peer, uint64_t tag, const void *buf,
     if (peer < 0 || peer >= (int)net.hosts.size() || peer == c->rank)
         return SWY_ERR_INVALID_ARG;
     auto *m = new Msg{c, peer, tag, buf, len, cb, arg};
-    net.in_flight.push_back(
-        sg4::Comm::sendto_async(net.hosts[c->rank], net.hosts[peer], len));
-    net.msgs.push_back(m);
+    sg4::Host *from = net.hosts[c->rank], *to = net.hosts[peer];
+    sg4::Actor::create("msg", from, [m, from, to]() {
+        sg4::Comm::sendto(from, to, m->len);
+        net.arrived.push_back(m);
+        net.arrived_cv->notify_one();
+    });
+    net.in_flight++;
     net.activity = true;
     net.messages++;
     *handle_p = m;
@@ -155,12 +170,11 @@ swy_status_t t_irecv(void *ctx, int peer, uint64_t tag, void *buf,
     for (auto it = c->unexpected.begin(); it != c->unexpected.end(); ++it) {
         if (it->src != peer || it->tag != tag)
             continue;
-        size_t n = it->data.size() <= len ? it->data.size() : len;
-        if (n > 0)
+        size_t n = it->len <= len ? it->len : len;
+        if (n > 0 && !it->data.empty())
             std::memcpy(buf, it->data.data(), n);
-        c->done.push_back({cb, arg,
-                           it->data.size() <= len ? SWY_OK
-                                                  : SWY_ERR_MISMATCH,
+        c->done.push_back({cb, arg, it->len <= len ? SWY_OK
+                                                   : SWY_ERR_MISMATCH,
                            n});
         c->unexpected.erase(it);
         net.activity = true;
@@ -282,6 +296,13 @@ void net_build(const Platform &pf)
                             route, false);
         }
     zone->seal();
+    net.lock = sg4::Mutex::create();
+    net.arrived_cv = sg4::ConditionVariable::create();
+}
+
+void net_copy_limit(size_t bytes)
+{
+    net.copy_limit = bytes;
 }
 
 bool net_take_activity()
@@ -294,40 +315,38 @@ bool net_take_activity()
 bool net_wait(double until)
 {
     double now = sg4::Engine::get_clock();
-    if (net.in_flight.empty()) {
+    if (net.in_flight == 0) {
         if (until < 0)
             return false;
         if (until > now)
             sg4::this_actor::sleep_until(until);
         return true;
     }
-    ssize_t i = sg4::Comm::wait_any_for(net.in_flight,
-                                        until < 0 ? -1.0 : until - now);
-    if (i < 0)
-        return true;
-    Msg *m = net.msgs[(size_t)i];
-    net.in_flight.erase(net.in_flight.begin() + i);
-    net.msgs.erase(net.msgs.begin() + i);
-    deliver(m);
-    delete m;
-    net.activity = true;
-    // Transfers that ended at the same instant are handed over together.
-    while (!net.in_flight.empty()) {
-        ssize_t j = sg4::Comm::test_any(net.in_flight);
-        if (j < 0)
-            break;
-        Msg *k = net.msgs[(size_t)j];
-        net.in_flight.erase(net.in_flight.begin() + j);
-        net.msgs.erase(net.msgs.begin() + j);
-        deliver(k);
-        delete k;
+    if (net.arrived.empty()) {
+        std::unique_lock<sg4::Mutex> hold(*net.lock);
+        while (net.arrived.empty()) {
+            if (until < 0)
+                net.arrived_cv->wait(hold);
+            else if (net.arrived_cv->wait_until(hold, until) ==
+                     std::cv_status::timeout)
+                break;
+        }
+    }
+    // Every transfer that ended by now, in the order they ended.
+    while (!net.arrived.empty()) {
+        Msg *m = net.arrived.front();
+        net.arrived.pop_front();
+        net.in_flight--;
+        deliver(m);
+        delete m;
+        net.activity = true;
     }
     return true;
 }
 
 size_t net_in_flight()
 {
-    return net.in_flight.size();
+    return net.in_flight;
 }
 
 uint64_t net_messages()
