@@ -36,7 +36,10 @@ void usage(FILE *to)
         "Switchyard engine in simulated time; prints each op's time and the\n"
         "step's, and with --json the same as a JSON array (one object per\n"
         "policy). Messages above 64 KiB are timed without moving their bytes\n"
-        "unless --copy-all.\n");
+        "unless --copy-all.\n"
+        "       swy-sim interference --platform PLATFORM [options]\n"
+        "swy-bench interference's JSON lines from the simulation (for\n"
+        "swy-tune --sim; swy-sim interference --help).\n");
 }
 
 struct OpRec {
@@ -66,6 +69,7 @@ struct Run {
     std::vector<size_t> counts, displs;
     double step = 0;
     std::string error;
+    std::string *bench_settings = nullptr; // "PARTITION CREDIT" at the end
 };
 
 double now_s()
@@ -231,6 +235,14 @@ void drive(Run *run)
             sg4::this_actor::sleep_for(1e-3);
         }
         run->step = now_s();
+        if (run->bench_settings != nullptr) {
+            char part[64] = "0", credit[64] = "0";
+            swy_comm_query(run->comms[0], "SWY_PARTITION_BYTES", part,
+                           sizeof(part));
+            swy_comm_query(run->comms[0], "SWY_CREDIT_BYTES", credit,
+                           sizeof(credit));
+            *run->bench_settings = std::string(part) + " " + credit;
+        }
         for (int r = 0; r < n; r++)
             if (swy_comm_destroy(run->comms[r]) != SWY_OK)
                 swy_fail("swy_comm_destroy", r, run->comms[r]);
@@ -280,8 +292,50 @@ std::string run_json(const Run &run, const char *policy)
 
 // One policy's simulation, in a child process (SimGrid's engine is one
 // per process); its JSON object goes to fd.
+// What one configuration of `swy-sim interference` prints: a line as
+// swy-bench interference's (--json), so that swy-tune reads it.
+struct BenchLine {
+    bool on = false;
+    size_t credit = 0; // as asked (0: auto), as swy-bench reports it
+    size_t a2a_bytes = 0, ar_bytes = 0; // per rank, the allreduce's
+    double delay_ms = 0;
+};
+
+std::string bench_json(const Run &run, const char *policy,
+                       const BenchLine &b)
+{
+    auto time_of = [&](const char *name) {
+        for (auto &op : run.ops)
+            if (op.name == name)
+                return op.done - op.posted;
+        return 0.0;
+    };
+    char part[64] = "0", credit[64];
+    if (run.bench_settings != nullptr)
+        std::sscanf(run.bench_settings->c_str(), "%63s", part);
+    std::snprintf(credit, sizeof(credit), "%zu", b.credit);
+    double alone = time_of("alone"), loaded = time_of("loaded");
+    double ar_alone = time_of("ar_alone"), backlog = time_of("backlog");
+    char buf[1024];
+    std::snprintf(buf, sizeof(buf),
+        "{\"bench\":\"interference\",\"impl\":\"swy-sim\","
+        "\"policy\":\"%s\",\"sweep\":\"policies\","
+        "\"partition_bytes\":%s,\"credit_bytes\":%s,"
+        "\"a2a_bytes\":%zu,\"allreduce_bytes\":%zu,\"delay_ms\":%.3f,"
+        "\"reps\":1,\"a2a_alone_ms\":%.4f,\"a2a_loaded_ms\":%.4f,"
+        "\"a2a_loaded_p95_ms\":%.4f,\"slowdown\":%.4f,"
+        "\"allreduce_MBps\":%.3f,\"allreduce_alone_MBps\":%.3f,"
+        "\"ranks\":%d,\"nodes\":%d,\"check\":\"ok\"}\n",
+        policy, part, credit, b.a2a_bytes, b.ar_bytes, b.delay_ms,
+        alone * 1e3, loaded * 1e3, loaded * 1e3, loaded / alone,
+        (double)b.ar_bytes / backlog / 1e6,
+        (double)b.ar_bytes / ar_alone / 1e6, run.pf->nranks(),
+        run.pf->nodes);
+    return buf;
+}
+
 int simulate(const Platform &pf, const Workload &wl, const char *policy,
-             bool quiet, bool copy_all, int fd)
+             bool quiet, bool copy_all, int fd, const BenchLine &bench = {})
 {
     // The bytes' values do not change the schedule; copying them costs
     // most of the wall time at scale. Headers (small) always move.
@@ -304,8 +358,11 @@ int simulate(const Platform &pf, const Workload &wl, const char *policy,
     swy_sim_clock_set(sim_clock_ns, nullptr);
 
     Run run;
+    std::string settings;
     run.pf = &pf;
     run.wl = &wl;
+    if (bench.on)
+        run.bench_settings = &settings;
     int n = pf.nranks();
     size_t floats = 1;
     for (auto &s : wl.stmts) {
@@ -354,6 +411,11 @@ int simulate(const Platform &pf, const Workload &wl, const char *policy,
                      policy);
         return 1;
     }
+    if (bench.on) {
+        std::string line = bench_json(run, policy, bench);
+        std::fputs(line.c_str(), stdout);
+        std::fflush(stdout);
+    }
     if (!quiet) {
         std::printf("policy %s: %d nodes x %d ranks, %s on %s\n", policy,
                     pf.nodes, pf.ranks_per_node, wl.path.c_str(),
@@ -376,10 +438,220 @@ int simulate(const Platform &pf, const Workload &wl, const char *policy,
     return 0;
 }
 
+// Run one simulation in a child (SimGrid's engine is one per process)
+// with the given settings in its environment; its JSON object (when
+// json_out) is appended to *json_out. 0, or the child's failure.
+int run_child(const Platform &pf, const Workload &wl,
+              const std::string &policy,
+              const std::vector<std::pair<const char *, std::string>> &env,
+              bool quiet, bool copy_all, const BenchLine &bench,
+              std::string *json_out)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return 1;
+    std::fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        for (auto &kv : env)
+            setenv(kv.first, kv.second.c_str(), 1);
+        _exit(simulate(pf, wl, policy.c_str(), quiet, copy_all, fds[1],
+                       bench));
+    }
+    close(fds[1]);
+    std::string out;
+    char buf[4096];
+    for (ssize_t got; (got = read(fds[0], buf, sizeof(buf))) > 0;)
+        out.append(buf, (size_t)got);
+    close(fds[0]);
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0)
+        return 1;
+    while (!out.empty() && out.back() == '\n')
+        out.pop_back();
+    if (json_out != nullptr)
+        *json_out += (json_out->size() > 1 ? ",\n " : "") + out;
+    return 0;
+}
+
+std::vector<std::string> split_list(const std::string &text)
+{
+    std::vector<std::string> out;
+    size_t start = 0;
+    while (start <= text.size()) {
+        size_t comma = text.find(',', start);
+        if (comma == std::string::npos)
+            comma = text.size();
+        if (comma > start)
+            out.push_back(text.substr(start, comma - start));
+        start = comma + 1;
+    }
+    return out;
+}
+
+void interference_usage(FILE *to)
+{
+    std::fprintf(to,
+        "usage: swy-sim interference --platform FILE [--json]\n"
+        "       [--policies LIST] [--partitions LIST|none] [--credits LIST]\n"
+        "       [--a2a-size SIZE] [--allreduce-size SIZE] [--delay-ms MS]\n"
+        "swy-bench interference on the simulated cluster, for swy-tune\n"
+        "--sim: per policy x partition x credit (the credit for lina and\n"
+        "credit only), the all-to-all alone and posted --delay-ms after\n"
+        "the allreduce backlog, one JSON line each as swy-bench's.\n"
+        "  --policies LIST        default fifo,fair,lina,credit\n"
+        "  --partitions LIST      partition sizes; none (default): auto\n"
+        "  --credits LIST         credit sizes, auto = one partition\n"
+        "                         (default auto)\n"
+        "  --a2a-size SIZE        bytes each rank sends in the all-to-all,\n"
+        "                         split evenly over all ranks (default 2M)\n"
+        "  --allreduce-size SIZE  default 8 x the all-to-all's\n"
+        "  --delay-ms MS          backlog alone before the all-to-all\n"
+        "                         (default 5)\n"
+        "--json, --reps, --warmup and --nodes are accepted for swy-bench's\n"
+        "command line: one simulation is exact, so there is one repetition.\n");
+}
+
+int size_arg(const char *opt, const char *text, size_t *out)
+{
+    if (swy_parse_size(text, out) != SWY_OK || *out == 0) {
+        std::fprintf(stderr, "swy-sim interference: bad %s '%s'\n", opt,
+                     text);
+        return -1;
+    }
+    return 0;
+}
+
+int interference_main(int argc, char **argv)
+{
+    std::string platform, policies = "fifo,fair,lina,credit",
+                partitions = "none", credits = "auto";
+    size_t a2a = 2u << 20, ar = 0;
+    double delay_ms = 5;
+    for (int i = 2; i < argc; i++) {
+        std::string a = argv[i];
+        bool has = i + 1 < argc;
+        if (a == "--help" || a == "-h") {
+            interference_usage(stdout);
+            return 0;
+        } else if (a == "--json") {
+        } else if (a == "--platform" && has) {
+            platform = argv[++i];
+        } else if (a == "--policies" && has) {
+            policies = argv[++i];
+        } else if (a == "--partitions" && has) {
+            partitions = argv[++i];
+        } else if (a == "--credits" && has) {
+            credits = argv[++i];
+        } else if (a == "--a2a-size" && has) {
+            if (size_arg("--a2a-size", argv[++i], &a2a) != 0)
+                return 2;
+        } else if (a == "--allreduce-size" && has) {
+            if (size_arg("--allreduce-size", argv[++i], &ar) != 0)
+                return 2;
+        } else if (a == "--delay-ms" && has) {
+            char *end = nullptr;
+            delay_ms = std::strtod(argv[++i], &end);
+            if (*end != '\0' || !(delay_ms >= 0) || delay_ms > 1e4) {
+                std::fprintf(stderr, "swy-sim interference: bad --delay-ms "
+                                     "'%s'\n", argv[i]);
+                return 2;
+            }
+        } else if ((a == "--reps" || a == "--warmup" || a == "--nodes") &&
+                   has) {
+            ++i;
+        } else {
+            std::fprintf(stderr, "swy-sim interference: unknown option %s\n",
+                         a.c_str());
+            interference_usage(stderr);
+            return 2;
+        }
+    }
+    if (platform.empty()) {
+        std::fprintf(stderr, "swy-sim interference: no --platform FILE\n");
+        return 2;
+    }
+    if (ar == 0)
+        ar = 8 * a2a;
+    Platform pf;
+    try {
+        pf = platform_load(platform);
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "swy-sim: %s\n", e.what());
+        return 1;
+    }
+    size_t per_pair = (a2a / (size_t)pf.nranks()) & ~(size_t)3;
+    if (per_pair < 4) {
+        std::fprintf(stderr, "swy-sim interference: --a2a-size %zu is below "
+                             "4 bytes a rank for %d ranks\n", a2a,
+                     pf.nranks());
+        return 2;
+    }
+    Workload wl;
+    wl.path = "(interference)";
+    auto post = [&](const char *name, Kind kind, size_t bytes, int prio) {
+        Stmt st{Stmt::Post};
+        st.name = name;
+        st.kind = kind;
+        st.bytes = bytes & ~(size_t)3;
+        st.priority = prio;
+        wl.stmts.push_back(st);
+    };
+    auto wait = [&](const char *name) {
+        Stmt st{Stmt::Wait};
+        st.name = name;
+        wl.stmts.push_back(st);
+    };
+    post("alone", Kind::Alltoallv, per_pair, SWY_PRIO_HIGH);
+    wait("alone");
+    post("ar_alone", Kind::Allreduce, ar, SWY_PRIO_LOW);
+    wait("ar_alone");
+    post("backlog", Kind::Allreduce, ar, SWY_PRIO_LOW);
+    Stmt delay{Stmt::Compute};
+    delay.seconds = delay_ms * 1e-3;
+    wl.stmts.push_back(delay);
+    post("loaded", Kind::Alltoallv, per_pair, SWY_PRIO_HIGH);
+    wait("all");
+
+    std::vector<std::string> parts = partitions == "none"
+                                         ? std::vector<std::string>{"auto"}
+                                         : split_list(partitions);
+    for (auto &policy : split_list(policies)) {
+        bool prioritized = policy != "fifo" && policy != "fair";
+        for (auto &part : parts) {
+            auto cl = prioritized ? split_list(credits)
+                                  : std::vector<std::string>{"auto"};
+            for (auto &credit : cl) {
+                BenchLine b;
+                b.on = true;
+                b.a2a_bytes = a2a;
+                b.ar_bytes = ar & ~(size_t)3;
+                b.delay_ms = delay_ms;
+                std::vector<std::pair<const char *, std::string>> env;
+                if (part != "auto")
+                    env.emplace_back("SWY_PARTITION_BYTES", part);
+                if (credit != "auto") {
+                    if (size_arg("--credits", credit.c_str(), &b.credit) != 0)
+                        return 2;
+                    env.emplace_back("SWY_CREDIT_BYTES", credit);
+                }
+                if (run_child(pf, wl, policy, env, true, false, b,
+                              nullptr) != 0)
+                    return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && std::strcmp(argv[1], "interference") == 0)
+        return interference_main(argc, argv);
     std::string policies = "fifo,fair,lina", json;
     bool quiet = false, copy_all = false;
     std::vector<std::string> files;
@@ -415,36 +687,9 @@ int main(int argc, char **argv)
         return 1;
     }
     std::string all = "[";
-    size_t start = 0;
-    while (start <= policies.size()) {
-        size_t comma = policies.find(',', start);
-        std::string policy = policies.substr(
-            start, comma == std::string::npos ? std::string::npos
-                                              : comma - start);
-        start = comma == std::string::npos ? policies.size() + 1 : comma + 1;
-        int fds[2];
-        if (policy.empty() || pipe(fds) != 0)
-            continue;
-        std::fflush(stdout);
-        pid_t pid = fork();
-        if (pid == 0) {
-            close(fds[0]);
-            _exit(simulate(pf, wl, policy.c_str(), quiet, copy_all, fds[1]));
-        }
-        close(fds[1]);
-        std::string out;
-        char buf[4096];
-        for (ssize_t got; (got = read(fds[0], buf, sizeof(buf))) > 0;)
-            out.append(buf, (size_t)got);
-        close(fds[0]);
-        int status = 0;
-        waitpid(pid, &status, 0);
-        if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    for (auto &policy : split_list(policies))
+        if (run_child(pf, wl, policy, {}, quiet, copy_all, {}, &all) != 0)
             return 1;
-        while (!out.empty() && out.back() == '\n')
-            out.pop_back();
-        all += (all.size() > 1 ? ",\n " : "") + out;
-    }
     all += "]\n";
     if (!json.empty()) {
         FILE *f = json == "-" ? stdout : std::fopen(json.c_str(), "w");
