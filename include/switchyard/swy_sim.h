@@ -63,6 +63,18 @@ typedef struct {
 SWY_EXPORT swy_status_t swy_sim_comms_create(const swy_sim_params_t *params,
                                              swy_comm_t *comms);
 
+/**
+ * swy_comm_split of every rank at once: comms[r] is rank r's communicator
+ * of a job made by swy_sim_comms_create (or split from one), colors[r]
+ * and keys[r] what rank r would pass to swy_comm_split, out[r] its new
+ * communicator (NULL for SWY_SPLIT_NOCOLOR). swy_comm_split itself would
+ * block each rank in turn in an allgather that needs them all.
+ */
+SWY_EXPORT swy_status_t swy_sim_comms_split(const swy_comm_t *comms, int n,
+                                            const int *colors,
+                                            const int *keys,
+                                            swy_comm_t *out);
+
 /** The clock, in nanoseconds, the library reads from now on; NULL: the
  *  monotonic clock again. It must not go back, and must be above zero
  *  from the first op on (the engine's stamps take 0 for "not yet", as

@@ -187,3 +187,28 @@ out:
     swy_free(all);
     return status;
 }
+
+swy_status_t swy_sim_comms_split(const swy_comm_t *comms, int n,
+                                 const int *colors, const int *keys,
+                                 swy_comm_t *out)
+{
+    const char *fn = "swy_sim_comms_split";
+    swy_err_clear();
+    if (comms == NULL || colors == NULL || keys == NULL || out == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: NULL argument",
+                           fn);
+    if (n < 1)
+        return swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: %d ranks", fn,
+                           n);
+    for (int r = 0; r < n; r++) {
+        if (comms[r] == NULL || comms[r]->nranks != n ||
+            comms[r]->rank != r || comms[r]->engine->boot != NULL)
+            return swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: comms[%d] is "
+                               "not rank %d of a job of %d ranks made by "
+                               "swy_sim_comms_create", fn, r, r, n);
+        if (colors[r] < SWY_SPLIT_NOCOLOR)
+            return swy_err_set(SWY_ERR_INVALID_ARG, "api", "%s: color %d of "
+                               "rank %d is negative", fn, colors[r], r);
+    }
+    return swy_api_split_local(comms, n, colors, keys, out);
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """swy-sim checks (suite sim): test_sim.py SWY_SIM CHECK.
 
-CHECK is one of determinism, alltoallv, allreduce, priority, bad_files,
+CHECK is one of determinism, alltoallv, allreduce, priority,
+priority_split, bad_files,
 tune (then SWY_TUNE follows: swy-tune --sim on the emulated cluster).
 Without swy-sim (SimGrid missing: -Dsimgrid) every check exits 77."""
 import json
@@ -78,7 +79,12 @@ def main():
                       "fifo", "x")
         within(got, 2 * 3 / 4 * 16 * 2**20 / uplink + 2 * 3 * lat, 0.02,
                "allreduce")
-    elif check == "priority":
+    elif check in ("priority", "priority_split"):
+        # priority_split: the all-to-all on a communicator split from the
+        # world, the backlog on the world (swy_sim_comms_split).
+        if check == "priority_split":
+            interference = interference.replace("interference.txt",
+                                                "interference-split.txt")
         runs = run(sim, emu, interference, "fair,lina")
         fair, lina = (op_time(runs, p, "loaded") for p in ("fair", "lina"))
         print(f"all-to-all under the backlog: fair {fair * 1e3:.3f} ms, "
@@ -98,6 +104,8 @@ def main():
             ("workload", "\n\npost x allreduce 1MiB prio=3\n", 3,
              "unknown option"),
             ("workload", "compute 5 parsecs\n", 1, "takes one"),
+            ("workload", "split a all\npost x allreduce 1MiB comm=b\n", 2,
+             "comm 'b' is no earlier line's split"),
         ]
         with tempfile.TemporaryDirectory() as tmp:
             for i, (kind, text, line, words) in enumerate(cases):

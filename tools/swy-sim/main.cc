@@ -63,6 +63,8 @@ struct Run {
     const Platform *pf;
     const Workload *wl;
     std::vector<swy_comm_t> comms;
+    // The workload's splits: [split][rank], and each rank's rank there.
+    std::vector<std::vector<swy_comm_t>> split_comms;
     std::vector<RankState> ranks;
     std::vector<OpRec> ops;
     std::vector<float> sendbuf, recvbuf;
@@ -94,7 +96,11 @@ uint64_t sim_clock_ns(void *)
 // Post statement s's ops on rank r (op records made by rank 0's post).
 void post(Run &run, int r, const Stmt &s)
 {
-    int n = run.pf->nranks();
+    swy_comm_t comm = run.comms[r];
+    for (size_t k = 0; k < run.wl->splits.size(); k++)
+        if (run.wl->splits[k].name == s.comm)
+            comm = run.split_comms[k][r];
+    int n = swy_comm_size(comm);
     for (int i = 0; i < s.count; i++) {
         std::string name = s.count > 1 ? s.name + "#" + std::to_string(i)
                                        : s.name;
@@ -121,14 +127,14 @@ void post(Run &run, int r, const Stmt &s)
             st = swy_alltoallv(run.sendbuf.data(), run.counts.data(),
                                run.displs.data(), run.recvbuf.data(),
                                run.counts.data(), run.displs.data(),
-                               SWY_FLOAT32, run.comms[r], &attr, &req);
+                               SWY_FLOAT32, comm, &attr, &req);
         } else {
             st = swy_allreduce(run.sendbuf.data(), run.recvbuf.data(),
                                s.bytes / sizeof(float), SWY_FLOAT32, SWY_SUM,
-                               run.comms[r], &attr, &req);
+                               comm, &attr, &req);
         }
         if (st != SWY_OK)
-            swy_fail(name.c_str(), r, run.comms[r]);
+            swy_fail(name.c_str(), r, comm);
         run.ranks[r].pending.emplace_back(idx, req);
         run.ranks[r].posted.push_back(idx);
     }
@@ -243,6 +249,10 @@ void drive(Run *run)
                            sizeof(credit));
             *run->bench_settings = std::string(part) + " " + credit;
         }
+        for (auto &split : run->split_comms)
+            for (int r = 0; r < n; r++)
+                if (swy_comm_destroy(split[r]) != SWY_OK)
+                    swy_fail("swy_comm_destroy (split)", r, split[r]);
         for (int r = 0; r < n; r++)
             if (swy_comm_destroy(run->comms[r]) != SWY_OK)
                 swy_fail("swy_comm_destroy", r, run->comms[r]);
@@ -399,6 +409,23 @@ int simulate(const Platform &pf, const Workload &wl, const char *policy,
     if (swy_sim_comms_create(&params, run.comms.data()) != SWY_OK) {
         std::fprintf(stderr, "swy-sim: %s\n", swy_last_error(nullptr));
         return 1;
+    }
+    for (auto &sp : wl.splits) {
+        std::vector<int> colors(n), keys(n);
+        for (int r = 0; r < n; r++) {
+            colors[r] = sp.by == Split::All    ? 0
+                        : sp.by == Split::Node ? r / pf.ranks_per_node
+                                               : r % pf.ranks_per_node;
+            keys[r] = r;
+        }
+        run.split_comms.emplace_back(n, nullptr);
+        if (swy_sim_comms_split(run.comms.data(), n, colors.data(),
+                                keys.data(),
+                                run.split_comms.back().data()) != SWY_OK) {
+            std::fprintf(stderr, "swy-sim: split %s: %s\n", sp.name.c_str(),
+                         swy_last_error(nullptr));
+            return 1;
+        }
     }
     auto wall0 = std::chrono::steady_clock::now();
     sg4::Actor::create("driver", sg4::Host::by_name("r0"), drive, &run);
@@ -592,7 +619,8 @@ int interference_main(int argc, char **argv)
     Workload wl;
     wl.path = "(interference)";
     auto post = [&](const char *name, Kind kind, size_t bytes, int prio) {
-        Stmt st{Stmt::Post};
+        Stmt st;
+        st.type = Stmt::Post;
         st.name = name;
         st.kind = kind;
         st.bytes = bytes & ~(size_t)3;
@@ -600,7 +628,8 @@ int interference_main(int argc, char **argv)
         wl.stmts.push_back(st);
     };
     auto wait = [&](const char *name) {
-        Stmt st{Stmt::Wait};
+        Stmt st;
+        st.type = Stmt::Wait;
         st.name = name;
         wl.stmts.push_back(st);
     };
@@ -609,7 +638,8 @@ int interference_main(int argc, char **argv)
     post("ar_alone", Kind::Allreduce, ar, SWY_PRIO_LOW);
     wait("ar_alone");
     post("backlog", Kind::Allreduce, ar, SWY_PRIO_LOW);
-    Stmt delay{Stmt::Compute};
+    Stmt delay;
+    delay.type = Stmt::Compute;
     delay.seconds = delay_ms * 1e-3;
     wl.stmts.push_back(delay);
     post("loaded", Kind::Alltoallv, per_pair, SWY_PRIO_HIGH);

@@ -197,9 +197,17 @@ Workload workload_load(const std::string &path)
                                                              1000);
                 else if (k == "count")
                     s.count = parse_count(path, line, v, "count", 1, 4096);
-                else
+                else if (k == "comm") {
+                    bool known = false;
+                    for (auto &sp : wl.splits)
+                        known = known || sp.name == v;
+                    if (!known)
+                        fail(path, line, "comm '" + v + "' is no earlier "
+                                         "line's split");
+                    s.comm = v;
+                } else
                     fail(path, line, "unknown option '" + w[i] +
-                                         "' (priority=, count=)");
+                                         "' (priority=, count=, comm=)");
             }
             names.push_back(s.name);
         } else if (verb == "wait") {
@@ -213,6 +221,25 @@ Workload workload_load(const std::string &path)
             if (!known)
                 fail(path, line, "wait for '" + s.name +
                                      "', which no earlier line posts");
+        } else if (verb == "split") {
+            if (w.size() != 3)
+                fail(path, line, "split takes NAME all|node|rail");
+            Split sp;
+            sp.name = w[1];
+            for (auto &other : wl.splits)
+                if (other.name == sp.name)
+                    fail(path, line, "split '" + sp.name + "' made before");
+            if (w[2] == "all")
+                sp.by = Split::All;
+            else if (w[2] == "node")
+                sp.by = Split::Node;
+            else if (w[2] == "rail")
+                sp.by = Split::Rail;
+            else
+                fail(path, line, "split by '" + w[2] +
+                                     "' unknown (all, node, rail)");
+            wl.splits.push_back(sp);
+            continue;
         } else if (verb == "compute") {
             if (w.size() != 2)
                 fail(path, line, "compute takes one DURATION");
@@ -221,7 +248,7 @@ Workload workload_load(const std::string &path)
                                          "time");
         } else {
             fail(path, line, "unknown statement '" + verb +
-                                 "' (post, wait, compute)");
+                                 "' (post, wait, compute, split)");
         }
         wl.stmts.push_back(s);
     }

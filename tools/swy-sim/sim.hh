@@ -28,7 +28,7 @@ enum class Kind { Alltoallv, Allreduce };
 
 // One statement of a workload file, run by every rank in order.
 struct Stmt {
-    enum Type { Post, Wait, Compute } type;
+    enum Type { Post, Wait, Compute } type = Post;
     int line = 0;
     std::string name;  // Post, Wait ("all": every op posted so far)
     Kind kind = Kind::Alltoallv;
@@ -36,11 +36,21 @@ struct Stmt {
     int priority = -1; // -1: the op kind's default
     int count = 1;     // Post: so many ops, NAME#0..count-1
     double seconds = 0; // Compute
+    std::string comm;   // Post: a split's name, empty for the world
+};
+
+// A communicator split from the world before the first op: every rank,
+// colored by its node ("node"), by its index on its node ("rail"), or
+// all in one ("all": the same ranks in the same order).
+struct Split {
+    std::string name;
+    enum By { All, Node, Rail } by = All;
 };
 
 struct Workload {
     std::string path;
     std::vector<Stmt> stmts;
+    std::vector<Split> splits;
 };
 
 // Both throw std::runtime_error("FILE:LINE: what is wrong").
