@@ -60,12 +60,17 @@ struct RankCtx {
     std::vector<Done> done;
 };
 
-// Each message is carried by an actor of its own that waits for its
-// transfer and queues it for the driver: the driver then waits on one
-// condition rather than on every transfer in flight (SimGrid's wait_any
-// costs in proportion to the transfers it waits on, each time).
+// Each message is carried by an actor of its own that puts it into its
+// receiver's mailbox, waits for the transfer and queues it for the
+// driver: the driver then waits on one condition rather than on every
+// transfer in flight (SimGrid's wait_any costs in proportion to the
+// transfers it waits on, each time). Each rank's mailbox has a permanent
+// receiver, so that transfers start when they are sent, all at once, as
+// eager sends do; host-to-host transfers (Comm::sendto) would do the
+// same, but their completion costs SimGrid a scan of every one in flight.
 struct Net {
     std::vector<sg4::Host *> hosts; // [rank]
+    std::vector<sg4::Mailbox *> boxes; // [rank]
     std::vector<RankCtx *> ranks;   // [rank], once init() ran
     sg4::MutexPtr lock;
     sg4::ConditionVariablePtr arrived_cv;
@@ -148,9 +153,9 @@ swy_status_t t_isend(void *ctx, int peer, uint64_t tag, const void *buf,
     if (peer < 0 || peer >= (int)net.hosts.size() || peer == c->rank)
         return SWY_ERR_INVALID_ARG;
     auto *m = new Msg{c, peer, tag, buf, len, cb, arg};
-    sg4::Host *from = net.hosts[c->rank], *to = net.hosts[peer];
-    sg4::Actor::create("msg", from, [m, from, to]() {
-        sg4::Comm::sendto(from, to, m->len);
+    sg4::Mailbox *box = net.boxes[peer];
+    sg4::Actor::create("msg", net.hosts[c->rank], [m, box]() {
+        box->put(m, m->len);
         net.arrived.push_back(m);
         net.arrived_cv->notify_one();
     });
@@ -296,6 +301,19 @@ void net_build(const Platform &pf)
                             route, false);
         }
     zone->seal();
+    net.boxes.resize(n);
+    for (int r = 0; r < n; r++) {
+        net.boxes[r] = sg4::Mailbox::by_name("r" + std::to_string(r));
+        sg4::Mailbox *box = net.boxes[r];
+        // Takes the transfers that ended; the senders' actors hand them on.
+        sg4::ActorPtr taker = sg4::Actor::create(
+            "taker" + std::to_string(r), net.hosts[r], [box]() {
+                for (;;)
+                    box->get<Msg>();
+            });
+        taker->daemonize();
+        box->set_receiver(taker);
+    }
     net.lock = sg4::Mutex::create();
     net.arrived_cv = sg4::ConditionVariable::create();
 }
