@@ -362,8 +362,11 @@ int simulate(const Platform &pf, const Workload &wl, const char *policy,
     sg4::Engine engine(&argc, argv);
     sg4::Engine::set_config("network/model:CM02");
     sg4::Engine::set_config("network/crosstraffic:0");
-    // One actor per message in flight: small stacks (KiB).
+    // One actor per message in flight: small stacks (KiB), and no guard
+    // page, whose mapping each would count against vm.max_map_count
+    // (65,530: tens of thousands of messages are in flight at 64 ranks).
     sg4::Engine::set_config("contexts/stack-size:64");
+    sg4::Engine::set_config("contexts/guard-size:0");
     net_build(pf);
     swy_sim_clock_set(sim_clock_ns, nullptr);
 
