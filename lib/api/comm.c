@@ -185,11 +185,15 @@ out:
 
 /* The engine's scheduler for comm (its topology, transports, boot,
  * channels and the settings), in comm->sched; *params_p: what it was made
- * with. caller_progress: no progress thread, whatever SWY_PROGRESS says. */
+ * with. caller_progress: no progress thread, whatever SWY_PROGRESS says.
+ * auto_partition: what SWY_PARTITION_BYTES=auto means, 0: from the
+ * topology (a pass over every pair of ranks). */
 swy_status_t swy_api_sched_create(swy_comm_t comm, int caller_progress,
+                                  size_t auto_partition,
                                   swy_sched_params_t *params_p)
 {
-    size_t auto_partition = auto_partition_bytes(comm->topo);
+    if (auto_partition == 0)
+        auto_partition = auto_partition_bytes(comm->topo);
     int rank = comm->rank, nranks = comm->nranks;
     uint8_t *remote = swy_calloc((size_t)nranks, 1);
     if (remote == NULL)
@@ -295,7 +299,7 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
                                       &comm->shm, &comm->shm_a2a),
                    status, err_transports);
     swy_sched_params_t params;
-    SWY_CHECK_GOTO(swy_api_sched_create(comm, 0, &params), status,
+    SWY_CHECK_GOTO(swy_api_sched_create(comm, 0, 0, &params), status,
                    err_transports);
     comm->view = swy_sched_world(comm->sched);
     if (swy_config_bool("SWY_TOPO_PROBE")) {

@@ -120,8 +120,11 @@ swy_status_t swy_api_split_local(const swy_comm_t *comms, int n,
 
 /* comm.c: the engine's scheduler for comm (topology, transports, boot
  * and channels set), in comm->sched; *params_p: what it was made with.
- * caller_progress: no progress thread, whatever SWY_PROGRESS says. */
+ * caller_progress: no progress thread, whatever SWY_PROGRESS says.
+ * auto_partition: what SWY_PARTITION_BYTES=auto means (the same on every
+ * rank), or 0: worked out from comm->topo. */
 swy_status_t swy_api_sched_create(swy_comm_t comm, int caller_progress,
+                                  size_t auto_partition,
                                   swy_sched_params_t *params_p);
 
 /* Record the calling thread's last error on the comm; returns status. */

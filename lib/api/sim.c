@@ -116,12 +116,16 @@ err:
 /* The rest, once every rank's address is known: connect, scheduler,
  * engine. */
 static swy_status_t sim_rank_start(swy_comm_t comm, const void *addrs,
-                                   const size_t *lens)
+                                   const size_t *lens, size_t *auto_partition)
 {
     SWY_CHECK(swy_transport_set_connect_all(comm->transports, addrs, lens,
                                             comm->topo));
     swy_sched_params_t params;
-    SWY_CHECK(swy_api_sched_create(comm, 1, &params));
+    SWY_CHECK(swy_api_sched_create(comm, 1, *auto_partition, &params));
+    /* Every rank arrives at the same size (comm.c): rank 0 works it out
+     * once for all, a pass over every pair that each of n ranks would
+     * repeat. */
+    *auto_partition = params.auto_partition_bytes;
     comm->view = swy_sched_world(comm->sched);
     comm->engine = swy_calloc(1, sizeof(*comm->engine));
     if (comm->engine == NULL)
@@ -165,8 +169,9 @@ swy_status_t swy_sim_comms_create(const swy_sim_params_t *p,
         memcpy(addrs + off, blobs[r], lens[r]);
         off += (int)lens[r];
     }
+    size_t auto_partition = 0;
     for (int r = 0; r < n && status == SWY_OK; r++)
-        status = sim_rank_start(comms[r], addrs, lens);
+        status = sim_rank_start(comms[r], addrs, lens, &auto_partition);
     if (status == SWY_OK)
         swy_info("api", "simulated job of %d ranks ready: policy %s, "
                  "partition %zu bytes", n,
