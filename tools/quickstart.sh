@@ -45,10 +45,11 @@ say() { printf '\n== %s\n' "$*"; }
 # python3-dev and python3-venv: the torch.distributed backend
 # (plugins/torch), built against PyTorch 2.x from PyPI in the project venv
 # that `test` makes (tools/venv.sh); the main job needs no torch.
+# libsimgrid-dev: swy-sim (tools/swy-sim) and its tests.
 packages=(meson ninja-build pkg-config gcc libc6-dev
           libucx-dev ucx-utils libhwloc-dev hwloc libevent-dev
           openmpi-bin libopenmpi-dev iproute2 libopenblas-dev
-          strace nftables g++ python3-dev python3-venv)
+          strace nftables g++ python3-dev python3-venv libsimgrid-dev)
 
 install_missing() {
     [[ ${SWY_QS_NO_INSTALL:-0} == 1 ]] && return 0

@@ -8,7 +8,6 @@
 
 #include "api/comm_impl.h"
 #include "coll/coll.h"
-#include "util/abi.h"
 #include "util/alloc.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -184,6 +183,79 @@ out:
     return status;
 }
 
+/* The engine's scheduler for comm (its topology, transports, boot,
+ * channels and the settings), in comm->sched; *params_p: what it was made
+ * with. caller_progress: no progress thread, whatever SWY_PROGRESS says.
+ * auto_partition: what SWY_PARTITION_BYTES=auto means, 0: from the
+ * topology (a pass over every pair of ranks). */
+swy_status_t swy_api_sched_create(swy_comm_t comm, int caller_progress,
+                                  size_t auto_partition,
+                                  swy_sched_params_t *params_p)
+{
+    if (auto_partition == 0)
+        auto_partition = auto_partition_bytes(comm->topo);
+    int rank = comm->rank, nranks = comm->nranks;
+    uint8_t *remote = swy_calloc((size_t)nranks, 1);
+    if (remote == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+    size_t *burst = swy_calloc((size_t)nranks, sizeof(size_t));
+    int *host = swy_calloc((size_t)nranks, sizeof(int));
+    if (burst == NULL || host == NULL) {
+        swy_free(host);
+        swy_free(burst);
+        swy_free(remote);
+        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+    }
+    for (int r = 0; r < nranks; r++) {
+        host[r] = swy_topo_node_of(comm->topo, r);
+        remote[r] = host[r] != swy_topo_node_of(comm->topo, rank);
+        /* 4 ms of the link (bytes/s * 0.004), at least 64 KiB */
+        double b = swy_topo_bandwidth(comm->topo, rank, r) * 0.004;
+        burst[r] = b < 65536.0 ? 65536 : b > 1e15 ? (size_t)1e15 : (size_t)b;
+    }
+    swy_sched_params_t params = {
+        .peer_remote = remote,
+        .peer_host = host,
+        .peer_burst_bytes = burst,
+        .auto_partition_bytes = auto_partition,
+        .rank = rank,
+        .nranks = nranks,
+        .transports = comm->transports,
+        .boot = comm->boot,
+        .partition_bytes = swy_config_get_size("SWY_PARTITION_BYTES",
+                                               auto_partition),
+        .window_bytes = swy_config_size("SWY_WINDOW_BYTES"),
+        .timeout_s = comm->timeout_s,
+        .spin_s = (double)swy_config_int("SWY_SPIN_US") * 1e-6,
+        .owner = comm,
+        .policy = swy_config_get_text("SWY_POLICY"),
+        /* 0: auto, one partition (the scheduler's) */
+        .credit_bytes = swy_config_get_size("SWY_CREDIT_BYTES", 0),
+        .shm = comm->shm,
+        .shm_a2a = comm->shm_a2a,
+    };
+    /* The table's values are thread, caller. */
+    params.progress_thread = !caller_progress &&
+                             swy_config_get_choice("SWY_PROGRESS") != 1;
+    /* The table's values are order, tag. */
+    params.p2p_match_tag = swy_config_get_choice("SWY_P2P_MATCH") == 1;
+    const char *partition = swy_config_get("SWY_PARTITION_BYTES");
+    params.partition_set = partition != NULL && strcmp(partition, "auto") != 0;
+    if (params.partition_bytes == 0)
+        params.partition_bytes = 1;
+    if (params.window_bytes == 0)
+        params.window_bytes = 1;
+    swy_status_t status = swy_sched_create(&params, &comm->sched);
+    swy_free(remote);
+    swy_free(burst);
+    swy_free(host);
+    params.peer_remote = NULL;
+    params.peer_host = NULL;
+    params.peer_burst_bytes = NULL;
+    *params_p = params;
+    return status;
+}
+
 static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
                                 const swy_boot_addr_t *addr, int rank,
                                 swy_boot_root_t *root)
@@ -232,65 +304,9 @@ static swy_status_t comm_create(swy_comm_t *comm_p, int nranks,
                                       comm->timeout_s, comm->mem,
                                       &comm->shm, &comm->shm_a2a),
                    status, err_transports);
-    size_t auto_partition = auto_partition_bytes(comm->topo);
-    uint8_t *remote = swy_calloc((size_t)nranks, 1);
-    if (remote == NULL) {
-        status = swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
-        goto err_transports;
-    }
-    size_t *burst = swy_calloc((size_t)nranks, sizeof(size_t));
-    int *host = swy_calloc((size_t)nranks, sizeof(int));
-    if (burst == NULL || host == NULL) {
-        swy_free(host);
-        swy_free(burst);
-        swy_free(remote);
-        status = swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
-        goto err_transports;
-    }
-    for (int r = 0; r < nranks; r++) {
-        host[r] = swy_topo_node_of(comm->topo, r);
-        remote[r] = host[r] != swy_topo_node_of(comm->topo, rank);
-        /* 4 ms of the link (bytes/s * 0.004), at least 64 KiB */
-        double b = swy_topo_bandwidth(comm->topo, rank, r) * 0.004;
-        burst[r] = b < 65536.0 ? 65536 : b > 1e15 ? (size_t)1e15 : (size_t)b;
-    }
-    swy_sched_params_t params = {
-        .peer_remote = remote,
-        .peer_host = host,
-        .peer_burst_bytes = burst,
-        .auto_partition_bytes = auto_partition,
-        .rank = rank,
-        .nranks = nranks,
-        .transports = comm->transports,
-        .boot = comm->boot,
-        .partition_bytes = swy_config_get_size("SWY_PARTITION_BYTES",
-                                               auto_partition),
-        .window_bytes = swy_config_size("SWY_WINDOW_BYTES"),
-        .timeout_s = comm->timeout_s,
-        .spin_s = (double)swy_config_int("SWY_SPIN_US") * 1e-6,
-        .owner = comm,
-        .policy = swy_config_get_text("SWY_POLICY"),
-        /* 0: auto, one partition (the scheduler's) */
-        .credit_bytes = swy_config_get_size("SWY_CREDIT_BYTES", 0),
-        .shm = comm->shm,
-        .shm_a2a = comm->shm_a2a,
-    };
-    /* The table's values are thread, caller. */
-    params.progress_thread = swy_config_get_choice("SWY_PROGRESS") != 1;
-    /* The table's values are order, tag. */
-    params.p2p_match_tag = swy_config_get_choice("SWY_P2P_MATCH") == 1;
-    const char *partition = swy_config_get("SWY_PARTITION_BYTES");
-    params.partition_set = partition != NULL && strcmp(partition, "auto") != 0;
-    if (params.partition_bytes == 0)
-        params.partition_bytes = 1;
-    if (params.window_bytes == 0)
-        params.window_bytes = 1;
-    status = swy_sched_create(&params, &comm->sched);
-    swy_free(remote);
-    swy_free(burst);
-    swy_free(host);
-    if (status != SWY_OK)
-        goto err_transports;
+    swy_sched_params_t params;
+    SWY_CHECK_GOTO(swy_api_sched_create(comm, 0, 0, &params), status,
+                   err_transports);
     comm->view = swy_sched_world(comm->sched);
     if (swy_config_bool("SWY_TOPO_PROBE")) {
         /* Measured links replace the model; "auto" follows them. */
@@ -541,7 +557,8 @@ swy_status_t swy_api_engine_release(swy_engine_t *engine,
     swy_api_engine_unregister(engine);
     swy_status_t status = SWY_OK;
     int failed = swy_boot_failure(engine->boot, NULL, 0) != SWY_OK;
-    if (abort_why == NULL && !failed)
+    /* A job without a control plane (swy_sim.h) has every rank here. */
+    if (abort_why == NULL && !failed && engine->boot != NULL)
         status = swy_boot_barrier(engine->boot, engine->timeout_s);
     swy_sched_stop(engine->sched); /* no progress while transports go */
     swy_transport_set_destroy(engine->transports);
@@ -650,18 +667,12 @@ swy_status_t swy_comm_stats(swy_comm_t comm, swy_comm_stats_t *stats)
     if (comm == NULL || stats == NULL)
         return swy_err_set(SWY_ERR_INVALID_ARG, "api", "swy_comm_stats: %s "
                            "is NULL", comm == NULL ? "comm" : "stats");
-    if (stats->struct_size < SWY_COMM_STATS_SIZE_V1)
+    if (stats->struct_size != sizeof(*stats))
         return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
-                            "swy_comm_stats: struct_size %zu is below the "
-                            "%zu bytes of swy_comm_stats_t's first release "
+                            "swy_comm_stats: struct_size %zu, expected %zu "
                             "(set it to sizeof(swy_comm_stats_t))",
-                            stats->struct_size,
-                            (size_t)SWY_COMM_STATS_SIZE_V1));
-    swy_comm_stats_t all;
-    swy_sched_stats(comm->sched, &all);
-    all.struct_size = stats->struct_size;
-    swy_struct_export(stats, stats->struct_size, &all, sizeof(all),
-                      SWY_COMM_STATS_SIZE_V1);
+                            stats->struct_size, sizeof(*stats)));
+    swy_sched_stats(comm->sched, stats);
     return SWY_OK;
 }
 

@@ -111,6 +111,23 @@ void swy_api_devcoll_eager(swy_comm_t comm);
 swy_status_t swy_api_devcoll_split(swy_comm_t parent, int color, int key,
                                    swy_comm_t child);
 
+/* split.c: swy_comm_split of every rank of a job at once, in memory (for
+ * swy_sim.h, whose ranks are all in this process and cannot each block in
+ * an allgather): out[r] is rank r's child, NULL for SWY_SPLIT_NOCOLOR.
+ * All or nothing. */
+swy_status_t swy_api_split_local(const swy_comm_t *comms, int n,
+                                 const int *colors, const int *keys,
+                                 swy_comm_t *out);
+
+/* comm.c: the engine's scheduler for comm (topology, transports, boot
+ * and channels set), in comm->sched; *params_p: what it was made with.
+ * caller_progress: no progress thread, whatever SWY_PROGRESS says.
+ * auto_partition: what SWY_PARTITION_BYTES=auto means (the same on every
+ * rank), or 0: worked out from comm->topo. */
+swy_status_t swy_api_sched_create(swy_comm_t comm, int caller_progress,
+                                  size_t auto_partition,
+                                  swy_sched_params_t *params_p);
+
 /* Record the calling thread's last error on the comm; returns status. */
 swy_status_t swy_api_fail(swy_comm_t comm, swy_status_t status);
 

@@ -115,6 +115,45 @@ err:
     return status;
 }
 
+/* Every rank's entry for a split, as swy_comm_split gathers it. */
+static void split_entry(swy_comm_t comm, int color, int key,
+                        split_entry_t *entry)
+{
+    memset(entry, 0, sizeof(*entry));
+    entry->color = color;
+    entry->key = key;
+    entry->views_made = comm->engine->views_made;
+    swy_sched_comm_ids(comm->sched, entry->used);
+}
+
+swy_status_t swy_api_split_local(const swy_comm_t *comms, int n,
+                                 const int *colors, const int *keys,
+                                 swy_comm_t *out)
+{
+    split_entry_t *all = swy_malloc((size_t)n * sizeof(split_entry_t));
+    swy_status_t status = SWY_OK;
+    if (all == NULL)
+        return swy_err_set(SWY_ERR_NO_MEMORY, "api", "out of memory");
+    for (int r = 0; r < n; r++) {
+        split_entry(comms[r], colors[r], keys[r], &all[r]);
+        out[r] = NULL;
+    }
+    for (int r = 0; r < n && status == SWY_OK; r++)
+        if (colors[r] != SWY_SPLIT_NOCOLOR)
+            status = split_make(comms[r], all, &out[r]);
+    swy_free(all);
+    if (status != SWY_OK) {
+        char msg[SWY_ERRMSG_MAX];
+        snprintf(msg, sizeof(msg), "%s", swy_err_last());
+        for (int r = 0; r < n; r++) {
+            swy_comm_destroy(out[r]);
+            out[r] = NULL;
+        }
+        swy_err_store(msg);
+    }
+    return status;
+}
+
 swy_status_t swy_comm_split(swy_comm_t comm, int color, int key,
                             swy_comm_t *newcomm)
 {
@@ -129,11 +168,7 @@ swy_status_t swy_comm_split(swy_comm_t comm, int color, int key,
                             "SWY_SPLIT_NOCOLOR)", fn, color));
     int n = comm->nranks;
     split_entry_t mine;
-    memset(&mine, 0, sizeof(mine));
-    mine.color = color;
-    mine.key = key;
-    mine.views_made = comm->engine->views_made;
-    swy_sched_comm_ids(comm->sched, mine.used);
+    split_entry(comm, color, key, &mine);
     split_entry_t *all = swy_malloc((size_t)n * sizeof(split_entry_t));
     if (all == NULL)
         return swy_api_fail(comm, swy_err_set(SWY_ERR_NO_MEMORY, "api",

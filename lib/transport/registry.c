@@ -151,8 +151,9 @@ static void set_load_plugin(swy_transport_set_t *set, const char *name)
                                               : " with send hints");
 }
 
-swy_status_t swy_transport_set_create(int rank, int nranks,
-                                      swy_transport_set_t **set_p)
+static swy_status_t set_create(int rank, int nranks,
+                               const swy_transport_v1_t *given,
+                               swy_transport_set_t **set_p)
 {
     if (nranks <= 0 || rank < 0 || rank >= nranks)
         return swy_err_set(SWY_ERR_INVALID_ARG, TP_SUBSYS,
@@ -191,6 +192,16 @@ swy_status_t swy_transport_set_create(int rank, int nranks,
         goto err;
     }
 
+    if (given != NULL) {
+        status = set_add(set, given, NULL, NULL, NULL, "given");
+        if (status != SWY_OK) {
+            swy_err_set(status, TP_SUBSYS, "transport %s: init failed for "
+                        "rank %d", given->name, rank);
+            goto err;
+        }
+        *set_p = set;
+        return SWY_OK;
+    }
     const char *list = swy_config_get_text("SWY_TRANSPORT_PLUGINS");
     char *names = swy_strdup(list != NULL ? list : "");
     if (names == NULL) {
@@ -209,6 +220,22 @@ swy_status_t swy_transport_set_create(int rank, int nranks,
 err:
     swy_transport_set_destroy(set);
     return status;
+}
+
+swy_status_t swy_transport_set_create(int rank, int nranks,
+                                      swy_transport_set_t **set_p)
+{
+    return set_create(rank, nranks, NULL, set_p);
+}
+
+swy_status_t swy_transport_set_create_given(int rank, int nranks,
+                                            const swy_transport_v1_t *ops,
+                                            swy_transport_set_t **set_p)
+{
+    if (ops == NULL)
+        return swy_err_set(SWY_ERR_INVALID_ARG, TP_SUBSYS,
+                           "transport set: no transport given");
+    return set_create(rank, nranks, ops, set_p);
 }
 
 /* The allgathered blob of one rank: per transport,

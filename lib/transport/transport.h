@@ -108,6 +108,11 @@ swy_status_t swy_transport_plugin_find(const char *name, char *path,
 swy_status_t swy_transport_set_create(int rank, int nranks,
                                       swy_transport_set_t **set_p);
 
+/* Self + the given transport only, no plugin loaded (swy_sim.h). */
+swy_status_t swy_transport_set_create_given(int rank, int nranks,
+                                            const swy_transport_v1_t *ops,
+                                            swy_transport_set_t **set_p);
+
 /* Exchange addresses over boot, choose per peer and memory type, connect.
  * SWY_ERR_UNSUPPORTED (message names the peer and its link class) when no
  * transport reaches some peer for host memory. */

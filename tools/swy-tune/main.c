@@ -36,6 +36,8 @@ typedef struct {
     int verbose;
     int dry_run;
     double timeout_s;
+    const char *sim_platform; /* --sim: swy-sim on this platform file */
+    char *sim_args;           /* "--platform FILE" + --bench-args */
     char **launcher;
     int nlauncher;
 } tune_options_t;
@@ -44,6 +46,7 @@ static void usage_print(FILE *out)
 {
     fprintf(out,
         "Usage: swy-tune [options] -- LAUNCHER [launcher options]\n"
+        "       swy-tune [options] --sim PLATFORM\n"
         "Runs LAUNCHER swy-bench interference --json --policies ... "
         "--partitions ...\n"
         "--credits ... over the grid below, and picks the setting that "
@@ -76,6 +79,12 @@ static void usage_print(FILE *out)
         "(sizes,\n"
         "                      repetitions; see swy-bench interference "
         "--help)\n"
+        "  --sim PLATFORM      tune on the cluster a swy-sim platform file "
+        "describes:\n"
+        "                      runs swy-sim interference (beside swy-tune, "
+        "else on\n"
+        "                      PATH; --bench names another) instead of a "
+        "launcher\n"
         "  --timeout SEC       stop a benchmark run after SEC seconds "
         "(default: none)\n"
         "  --dry-run           print the benchmark command(s) and exit\n"
@@ -94,7 +103,7 @@ static int options_parse(int argc, char **argv, tune_options_t *opts)
     enum {
         OPT_POLICIES = 256, OPT_PARTITIONS, OPT_CREDITS, OPT_BENCH,
         OPT_BENCH_ARGS, OPT_OUT, OPT_CSV, OPT_SVG, OPT_OBJECTIVE, OPT_REFINE,
-        OPT_TIMEOUT, OPT_DRY_RUN,
+        OPT_TIMEOUT, OPT_DRY_RUN, OPT_SIM,
     };
     static const struct option longopts[] = {
         {"policies", required_argument, NULL, OPT_POLICIES},
@@ -109,6 +118,7 @@ static int options_parse(int argc, char **argv, tune_options_t *opts)
         {"refine", no_argument, NULL, OPT_REFINE},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+        {"sim", required_argument, NULL, OPT_SIM},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -131,6 +141,7 @@ static int options_parse(int argc, char **argv, tune_options_t *opts)
         case OPT_SVG: opts->svg_path = optarg; break;
         case OPT_REFINE: opts->refine = 1; break;
         case OPT_DRY_RUN: opts->dry_run = 1; break;
+        case OPT_SIM: opts->sim_platform = optarg; break;
         case 'v': opts->verbose = 1; break;
         case OPT_OBJECTIVE:
             if (strcmp(optarg, "a2a") == 0) {
@@ -157,6 +168,28 @@ static int options_parse(int argc, char **argv, tune_options_t *opts)
         default:
             return -1;
         }
+    }
+    if (opts->sim_platform != NULL) {
+        /* The simulation needs no launcher: every rank is in swy-sim. */
+        if (optind < argc) {
+            fprintf(stderr, "swy-tune: --sim takes no launcher ('%s')\n",
+                    argv[optind]);
+            return -1;
+        }
+        size_t len = strlen(opts->sim_platform) + 16 +
+                     (opts->bench_args ? strlen(opts->bench_args) : 0);
+        opts->sim_args = malloc(len);
+        if (opts->sim_args == NULL) {
+            fprintf(stderr, "swy-tune: out of memory\n");
+            return -1;
+        }
+        snprintf(opts->sim_args, len, "--platform %s%s%s",
+                 opts->sim_platform, opts->bench_args ? " " : "",
+                 opts->bench_args ? opts->bench_args : "");
+        opts->bench_args = opts->sim_args;
+        opts->launcher = argv + optind;
+        opts->nlauncher = 0;
+        return 0;
     }
     if (optind >= argc) {
         fprintf(stderr, "swy-tune: no launcher given after '--' (e.g. -- "
@@ -516,6 +549,8 @@ int main(int argc, char **argv)
     }
     if (opts.bench != NULL)
         snprintf(bench, sizeof(bench), "%s", opts.bench);
+    else if (opts.sim_platform != NULL)
+        swyt_sim_path_find(bench, sizeof(bench));
     else
         swyt_bench_path_find(bench, sizeof(bench));
     for (size_t i = 0; i < space.npolicies; i++)
@@ -639,6 +674,7 @@ int main(int argc, char **argv)
     }
 out:
     free(command);
+    free(opts.sim_args);
     swyt_candidate_list_clear(&list);
     swyt_space_destroy(&space);
     return rc;

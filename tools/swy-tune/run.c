@@ -261,6 +261,12 @@ void swyt_bench_path_find(char *buf, size_t len)
         snprintf(buf, len, "swy-bench");
 }
 
+void swyt_sim_path_find(char *buf, size_t len)
+{
+    if (!swy_tool_find("swy-sim", "swy-sim", buf, len))
+        snprintf(buf, len, "swy-sim");
+}
+
 int swyt_bench_help_read(const char *bench, char *buf, size_t len)
 {
     int out_pipe[2];

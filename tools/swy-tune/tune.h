@@ -212,6 +212,8 @@ int swyt_bench_help_read(const char *bench, char *buf, size_t len);
 
 /** The benchmark: next to this executable, else `swy-bench` on PATH. */
 void swyt_bench_path_find(char *buf, size_t len);
+/* The same for swy-sim (swy-tune --sim). */
+void swyt_sim_path_find(char *buf, size_t len);
 
 /* ---- report.c ---- */
 
