@@ -244,7 +244,9 @@ void t_finalize(void *ctx)
 }
 
 const swy_transport_v1_t sim_ops = {
-    SWY_TRANSPORT_ABI_V1, sizeof(swy_transport_v1_t), "sim", t_init,
+    SWY_TRANSPORT_ABI_V1, sizeof(swy_transport_v1_t), "sim",
+    nullptr, 0, 0, /* no SWY_SIM_* variables of its own */
+    t_init,
     t_query, t_get_address, t_connect, t_isend, t_irecv, t_cancel,
     t_progress, t_event_fd, t_arm, t_describe, t_finalize};
 

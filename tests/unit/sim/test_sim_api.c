@@ -216,9 +216,22 @@ static void m_finalize(void *ctx)
 }
 
 static const swy_transport_v1_t mem_ops = {
-    SWY_TRANSPORT_ABI_V1, sizeof(swy_transport_v1_t), "mem", m_init,
-    m_query, m_address, m_connect, m_isend, m_irecv, m_cancel, m_progress,
-    m_event_fd, m_arm, m_describe, m_finalize};
+    .abi_version = SWY_TRANSPORT_ABI_V1,
+    .struct_size = sizeof(swy_transport_v1_t),
+    .name = "mem",
+    .init = m_init,
+    .query = m_query,
+    .get_address = m_address,
+    .connect = m_connect,
+    .isend = m_isend,
+    .irecv = m_irecv,
+    .cancel = m_cancel,
+    .progress = m_progress,
+    .event_fd = m_event_fd,
+    .arm = m_arm,
+    .describe_peer = m_describe,
+    .finalize = m_finalize,
+};
 
 /* swy_test every rank's request in turn until all are done. */
 static int run_all(swy_request_t *reqs, int n)
