@@ -8,6 +8,7 @@
 
 #include "api/comm_impl.h"
 #include "coll/coll.h"
+#include "util/abi.h"
 #include "util/alloc.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -667,12 +668,18 @@ swy_status_t swy_comm_stats(swy_comm_t comm, swy_comm_stats_t *stats)
     if (comm == NULL || stats == NULL)
         return swy_err_set(SWY_ERR_INVALID_ARG, "api", "swy_comm_stats: %s "
                            "is NULL", comm == NULL ? "comm" : "stats");
-    if (stats->struct_size != sizeof(*stats))
+    if (stats->struct_size < SWY_COMM_STATS_SIZE_V1)
         return swy_api_fail(comm, swy_err_set(SWY_ERR_INVALID_ARG, "api",
-                            "swy_comm_stats: struct_size %zu, expected %zu "
+                            "swy_comm_stats: struct_size %zu is below the "
+                            "%zu bytes of swy_comm_stats_t's first release "
                             "(set it to sizeof(swy_comm_stats_t))",
-                            stats->struct_size, sizeof(*stats)));
-    swy_sched_stats(comm->sched, stats);
+                            stats->struct_size,
+                            (size_t)SWY_COMM_STATS_SIZE_V1));
+    swy_comm_stats_t all;
+    swy_sched_stats(comm->sched, &all);
+    all.struct_size = stats->struct_size;
+    swy_struct_export(stats, stats->struct_size, &all, sizeof(all),
+                      SWY_COMM_STATS_SIZE_V1);
     return SWY_OK;
 }
 
