@@ -2,6 +2,7 @@
  * variables), destroy, abort, queries, and the last-error message. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,11 +99,24 @@ swy_status_t swy_get_unique_id(swy_unique_id_t *id)
         return swy_err_set(SWY_ERR_INVALID_ARG, "api",
                            "swy_get_unique_id: id is NULL");
     const char *bind = swy_config_get("SWY_ROOT");
-    if (bind != NULL)
+    /* SWY_ROOT serves the first id of the process on its host. Later ids
+     * (torch's groups each make a rendezvous of their own, under swy-run
+     * too), and those of processes that cannot bind it (another rank's
+     * host or port), listen where SWY_ROOT is unset would: an ephemeral
+     * port of this host, which the id carries. */
+    static atomic_int root_port_used;
+    if (bind != NULL && !atomic_load(&root_port_used))
         SWY_CHECK(swy_boot_parse_hostport(bind, host, sizeof(host), &port));
     SWY_CHECK(root_secret(secret));
-    SWY_CHECK(swy_boot_root_start(host[0] ? host : NULL, port, secret, &root,
-                                  &addr));
+    swy_status_t started = swy_boot_root_start(host[0] ? host : NULL, port,
+                                               secret, &root, &addr);
+    if (started != SWY_OK && (host[0] || port != 0)) {
+        swy_err_clear();
+        started = swy_boot_root_start(NULL, 0, secret, &root, &addr);
+    } else if (started == SWY_OK && port != 0) {
+        atomic_store(&root_port_used, 1);
+    }
+    SWY_CHECK(started);
     swy_status_t status = swy_boot_id_encode(&addr, id);
     if (status != SWY_OK) {
         swy_boot_root_release(root);
