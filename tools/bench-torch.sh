@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # bench-torch.sh: the torch benchmark (docs/measuring.md) on the emulated cluster
 # — NODES x RANKS_PER_NODE ranks (2 x 2), a tbf-shaped link between the
-# nodes — the training script (python3 -m switchyard.train, DDP + MoE) on
+# nodes — the training script (plugins/torch/examples/train.py, DDP + MoE) on
 # gloo, on switchyard under lina and under fair, REPEAT times alternating,
 # then per configuration the median and range over runs of each run's
 # median step time, the ratios, and the per-phase profile of the median
 # run (--phases: a2a : compute : allreduce, and the CPU floor).
 #
-#   tools/bench-torch.sh [switchyard.train options...]
+#   tools/bench-torch.sh [train.py options...]
 #
 # e.g. tools/bench-torch.sh --ep 4 --layers 4 --hidden 256 --ffn 512
 # Ranks get torchrun's variables from swy-run's (switchyard.launch), one
@@ -55,7 +55,7 @@ for ((i = 1; i <= repeat; i++)); do
         [[ $c == gloo ]] && backend=gloo policy=
         echo "run $i $c: load $(cut -d' ' -f1 /proc/loadavg), $(date -u +%T)"
         SWY_POLICY=$policy "$swy_run" --nodes "$nodes" --ranks-per-node "$rpn" \
-            --link "$link" --timeout 900 "$torch_python" -m switchyard.train \
+            --link "$link" --timeout 900 "$torch_python" "$here/plugins/torch/examples/train.py" \
             --backend "$backend" --steps "$steps" --phases --json "$@" \
             >"$out/$c.$i.log" 2>&1 || { cat "$out/$c.$i.log"; exit 1; }
     done

@@ -1,4 +1,4 @@
-"""How the package's programs (switchyard.train, switchyard.bench_a2a) get
+"""How the example programs (examples/train.py, examples/bench_a2a.py) get
 their ranks: from a launcher's RANK and WORLD_SIZE (torchrun), from
 swy-run's SWY_RANK, SWY_WORLD_SIZE and SWY_ROOT (torch's rendezvous then
 listens on SWY_ROOT's host at its port + 7), or --nproc N local ranks

@@ -31,7 +31,7 @@ def _backend_of(group):
 
 # Seconds this process spent in the library's exchanges, by kind ("route",
 # "dispatch", "combine", "combine_backward", "dispatch_backward"), and how
-# many: a profile for the caller (switchyard.train --phases), which may
+# many: a profile for the caller (examples/train.py --phases), which may
 # clear them.
 exchange_seconds = collections.Counter()
 exchange_calls = collections.Counter()

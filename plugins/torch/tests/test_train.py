@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The training script (python3 -m switchyard.train) on switchyard against
+"""The training script (plugins/torch/examples/train.py) on switchyard against
 gloo: the same seed must give the same loss curve (within float
 tolerance), on 2 ranks and on 4 ranks in two expert-parallel groups, of
 consecutive ranks and of every other rank (--ep-layout), which must also
@@ -20,6 +20,10 @@ import socket
 import subprocess
 import sys
 import time
+
+# The example script, beside this folder (examples are not installed).
+TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                     "examples", "train.py")
 
 try:
     import torch  # noqa: F401
@@ -65,7 +69,7 @@ def start(cmd, env):
 
 
 def run(*flags, whole=False):
-    cmd = [sys.executable, "-m", "switchyard.train", "--json"] + list(flags)
+    cmd = [sys.executable, TRAIN, "--json"] + list(flags)
     proc = start(cmd, dict(os.environ, **RANK_ENV))
     out = wait_all([proc], " ".join(cmd))[0]
     lines = [l for l in out.splitlines() if l.startswith("{")]
@@ -103,7 +107,7 @@ def run_as_swy_run(world, *flags):
     env = {k: v for k, v in os.environ.items()
            if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     env.update(RANK_ENV)
-    cmd = [sys.executable, "-m", "switchyard.train", "--json"] + list(flags)
+    cmd = [sys.executable, TRAIN, "--json"] + list(flags)
     for attempt in range(3):
         port = free_port_pair()
         procs = [start(cmd, dict(env, SWY_RANK=str(r),

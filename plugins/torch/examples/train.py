@@ -1,6 +1,6 @@
 """Train a small MoE transformer with torch.distributed.
 
-    python3 -m switchyard.train --backend switchyard|gloo [--nproc N] ...
+    python3 plugins/torch/examples/train.py --backend switchyard|gloo [--nproc N] ...
 
 A framework's view of Switchyard: a transformer whose feed-forward blocks
 are switchyard.torch.MoE layers, the replicated parameters wrapped in the
@@ -36,7 +36,7 @@ from switchyard import moe as swy_moe
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python3 -m switchyard.train",
+    p = argparse.ArgumentParser(prog="python3 plugins/torch/examples/train.py",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--backend", choices=["switchyard", "gloo"],
                    default="switchyard")
@@ -321,7 +321,7 @@ def train(args, rank, world):
                          "ranks")
     share = args.batch // world
     if rank == 0:
-        print(f"# switchyard.train  backend: {args.backend}  ranks: {world}"
+        print(f"# train.py  backend: {args.backend}  ranks: {world}"
               f"  ep: {ep_group.size()} ({args.ep_layout})  experts: "
               f"{args.experts}  top-k: {args.top_k}  gate: {args.gate}  "
               f"policy: {os.environ.get('SWY_POLICY', 'default')}",
@@ -380,7 +380,7 @@ def train(args, rank, world):
 
 
 def main(argv=None):
-    return launch.run("switchyard.train", parse_args(argv), train)
+    return launch.run("train.py", parse_args(argv), train)
 
 
 if __name__ == "__main__":

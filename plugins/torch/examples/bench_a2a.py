@@ -1,7 +1,7 @@
 """The MoE all-to-all under a DDP allreduce backlog, as a PyTorch program
 sees it, on any torch.distributed backend:
 
-    python3 -m switchyard.bench_a2a --backend switchyard|gloo [--json]
+    python3 plugins/torch/examples/bench_a2a.py --backend switchyard|gloo [--json]
 
 Each repetition times `all_to_all_single` alone (from post to completion,
 the slowest rank), then posts an `all_reduce` of the backlog (what DDP's
@@ -29,7 +29,7 @@ from switchyard import launch
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python3 -m switchyard.bench_a2a",
+    p = argparse.ArgumentParser(prog="python3 plugins/torch/examples/bench_a2a.py",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", choices=["switchyard", "gloo"],
                    default="switchyard")
@@ -121,7 +121,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.backend == "switchyard":
         import switchyard.torch  # noqa: F401  (registers the backend)
-    return launch.run("switchyard.bench_a2a", args, bench)
+    return launch.run("bench_a2a.py", args, bench)
 
 
 if __name__ == "__main__":
