@@ -42,6 +42,24 @@ static int config_loaded;
 static swy_config_entry_t **config_extra;
 static size_t config_extra_count;
 
+/* Arrays that config_add replaced while lock-free readers
+ * (swy_config_get) may still hold them: kept, never freed, and reachable
+ * from here for the process's life, so that they are no leak. */
+static void **config_retired;
+static size_t config_retired_count;
+
+static void config_retire(void *old)
+{
+    if (old == NULL)
+        return;
+    void **list = realloc(config_retired,
+                          (config_retired_count + 1) * sizeof(*list));
+    if (list == NULL)
+        return; /* unreachable then, but never freed under a reader */
+    list[config_retired_count++] = old;
+    config_retired = list;
+}
+
 /* SWY_* names of the environment and of SWY_CONFIG that are not known
  * yet but may be a configured plugin's (SWY_<PLUGIN>_*): they warn when
  * that plugin registers its variables without them. */
@@ -717,8 +735,8 @@ static swy_status_t config_add(const char *owner, const void *given,
                                  "config variable %s is the library's",
                                  owner, var.name)
                    : SWY_OK; /* loaded before (another communicator) */
-    /* New arrays, the old ones left as they are (and leaked, as the
-     * slots at reload): swy_config_get() reads them without the lock. */
+    /* New arrays, the old ones retired, not freed (config_retire):
+     * swy_config_get() reads them without the lock. */
     swy_config_entry_t *entry = swy_calloc(1, sizeof(*entry));
     swy_config_entry_t **extra =
         calloc(config_extra_count + 1, sizeof(*extra));
@@ -754,6 +772,8 @@ static swy_status_t config_add(const char *owner, const void *given,
             break;
         }
     extra[config_extra_count] = entry;
+    config_retire(config_extra);
+    config_retire(config_slots);
     config_extra = extra;
     config_slots = slots;
     config_extra_count++;

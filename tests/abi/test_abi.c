@@ -219,13 +219,13 @@ static void test_load(void)
     BASE(sc).max_range = 0.02;
     BASE(sc).max_variance = -1;
     SET_LATER(sc);
-    swy_load_state_t state;
+    swy_load_state_t state[10]; /* one per step */
     CHECK(swy_load_state((const swy_load_state_config_t *)(void *)&sc,
-                         series, 10, 2, &state) == SWY_OK,
+                         series, 10, 2, state) == SWY_OK,
           "state: %s", swy_last_error(NULL));
     BASE(sc).window = 1; /* read where it was put: below 2 is refused */
     CHECK(swy_load_state((const swy_load_state_config_t *)(void *)&sc,
-                         series, 10, 2, &state) == SWY_ERR_INVALID_ARG,
+                         series, 10, 2, state) == SWY_ERR_INVALID_ARG,
           "state window 1 accepted");
 
     predictor_config_t pc;

@@ -14,7 +14,8 @@ losses() { # ALGO: "loss_first loss_last" of rank 0's summary
         --experts-per-rank 2 --json 2>&1)
     rc=$?
     [ "$rc" -eq 77 ] && exit 77
-    [ "$rc" -eq 0 ] || { echo "$out"; echo "FAIL: $1 exited $rc"; exit 1; }
+    # On stderr: stdout is the caller's $(...).
+    [ "$rc" -eq 0 ] || { echo "$out" >&2; echo "FAIL: $1 exited $rc" >&2; exit 1; }
     echo "$out" | grep -m1 '"bench":"train"' |
         sed -E 's/.*"loss_first":([^,]*).*"loss_last":([^,]*).*/\1 \2/'
 }
