@@ -134,8 +134,10 @@ static int config_defer(const char *name, const char *file_value)
         return 0;
     for (size_t i = 0; i < config_pending_count; i++)
         if (strcmp(config_pending[i].name, name) == 0) {
-            if (file_value != NULL)
+            if (file_value != NULL) {
+                swy_free(config_pending[i].file_value);
                 config_pending[i].file_value = swy_strdup(file_value);
+            }
             return 1;
         }
     swy_config_pending_t *grown =
@@ -212,7 +214,8 @@ static void config_load_locked(void)
     swy_config_slot_t *slots = calloc(total, sizeof(*slots));
     if (slots == NULL)
         return;
-    config_slots = slots; /* previous array leaks on purpose (see above) */
+    config_retire(config_slots); /* readers may still hold it */
+    config_slots = slots;
     for (size_t i = 0; i < total; i++) {
         const char *value = getenv(config_at(i)->name);
         if (value != NULL)
@@ -768,6 +771,7 @@ static swy_status_t config_add(const char *owner, const void *given,
     for (size_t i = 0; i < config_pending_count; i++)
         if (strcmp(config_pending[i].name, entry->name) == 0) {
             slot->file_value = config_pending[i].file_value;
+            swy_free(config_pending[i].name);
             config_pending[i] = config_pending[--config_pending_count];
             break;
         }
@@ -801,6 +805,8 @@ swy_status_t swy_config_register(const char *owner,
             swy_warn("util", "unknown configuration variable %s ignored "
                      "(no variable of plugin %s; swy-info -c lists them)",
                      config_pending[i].name, owner);
+            swy_free(config_pending[i].name);
+            swy_free(config_pending[i].file_value);
             config_pending[i] = config_pending[--config_pending_count];
         } else {
             i++;
