@@ -5,9 +5,10 @@
 # ranks (2 x 2), a tbf-shaped link between the nodes — on gloo and on
 # switchyard under lina and fair, REPEAT times alternating; then per
 # configuration the median and range over runs of each run's median step,
-# the ratios to gloo, and the compute-only step of the same shape (--ep 1
-# --no-sync on switchyard), from which the communication share of gloo's
-# step follows.
+# the CPU floor (rank 0's CPU per step times the ranks over the cores: the
+# shortest step the cores allow), the ratios to gloo, and the compute-only
+# step of the same shape (--ep 1 --no-sync on switchyard), from which the
+# communication share of gloo's step follows.
 #
 #   tools/bench-torch-layer.sh [bench_moe_layer.py options...]
 #
@@ -58,20 +59,25 @@ for ((i = 1; i <= repeat; i++)); do
     done
 done
 
-/usr/bin/python3 - "$out" "$configs" <<'PY'
+/usr/bin/python3 - "$out" "$configs" "$((nodes * rpn))" "$(getconf _NPROCESSORS_ONLN)" <<'PY'
 import glob, json, statistics, sys
 out, configs = sys.argv[1], sys.argv[2].split(",")
+ranks, cores = int(sys.argv[3]), int(sys.argv[4])
 med, runs = {}, {}
 for c in configs:
     for path in sorted(glob.glob(f"{out}/{c}.*.log")):
         line = [l for l in open(path) if '"bench": "moe_layer"' in l][-1]
         runs.setdefault(c, []).append(json.loads(line[line.index("{"):]))
-print("\nconfig   median step ms  [range of run medians]  final loss")
+# The ranks share the machine's cores: no step is shorter than their CPU
+# time over the cores (rank 0's for each of them).
+print("\nconfig   median step ms  [range of run medians]  CPU floor ms"
+      "  final loss")
 for c, rs in runs.items():
     ms = [r["step_ms_median"] for r in rs]
     med[c] = statistics.median(ms)
+    floor = statistics.median(r["cpu_ms_per_step"] for r in rs) * ranks / cores
     print(f"{c:8} {med[c]:10.1f}      [{min(ms):.1f}-{max(ms):.1f}]"
-          f"          {rs[-1]['final_loss']:.6f}")
+          f"          {floor:8.1f}     {rs[-1]['final_loss']:.6f}")
 if "gloo" in med:
     for c in med:
         if c not in ("gloo", "compute"):

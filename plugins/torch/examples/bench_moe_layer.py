@@ -19,7 +19,8 @@ compute split of a step is measured, not assumed.
 
 Ranks come from swy-run (or torchrun's RANK/WORLD_SIZE). Rank 0 prints one
 JSON line: the median step time over --steps after --warmup, its range,
-and the final loss (identical across backends for the same seed).
+its CPU time per step, and the final loss (identical across backends for
+the same seed).
 """
 import argparse
 import json
@@ -138,11 +139,11 @@ def main(argv=None):
     # MOELayer takes (groups, tokens, model): one group per local expert.
     shape = (args.local_experts, args.tokens // args.local_experts, h)
 
-    times, loss = [], None
+    times, cpu, loss = [], [], None
     for step in range(args.warmup + args.steps):
         x = torch.randn(shape, generator=gen)
         y = torch.tanh(x @ target)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         opt.zero_grad()
         out = net(x)
         loss = torch.nn.functional.mse_loss(out, y) + 0.01 * moe.l_aux
@@ -154,6 +155,7 @@ def main(argv=None):
         opt.step()
         if step >= args.warmup:
             times.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - cpu_start)
     dist.barrier()
     if rank == 0:
         print(json.dumps({
@@ -166,6 +168,10 @@ def main(argv=None):
             "local_experts": args.local_experts, "no_sync": args.no_sync,
             "step_ms_median": 1e3 * statistics.median(times),
             "step_ms_min": 1e3 * min(times), "step_ms_max": 1e3 * max(times),
+            # This process's CPU per step (all its threads): with every rank
+            # alike, ranks x this / cores is the shortest step the cores
+            # allow.
+            "cpu_ms_per_step": 1e3 * statistics.median(cpu),
             "final_loss": loss.item()}), flush=True)
     dist.destroy_process_group()
     return 0
