@@ -439,9 +439,7 @@ class SwitchyardBackend : public c10d::Backend {
     const char* op = "_allgather_base";
     checkTensor(output, op, "output_tensor");
     checkTensor(input, op, "input_tensor");
-    TORCH_CHECK(output.scalar_type() == input.scalar_type(), "switchyard: ",
-                op, ": output dtype ", output.scalar_type(),
-                " differs from input dtype ", input.scalar_type());
+    checkSameDtype(output, input, op);
     TORCH_CHECK(output.numel() == size_ * input.numel(), "switchyard: ", op,
                 ": output has ", output.numel(), " elements, expected ",
                 size_, " x ", input.numel());
@@ -625,9 +623,7 @@ class SwitchyardBackend : public c10d::Backend {
     const char* op = "_reduce_scatter_base";
     checkTensor(output, op, "output_tensor");
     checkTensor(input, op, "input_tensor");
-    TORCH_CHECK(output.scalar_type() == input.scalar_type(), "switchyard: ",
-                op, ": output dtype ", output.scalar_type(),
-                " differs from input dtype ", input.scalar_type());
+    checkSameDtype(output, input, op);
     TORCH_CHECK(input.numel() == size_ * output.numel(), "switchyard: ", op,
                 ": input has ", input.numel(), " elements, expected ", size_,
                 " x ", output.numel());
@@ -665,9 +661,7 @@ class SwitchyardBackend : public c10d::Backend {
     const char* op = "alltoall_base";
     checkTensor(output, op, "output");
     checkTensor(input, op, "input");
-    TORCH_CHECK(output.scalar_type() == input.scalar_type(), "switchyard: ",
-                op, ": output dtype ", output.scalar_type(),
-                " differs from input dtype ", input.scalar_type());
+    checkSameDtype(output, input, op);
     std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
     splitBytes(input, input_splits, "input_split_sizes", op, &send_counts,
                &send_displs);
@@ -865,11 +859,16 @@ class SwitchyardBackend : public c10d::Backend {
                 " is negative");
   }
 
-  static void checkSameShape(const at::Tensor& out, const at::Tensor& in,
+  static void checkSameDtype(const at::Tensor& out, const at::Tensor& in,
                              const char* op) {
     TORCH_CHECK(out.scalar_type() == in.scalar_type(), "switchyard: ", op,
                 ": output dtype ", out.scalar_type(),
                 " differs from input dtype ", in.scalar_type());
+  }
+
+  static void checkSameShape(const at::Tensor& out, const at::Tensor& in,
+                             const char* op) {
+    checkSameDtype(out, in, op);
     TORCH_CHECK(out.numel() == in.numel(), "switchyard: ", op, ": output has ",
                 out.numel(), " elements, input ", in.numel());
   }
