@@ -18,29 +18,13 @@
 # RANKS_PER_NODE (default 2 and 2).
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${BUILD_DIR:-$here/build}
-[[ $build == /* ]] || build=$PWD/$build
+prog=bench-torch-layer
+source "$(dirname "${BASH_SOURCE[0]}")/bench-torch-env.sh"
 repeat=${REPEAT:-3}
 link=${LINK:-1gbit}
 configs=${CONFIGS:-gloo,lina,fair,compute}
-nodes=${NODES:-2}
-rpn=${RANKS_PER_NODE:-2}
-if [[ $(id -u) -ne 0 ]]; then
-    echo "bench-torch-layer: needs root (network namespaces); skipped" >&2
-    exit 77
-fi
-swy_run=$build/tools/swy-run/swy-run
-if [[ ! -x $swy_run || ! -d $build/plugins/torch/switchyard ]]; then
-    echo "bench-torch-layer: no swy-run or torch plugin in $build" >&2
-    exit 2
-fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-export PYTHONPATH=$build/plugins/torch${PYTHONPATH:+:$PYTHONPATH}
-export SWY_PLUGIN_PATH=${SWY_PLUGIN_PATH:-$(cat "$build/plugin-path" 2>/dev/null || true)}
-torch_python=$(cat "$build/plugins/torch/python" 2>/dev/null || echo python3)
-export OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=eth0
 echo "bench-torch-layer: $(git -C "$here" rev-parse --short HEAD)," \
      "nproc $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)," \
      "${nodes} x ${rpn} at $link, options: $*"

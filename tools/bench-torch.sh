@@ -21,33 +21,15 @@
 # temporary folder).
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${BUILD_DIR:-$here/build}
-[[ $build == /* ]] || build=$PWD/$build
+prog=bench-torch
+source "$(dirname "${BASH_SOURCE[0]}")/bench-torch-env.sh"
 repeat=${REPEAT:-3}
 link=${LINK:-1gbit}
 steps=${STEPS:-30}
 configs=${CONFIGS:-gloo,lina,fair}
-nodes=${NODES:-2}
-rpn=${RANKS_PER_NODE:-2}
-if [[ $(id -u) -ne 0 ]]; then
-    echo "bench-torch: needs root (network namespaces); skipped" >&2
-    exit 77
-fi
-swy_run=$build/tools/swy-run/swy-run
-if [[ ! -x $swy_run || ! -d $build/plugins/torch/switchyard ]]; then
-    echo "bench-torch: no swy-run or torch plugin in $build; build first" >&2
-    exit 2
-fi
 out=${OUT_DIR:-$(mktemp -d)}
 [[ -n ${OUT_DIR:-} ]] || trap 'rm -rf "$out"' EXIT
 mkdir -p "$out"
-export PYTHONPATH=$build/plugins/torch${PYTHONPATH:+:$PYTHONPATH}
-export LD_LIBRARY_PATH=$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export SWY_PLUGIN_PATH=${SWY_PLUGIN_PATH:-$(cat "$build/plugin-path" 2>/dev/null || true)}
-# The python the backend was built for (a venv's torch 2.x).
-torch_python=$(cat "$build/plugins/torch/python" 2>/dev/null || echo python3)
-export OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=eth0
 
 for ((i = 1; i <= repeat; i++)); do
     for c in ${configs//,/ }; do
